@@ -1,0 +1,138 @@
+// The op table: every numerical op the model, the trainer and the samplers run, as function
+// pointers chosen at run time (CPU now, CUDA where a GPU exists). Pointers passed to these ops
+// live in the backend's memory (alloc/to_device/to_host move data in and out).
+//
+// Conventions
+// - Row-major. Activations are [B, L, C] (batch, tokens, channels); a "row" is one token.
+// - Attention heads: head h of an [.., H]-channel row owns channels h*d .. h*d+d-1 (d = H/heads),
+//   as PyTorch's reshape(B, L, heads, d) does. The fused qkv row is [q(H) | k(H) | v(H)].
+// - Token l of a gh x gw grid sits at row l / gw, column l % gw.
+// - Backward ops ADD into every gradient buffer they are given (the caller zeroes them), except
+//   where a comment says "in place". A NULL gradient pointer means "not needed".
+#ifndef MALA_BACKEND_H
+#define MALA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Backend Backend;
+
+// Per-call attention geometry. qkv rows have stride 3H; qkr (roped q', k') rows have stride 2H;
+// out rows have stride H.
+typedef struct {
+    int B, L, H, heads;  // batch, tokens, hidden, heads (d = H / heads)
+    int gh, gw;          // token grid (gh * gw == L), for RoPE and LePE
+} AttnShape;
+
+struct Backend {
+    const char *name;
+
+    // ---- memory ----
+    void *(*alloc)(size_t bytes);                 // zero-filled; aborts on failure
+    void (*release)(void *p);
+    void (*to_device)(void *dst, const void *src, size_t bytes);
+    void (*to_host)(void *dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);  // device to device
+    void (*zero)(void *p, size_t bytes);
+    void (*sync)(void);
+
+    // ---- dense ----
+    // out[N,O] = in[N,I] W[O,I]^T + b[O]           (b may be NULL)
+    void (*linear_fwd)(float *out, const float *in, const float *w, const float *b, int N, int I, int O);
+    // din[N,I] += dout W;  dw[O,I] += dout^T in;  db[O] += sum_n dout[n]
+    void (*linear_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
+                       const float *w, int N, int I, int O);
+
+    // ---- normalisation and adaLN ----
+    // LayerNorm over C without affine, eps 1e-6: out = (x - mean) * rstd; rstd[N] kept for backward.
+    void (*layernorm_fwd)(float *out, float *rstd, const float *x, int N, int C);
+    // dx += rstd * (dout - mean(dout) - out * mean(dout * out))   (uses the normalised output)
+    void (*layernorm_bwd)(float *dx, const float *dout, const float *out, const float *rstd, int N, int C);
+    // out[b,l,c] = x[b,l,c] * (1 + scale[b*ms + c]) + shift[b*ms + c]   (ms: row stride of shift/scale)
+    void (*modulate_fwd)(float *out, const float *x, const float *shift, const float *scale,
+                         int B, int L, int C, int ms);
+    void (*modulate_bwd)(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
+                         const float *scale, int B, int L, int C, int ms);
+    // x[b,l,c] += gate[b*ms + c] * y[b,l,c]   (the adaLN-Zero gated residual, in place on x)
+    void (*gate_residual_fwd)(float *x, const float *y, const float *gate, int B, int L, int C, int ms);
+    // dy += gate * dx;  dgate += sum_l dx * y     (dx itself passes through unchanged)
+    void (*gate_residual_bwd)(float *dy, float *dgate, const float *dx, const float *y, const float *gate,
+                              int B, int L, int C, int ms);
+
+    // ---- elementwise ----
+    void (*gelu_fwd)(float *out, const float *x, size_t n);          // tanh approximation
+    void (*gelu_bwd)(float *dx, const float *dout, const float *x, size_t n);
+    void (*silu_fwd)(float *out, const float *x, size_t n);
+    void (*silu_bwd)(float *dx, const float *dout, const float *x, size_t n);
+    void (*add)(float *out, const float *a, const float *b, size_t n);  // out = a + b
+    void (*mul_fwd)(float *out, const float *a, const float *b, size_t n);  // out = a * b
+    void (*mul_bwd)(float *da, float *db, const float *dout, const float *a, const float *b, size_t n);
+    // phi(x) = ELU(x) + 1, in place on `cols` leading channels of `rows` rows with stride ld.
+    void (*elu1_fwd)(float *x, int rows, int cols, int ld);
+    // In place: g = g * phi'(x), computed from y = phi(x): phi' = 1 if y > 1 else y.
+    void (*elu1_bwd)(float *g, const float *y, int rows, int cols, int ld);
+
+    // ---- attention ----
+    // 2-D RoPE (DESIGN 1) of the q and k parts of qkv (phi already applied) into qkr [B,L,2H].
+    void (*rope_fwd)(float *qkr, const float *qkv, AttnShape s);
+    // dqkv (q,k parts) += R^T dqkr
+    void (*rope_bwd)(float *dqkv, const float *dqkr, AttnShape s);
+    // Scratch floats the attention kinds keep between forward and backward.
+    size_t (*mala_cache_floats)(AttnShape s);
+    size_t (*linattn_cache_floats)(AttnShape s);
+    size_t (*softmax_cache_floats)(AttnShape s);
+    // MALA core (DESIGN 1). qkv holds q' = phi(q), k' = phi(k) and v; qkr holds rope(q'), rope(k')
+    // or is NULL (no RoPE: q', k' are used). out[B,L,H] is overwritten.
+    void (*mala_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
+    void (*mala_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                     const float *cache, AttnShape s);
+    // Plain linear attention: out_i = rope(q'_i) sum_j rope(k'_j) v_j^T / (q'_i . sum_j k'_j + 1e-6).
+    void (*linattn_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
+    void (*linattn_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                        const float *cache, AttnShape s);
+    // Softmax attention (DiT): softmax(q k^T / sqrt(d)) v on raw q, k (or on qkr when non-NULL).
+    void (*softmax_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
+    void (*softmax_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                        const float *cache, AttnShape s);
+    // LePE: out[B,L,H] += dwconv_kxk(v) + bias, v = the v part of qkv (stride 3H), zero padding k/2,
+    // weight [H,1,k,k], bias [H].
+    void (*lepe_fwd)(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);
+    // dqkv (v part) += ..., dw += ..., db += ...
+    void (*lepe_bwd)(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
+                     const float *w, int k, AttnShape s);
+
+    // ---- embeddings and patches ----
+    // img [B,C,S,S] -> patches [B, T, C*p*p] with T = (S/p)^2, each row ordered (c, i, j) as a
+    // flattened conv weight [H, C, p, p] expects.
+    void (*patchify_fwd)(float *patches, const float *img, int B, int C, int S, int p);
+    void (*patchify_bwd)(float *dimg, const float *dpatches, int B, int C, int S, int p);
+    // tokens [B, T, p*p*C] ordered (i, j, c) -> img [B,C,S,S]   (DiT's unpatchify)
+    void (*unpatchify_fwd)(float *img, const float *tokens, int B, int C, int S, int p);
+    void (*unpatchify_bwd)(float *dtokens, const float *dimg, int B, int C, int S, int p);
+    // x[b,l,c] += pos[l,c]
+    void (*add_pos)(float *x, const float *pos, int B, int L, int C);
+    // out[B, dim] = [cos(t * f), sin(t * f)], f_i = exp(-ln(10000) i / (dim/2)); t is not trained,
+    // so there is no backward.
+    void (*timestep_embed)(float *out, const float *t, int B, int dim);
+    // out[b] = table[y[b]]  /  dtable[y[b]] += dout[b]
+    void (*embed_fwd)(float *out, const float *table, const int32_t *y, int B, int C);
+    void (*embed_bwd)(float *dtable, const float *dout, const int32_t *y, int B, int C);
+
+    // ---- optimiser ----
+    // AdamW step t (1-based) as torch.optim.AdamW: p -= lr*wd*p; m,v moments; bias-corrected update.
+    void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float wd, int t);
+    void (*ema)(float *e, const float *p, size_t n, float decay);  // e = decay e + (1-decay) p
+    // Sum of squares of x into *out (host double), for the gradient norm.
+    double (*sumsq)(const float *x, size_t n);
+    void (*scale)(float *x, float a, size_t n);  // x *= a
+};
+
+const Backend *backend_cpu(void);
+// NULL with a one-line reason in *why when this build or machine has no CUDA device.
+const Backend *backend_cuda(const char **why);
+// "cpu", "cuda" or NULL (auto: cuda when present, else cpu). Exits with a clear message when
+// cuda is asked for and unavailable.
+const Backend *backend_select(const char *name);
+
+#endif

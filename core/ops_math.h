@@ -1,0 +1,56 @@
+// Per-element math shared by the CPU and CUDA backends, so the CPU tests also cover the GPU
+// arithmetic. Every function is static inline and usable from host and device code.
+#ifndef MALA_OPS_MATH_H
+#define MALA_OPS_MATH_H
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define MALA_HD __host__ __device__ __forceinline__
+#else
+#define MALA_HD static inline
+#endif
+
+#define MALA_LN_EPS 1e-6f
+#define MALA_ATTN_EPS 1e-6f
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+MALA_HD float gelu_f(float x) {
+    const float c = 0.7978845608028654f;
+    float u = c * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+MALA_HD float gelu_grad_f(float x) {
+    const float c = 0.7978845608028654f;
+    float u = c * (x + 0.044715f * x * x * x);
+    float th = tanhf(u);
+    float du = c * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+MALA_HD float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+MALA_HD float silu_f(float x) { return x * sigmoid_f(x); }
+MALA_HD float silu_grad_f(float x) { float s = sigmoid_f(x); return s * (1.0f + x * (1.0f - s)); }
+// phi(x) = ELU(x) + 1; its derivative from the output y = phi(x): 1 for x > 0 (y > 1), else exp(x) = y.
+MALA_HD float elu1_f(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
+MALA_HD float elu1_grad_from_y(float y) { return y > 1.0f ? 1.0f : y; }
+
+// RoPE frequency m of a head of dimension d (d/4 frequencies, torch.linspace(0, 1, d/4)):
+// w_m = 10000^(-m / (d/4 - 1)); a single frequency (d == 4) is 1.
+MALA_HD float rope_freq(int m, int d) {
+    int nf = d / 4;
+    float e = nf > 1 ? (float)m / (float)(nf - 1) : 0.0f;
+    return powf(10000.0f, -e);
+}
+
+// AdamW element update (torch.optim.AdamW, decoupled weight decay). bc1 = 1 - beta1^t,
+// bc2 = 1 - beta2^t. Returns the new parameter.
+MALA_HD float adamw_f(float p, float g, float *m, float *v, float lr, float b1, float b2, float eps,
+                      float wd, float bc1, float bc2) {
+    p -= lr * wd * p;
+    *m = b1 * *m + (1.0f - b1) * g;
+    *v = b2 * *v + (1.0f - b2) * g * g;
+    float denom = sqrtf(*v) / sqrtf(bc2) + eps;
+    return p - (lr / bc1) * (*m / denom);
+}
+
+#endif
