@@ -3,7 +3,7 @@
 CC       ?= cc
 OPT      ?= -O3 -march=x86-64-v3 -ffp-contract=off
 CFLAGS   += $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP \
-            -I. -Icore -I/usr/include/x86_64-linux-gnu/openblas-pthread -I/usr/include/stb
+            -I. -Icore -Imodel -Isampler -Itrain -Ieval -Iapp -I/usr/include/x86_64-linux-gnu/openblas-pthread -I/usr/include/stb
 LDLIBS   += -lopenblas -llapacke -lz -lm -lpthread -fopenmp
 BUILD    ?= build
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)

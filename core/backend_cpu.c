@@ -1,0 +1,47 @@
+// The CPU op table: OpenBLAS for the products, OpenMP loops for the rest.
+// defines: backend_cpu
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "common.h"
+#include "ops_cpu.h"
+#include "ops_cpu_dense.h"
+
+static void *cpu_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) FATAL("out of memory allocating %zu bytes", bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+static void cpu_release(void *p) { free(p); }
+static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
+static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
+static void cpu_sync(void) {}
+
+static const Backend CPU = {
+    .name = "cpu",
+    .alloc = cpu_alloc, .release = cpu_release, .to_device = cpu_memcpy, .to_host = cpu_memcpy,
+    .copy = cpu_memcpy, .zero = cpu_zero, .sync = cpu_sync,
+    .linear_fwd = cpu_linear_fwd, .linear_bwd = cpu_linear_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd, .layernorm_bwd = cpu_layernorm_bwd,
+    .modulate_fwd = cpu_modulate_fwd, .modulate_bwd = cpu_modulate_bwd,
+    .gate_residual_fwd = cpu_gate_residual_fwd, .gate_residual_bwd = cpu_gate_residual_bwd,
+    .gelu_fwd = cpu_gelu_fwd, .gelu_bwd = cpu_gelu_bwd, .silu_fwd = cpu_silu_fwd, .silu_bwd = cpu_silu_bwd,
+    .add = cpu_add, .mul_fwd = cpu_mul_fwd, .mul_bwd = cpu_mul_bwd,
+    .elu1_fwd = cpu_elu1_fwd, .elu1_bwd = cpu_elu1_bwd,
+    .rope_fwd = cpu_rope_fwd, .rope_bwd = cpu_rope_bwd,
+    .mala_cache_floats = cpu_mala_cache_floats, .linattn_cache_floats = cpu_linattn_cache_floats,
+    .softmax_cache_floats = cpu_softmax_cache_floats,
+    .mala_fwd = cpu_mala_fwd, .mala_bwd = cpu_mala_bwd,
+    .linattn_fwd = cpu_linattn_fwd, .linattn_bwd = cpu_linattn_bwd,
+    .softmax_fwd = cpu_softmax_fwd, .softmax_bwd = cpu_softmax_bwd,
+    .lepe_fwd = cpu_lepe_fwd, .lepe_bwd = cpu_lepe_bwd,
+    .patchify_fwd = cpu_patchify_fwd, .patchify_bwd = cpu_patchify_bwd,
+    .unpatchify_fwd = cpu_unpatchify_fwd, .unpatchify_bwd = cpu_unpatchify_bwd,
+    .add_pos = cpu_add_pos, .timestep_embed = cpu_timestep_embed,
+    .embed_fwd = cpu_embed_fwd, .embed_bwd = cpu_embed_bwd,
+    .adamw = cpu_adamw, .ema = cpu_ema, .sumsq = cpu_sumsq, .scale = cpu_scale,
+};
+
+const Backend *backend_cpu(void) { return &CPU; }

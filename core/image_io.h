@@ -1,0 +1,52 @@
+// Image files (stb_image / stb_image_write) and the two pixel pipelines the project shares with
+// Python: PIL's resize (BOX / BILINEAR / BICUBIC, 8-bit fixed point, as in Pillow's Resample.c)
+// with ADM's center_crop_arr, and torchvision.utils.save_image(normalize=True,
+// value_range=(-1, 1)) for sample grids. Pixels are interleaved HWC uint8 unless stated.
+// Every function that touches a file returns 0 or -1 with a one-line message in err.
+// core/image_io.c is the only file that defines STB_IMAGE_IMPLEMENTATION and
+// STB_IMAGE_WRITE_IMPLEMENTATION; include <stb_image.h> elsewhere only for declarations.
+#ifndef MALA_IMAGE_IO_H
+#define MALA_IMAGE_IO_H
+
+#include <stdint.h>
+
+#include "common.h"
+
+// Decodes a file as RGB (channels 3; alpha dropped like PIL's convert("RGB")) or gray
+// (channels 1; PIL's convert("L") weights applied to the RGB pixels). *pixels is malloc'd HWC.
+int image_load(const char *path, int channels, uint8_t **pixels, int *w, int *h, MalaErr *err);
+// Cheap validity check without decoding: the header parses (stb_image's info) and, for PNG and
+// JPEG, the file ends with its end marker (IEND / EOI), which catches truncated downloads.
+int image_check(const char *path, int *w, int *h, MalaErr *err);
+// Writes an 8-bit PNG (channels 1, 2, 3 or 4) atomically.
+int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int channels, MalaErr *err);
+
+// PIL gray conversion of one RGB pixel: (r*19595 + g*38470 + b*7471 + 0x8000) >> 16.
+static inline uint8_t image_rgb_to_l(const uint8_t *rgb) {
+    return (uint8_t)((rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 0x8000) >> 16);
+}
+
+typedef enum { IMAGE_BOX = 0, IMAGE_BILINEAR = 1, IMAGE_BICUBIC = 2 } ImageFilter;
+
+// PIL Image.resize((ow, oh), filter) on an 8-bit w x h x c image (separable, horizontal pass
+// first, each pass rounded to uint8 with Pillow's 22-bit fixed-point coefficients).
+void image_resize(uint8_t *dst, int ow, int oh, const uint8_t *src, int w, int h, int c, ImageFilter filter);
+// ADM/DiT center_crop_arr: while min(w, h) >= 2*size, BOX-resize to (w/2, h/2); then BICUBIC to
+// (round(w*s), round(h*s)) with s = size / min(w, h) (Python round, half to even); then crop the
+// centre size x size. dst holds size*size*c bytes. Returns 0, or -1 for a bad size.
+int image_center_crop_arr(uint8_t *dst, int size, const uint8_t *src, int w, int h, int c);
+
+// uint8 HWC -> float CHW in [-1, 1] as x / 127.5 - 1, optionally mirrored left-right.
+void image_u8_to_float(float *chw, const uint8_t *hwc, int w, int h, int c, int hflip);
+
+// torchvision.utils.make_grid(x, nrow, padding, normalize=True, value_range=(-1, 1), pad_value=0)
+// followed by save_image's mul(255).add(0.5).clamp(0, 255).to(uint8). x is float NCHW with
+// c = 1 or 3; the result is always RGB (1 channel is replicated, as torchvision does). A single
+// image gets no padding (make_grid returns it as is). *rgb is malloc'd gh x gw x 3.
+int image_grid_u8(uint8_t **rgb, int *gw, int *gh, const float *x, int n, int c, int h, int w,
+                  int nrow, int padding, MalaErr *err);
+// image_grid_u8 + image_write_png.
+int image_save_grid(const char *path, const float *x, int n, int c, int h, int w, int nrow, int padding,
+                    MalaErr *err);
+
+#endif

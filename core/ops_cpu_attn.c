@@ -1,0 +1,626 @@
+// CPU attention ops: phi = ELU+1, 2-D RoPE, the MALA core, plain linear attention, softmax
+// attention (DiT baseline) and LePE. Contracts are in backend.h, the math in DESIGN.md section 1.
+// defines: cpu_elu1_fwd, cpu_elu1_bwd, cpu_rope_fwd, cpu_rope_bwd, cpu_mala_cache_floats,
+//          cpu_linattn_cache_floats, cpu_softmax_cache_floats, cpu_mala_fwd, cpu_mala_bwd,
+//          cpu_linattn_fwd, cpu_linattn_bwd, cpu_softmax_fwd, cpu_softmax_bwd, cpu_lepe_fwd,
+//          cpu_lepe_bwd
+//
+// Layout reminders (backend.h): qkv rows are [q(H) | k(H) | v(H)] with stride 3H, qkr rows are
+// [rope(q') (H) | rope(k') (H)] with stride 2H, out rows have stride H; head h owns channels
+// h*d .. h*d+d-1 of each part.
+//
+// Parallelism: the linear attentions (MALA, linear) and LePE run their own vectorised loops in
+// one OpenMP region over (batch, head) / (batch, channel block); softmax attention calls the
+// (multi-threaded) OpenBLAS sgemm sequentially per head, never from inside an OpenMP region.
+// Scratch: only small per-thread stack arrays (O(d^2) floats, or 16K floats for softmax backward).
+#include "ops_cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+#include "ops_math.h"
+
+#undef I  // complex.h (via cblas.h) defines I
+
+// ---------------------------------------------------------------------------------------------
+// Small vector kernels (d-long rows; `omp simd` lets the compiler vectorise the reductions).
+
+static inline float dotf(const float *restrict a, const float *restrict b, int n) {
+    float s = 0.0f;
+    #pragma omp simd reduction(+:s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// y += a x
+static inline void axpyf(float *restrict y, float a, const float *restrict x, int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+// o[c] = sum_e x[e] M[e, c]      (row vector times a d x d matrix)
+static inline void vecmat(float *restrict o, const float *restrict x, const float *restrict M, int d) {
+    for (int c = 0; c < d; c++) o[c] = 0.0f;
+    int e = 0;
+    for (; e + 4 <= d; e += 4) {
+        const float *m0 = M + (size_t)e * d, *m1 = m0 + d, *m2 = m1 + d, *m3 = m2 + d;
+        float a0 = x[e], a1 = x[e + 1], a2 = x[e + 2], a3 = x[e + 3];
+        #pragma omp simd
+        for (int c = 0; c < d; c++) o[c] += (a0 * m0[c] + a1 * m1[c]) + (a2 * m2[c] + a3 * m3[c]);
+    }
+    for (; e < d; e++) axpyf(o, x[e], M + (size_t)e * d, d);
+}
+
+// o[e] = sum_c M[e, c] x[c]      (a d x d matrix times a column vector)
+static inline void matvec(float *restrict o, const float *restrict M, const float *restrict x, int d) {
+    for (int e = 0; e < d; e++) o[e] = dotf(M + (size_t)e * d, x, d);
+}
+
+// M[e, c] += sum_{t < n} a[t] x[t][e] y[t][c]   for n <= 4 rank-1 terms at once (one pass over M).
+static inline void outer4(float *restrict M, const float *const x[4], const float a[4],
+                          const float *const y[4], int n, int d) {
+    const float *x0 = x[0], *x1 = n > 1 ? x[1] : x[0], *x2 = n > 2 ? x[2] : x[0], *x3 = n > 3 ? x[3] : x[0];
+    const float *y0 = y[0], *y1 = n > 1 ? y[1] : y[0], *y2 = n > 2 ? y[2] : y[0], *y3 = n > 3 ? y[3] : y[0];
+    float s0 = a[0], s1 = n > 1 ? a[1] : 0.0f, s2 = n > 2 ? a[2] : 0.0f, s3 = n > 3 ? a[3] : 0.0f;
+    for (int e = 0; e < d; e++) {
+        float b0 = s0 * x0[e], b1 = s1 * x1[e], b2 = s2 * x2[e], b3 = s3 * x3[e];
+        float *row = M + (size_t)e * d;
+        #pragma omp simd
+        for (int c = 0; c < d; c++) row[c] += (b0 * y0[c] + b1 * y1[c]) + (b2 * y2[c] + b3 * y3[c]);
+    }
+}
+
+// Pointers of one (batch, head) slice. q/k/v: q', k', v in qkv (stride ld = 3H); qr/kr: the roped
+// copies in qkr (stride ldr = 2H), or q'/k' themselves when there is no RoPE.
+typedef struct {
+    const float *q, *k, *v, *qr, *kr;
+    size_t ld, ldr;
+} HeadIn;
+
+// Gradient targets of one (batch, head) slice; any may be NULL. Without RoPE dqr/dkr alias dq/dk.
+typedef struct {
+    float *dq, *dk, *dv, *dqr, *dkr;
+} HeadGrad;
+
+static void check_shape(AttnShape s, const char *op) {
+    CHECK(s.heads > 0 && s.H % s.heads == 0, "%s: H=%d not divisible by heads=%d", op, s.H, s.heads);
+    CHECK(s.gh * s.gw == s.L, "%s: grid %dx%d does not hold L=%d tokens", op, s.gh, s.gw, s.L);
+}
+
+static HeadIn head_in(const float *qkv, const float *qkr, AttnShape s, int b, int h) {
+    const int H = s.H, d = H / s.heads;
+    HeadIn in;
+    in.ld = (size_t)3 * H;
+    in.q = qkv + (size_t)b * s.L * in.ld + (size_t)h * d;
+    in.k = in.q + H;
+    in.v = in.q + 2 * H;
+    if (qkr) {
+        in.ldr = (size_t)2 * H;
+        in.qr = qkr + (size_t)b * s.L * in.ldr + (size_t)h * d;
+        in.kr = in.qr + H;
+    } else {
+        in.ldr = in.ld;
+        in.qr = in.q;
+        in.kr = in.k;
+    }
+    return in;
+}
+
+static HeadGrad head_grad(float *dqkv, float *dqkr, int has_rope, AttnShape s, int b, int h) {
+    const int H = s.H, d = H / s.heads;
+    HeadGrad g = {0};
+    if (dqkv) {
+        g.dq = dqkv + (size_t)b * s.L * 3 * H + (size_t)h * d;
+        g.dk = g.dq + H;
+        g.dv = g.dq + 2 * H;
+    }
+    if (has_rope) {
+        if (dqkr) {
+            g.dqr = dqkr + (size_t)b * s.L * 2 * H + (size_t)h * d;
+            g.dkr = g.dqr + H;
+        }
+    } else {
+        g.dqr = g.dq;
+        g.dkr = g.dk;
+    }
+    return g;
+}
+
+// ---------------------------------------------------------------------------------------------
+// phi = ELU + 1
+
+void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
+    #pragma omp parallel for schedule(static) if ((size_t)rows * cols > 16384)
+    for (int r = 0; r < rows; r++) {
+        float *p = x + (size_t)r * ld;
+        for (int c = 0; c < cols; c++) p[c] = elu1_f(p[c]);
+    }
+}
+
+void cpu_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
+    #pragma omp parallel for schedule(static) if ((size_t)rows * cols > 16384)
+    for (int r = 0; r < rows; r++) {
+        float *gp = g + (size_t)r * ld;
+        const float *yp = y + (size_t)r * ld;
+        #pragma omp simd
+        for (int c = 0; c < cols; c++) gp[c] *= elu1_grad_from_y(yp[c]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2-D RoPE. Pair p of a head (channels 2p, 2p+1), p < d/2: for p < d/4 the angle is row * w_p,
+// otherwise col * w_{p - d/4}. The cos/sin of a token are computed once and reused over the batch
+// and all heads.
+
+static void rope_token_table(float *cs, float *sn, int l, int gw, int d) {
+    const int nf = d / 4;
+    const float row = (float)(l / gw), col = (float)(l % gw);
+    for (int m = 0; m < nf; m++) {
+        float w = rope_freq(m, d);
+        float ar = row * w, ac = col * w;
+        cs[m] = cosf(ar);
+        sn[m] = sinf(ar);
+        cs[nf + m] = cosf(ac);
+        sn[nf + m] = sinf(ac);
+    }
+}
+
+void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
+    check_shape(s, "rope_fwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
+    CHECK(d % 4 == 0, "rope_fwd: head dim %d must be a multiple of 4", d);
+    #pragma omp parallel for schedule(static)
+    for (int l = 0; l < L; l++) {
+        float cs[np], sn[np];
+        rope_token_table(cs, sn, l, s.gw, d);
+        for (int b = 0; b < B; b++) {
+            for (int part = 0; part < 2; part++) {
+                const float *src = qkv + ((size_t)b * L + l) * 3 * H + (size_t)part * H;
+                float *dst = qkr + ((size_t)b * L + l) * 2 * H + (size_t)part * H;
+                for (int h = 0; h < nh; h++) {
+                    const float *x = src + (size_t)h * d;
+                    float *o = dst + (size_t)h * d;
+                    for (int p = 0; p < np; p++) {
+                        float a = x[2 * p], c = x[2 * p + 1];
+                        o[2 * p] = a * cs[p] - c * sn[p];
+                        o[2 * p + 1] = c * cs[p] + a * sn[p];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void cpu_rope_bwd(float *dqkv, const float *dqkr, AttnShape s) {
+    check_shape(s, "rope_bwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
+    CHECK(d % 4 == 0, "rope_bwd: head dim %d must be a multiple of 4", d);
+    #pragma omp parallel for schedule(static)
+    for (int l = 0; l < L; l++) {
+        float cs[np], sn[np];
+        rope_token_table(cs, sn, l, s.gw, d);
+        for (int b = 0; b < B; b++) {
+            for (int part = 0; part < 2; part++) {
+                const float *src = dqkr + ((size_t)b * L + l) * 2 * H + (size_t)part * H;
+                float *dst = dqkv + ((size_t)b * L + l) * 3 * H + (size_t)part * H;
+                for (int h = 0; h < nh; h++) {
+                    const float *g = src + (size_t)h * d;
+                    float *o = dst + (size_t)h * d;
+                    for (int p = 0; p < np; p++) {
+                        float ga = g[2 * p], gc = g[2 * p + 1];
+                        o[2 * p] += ga * cs[p] + gc * sn[p];
+                        o[2 * p + 1] += gc * cs[p] - ga * sn[p];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache sizes. Per (batch, head), in this order:
+//   MALA:    z[L], KV[d*d] (already scaled by s/L), kbar[d], vbar[d]
+//   linear:  den[L] (q'.ksum + eps), KV[d*d] (unscaled), ksum[d]
+//   softmax: P[L*L] (the probabilities)
+
+static size_t mala_per_head(int L, int d) { return (size_t)L + (size_t)d * d + 2 * (size_t)d; }
+static size_t lin_per_head(int L, int d) { return (size_t)L + (size_t)d * d + (size_t)d; }
+
+size_t cpu_mala_cache_floats(AttnShape s) {
+    return (size_t)s.B * s.heads * mala_per_head(s.L, s.H / s.heads);
+}
+size_t cpu_linattn_cache_floats(AttnShape s) {
+    return (size_t)s.B * s.heads * lin_per_head(s.L, s.H / s.heads);
+}
+size_t cpu_softmax_cache_floats(AttnShape s) {
+    return (size_t)s.B * s.heads * (size_t)s.L * s.L;
+}
+
+// KV[d x d] += sum_j kr_j v_j^T over L tokens, four tokens per pass over KV.
+static void kv_accumulate(float *KV, const float *kr, size_t ldr, const float *v, size_t ld, int L, int d) {
+    static const float ones[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    for (int j = 0; j < L; j += 4) {
+        int n = L - j < 4 ? L - j : 4;
+        const float *x[4], *y[4];
+        for (int t = 0; t < n; t++) {
+            x[t] = kr + (size_t)(j + t) * ldr;
+            y[t] = v + (size_t)(j + t) * ld;
+        }
+        outer4(KV, x, ones, y, n, d);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MALA core (DESIGN 1):
+//   kbar = mean_j k'_j, z_i = s q'_i . kbar, KV = (s/L) sum_j kr_j v_j^T, vbar = mean_j v_j,
+//   out_i = beta_i (qr_i KV) - z_i vbar,  beta_i = 1 + 1/(z_i + eps).
+
+void cpu_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
+    check_shape(s, "mala_fwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
+    const size_t per = mala_per_head(L, d);
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * nh; bh++) {
+        const int b = bh / nh, h = bh % nh;
+        HeadIn in = head_in(qkv, qkr, s, b, h);
+        float *z = cache + (size_t)bh * per, *KV = z + L, *kbar = KV + (size_t)d * d, *vbar = kbar + d;
+        memset(KV, 0, sizeof(float) * ((size_t)d * d + 2 * (size_t)d));
+        kv_accumulate(KV, in.kr, in.ldr, in.v, in.ld, L, d);
+        for (int j = 0; j < L; j++) {
+            axpyf(kbar, 1.0f, in.k + (size_t)j * in.ld, d);
+            axpyf(vbar, 1.0f, in.v + (size_t)j * in.ld, d);
+        }
+        const float kvs = sc * invL;
+        for (int i = 0; i < d * d; i++) KV[i] *= kvs;
+        for (int c = 0; c < d; c++) { kbar[c] *= invL; vbar[c] *= invL; }
+        for (int i = 0; i < L; i++) {
+            const float zi = sc * dotf(in.q + (size_t)i * in.ld, kbar, d);
+            const float beta = 1.0f + 1.0f / (zi + MALA_ATTN_EPS);
+            z[i] = zi;
+            float *o = out + ((size_t)b * L + i) * H + (size_t)h * d;
+            vecmat(o, in.qr + (size_t)i * in.ldr, KV, d);
+            #pragma omp simd
+            for (int c = 0; c < d; c++) o[c] = beta * o[c] - zi * vbar[c];
+        }
+    }
+}
+
+// Backward, with G_i = dout_i, num_i = qr_i KV, P_i = KV G_i (so G_i . num_i = qr_i . P_i):
+//   dqr_i += beta_i P_i;   dKV = sum_i qr_i (beta_i G_i)^T;   dvbar = -sum_i z_i G_i;
+//   dz_i = -(qr_i . P_i) / (z_i + eps)^2 - G_i . vbar;
+//   dq'_i += s dz_i kbar;  dkbar = s sum_i dz_i q'_i;
+//   dkr_j += (s/L) dKV v_j;  dv_j += (s/L) dKV^T kr_j + dvbar / L;  dk'_j += dkbar / L.
+void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                  const float *cache, AttnShape s) {
+    check_shape(s, "mala_bwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
+    const size_t per = mala_per_head(L, d);
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * nh; bh++) {
+        const int b = bh / nh, h = bh % nh;
+        HeadIn in = head_in(qkv, qkr, s, b, h);
+        HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
+        const float *z = cache + (size_t)bh * per, *KV = z + L, *kbar = KV + (size_t)d * d, *vbar = kbar + d;
+        const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
+        const int need_dkv = g.dkr || g.dv;
+        float dKV[need_dkv ? d * d : 1], dkbar[d], dvbar[d], P[d];
+        if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
+        memset(dkbar, 0, sizeof dkbar);
+        memset(dvbar, 0, sizeof dvbar);
+        for (int i0 = 0; i0 < L; i0 += 4) {
+            const int n = L - i0 < 4 ? L - i0 : 4;
+            const float *xs[4], *ys[4];
+            float as[4];
+            for (int t = 0; t < n; t++) {
+                const int i = i0 + t;
+                const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
+                const float zi = z[i], inv = 1.0f / (zi + MALA_ATTN_EPS), beta = 1.0f + inv;
+                matvec(P, KV, G, d);
+                const float dz = -(inv * inv) * dotf(qri, P, d) - dotf(G, vbar, d);
+                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, beta, P, d);
+                axpyf(dvbar, -zi, G, d);
+                if (g.dq) axpyf(g.dq + (size_t)i * in.ld, sc * dz, kbar, d);
+                axpyf(dkbar, sc * dz, in.q + (size_t)i * in.ld, d);
+                xs[t] = qri;
+                ys[t] = G;
+                as[t] = beta;
+            }
+            if (need_dkv) outer4(dKV, xs, as, ys, n, d);
+        }
+        if (need_dkv) {
+            const float kvs = sc * invL;
+            for (int i = 0; i < d * d; i++) dKV[i] *= kvs;
+        }
+        for (int c = 0; c < d; c++) { dkbar[c] *= invL; dvbar[c] *= invL; }
+        for (int j = 0; j < L; j++) {
+            const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
+            if (g.dkr) {
+                float *o = g.dkr + (size_t)j * in.ldr;
+                for (int e = 0; e < d; e++) o[e] += dotf(dKV + (size_t)e * d, vj, d);
+            }
+            if (g.dv) {
+                float *o = g.dv + (size_t)j * in.ld;
+                vecmat(P, krj, dKV, d);
+                #pragma omp simd
+                for (int c = 0; c < d; c++) o[c] += P[c] + dvbar[c];
+            }
+            if (g.dk) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dkbar, d);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain linear attention: ksum = sum_j k'_j, KV = sum_j kr_j v_j^T, den_i = q'_i . ksum + eps,
+// out_i = (qr_i KV) / den_i.
+
+void cpu_linattn_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
+    check_shape(s, "linattn_fwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const size_t per = lin_per_head(L, d);
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * nh; bh++) {
+        const int b = bh / nh, h = bh % nh;
+        HeadIn in = head_in(qkv, qkr, s, b, h);
+        float *den = cache + (size_t)bh * per, *KV = den + L, *ksum = KV + (size_t)d * d;
+        memset(KV, 0, sizeof(float) * ((size_t)d * d + d));
+        kv_accumulate(KV, in.kr, in.ldr, in.v, in.ld, L, d);
+        for (int j = 0; j < L; j++) axpyf(ksum, 1.0f, in.k + (size_t)j * in.ld, d);
+        for (int i = 0; i < L; i++) {
+            const float di = dotf(in.q + (size_t)i * in.ld, ksum, d) + MALA_ATTN_EPS;
+            const float inv = 1.0f / di;
+            den[i] = di;
+            float *o = out + ((size_t)b * L + i) * H + (size_t)h * d;
+            vecmat(o, in.qr + (size_t)i * in.ldr, KV, d);
+            #pragma omp simd
+            for (int c = 0; c < d; c++) o[c] *= inv;
+        }
+    }
+}
+
+// Backward, P_i = KV G_i:  dqr_i += P_i / den_i;  dKV = sum_i qr_i (G_i / den_i)^T;
+//   dden_i = -(qr_i . P_i) / den_i^2;  dq'_i += dden_i ksum;  dksum = sum_i dden_i q'_i;
+//   dkr_j += dKV v_j;  dv_j += dKV^T kr_j;  dk'_j += dksum.
+void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                     const float *cache, AttnShape s) {
+    check_shape(s, "linattn_bwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const size_t per = lin_per_head(L, d);
+    #pragma omp parallel for schedule(static)
+    for (int bh = 0; bh < B * nh; bh++) {
+        const int b = bh / nh, h = bh % nh;
+        HeadIn in = head_in(qkv, qkr, s, b, h);
+        HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
+        const float *den = cache + (size_t)bh * per, *KV = den + L, *ksum = KV + (size_t)d * d;
+        const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
+        const int need_dkv = g.dkr || g.dv;
+        float dKV[need_dkv ? d * d : 1], dksum[d], P[d];
+        if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
+        memset(dksum, 0, sizeof dksum);
+        for (int i0 = 0; i0 < L; i0 += 4) {
+            const int n = L - i0 < 4 ? L - i0 : 4;
+            const float *xs[4], *ys[4];
+            float as[4];
+            for (int t = 0; t < n; t++) {
+                const int i = i0 + t;
+                const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
+                const float inv = 1.0f / den[i];
+                matvec(P, KV, G, d);
+                const float dden = -(inv * inv) * dotf(qri, P, d);
+                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, inv, P, d);
+                if (g.dq) axpyf(g.dq + (size_t)i * in.ld, dden, ksum, d);
+                axpyf(dksum, dden, in.q + (size_t)i * in.ld, d);
+                xs[t] = qri;
+                ys[t] = G;
+                as[t] = inv;
+            }
+            if (need_dkv) outer4(dKV, xs, as, ys, n, d);
+        }
+        for (int j = 0; j < L; j++) {
+            const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
+            if (g.dkr) {
+                float *o = g.dkr + (size_t)j * in.ldr;
+                for (int e = 0; e < d; e++) o[e] += dotf(dKV + (size_t)e * d, vj, d);
+            }
+            if (g.dv) {
+                float *o = g.dv + (size_t)j * in.ld;
+                vecmat(P, krj, dKV, d);
+                axpyf(o, 1.0f, P, d);
+            }
+            if (g.dk) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dksum, d);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax attention: S = s Q K^T, P = softmax_rows(S), out = P V, per (batch, head). Q, K are the
+// raw q, k of qkv, or the q, k parts of qkr when given.
+
+void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
+    check_shape(s, "softmax_fwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const float sc = 1.0f / sqrtf((float)d);
+    const size_t LL = (size_t)L * L;
+    for (int bh = 0; bh < B * nh; bh++) {
+        HeadIn in = head_in(qkv, qkr, s, bh / nh, bh % nh);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, sc, in.qr, (int)in.ldr, in.kr,
+                    (int)in.ldr, 0.0f, cache + (size_t)bh * LL, L);
+    }
+    const long rows = (long)B * nh * L;
+    #pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        float *p = cache + (size_t)r * L;
+        float mx = p[0];
+        for (int j = 1; j < L; j++) mx = p[j] > mx ? p[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j < L; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+        const float inv = 1.0f / sum;
+        #pragma omp simd
+        for (int j = 0; j < L; j++) p[j] *= inv;
+    }
+    for (int bh = 0; bh < B * nh; bh++) {
+        const int b = bh / nh, h = bh % nh;
+        HeadIn in = head_in(qkv, qkr, s, b, h);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, cache + (size_t)bh * LL, L,
+                    in.v, (int)in.ld, 0.0f, out + (size_t)b * L * H + (size_t)h * d, H);
+    }
+}
+
+// Backward per head, in row blocks of the L x L matrices (stack scratch <= 16K floats):
+//   dP = G V^T;  dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik);
+//   dQ += s dS K;  dK += s dS^T Q;  dV += P^T G.
+#define SOFTMAX_SCRATCH 16384
+void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                     const float *cache, AttnShape s) {
+    check_shape(s, "softmax_bwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const float sc = 1.0f / sqrtf((float)d);
+    const size_t LL = (size_t)L * L;
+    int rb = SOFTMAX_SCRATCH / L;
+    rb = rb < 1 ? 1 : rb > L ? L : rb;
+    float scr[(size_t)rb * L];
+    for (int bh = 0; bh < B * nh; bh++) {
+        const int b = bh / nh, h = bh % nh;
+        HeadIn in = head_in(qkv, qkr, s, b, h);
+        HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
+        const float *P = cache + (size_t)bh * LL, *G = dout + (size_t)b * L * H + (size_t)h * d;
+        if (g.dv)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, P, L, G, H, 1.0f, g.dv,
+                        (int)in.ld);
+        if (!g.dqr && !g.dkr) continue;
+        for (int i0 = 0; i0 < L; i0 += rb) {
+            const int n = L - i0 < rb ? L - i0 : rb;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, d, 1.0f, G + (size_t)i0 * H, H, in.v,
+                        (int)in.ld, 0.0f, scr, L);
+            for (int r = 0; r < n; r++) {
+                const float *pr = P + (size_t)(i0 + r) * L;
+                float *dr = scr + (size_t)r * L;
+                const float rs = dotf(pr, dr, L);
+                #pragma omp simd
+                for (int j = 0; j < L; j++) dr[j] = pr[j] * (dr[j] - rs);
+            }
+            if (g.dqr)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, L, sc, scr, L, in.kr, (int)in.ldr,
+                            1.0f, g.dqr + (size_t)i0 * in.ldr, (int)in.ldr);
+            if (g.dkr)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, n, sc, scr, L,
+                            in.qr + (size_t)i0 * in.ldr, (int)in.ldr, 1.0f, g.dkr, (int)in.ldr);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LePE: depthwise k x k cross-correlation over the gh x gw grid of v (zero padding k/2), plus bias:
+//   out[b, (r,c), ch] += bias[ch] + sum_{ky,kx} w[ch, ky, kx] v[b, (r+ky-k/2, c+kx-k/2), ch].
+// Work is split over (batch, block of LEPE_CB channels); each task keeps its weights transposed
+// to [tap][channel] so the inner loops run contiguously over channels.
+#define LEPE_CB 32
+
+void cpu_lepe_fwd(float *out, const float *qkv, const float *w, const float *bias, int k, AttnShape s) {
+    check_shape(s, "lepe_fwd");
+    CHECK(k >= 1 && k % 2 == 1, "lepe_fwd: kernel size %d must be odd", k);
+    const int B = s.B, L = s.L, H = s.H, gh = s.gh, gw = s.gw, pad = k / 2, kk = k * k;
+    const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
+    const size_t ld = (size_t)3 * H;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int blk = 0; blk < nblk; blk++) {
+            const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
+            float wt[kk * LEPE_CB], acc[LEPE_CB];
+            for (int c = 0; c < cb; c++)
+                for (int t = 0; t < kk; t++) wt[t * LEPE_CB + c] = w[(size_t)(c0 + c) * kk + t];
+            const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
+            for (int r = 0; r < gh; r++) {
+                for (int col = 0; col < gw; col++) {
+                    for (int c = 0; c < cb; c++) acc[c] = bias ? bias[c0 + c] : 0.0f;
+                    for (int ky = 0; ky < k; ky++) {
+                        const int rr = r + ky - pad;
+                        if (rr < 0 || rr >= gh) continue;
+                        for (int kx = 0; kx < k; kx++) {
+                            const int cc = col + kx - pad;
+                            if (cc < 0 || cc >= gw) continue;
+                            const float *src = v0 + (size_t)(rr * gw + cc) * ld, *wr = wt + (ky * k + kx) * LEPE_CB;
+                            #pragma omp simd
+                            for (int c = 0; c < cb; c++) acc[c] += wr[c] * src[c];
+                        }
+                    }
+                    float *o = out + ((size_t)b * L + r * gw + col) * H + c0;
+                    #pragma omp simd
+                    for (int c = 0; c < cb; c++) o[c] += acc[c];
+                }
+            }
+        }
+    }
+}
+
+// Backward: db += sum dout;  dw[ch, t] += sum_tokens dout * v(shifted by t);
+//   dv[(r,c)] += sum_t w[t] dout[(r-ky+k/2, c-kx+k/2)]   (gathered, so tasks never collide);
+// dw and db are summed per task on the stack and added atomically at the end.
+void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
+                  const float *w, int k, AttnShape s) {
+    check_shape(s, "lepe_bwd");
+    CHECK(k >= 1 && k % 2 == 1, "lepe_bwd: kernel size %d must be odd", k);
+    const int B = s.B, L = s.L, H = s.H, gh = s.gh, gw = s.gw, pad = k / 2, kk = k * k;
+    const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
+    const size_t ld = (size_t)3 * H;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int blk = 0; blk < nblk; blk++) {
+            const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
+            float wt[kk * LEPE_CB], dwl[kk * LEPE_CB], dbl[LEPE_CB], acc[LEPE_CB];
+            for (int c = 0; c < cb; c++)
+                for (int t = 0; t < kk; t++) wt[t * LEPE_CB + c] = w[(size_t)(c0 + c) * kk + t];
+            memset(dwl, 0, sizeof dwl);
+            memset(dbl, 0, sizeof dbl);
+            const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
+            const float *g0 = dout + (size_t)b * L * H + c0;
+            for (int r = 0; r < gh; r++) {
+                for (int col = 0; col < gw; col++) {
+                    const float *g = g0 + (size_t)(r * gw + col) * H;
+                    #pragma omp simd
+                    for (int c = 0; c < cb; c++) dbl[c] += g[c];
+                    for (int c = 0; c < cb; c++) acc[c] = 0.0f;
+                    for (int ky = 0; ky < k; ky++) {
+                        for (int kx = 0; kx < k; kx++) {
+                            const int t = ky * k + kx;
+                            // dw: the input this tap read for output (r, col)
+                            const int rr = r + ky - pad, cc = col + kx - pad;
+                            if (rr >= 0 && rr < gh && cc >= 0 && cc < gw) {
+                                const float *src = v0 + (size_t)(rr * gw + cc) * ld;
+                                float *dwr = dwl + t * LEPE_CB;
+                                #pragma omp simd
+                                for (int c = 0; c < cb; c++) dwr[c] += g[c] * src[c];
+                            }
+                            // dv at (r, col): the output that read (r, col) through this tap
+                            const int ro = r - ky + pad, co = col - kx + pad;
+                            if (dqkv && ro >= 0 && ro < gh && co >= 0 && co < gw) {
+                                const float *go = g0 + (size_t)(ro * gw + co) * H, *wr = wt + t * LEPE_CB;
+                                #pragma omp simd
+                                for (int c = 0; c < cb; c++) acc[c] += wr[c] * go[c];
+                            }
+                        }
+                    }
+                    if (dqkv) {
+                        float *dv = dqkv + ((size_t)b * L + r * gw + col) * ld + 2 * (size_t)H + c0;
+                        #pragma omp simd
+                        for (int c = 0; c < cb; c++) dv[c] += acc[c];
+                    }
+                }
+            }
+            if (dw)
+                for (int c = 0; c < cb; c++)
+                    for (int t = 0; t < kk; t++) {
+                        #pragma omp atomic
+                        dw[(size_t)(c0 + c) * kk + t] += dwl[t * LEPE_CB + c];
+                    }
+            if (db)
+                for (int c = 0; c < cb; c++) {
+                    #pragma omp atomic
+                    db[c0 + c] += dbl[c];
+                }
+        }
+    }
+}

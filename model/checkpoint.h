@@ -1,0 +1,37 @@
+// Model files (DESIGN 2): safetensors with PyTorch's state_dict names and the configuration in
+// __metadata__. Training files add ema.<name>, opt.m.<name>, opt.v.<name> and train.* entries.
+#ifndef MALA_CHECKPOINT_H
+#define MALA_CHECKPOINT_H
+
+#include "dit.h"
+#include "safetensors.h"
+
+typedef struct {
+    int n;
+    char **names;
+} ClassNames;
+
+void class_names_default(ClassNames *cn, int n);  // "0", "1", ...
+void class_names_copy(ClassNames *dst, const ClassNames *src);
+void class_names_free(ClassNames *cn);
+// Index of a class given by name (case-insensitive) or number; -1 when unknown.
+int class_names_find(const ClassNames *cn, const char *s);
+
+// Reads the model configuration and class names from the file's metadata.
+int ckpt_read_config(const StFile *f, DitConfig *c, ClassNames *cn, MalaErr *err);
+// Writes the configuration and class names as metadata.
+void ckpt_write_config(StWriter *w, const DitConfig *c, const ClassNames *cn);
+// Copies every tensor of the model's table from `prefix + name` into dst (backend memory of
+// m->n_floats floats). Missing tensors, wrong shapes and tensors the model does not know are
+// refused, naming the first offending tensor.
+int ckpt_load_tensors(const Dit *m, const StFile *f, const char *prefix, float *dst, MalaErr *err);
+// Adds the table's tensors from a host buffer under `prefix + name`.
+void ckpt_add_tensors(StWriter *w, const Dit *m, const char *prefix, const float *host, StDtype dtype);
+
+// Opens a model for sampling: configuration from the metadata, EMA weights when present.
+Dit *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err);
+// Saves weights (host buffer of m->n_floats floats) as a sampling file.
+int ckpt_save_weights(const Dit *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
+                      MalaErr *err);
+
+#endif

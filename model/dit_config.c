@@ -1,0 +1,102 @@
+// DiT configuration: defaults, presets, validation, names.
+// defines: dit_config_default, dit_config_preset, dit_config_validate, attn_kind_name,
+//          attn_kind_parse, dit_config_describe, dit_config_attn_defaults, dit_flops_per_image
+#include <stdio.h>
+#include <string.h>
+
+#include "dit.h"
+
+typedef struct { const char *name; int depth, hidden, heads; } Preset;
+
+// DiT's presets plus two sized for CPU work (T: minutes, XS: hours on two cores).
+static const Preset PRESETS[] = {
+    {"T", 4, 128, 4},  {"XS", 6, 256, 4},   {"S", 12, 384, 6},
+    {"B", 12, 768, 12}, {"L", 24, 1024, 16}, {"XL", 28, 1152, 16},
+};
+
+void dit_config_default(DitConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->depth = 12; c->hidden = 384; c->heads = 6; c->patch = 2;
+    c->image_size = 32; c->in_channels = 1; c->num_classes = 10;
+    c->learn_sigma = 1;
+    dit_config_attn_defaults(c, ATTN_MALA);
+}
+
+void dit_config_attn_defaults(DitConfig *c, AttnKind k) {
+    c->attn = k;
+    c->rope = k != ATTN_SOFTMAX;
+    c->lepe = k != ATTN_SOFTMAX ? 5 : 0;
+    c->gate = 0;
+}
+
+int dit_config_preset(DitConfig *c, const char *preset, MalaErr *err) {
+    const char *s = preset;
+    if (!strncmp(s, "DiT-", 4)) s += 4;
+    const char *slash = strchr(s, '/');
+    size_t len = slash ? (size_t)(slash - s) : strlen(s);
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        if (strlen(PRESETS[i].name) != len || strncmp(PRESETS[i].name, s, len)) continue;
+        int patch = 2;
+        if (slash) {
+            if (strcmp(slash, "/2") && strcmp(slash, "/4") && strcmp(slash, "/8"))
+                return mala_errf(err, "--model %s: patch size must be 2, 4 or 8", preset);
+            patch = slash[1] - '0';
+        }
+        c->depth = PRESETS[i].depth; c->hidden = PRESETS[i].hidden; c->heads = PRESETS[i].heads;
+        c->patch = patch;
+        return 0;
+    }
+    return mala_errf(err, "--model %s: unknown preset (expected DiT-{T,XS,S,B,L,XL}/{2,4,8})", preset);
+}
+
+int dit_config_validate(const DitConfig *c, MalaErr *err) {
+    if (c->depth < 1 || c->hidden < 4 || c->heads < 1 || c->patch < 1)
+        return mala_errf(err, "model: depth, hidden, heads and patch must be positive");
+    if (c->hidden % c->heads)
+        return mala_errf(err, "model: hidden %d is not divisible by heads %d", c->hidden, c->heads);
+    if (c->hidden % 4)
+        return mala_errf(err, "model: hidden %d must be a multiple of 4 (sin-cos position embedding)", c->hidden);
+    if (c->rope && (c->hidden / c->heads) % 4)
+        return mala_errf(err, "model: RoPE needs a head dimension divisible by 4 (got %d)", c->hidden / c->heads);
+    if (c->image_size < 1 || c->image_size % c->patch)
+        return mala_errf(err, "model: image size %d is not a multiple of patch %d", c->image_size, c->patch);
+    if (c->in_channels < 1) return mala_errf(err, "model: in_channels must be positive");
+    if (c->num_classes < 1) return mala_errf(err, "model: num_classes must be positive");
+    if (c->lepe < 0 || (c->lepe && c->lepe % 2 == 0))
+        return mala_errf(err, "model: LePE kernel %d must be odd (or 0 = off)", c->lepe);
+    if (c->attn < ATTN_MALA || c->attn > ATTN_LINEAR) return mala_errf(err, "model: unknown attention kind");
+    return 0;
+}
+
+const char *attn_kind_name(AttnKind k) {
+    return k == ATTN_MALA ? "mala" : k == ATTN_SOFTMAX ? "softmax" : k == ATTN_LINEAR ? "linear" : "?";
+}
+
+int attn_kind_parse(const char *s, AttnKind *k) {
+    if (!strcmp(s, "mala")) *k = ATTN_MALA;
+    else if (!strcmp(s, "softmax")) *k = ATTN_SOFTMAX;
+    else if (!strcmp(s, "linear")) *k = ATTN_LINEAR;
+    else return -1;
+    return 0;
+}
+
+void dit_config_describe(const DitConfig *c, char *buf, size_t n) {
+    snprintf(buf, n, "depth %d, hidden %d, heads %d, patch %d, %dx%dx%d, %d classes, attn %s%s%s, lepe %d%s",
+             c->depth, c->hidden, c->heads, c->patch, c->image_size, c->image_size, c->in_channels,
+             c->num_classes, attn_kind_name(c->attn), c->rope ? " +rope" : "", c->gate ? " +gate" : "",
+             c->lepe, c->learn_sigma ? ", learned sigma" : "");
+}
+
+// Counts multiply-adds of the forward pass (x2 for FLOPs); elementwise work is ignored.
+double dit_flops_per_image(const DitConfig *c) {
+    double H = c->hidden, g = c->image_size / c->patch, T = g * g, d = (double)c->hidden / c->heads;
+    double p2 = (double)c->patch * c->patch, cout = c->in_channels * (c->learn_sigma ? 2 : 1);
+    double per_block = T * (3 * H * H + H * H + 8 * H * H) + 6 * H * H;
+    if (c->gate) per_block += T * H * H;
+    if (c->attn == ATTN_SOFTMAX) per_block += 2 * T * T * H;
+    else per_block += 2 * T * d * H;  // K^T V and Q (KV) per head: 2 T d^2 x heads
+    if (c->lepe) per_block += T * H * c->lepe * c->lepe;
+    double mac = c->depth * per_block + T * p2 * c->in_channels * H + (DIT_FREQ_DIM * H + H * H)
+                 + 2 * H * H + T * H * p2 * cout;
+    return 2.0 * mac;
+}

@@ -1,0 +1,77 @@
+// DDPM (ancestral) and DDIM samplers over respaced timesteps, with classifier-free guidance.
+// A sampler sees only a denoise callback, never the network:
+//
+//   denoise(ctx, out, x, t, y, n): out [n, Cout, S, S] for x [n, C, S, S] at timesteps t[n] (the
+//   ORIGINAL timestep values, as floats) and labels y[n]; y == num_classes is the null class.
+//   Cout = 2C when learn_sigma (eps | v, learned range), else C (fixed-small variance).
+//
+// Guidance with scale w != 1: one call per step on a batch of 2n = [x; x] with labels
+// [y; null]; eps = eps_u + w (eps_c - eps_u) on all C channels, the variance channels come from
+// the conditional half. w == 1 calls denoise with n only.
+//
+// Noise: the caller supplies x_T (in x). Per-step noise (DDPM; DDIM with eta > 0) comes from the
+// sampler's Philox stream `rng` (seeded from cfg.seed at init; reseed with rng_seed between
+// runs), or from a noise hook when one is set. No noise at the last step (t == 0). All buffers
+// are allocated once in sampler_init; a run allocates nothing.
+#ifndef MALA_SAMPLER_H
+#define MALA_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "diffusion.h"
+#include "rng.h"
+
+typedef void (*DenoiseFn)(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n);
+// Called after every step with the current predicted x0 [n, C, S, S] (conditional, guided,
+// clipped when clipping is on). step_index counts 0 .. num_steps-1. Non-zero cancels the run.
+typedef int (*SamplerStepFn)(void *ctx, int step_index, int num_steps, const float *x0_pred);
+// Optional replacement of the per-step noise: fill out[count] (count = n*C*S*S) with standard
+// normals for step step_index. Only called on steps that add noise.
+typedef void (*SamplerNoiseFn)(void *ctx, float *out, size_t count, int step_index);
+
+typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1 } SamplerKind;
+
+#define SAMPLER_CANCELLED 1   // sampler_run's return when on_step asked to stop
+
+typedef struct {
+    SamplerKind kind;     // DDPM (default) or DDIM
+    int num_steps;        // respaced steps (1 .. T); 0 = all T
+    float cfg_scale;      // guidance scale w; 1 = no guidance (one pass of n)
+    float eta;            // DDIM noise (0 = deterministic)
+    int clip_denoised;    // clip predicted x0 to [-1, 1] (pixel models: on; latents: off)
+    int learn_sigma;      // model output has 2C channels (eps | v)
+    int num_classes;      // labels 0 .. num_classes-1; num_classes = null class
+    uint64_t seed;        // seeds `rng` at init
+} SamplerConfig;
+
+SamplerConfig sampler_config_default(void);   // DDPM, 250 steps, w 1, eta 0, clip on, learn_sigma on, 1000 classes
+
+typedef struct {
+    SamplerConfig cfg;    // kind, cfg_scale, eta, clip_denoised may change between runs
+    Diffusion sp;         // the respaced process (sp.timestep_map: original timesteps)
+    int max_n, C, S, cout;
+    size_t hw;
+    DenoiseFn denoise; void *denoise_ctx;
+    SamplerStepFn on_step; void *step_ctx;
+    SamplerNoiseFn noise_fn; void *noise_ctx;
+    Rng rng;
+    // workspace, allocated once: model input/output for 2*max_n, timesteps, labels, x0, noise
+    float *xin, *out, *tin, *x0, *noise;
+    int32_t *yin;
+    int64_t denoise_calls;   // callback calls made (all runs)
+} Sampler;
+
+int sampler_init(Sampler *s, const Diffusion *base, const SamplerConfig *cfg, int max_n, int C, int S,
+                 DenoiseFn denoise, void *denoise_ctx, MalaErr *err);
+void sampler_set_progress(Sampler *s, SamplerStepFn on_step, void *ctx);
+void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx);
+// Respace to another step count (rebuilds sp; the workspace stays).
+int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err);
+// x [n, C, S, S]: in x_T, out x_0. y[n] labels. Returns 0, SAMPLER_CANCELLED (x then holds the
+// partially denoised state), or -1 with err set.
+int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err);
+void sampler_free(Sampler *s);
+
+#endif

@@ -1,0 +1,236 @@
+// The whole DiT against PyTorch (tools/ref_dit.py writes tests/fixtures/dit_*.safetensors):
+// forward output and every parameter gradient of loss = sum(out * dout), for each attention kind
+// and flag combination; plus initialisation and model-file round trips.
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "dit.h"
+#include "safetensors.h"
+#include "testutil.h"
+
+typedef struct {
+    Dit *m;
+    StFile f;
+    int B;
+    float *x, *t, *dout, *out_ref, *out;
+    int32_t *y;
+} Fixture;
+
+static float *read_tensor(const StFile *f, const char *name, size_t *n) {
+    const StTensor *t = st_find(f, name);
+    ck_assert_msg(t != NULL, "%s: fixture tensor %s missing", f->path, name);
+    float *buf = malloc(sizeof(float) * (size_t)st_numel(t));
+    MalaErr err;
+    ck_assert_msg(st_read_f32(f, t, buf, &err) == 0, "%s", err.msg);
+    if (n) *n = (size_t)st_numel(t);
+    return buf;
+}
+
+static void fixture_open(Fixture *fx, const char *path) {
+    MalaErr err;
+    ck_assert_msg(st_open(&fx->f, path, &err) == 0, "%s", err.msg);
+    DitConfig c;
+    ClassNames cn;
+    ck_assert_msg(ckpt_read_config(&fx->f, &c, &cn, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    fx->B = (int)st_find(&fx->f, "in.x")->shape[0];
+    fx->m = dit_create(&c, backend_cpu(), fx->B, DIT_TRAIN);
+    for (int i = 0; i < fx->m->nparams; i++) {
+        const ParamInfo *p = &fx->m->params[i];
+        ck_assert_msg(st_load_f32(&fx->f, p->name, p->shape, p->ndim, fx->m->w + p->offset, &err) == 0, "%s", err.msg);
+    }
+    size_t n;
+    fx->x = read_tensor(&fx->f, "in.x", NULL);
+    fx->t = read_tensor(&fx->f, "in.t", NULL);
+    float *yf = read_tensor(&fx->f, "in.y", NULL);
+    fx->y = malloc(sizeof(int32_t) * fx->B);
+    for (int b = 0; b < fx->B; b++) fx->y[b] = (int32_t)yf[b];
+    free(yf);
+    fx->dout = read_tensor(&fx->f, "in.dout", NULL);
+    fx->out_ref = read_tensor(&fx->f, "out", &n);
+    fx->out = calloc(n, sizeof(float));
+}
+
+static void fixture_close(Fixture *fx) {
+    free(fx->x); free(fx->t); free(fx->y); free(fx->dout); free(fx->out_ref); free(fx->out);
+    dit_free(fx->m);
+    st_close(&fx->f);
+}
+
+static const char *FIXTURES[] = {
+    "tests/fixtures/dit_mala_full.safetensors", "tests/fixtures/dit_mala_plain.safetensors",
+    "tests/fixtures/dit_softmax.safetensors",   "tests/fixtures/dit_linear.safetensors",
+    "tests/fixtures/dit_mala_rect.safetensors",
+};
+#define NFIX ((int)(sizeof FIXTURES / sizeof FIXTURES[0]))
+
+// Forward within 1e-4 of the output scale; every gradient within 1e-3 normalised error (float32
+// accumulation orders differ between OpenBLAS and PyTorch's kernels).
+START_TEST(test_forward_backward_vs_pytorch) {
+    Fixture fx;
+    fixture_open(&fx, FIXTURES[_i]);
+    Dit *m = fx.m;
+    size_t nout = (size_t)fx.B * m->out_channels * m->cfg.image_size * m->cfg.image_size;
+    dit_forward(m, fx.out, fx.x, fx.t, fx.y, fx.B);
+    double e = tu_nerr(fx.out, fx.out_ref, nout, 1e-3);
+    ck_assert_msg(e < 1e-4, "%s: output normalised error %.3g", FIXTURES[_i], e);
+    memset(m->grad, 0, m->n_floats * sizeof(float));
+    dit_backward(m, fx.dout, fx.B);
+    for (int i = 0; i < m->nparams; i++) {
+        const ParamInfo *p = &m->params[i];
+        if (!strcmp(p->name, "pos_embed")) continue;
+        char name[128];
+        snprintf(name, sizeof name, "grad.%s", p->name);
+        size_t n;
+        float *g = read_tensor(&fx.f, name, &n);
+        ck_assert_uint_eq(n, p->numel);
+        double ge = tu_nerr(m->grad + p->offset, g, n, 1e-6);
+        ck_assert_msg(ge < 1e-3, "%s: gradient of %s normalised error %.3g", FIXTURES[_i], p->name, ge);
+        free(g);
+    }
+    fixture_close(&fx);
+}
+END_TEST
+
+// Running the same batch twice gives identical results (no state leaks between steps), and a
+// batch smaller than the capacity matches the corresponding rows.
+START_TEST(test_forward_repeatable) {
+    Fixture fx;
+    fixture_open(&fx, FIXTURES[0]);
+    Dit *m = fx.m;
+    size_t per = (size_t)m->out_channels * m->cfg.image_size * m->cfg.image_size;
+    float *again = calloc(per * fx.B, sizeof(float));
+    dit_forward(m, fx.out, fx.x, fx.t, fx.y, fx.B);
+    dit_forward(m, again, fx.x, fx.t, fx.y, fx.B);
+    ck_assert_int_eq(memcmp(again, fx.out, per * fx.B * sizeof(float)), 0);
+    dit_forward(m, again, fx.x, fx.t, fx.y, 1);
+    ck_assert(tu_nerr(again, fx.out, per, 1e-3) < 1e-6);
+    free(again);
+    fixture_close(&fx);
+}
+END_TEST
+
+// DiT's initialisation: adaLN-Zero and a zero final layer make the initial output exactly 0;
+// the table has PyTorch's names and shapes.
+START_TEST(test_init_and_table) {
+    DitConfig c;
+    dit_config_default(&c);
+    MalaErr err;
+    ck_assert_int_eq(dit_config_preset(&c, "DiT-T/4", &err), 0);
+    Dit *m = dit_create(&c, backend_cpu(), 2, DIT_INFER);
+    dit_init_weights(m, 1);
+    const ParamInfo *q = dit_find_param(m, "blocks.3.attn.qkv.weight");
+    ck_assert(q != NULL);
+    ck_assert_int_eq(q->shape[0], 3 * 128);
+    ck_assert(dit_find_param(m, "blocks.0.attn.lepe.weight") != NULL);
+    ck_assert(dit_find_param(m, "blocks.0.attn.gate.weight") == NULL);
+    // Xavier bound for qkv: sqrt(6 / (128 + 384))
+    double bound = sqrt(6.0 / 512), mx = 0;
+    for (size_t i = 0; i < q->numel; i++) mx = fmax(mx, fabs(m->w[q->offset + i]));
+    ck_assert(mx <= bound && mx > 0.9 * bound);
+    float x[2 * 32 * 32], t[2] = {10, 900}, out[2 * 2 * 32 * 32];
+    int32_t y[2] = {3, 10};
+    tu_fill(x, 2 * 32 * 32, -1, 1, 5);
+    dit_forward(m, out, x, t, y, 2);
+    for (int i = 0; i < 2 * 2 * 32 * 32; i++) ck_assert(out[i] == 0.0f);
+    ck_assert_int_ne(dit_config_preset(&c, "DiT-Q/2", &err), 0);
+    ck_assert(strstr(err.msg, "unknown preset") != NULL);
+    ck_assert_int_ne(dit_config_preset(&c, "DiT-S/3", &err), 0);
+    dit_free(m);
+}
+END_TEST
+
+// Save -> load round trip in F32 (exact) and F16; foreign and mismatched files are refused with
+// a message naming the offending tensor or key.
+START_TEST(test_model_file_round_trip) {
+    char dir[] = "/tmp/mala_model_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char path[256], bad[256];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+    DitConfig c;
+    dit_config_default(&c);
+    MalaErr err;
+    dit_config_preset(&c, "DiT-T/4", &err);
+    c.gate = 1;
+    Dit *m = dit_create(&c, backend_cpu(), 1, DIT_INFER);
+    dit_init_weights(m, 7);
+    tu_fill(m->w, m->n_trainable, -0.5f, 0.5f, 3);
+    ClassNames cn;
+    class_names_default(&cn, 10);
+    free(cn.names[7]);
+    cn.names[7] = strdup("Sneaker \"quoted\"");
+    ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, path, &err) == 0, "%s", err.msg);
+    ClassNames cn2;
+    Dit *m2 = ckpt_load_model(path, backend_cpu(), 1, &cn2, &err);
+    ck_assert_msg(m2 != NULL, "%s", err.msg);
+    ck_assert_int_eq(memcmp(m2->w, m->w, m->n_floats * sizeof(float)), 0);
+    ck_assert_str_eq(cn2.names[7], "Sneaker \"quoted\"");
+    ck_assert_int_eq(class_names_find(&cn2, "sneaker \"QUOTED\""), 7);
+    ck_assert_int_eq(class_names_find(&cn2, "3"), 3);
+    ck_assert_int_eq(class_names_find(&cn2, "Boot"), -1);
+    ck_assert(m2->cfg.gate == 1 && m2->cfg.lepe == 5 && m2->cfg.attn == ATTN_MALA);
+    class_names_free(&cn2);
+    dit_free(m2);
+
+    // a tensor with the wrong shape
+    StWriter *w = st_writer_new();
+    ckpt_write_config(w, &c, &cn);
+    ckpt_add_tensors(w, m, "", m->w, ST_F16);
+    int64_t shp[2] = {3, 3};
+    float junk[9] = {0};
+    st_writer_add(w, "blocks.0.attn.extra", ST_F32, shp, 2, junk);
+    ck_assert_int_eq(st_writer_save(w, bad, &err), 0);
+    st_writer_free(w);
+    ck_assert(ckpt_load_model(bad, backend_cpu(), 1, &cn2, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "blocks.0.attn.extra") && strstr(err.msg, bad), "%s", err.msg);
+
+    // the configuration says no gate: the gate tensors are foreign
+    c.gate = 0;
+    w = st_writer_new();
+    ckpt_write_config(w, &c, &cn);
+    ckpt_add_tensors(w, m, "", m->w, ST_F16);
+    ck_assert_int_eq(st_writer_save(w, bad, &err), 0);
+    st_writer_free(w);
+    ck_assert(ckpt_load_model(bad, backend_cpu(), 1, &cn2, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "attn.gate"), "%s", err.msg);
+
+    // hidden disagrees with the tensors
+    c.gate = 1;
+    c.hidden = 64;
+    w = st_writer_new();
+    ckpt_write_config(w, &c, &cn);
+    ckpt_add_tensors(w, m, "", m->w, ST_F16);
+    ck_assert_int_eq(st_writer_save(w, bad, &err), 0);
+    st_writer_free(w);
+    ck_assert(ckpt_load_model(bad, backend_cpu(), 1, &cn2, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "x_embedder.proj.weight") && strstr(err.msg, "expects"), "%s", err.msg);
+
+    // metadata missing a key
+    w = st_writer_new();
+    st_writer_meta(w, "depth", "4");
+    ckpt_add_tensors(w, m, "", m->w, ST_F16);
+    ck_assert_int_eq(st_writer_save(w, bad, &err), 0);
+    st_writer_free(w);
+    ck_assert(ckpt_load_model(bad, backend_cpu(), 1, &cn2, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "'hidden' is missing"), "%s", err.msg);
+
+    class_names_free(&cn);
+    dit_free(m);
+    unlink(path);
+    unlink(bad);
+    rmdir(dir);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_forward_backward_vs_pytorch, 0, NFIX);
+    tcase_add_test(tc, test_forward_repeatable);
+    tcase_add_test(tc, test_init_and_table);
+    tcase_add_test(tc, test_model_file_round_trip);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
