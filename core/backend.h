@@ -37,11 +37,11 @@ struct Backend {
     void (*sync)(void);
 
     // ---- dense ----
-    // out[N,O] = in[N,I] W[O,I]^T + b[O]           (b may be NULL)
-    void (*linear_fwd)(float *out, const float *in, const float *w, const float *b, int N, int I, int O);
-    // din[N,I] += dout W;  dw[O,I] += dout^T in;  db[O] += sum_n dout[n]
+    // out[N,Dout] = in[N,Din] W[Dout,Din]^T + b[Dout]   (b may be NULL)
+    void (*linear_fwd)(float *out, const float *in, const float *w, const float *b, int N, int Din, int Dout);
+    // din[N,Din] += dout W;  dw[Dout,Din] += dout^T in;  db[Dout] += sum_n dout[n]
     void (*linear_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
-                       const float *w, int N, int I, int O);
+                       const float *w, int N, int Din, int Dout);
 
     // ---- normalisation and adaLN ----
     // LayerNorm over C without affine, eps 1e-6: out = (x - mean) * rstd; rstd[N] kept for backward.

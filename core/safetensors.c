@@ -30,7 +30,14 @@ static const struct { const char *name; size_t size; int rank; } DTYPES[] = {
 size_t st_dtype_size(StDtype dtype) { return (unsigned)dtype < N_DTYPES ? DTYPES[dtype].size : 0; }
 const char *st_dtype_name(StDtype dtype) { return (unsigned)dtype < N_DTYPES ? DTYPES[dtype].name : "?"; }
 
+// A zero dimension is looked for first: the product of the other dimensions may overflow.
+static int has_zero_dim(const int64_t *shape, int ndim) {
+    for (int i = 0; i < ndim; i++) if (shape[i] == 0) return 1;
+    return 0;
+}
+
 int64_t st_numel(const StTensor *t) {
+    if (has_zero_dim(t->shape, t->ndim)) return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
     return n;
@@ -140,6 +147,19 @@ static const char *shown(const char *s, char buf[SHOWN_LEN]) {
     return buf;
 }
 
+// "a number", "an object", ... for messages.
+static const char *a_type(JsonType t) {
+    switch (t) {
+    case JSON_NULL: return "null";
+    case JSON_BOOL: return "a boolean";
+    case JSON_NUMBER: return "a number";
+    case JSON_STRING: return "a string";
+    case JSON_ARRAY: return "a list";
+    case JSON_OBJECT: return "an object";
+    }
+    return "unknown";
+}
+
 static const char *format_shape(char *buf, size_t cap, const int64_t *shape, int ndim) {
     size_t k = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && k < cap; i++)
@@ -191,17 +211,18 @@ static int parse_header(StFile *f, JsonValue **root, MalaErr *err) {
     *root = json_parse((const char *)bytes + 8, (size_t)n, &jerr);
     if (!*root) return fail_at(err, f->path, "header is not valid JSON (%s)", jerr.msg);
     if ((*root)->type != JSON_OBJECT)
-        return fail_at(err, f->path, "header is a JSON %s, expected an object", json_type_name((*root)->type));
+        return fail_at(err, f->path, "header is %s, expected a JSON object", a_type((*root)->type));
     f->data = bytes + 8 + n;
     f->data_len = f->map_len - 8 - (size_t)n;
     return 0;
 }
 
 static int has_nul(const char *s, size_t len) { return strlen(s) != len; }
+static int is_metadata_key(const JsonValue *m) { return strcmp(m->key, "__metadata__") == 0 && !has_nul(m->key, m->key_len); }
 
 static int read_metadata(StFile *f, const JsonValue *m, MalaErr *err) {
     if (m->type != JSON_OBJECT)
-        return fail_at(err, f->path, "__metadata__ is a %s, expected an object of strings", json_type_name(m->type));
+        return fail_at(err, f->path, "__metadata__ is %s, expected an object of strings", a_type(m->type));
     f->meta_keys = xcalloc((size_t)m->n, sizeof *f->meta_keys);
     f->meta_vals = xcalloc((size_t)m->n, sizeof *f->meta_vals);
     for (int i = 0; i < m->n; i++) {
@@ -209,8 +230,8 @@ static int read_metadata(StFile *f, const JsonValue *m, MalaErr *err) {
         char kb[SHOWN_LEN];
         if (has_nul(e->key, e->key_len)) return fail_at(err, f->path, "a __metadata__ key contains a NUL character");
         if (e->type != JSON_STRING)
-            return fail_at(err, f->path, "__metadata__ value for key '%s' is a %s, expected a string",
-                           shown(e->key, kb), json_type_name(e->type));
+            return fail_at(err, f->path, "__metadata__ value for key '%s' is %s, expected a string",
+                           shown(e->key, kb), a_type(e->type));
         if (has_nul(e->str, e->len))
             return fail_at(err, f->path, "__metadata__ value for key '%s' contains a NUL character", shown(e->key, kb));
         f->meta_keys[f->nmeta] = xstrdup(e->key);
@@ -232,8 +253,8 @@ static int entry_field(const StFile *f, const char *name, const JsonValue *entry
     }
     if (!found) return fail_at(err, f->path, "tensor '%s' is missing its '%s' field", name, key);
     if (found->type != type)
-        return fail_at(err, f->path, "tensor '%s': '%s' is a %s, expected a %s", name, key,
-                       json_type_name(found->type), type == JSON_ARRAY ? "list" : json_type_name(type));
+        return fail_at(err, f->path, "tensor '%s': '%s' is %s, expected %s", name, key,
+                       a_type(found->type), a_type(type));
     *out = found;
     return 0;
 }
@@ -254,8 +275,8 @@ static int parse_shape(const StFile *f, const char *name, const JsonValue *v, St
         int64_t d;
         char eb[SHOWN_LEN];
         if (e->type != JSON_NUMBER)
-            return fail_at(err, f->path, "tensor '%s': shape entry %d is a %s, expected an integer",
-                           name, i, json_type_name(e->type));
+            return fail_at(err, f->path, "tensor '%s': shape entry %d is %s, expected an integer",
+                           name, i, a_type(e->type));
         if (json_get_i64(e, &d) != 0)
             return fail_at(err, f->path, "tensor '%s': shape entry %s is not an integer in range", name, shown(e->str, eb));
         if (d < 0) return fail_at(err, f->path, "tensor '%s' has a negative dimension (%lld)", name, (long long)d);
@@ -270,8 +291,7 @@ static int tensor_nbytes(const StFile *f, const char *name, const StTensor *t, u
     uint64_t n = DTYPES[t->dtype].size;
     int overflow = 0;
     for (int i = 0; i < t->ndim; i++) overflow |= __builtin_mul_overflow(n, (uint64_t)t->shape[i], &n);
-    // A zero dimension makes the product 0 even when the other dimensions overflow.
-    for (int i = 0; i < t->ndim; i++) if (t->shape[i] == 0) { n = 0; overflow = 0; }
+    if (has_zero_dim(t->shape, t->ndim)) { n = 0; overflow = 0; }
     if (overflow || n > (uint64_t)INT64_MAX) {
         char sb[256];
         return fail_at(err, f->path, "tensor '%s': shape %s is too large (its byte count overflows)", name,
@@ -282,7 +302,7 @@ static int tensor_nbytes(const StFile *f, const char *name, const StTensor *t, u
 }
 
 static int parse_offsets(const StFile *f, const char *name, const JsonValue *v, StTensor *t, MalaErr *err) {
-    uint64_t b, e, nbytes;
+    uint64_t b = 0, e = 0, nbytes = 0;
     if (v->n != 2 || json_get_u64(&v->items[0], &b) != 0 || json_get_u64(&v->items[1], &e) != 0)
         return fail_at(err, f->path, "tensor '%s': data_offsets must be a list of two non-negative integers [begin, end]", name);
     if (e < b)
@@ -311,8 +331,8 @@ static int read_tensor(const StFile *f, const JsonValue *m, StTensor *t, MalaErr
     t->name = xstrdup(m->key);
     if (has_nul(m->key, m->key_len)) return fail_at(err, f->path, "tensor name '%s' contains a NUL character", name);
     if (m->type != JSON_OBJECT)
-        return fail_at(err, f->path, "tensor '%s': entry is a %s, expected an object with dtype, shape and data_offsets",
-                       name, json_type_name(m->type));
+        return fail_at(err, f->path, "tensor '%s': entry is %s, expected an object with dtype, shape and data_offsets",
+                       name, a_type(m->type));
     if (entry_field(f, name, m, "dtype", JSON_STRING, &dtype, err) ||
         entry_field(f, name, m, "shape", JSON_ARRAY, &shape, err) ||
         entry_field(f, name, m, "data_offsets", JSON_ARRAY, &offsets, err))
@@ -323,11 +343,11 @@ static int read_tensor(const StFile *f, const JsonValue *m, StTensor *t, MalaErr
 
 static int read_entries(StFile *f, const JsonValue *root, MalaErr *err) {
     int ntensors = 0, seen_meta = 0;
-    for (int i = 0; i < root->n; i++) ntensors += strcmp(root->items[i].key, "__metadata__") != 0;
+    for (int i = 0; i < root->n; i++) ntensors += !is_metadata_key(&root->items[i]);
     f->tensors = xcalloc((size_t)ntensors, sizeof *f->tensors);
     for (int i = 0; i < root->n; i++) {
         const JsonValue *m = &root->items[i];
-        if (strcmp(m->key, "__metadata__") == 0 && !has_nul(m->key, m->key_len)) {
+        if (is_metadata_key(m)) {
             if (seen_meta++) return fail_at(err, f->path, "header has more than one __metadata__ entry");
             if (read_metadata(f, m, err)) return -1;
         } else {
@@ -539,6 +559,7 @@ static int check_add(StWriter *w, WEntry *e, const char *name, StDtype dtype, co
         overflow |= __builtin_mul_overflow(numel, (uint64_t)shape[i], &numel);
         e->shape[i] = shape[i];
     }
+    if (has_zero_dim(shape, ndim)) { numel = 0; overflow = 0; }
     if (overflow || numel > ((uint64_t)INT64_MAX) / 8) {
         writer_mistake(w, "tensor '%s' is too large", shown(name, nb));
         return -1;

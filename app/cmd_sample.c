@@ -1,0 +1,185 @@
+// mala sample: DDPM / DDIM with classifier-free guidance from a model file, to a PNG grid, PNG
+// files, an ADM-evaluator .npz and/or a raw float32 .npy.
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+#include "generate.h"
+#include "image_io.h"
+#include "npy.h"
+
+typedef struct {
+    double t0;
+    int done_images, total_images;
+} Progress;
+
+static int on_step(void *ctx, int i, int n, const float *x0) {
+    Progress *p = ctx;
+    double dt = now_seconds() - p->t0;
+    int done = i + 1;
+    fprintf(stderr, "\rsampling images %d-%d of %d: step %d/%d, %.2f steps/s, ETA %.0fs   ", p->done_images + 1,
+            p->total_images, p->total_images, done, n, done / dt, (n - done) * dt / done);
+    return 0;
+}
+
+// Labels from --labels "3,Sneaker,7" (names or numbers).
+static int parse_labels(const char *s, const ClassNames *cn, int32_t **out) {
+    int cap = 16, n = 0;
+    int32_t *y = xmalloc(cap * sizeof(int32_t));
+    char *copy = xstrdup(s), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        int k = class_names_find(cn, tok);
+        if (k < 0) FATAL("--labels: unknown class '%s' (the model has %d classes)", tok, cn->n);
+        if (n == cap) y = realloc(y, (cap *= 2) * sizeof(int32_t));
+        y[n++] = k;
+    }
+    free(copy);
+    if (!n) FATAL("--labels: empty list");
+    *out = y;
+    return n;
+}
+
+static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
+    // DiT sample_ddp.py: clamp(127.5 x + 128, 0, 255) then truncate to uint8
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < S; h++)
+            for (int w = 0; w < S; w++)
+                for (int c = 0; c < C; c++) {
+                    float v = 127.5f * x[(((size_t)i * C + c) * S + h) * S + w] + 128.0f;
+                    v = v < 0 ? 0 : v > 255 ? 255 : v;
+                    dst[(((size_t)i * S + h) * S + w) * C + c] = (uint8_t)v;
+                }
+}
+
+int cmd_sample(int argc, char **argv) {
+    const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
+    const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL;
+    GenOpts go = gen_opts_default();
+    int n = 0, batch = 16, threads = 0, nrow = 0;
+    uint64_t seed = 0;
+    Opt opts[] = {
+        {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
+        {"--sampler", OPT_STR, &sampler, "ddpm|ddim", "sampler"},
+        {"--steps", OPT_INT, &go.steps, "N", "sampling steps (respaced from 1000)"},
+        {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)"},
+        {"--cfg-scale", OPT_FLOAT, &go.cfg_scale, "W", "classifier-free guidance scale (1 = none)"},
+        {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
+        {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
+        {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
+        {"--n", OPT_INT, &n, "N", "images (default 16 with --class, else 8 per class)"},
+        {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise"},
+        {"--batch", OPT_INT, &batch, "B", "images per forward pass"},
+        {"--out", OPT_STR, &out, "FILE.png", "write a grid"},
+        {"--nrow", OPT_INT, &nrow, "N", "images per grid row (default 8)"},
+        {"--out-dir", OPT_STR, &out_dir, "DIR", "write one PNG per image"},
+        {"--save-npz", OPT_STR, &npz, "FILE", "ADM evaluator batch: arr_0 uint8 NHWC, arr_1 labels"},
+        {"--save-npy", OPT_STR, &npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
+        {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
+        {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
+        {"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"},
+    };
+    args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
+               "or --save-npy it writes samples.png.",
+               opts, sizeof opts / sizeof opts[0], argc, argv, 1);
+    if (!strcmp(sampler, "ddim")) go.kind = SAMPLER_DDIM;
+    else if (!strcmp(sampler, "ddpm")) go.kind = SAMPLER_DDPM;
+    else FATAL("--sampler %s: expected ddpm or ddim", sampler);
+    if (batch < 1) FATAL("--batch %d: must be positive", batch);
+    if (n < 0) FATAL("--n %d: must be positive", n);
+    if (cls && labels) FATAL("--class and --labels exclude each other");
+    if (!out && !out_dir && !npz && !npy) out = "samples.png";
+    set_threads(threads);
+    const Backend *be = backend_select(device);
+    if (!ckpt) ckpt = default_model_path();
+
+    MalaErr err;
+    Generator g;
+    if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
+    const DitConfig *c = &g.m->cfg;
+    int K = c->num_classes;
+    int32_t *y = NULL;
+    if (labels) {
+        int got = parse_labels(labels, &g.classes, &y);
+        if (n && n != got) FATAL("--n %d disagrees with the %d labels given", n, got);
+        n = got;
+    } else {
+        int k = -1;
+        if (cls && (k = class_names_find(&g.classes, cls)) < 0) {
+            fprintf(stderr, "error: --class %s: unknown class; the model knows:", cls);
+            for (int i = 0; i < K; i++) fprintf(stderr, " %s%s", g.classes.names[i], i + 1 < K ? "," : "\n");
+            return 1;
+        }
+        if (!n) n = cls ? 16 : 8 * K;
+        y = xmalloc(n * sizeof(int32_t));
+        for (int i = 0; i < n; i++) y[i] = k >= 0 ? k : (int32_t)((int64_t)i * K / n);
+    }
+    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
+    float *x = xmalloc(per * n * sizeof(float));
+    if (init_noise) {
+        NpyArray a;
+        if (npy_load(init_noise, &a, &err)) FATAL("%s", err.msg);
+        if (strcmp(a.dtype, "<f4") || a.ndim != 4 || a.shape[0] != n || a.shape[1] != c->in_channels ||
+            a.shape[2] != c->image_size || a.shape[3] != c->image_size)
+            FATAL("%s: expected float32 [%d, %d, %d, %d] noise, got %s with %d dims", init_noise, n, c->in_channels,
+                  c->image_size, c->image_size, a.dtype, a.ndim);
+        memcpy(x, a.data, per * n * sizeof(float));
+        npy_free(&a);
+    } else {
+        generator_noise(&g, x, seed, 0, n);
+    }
+
+    Progress pr = {now_seconds(), 0, n};
+    for (int b0 = 0; b0 < n; b0 += batch) {
+        int nb = n - b0 < batch ? n - b0 : batch;
+        pr.done_images = b0;
+        pr.t0 = now_seconds();
+        if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed + (uint64_t)b0, on_step, &pr, &err))
+            FATAL("%s", err.msg);
+    }
+    fprintf(stderr, "\n");
+
+    if (out) {
+        if (image_save_grid(out, x, n, c->in_channels, c->image_size, c->image_size, nrow > 0 ? nrow : 8, 2, &err))
+            FATAL("%s", err.msg);
+        fprintf(stderr, "wrote %s (%d images)\n", out, n);
+    }
+    if (out_dir) {
+        if (mkdir(out_dir, 0755) && errno != EEXIST) FATAL("%s: cannot create directory: %s", out_dir, strerror(errno));
+        for (int i = 0; i < n; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, i, g.classes.names[y[i]]);
+            for (char *p = path + strlen(out_dir) + 1; *p; p++)
+                if (*p == '/' || *p == ' ') *p = '_';
+            if (image_save_grid(path, x + per * i, 1, c->in_channels, c->image_size, c->image_size, 1, 0, &err))
+                FATAL("%s", err.msg);
+        }
+        fprintf(stderr, "wrote %d PNGs to %s\n", n, out_dir);
+    }
+    if (npz) {
+        uint8_t *u8 = xmalloc(per * n);
+        to_u8_nhwc(u8, x, n, c->in_channels, c->image_size);
+        int64_t *lab = xmalloc(n * sizeof(int64_t));
+        for (int i = 0; i < n; i++) lab[i] = y[i];
+        NpyArray arr[2];
+        npy_wrap(&arr[0], "|u1", u8, 4, (int64_t[]){n, c->image_size, c->image_size, c->in_channels});
+        npy_wrap(&arr[1], "<i8", lab, 1, (int64_t[]){n});
+        const char *keys[2] = {"arr_0", "arr_1"};
+        if (npz_save(npz, keys, arr, 2, &err)) FATAL("%s", err.msg);
+        fprintf(stderr, "wrote %s (arr_0 uint8 [%d,%d,%d,%d], arr_1 labels)\n", npz, n, c->image_size, c->image_size,
+                c->in_channels);
+        free(u8);
+        free(lab);
+    }
+    if (npy) {
+        NpyArray a;
+        npy_wrap(&a, "<f4", x, 4, (int64_t[]){n, c->in_channels, c->image_size, c->image_size});
+        if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
+        fprintf(stderr, "wrote %s\n", npy);
+    }
+    free(x);
+    free(y);
+    generator_close(&g);
+    return 0;
+}

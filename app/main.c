@@ -1,0 +1,33 @@
+// mala: train, sample, evaluate and view class-conditional DiT / MALA diffusion models.
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
+
+static const Command COMMANDS[] = {
+    {"train", cmd_train, "train a model (Fashion-MNIST or an image folder), headless, resumable"},
+    {"sample", cmd_sample, "generate images with DDPM or DDIM and classifier-free guidance"},
+    {"bench", cmd_bench, "measure throughput: bench train | bench sample"},
+    {"info", cmd_info, "print a model file's configuration and tensors"},
+};
+#define NCOMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: mala <command> [flags]   (mala <command> --help for its flags)\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fprintf(f, "  %-8s %s\n", "help", "this list");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

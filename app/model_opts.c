@@ -1,0 +1,62 @@
+// defines: model_opts_default, model_opts_table, model_opts_config, default_model_path
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+void model_opts_default(ModelOpts *mo, const char *preset) {
+    mo->preset = preset;
+    mo->attn = "mala";
+    mo->rope = mo->lepe = mo->gate = -1;
+    mo->image_size = 32;
+    mo->channels = 1;
+    mo->classes = 10;
+    mo->learn_sigma = 1;
+}
+
+void model_opts_table(ModelOpts *mo, Opt *o) {
+    o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", "DiT-{T,XS,S,B,L,XL}/{2,4,8}"};
+    o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "mala, softmax or linear"};
+    o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (-1: on for mala/linear)"};
+    o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (-1: 5 for mala/linear)"};
+    o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (-1: off)"};
+    o[5] = (Opt){"--image-size", OPT_INT, &mo->image_size, "S", "image side"};
+    o[6] = (Opt){"--channels", OPT_INT, &mo->channels, "C", "image channels"};
+    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes"};
+    o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
+}
+
+void model_opts_config(const ModelOpts *mo, DitConfig *c) {
+    MalaErr err;
+    dit_config_default(c);
+    if (dit_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
+    AttnKind k;
+    if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
+    dit_config_attn_defaults(c, k);
+    if (mo->rope >= 0) c->rope = mo->rope != 0;
+    if (mo->lepe >= 0) c->lepe = mo->lepe;
+    if (mo->gate >= 0) c->gate = mo->gate != 0;
+    c->image_size = mo->image_size;
+    c->in_channels = mo->channels;
+    c->num_classes = mo->classes;
+    c->learn_sigma = mo->learn_sigma;
+    if (dit_config_validate(c, &err)) FATAL("%s", err.msg);
+}
+
+const char *default_model_path(void) {
+    static char path[PATH_MAX + 64];
+    const char *rel = "assets/mala-dit-fmnist.safetensors";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/%s", exe, rel);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    return rel;
+}

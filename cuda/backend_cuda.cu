@@ -1,0 +1,155 @@
+// The CUDA backend: the op table of backend.h on one NVIDIA GPU.
+// defines: backend_cuda, cuda_set_precision_fp32, cuda_blas, gemm_rm
+//
+// Design
+// - Memory. Pointers given to the ops are plain device pointers from `alloc` (cudaMalloc, then
+//   zeroed). The model and trainer carve everything from a few large allocations made at start-up
+//   (parameters, gradients, moments and activations each one contiguous arena), so a training or
+//   sampling step performs no allocation at all: the ops never call cudaMalloc. Attention keeps
+//   what it needs between forward and backward, and the backward's own scratch, in the caller's
+//   `cache` buffer (sized by *_cache_floats, which for this backend include the backward scratch;
+//   see ops_mala.cu). The only memory the backend owns is the cuBLAS handle's workspace and a
+//   1024-double buffer for the sumsq partials, both created once in backend_cuda().
+// - Ordering. Everything (kernels, cuBLAS, memset, device-to-device copies) is issued on the
+//   legacy default stream, so ops run in call order and the host only waits in to_host, sumsq and
+//   sync.
+// - cuBLAS (row-major through the column-major transpose, gemm_rm below) does every matrix
+//   product: linear forward/backward (din, dw), and per head, batched over the batch with
+//   cublasSgemmStridedBatched (a head's rows in qkv have a uniform batch stride L*3H, so one call
+//   per head): MALA's and linear attention's KV = K'^T V, Q'KV and their backward products, and
+//   softmax attention's Q K^T, P V and the four backward products. TF32 tensor-core math is on by
+//   default; cuda_set_precision_fp32(1) turns it off (the parity test does).
+// - Custom kernels (one small file per family, all fp32, the per-element math from ops_math.h
+//   shared with the CPU): bias add and column sums (ops_dense.cu), LayerNorm / modulate / gated
+//   residual (ops_norm.cu), GELU / SiLU / add / mul / ELU+1 / scale (ops_elementwise.cu), RoPE
+//   (ops_rope.cu), MALA / linear / softmax attention's row and column steps (ops_mala.cu,
+//   ops_linattn.cu, ops_softmax.cu), LePE (ops_lepe.cu), patches and embeddings (ops_embed.cu),
+//   AdamW / EMA / sumsq (ops_optim.cu), cuRAND Philox fills (rng.cu).
+// - Determinism. Every reduction is a fixed-order tree (no float atomics) except embed_bwd, whose
+//   atomicAdd into the label table only reorders sums when a batch repeats a label.
+// - Errors: CUDA_CHECK / CUBLAS_CHECK print file:line, the call and the runtime's message, then
+//   exit; a missing device is not an error here: backend_cuda() returns NULL and says why.
+#include "cuda_common.cuh"
+
+#include "cuda/backend_cuda.h"
+
+// ---------------------------------------------------------------------------------------------
+// cuBLAS handle and precision
+
+static cublasHandle_t g_blas;
+static int g_fp32 = 0;  // 0: TF32 products (default), 1: full fp32
+
+static void apply_math_mode(void) {
+    if (g_blas) CUBLAS_CHECK(cublasSetMathMode(g_blas, g_fp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+}
+
+extern "C" void cuda_set_precision_fp32(int on) {
+    g_fp32 = on ? 1 : 0;
+    apply_math_mode();
+}
+
+cublasHandle_t cuda_blas(void) { return g_blas; }
+
+void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, long long sA,
+             const float *B, int ldb, long long sB, float beta, float *C, int ldc, long long sC, int batch) {
+    if (M <= 0 || N <= 0 || batch <= 0) return;
+    const cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (batch == 1)
+        CUBLAS_CHECK(cublasSgemm(g_blas, opB, opA, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    else
+        CUBLAS_CHECK(cublasSgemmStridedBatched(g_blas, opB, opA, N, M, K, &alpha, B, ldb, sB, A, lda, sA, &beta,
+                                               C, ldc, sC, batch));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+static void *cu_alloc(size_t bytes) {
+    void *p = NULL;
+    if (!bytes) bytes = 64;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        size_t freeb = 0, total = 0;
+        cudaMemGetInfo(&freeb, &total);
+        fprintf(stderr, "error: CUDA out of memory allocating %zu bytes (%s; %zu of %zu MiB free); "
+                "hint: lower the batch size\n", bytes, cudaGetErrorString(e), freeb >> 20, total >> 20);
+        exit(1);
+    }
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    return p;
+}
+static void cu_release(void *p) { if (p) CUDA_CHECK(cudaFree(p)); }
+static void cu_to_device(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+static void cu_to_host(void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+static void cu_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0));
+}
+static void cu_zero(void *p, size_t bytes) { if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0)); }
+static void cu_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+static Backend g_cuda;
+static int g_state = 0;  // 0: not tried, 1: ready, -1: no device
+static char g_why[256];
+
+static void fill_table(Backend *t) {
+    t->name = "cuda";
+    t->alloc = cu_alloc; t->release = cu_release; t->to_device = cu_to_device; t->to_host = cu_to_host;
+    t->copy = cu_copy; t->zero = cu_zero; t->sync = cu_sync;
+    t->linear_fwd = cuda_linear_fwd; t->linear_bwd = cuda_linear_bwd;
+    t->layernorm_fwd = cuda_layernorm_fwd; t->layernorm_bwd = cuda_layernorm_bwd;
+    t->modulate_fwd = cuda_modulate_fwd; t->modulate_bwd = cuda_modulate_bwd;
+    t->gate_residual_fwd = cuda_gate_residual_fwd; t->gate_residual_bwd = cuda_gate_residual_bwd;
+    t->gelu_fwd = cuda_gelu_fwd; t->gelu_bwd = cuda_gelu_bwd; t->silu_fwd = cuda_silu_fwd;
+    t->silu_bwd = cuda_silu_bwd; t->add = cuda_add; t->mul_fwd = cuda_mul_fwd; t->mul_bwd = cuda_mul_bwd;
+    t->elu1_fwd = cuda_elu1_fwd; t->elu1_bwd = cuda_elu1_bwd;
+    t->rope_fwd = cuda_rope_fwd; t->rope_bwd = cuda_rope_bwd;
+    t->mala_cache_floats = cuda_mala_cache_floats; t->linattn_cache_floats = cuda_linattn_cache_floats;
+    t->softmax_cache_floats = cuda_softmax_cache_floats;
+    t->mala_fwd = cuda_mala_fwd; t->mala_bwd = cuda_mala_bwd;
+    t->linattn_fwd = cuda_linattn_fwd; t->linattn_bwd = cuda_linattn_bwd;
+    t->softmax_fwd = cuda_softmax_fwd; t->softmax_bwd = cuda_softmax_bwd;
+    t->lepe_fwd = cuda_lepe_fwd; t->lepe_bwd = cuda_lepe_bwd;
+    t->patchify_fwd = cuda_patchify_fwd; t->patchify_bwd = cuda_patchify_bwd;
+    t->unpatchify_fwd = cuda_unpatchify_fwd; t->unpatchify_bwd = cuda_unpatchify_bwd;
+    t->add_pos = cuda_add_pos; t->timestep_embed = cuda_timestep_embed;
+    t->embed_fwd = cuda_embed_fwd; t->embed_bwd = cuda_embed_bwd;
+    t->adamw = cuda_adamw; t->ema = cuda_ema; t->sumsq = cuda_sumsq; t->scale = cuda_scale;
+}
+
+extern "C" const Backend *backend_cuda(const char **why) {
+    if (g_state == 0) {
+        int n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) {
+            snprintf(g_why, sizeof g_why, "cudaGetDeviceCount failed: %s (%s)", cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+            cudaGetLastError();  // clear the runtime's last-error state
+            g_state = -1;
+        } else if (n == 0) {
+            snprintf(g_why, sizeof g_why, "no CUDA device found");
+            g_state = -1;
+        } else {
+            int dev = 0;
+            CUDA_CHECK(cudaGetDevice(&dev));
+            CUDA_CHECK(cudaFree(0));  // create the context now, not inside the first op
+            CUBLAS_CHECK(cublasCreate(&g_blas));
+            apply_math_mode();
+            cuda_optim_init();
+            fill_table(&g_cuda);
+            g_state = 1;
+        }
+    }
+    if (g_state < 0) {
+        if (why) *why = g_why;
+        return NULL;
+    }
+    if (why) *why = NULL;
+    return &g_cuda;
+}

@@ -1,0 +1,63 @@
+// Linear layers (cuBLAS) and the column-sum reduction that their bias gradient, LePE's bias
+// gradient and the attention means use.
+// defines: cuda_colsum, cuda_linear_fwd, cuda_linear_bwd
+#include "cuda_common.cuh"
+
+// ---------------------------------------------------------------------------------------------
+// Column sums. Block (32, CS_ROWS): threadIdx.x picks a column of a 32-column tile (coalesced
+// reads along a row), threadIdx.y strides over rows; partial sums meet in shared memory in a
+// fixed order, so the result is deterministic. gridDim.y walks the batch.
+#define CS_ROWS 16
+
+__global__ void k_colsum(float *dst, long long dstride, const float *src, int rows, int cols, int ld,
+                         long long sstride, float alpha, int accumulate) {
+    __shared__ float part[CS_ROWS][33];
+    const int c = blockIdx.x * 32 + threadIdx.x, b = blockIdx.y;
+    float acc = 0.0f;
+    if (c < cols) {
+        const float *s = src + (size_t)b * sstride + c;
+        for (int r = threadIdx.y; r < rows; r += CS_ROWS) acc += s[(size_t)r * ld];
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int y = 0; y < CS_ROWS; y++) t += part[y][threadIdx.x];
+        float *o = dst + (size_t)b * dstride + c;
+        *o = accumulate ? *o + alpha * t : alpha * t;
+    }
+}
+
+void cuda_colsum(float *dst, long long dstride, const float *src, int rows, int cols, int ld, long long sstride,
+                 int batch, float alpha, bool accumulate) {
+    if (cols <= 0 || batch <= 0) return;
+    dim3 grid(cdiv(cols, 32), batch), block(32, CS_ROWS);
+    k_colsum<<<grid, block>>>(dst, dstride, src, rows, cols, ld, sstride, alpha, accumulate ? 1 : 0);
+    KERNEL_CHECK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear: out[N,O] = in[N,I] W[O,I]^T + b
+
+__global__ void k_add_bias(float *out, const float *b, size_t total, int O) {
+    GRID_STRIDE(i, total) out[i] += b[i % (size_t)O];
+}
+
+void cuda_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
+    if (N <= 0 || O <= 0) return;
+    gemm_rm(false, true, N, O, I, 1.0f, in, I, 0, w, I, 0, 0.0f, out, O, 0, 1);
+    if (b) {
+        size_t total = (size_t)N * O;
+        k_add_bias<<<grid1d(total), CU_BLOCK>>>(out, b, total, O);
+        KERNEL_CHECK();
+    }
+}
+
+// din[N,I] += dout[N,O] W[O,I];  dw[O,I] += dout^T in;  db[O] += sum_n dout[n]
+void cuda_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
+                     int N, int I, int O) {
+    if (N <= 0) return;
+    if (din) gemm_rm(false, false, N, I, O, 1.0f, dout, O, 0, w, I, 0, 1.0f, din, I, 0, 1);
+    if (dw) gemm_rm(true, false, O, I, N, 1.0f, dout, O, 0, in, I, 0, 1.0f, dw, I, 0, 1);
+    if (db) cuda_colsum(db, 0, dout, N, O, O, 0, 1, 1.0f, true);
+}

@@ -1,0 +1,64 @@
+// Element-wise ops: GELU (tanh), SiLU, add, mul, phi = ELU + 1 on strided rows, scale.
+// The per-element formulas are the ones of ops_math.h, shared with the CPU.
+// defines: cuda_gelu_fwd, cuda_gelu_bwd, cuda_silu_fwd, cuda_silu_bwd, cuda_add, cuda_mul_fwd,
+//          cuda_mul_bwd, cuda_elu1_fwd, cuda_elu1_bwd, cuda_scale
+#include "cuda_common.cuh"
+
+__global__ void k_gelu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_f(x[i]); }
+__global__ void k_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
+    GRID_STRIDE(i, n) dx[i] += dout[i] * gelu_grad_f(x[i]);
+}
+__global__ void k_silu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = silu_f(x[i]); }
+__global__ void k_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
+    GRID_STRIDE(i, n) dx[i] += dout[i] * silu_grad_f(x[i]);
+}
+__global__ void k_add(float *out, const float *a, const float *b, size_t n) { GRID_STRIDE(i, n) out[i] = a[i] + b[i]; }
+__global__ void k_mul_fwd(float *out, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+__global__ void k_mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float g = dout[i];
+        if (da) da[i] += g * b[i];
+        if (db) db[i] += g * a[i];
+    }
+}
+__global__ void k_scale(float *x, float a, size_t n) { GRID_STRIDE(i, n) x[i] *= a; }
+
+// rows x cols block of a matrix with row stride ld
+__global__ void k_elu1_fwd(float *x, int cols, int ld, size_t total) {
+    GRID_STRIDE(i, total) {
+        float *p = x + (i / (size_t)cols) * (size_t)ld + i % (size_t)cols;
+        *p = elu1_f(*p);
+    }
+}
+__global__ void k_elu1_bwd(float *g, const float *y, int cols, int ld, size_t total) {
+    GRID_STRIDE(i, total) {
+        const size_t o = (i / (size_t)cols) * (size_t)ld + i % (size_t)cols;
+        g[o] *= elu1_grad_from_y(y[o]);
+    }
+}
+
+#define LAUNCH_N(kernel, n, ...) do { if ((n) == 0) return; kernel<<<grid1d(n), CU_BLOCK>>>(__VA_ARGS__, n); \
+    KERNEL_CHECK(); } while (0)
+
+void cuda_gelu_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_gelu_fwd, n, out, x); }
+void cuda_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) { LAUNCH_N(k_gelu_bwd, n, dx, dout, x); }
+void cuda_silu_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_silu_fwd, n, out, x); }
+void cuda_silu_bwd(float *dx, const float *dout, const float *x, size_t n) { LAUNCH_N(k_silu_bwd, n, dx, dout, x); }
+void cuda_add(float *out, const float *a, const float *b, size_t n) { LAUNCH_N(k_add, n, out, a, b); }
+void cuda_mul_fwd(float *out, const float *a, const float *b, size_t n) { LAUNCH_N(k_mul_fwd, n, out, a, b); }
+void cuda_mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n) {
+    if (!da && !db) return;
+    LAUNCH_N(k_mul_bwd, n, da, db, dout, a, b);
+}
+void cuda_scale(float *x, float a, size_t n) { LAUNCH_N(k_scale, n, x, a); }
+
+void cuda_elu1_fwd(float *x, int rows, int cols, int ld) {
+    if (rows <= 0 || cols <= 0) return;
+    LAUNCH_N(k_elu1_fwd, (size_t)rows * cols, x, cols, ld);
+}
+void cuda_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
+    if (rows <= 0 || cols <= 0) return;
+    LAUNCH_N(k_elu1_bwd, (size_t)rows * cols, g, y, cols, ld);
+}

@@ -1,0 +1,268 @@
+// defines: train_opts_default, trainer_new, trainer_free, trainer_init_weights, trainer_step,
+//          trainer_save, trainer_load, trainer_peek, trainer_export_ema
+#include "trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+void train_opts_default(TrainOpts *o) {
+    o->lr = 1e-4f;
+    o->warmup = 0;
+    o->weight_decay = 0.0f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    o->grad_clip = 0.0f;
+    o->ema_decay = 0.9999f;
+    o->label_drop = 0.1f;
+    o->max_bad_steps = 20;
+    o->seed = 0;
+}
+
+Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch) {
+    Trainer *tr = xcalloc(1, sizeof *tr);
+    tr->be = be;
+    tr->opt = *o;
+    tr->batch = batch;
+    class_names_copy(&tr->classes, cn);
+    tr->m = dit_create(c, be, batch, DIT_TRAIN);
+    MalaErr err;
+    if (diffusion_init(&tr->diff, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
+    rng_seed_stream(&tr->rng, o->seed, 1);
+    size_t img = (size_t)batch * c->in_channels * c->image_size * c->image_size;
+    size_t outn = (size_t)batch * tr->m->out_channels * c->image_size * c->image_size;
+    tr->x0 = xmalloc(img * sizeof(float));
+    tr->noise = xmalloc(img * sizeof(float));
+    tr->xt = xmalloc(img * sizeof(float));
+    tr->out = xmalloc(outn * sizeof(float));
+    tr->dout = xmalloc(outn * sizeof(float));
+    tr->tf = xmalloc(batch * sizeof(float));
+    tr->t = xmalloc(batch * sizeof(int32_t));
+    tr->y = xmalloc(batch * sizeof(int32_t));
+    tr->mse_b = xmalloc(batch * sizeof(double));
+    tr->vb_b = xmalloc(batch * sizeof(double));
+    tr->d_xt = be->alloc(img * sizeof(float));
+    tr->d_out = be->alloc(outn * sizeof(float));
+    tr->d_dout = be->alloc(outn * sizeof(float));
+    tr->d_tf = be->alloc(batch * sizeof(float));
+    tr->d_y = be->alloc(batch * sizeof(int32_t));
+    return tr;
+}
+
+void trainer_free(Trainer *tr) {
+    if (!tr) return;
+    const Backend *be = tr->be;
+    be->release(tr->d_xt); be->release(tr->d_out); be->release(tr->d_dout);
+    be->release(tr->d_tf); be->release(tr->d_y);
+    free(tr->x0); free(tr->noise); free(tr->xt); free(tr->out); free(tr->dout);
+    free(tr->tf); free(tr->t); free(tr->y); free(tr->mse_b); free(tr->vb_b);
+    diffusion_free(&tr->diff);
+    class_names_free(&tr->classes);
+    dit_free(tr->m);
+    free(tr);
+}
+
+void trainer_init_weights(Trainer *tr) {
+    Dit *m = tr->m;
+    dit_init_weights(m, tr->opt.seed);  // also sets ema = w
+    tr->be->zero(m->m, m->n_floats * sizeof(float));
+    tr->be->zero(m->v, m->n_floats * sizeof(float));
+    tr->step = tr->batches = tr->skipped_total = 0;
+    tr->bad_in_a_row = 0;
+    rng_seed_stream(&tr->rng, tr->opt.seed, 1);
+}
+
+StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
+    Dit *m = tr->m;
+    const Backend *be = tr->be;
+    const DitConfig *c = &m->cfg;
+    int B = tr->batch, C = c->in_channels;
+    size_t hw = (size_t)c->image_size * c->image_size, img = (size_t)B * C * hw;
+    size_t outn = (size_t)B * m->out_channels * hw;
+    StepStats st = {0};
+
+    // DiT's LabelEmbedder.token_drop, then t ~ U{0..T-1}, eps ~ N(0, I)
+    for (int b = 0; b < B; b++)
+        tr->y[b] = rng_uniform(&tr->rng) < tr->opt.label_drop ? c->num_classes : y[b];
+    diffusion_sample_timesteps(tr->t, B, tr->diff.num_timesteps, &tr->rng);
+    rng_normal_fill(&tr->rng, tr->noise, img);
+    for (int b = 0; b < B; b++) tr->tf[b] = (float)tr->diff.timestep_map[tr->t[b]];
+    diffusion_q_sample(&tr->diff, tr->xt, x0, tr->noise, tr->t, B, (size_t)C * hw);
+    tr->batches++;
+
+    be->to_device(tr->d_xt, tr->xt, img * sizeof(float));
+    be->to_device(tr->d_tf, tr->tf, B * sizeof(float));
+    be->to_device(tr->d_y, tr->y, B * sizeof(int32_t));
+    dit_forward(m, tr->d_out, tr->d_xt, tr->d_tf, tr->d_y, B);
+    be->to_host(tr->out, tr->d_out, outn * sizeof(float));
+    st.loss = diffusion_training_loss(&tr->diff, tr->dout, NULL, tr->mse_b, tr->vb_b, tr->out, x0, tr->noise, tr->t,
+                                      B, C, hw, c->learn_sigma);
+    for (int b = 0; b < B; b++) { st.mse += tr->mse_b[b] / B; st.vb += tr->vb_b[b] / B; }
+    if (isfinite(st.loss)) {
+        be->to_device(tr->d_dout, tr->dout, outn * sizeof(float));
+        be->zero(m->grad, m->n_floats * sizeof(float));
+        dit_backward(m, tr->d_dout, B);
+        st.grad_norm = sqrt(be->sumsq(m->grad, m->n_trainable));
+    }
+    if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
+        st.skipped = 1;
+        tr->skipped_total++;
+        tr->bad_in_a_row++;
+        return st;
+    }
+    tr->bad_in_a_row = 0;
+    if (tr->opt.grad_clip > 0 && st.grad_norm > tr->opt.grad_clip)  // torch clip_grad_norm_
+        be->scale(m->grad, (float)(tr->opt.grad_clip / (st.grad_norm + 1e-6)), m->n_trainable);
+    tr->step++;
+    float lr = tr->opt.lr;
+    if (tr->opt.warmup > 0 && tr->step < (uint64_t)tr->opt.warmup) lr *= (float)tr->step / tr->opt.warmup;
+    be->adamw(m->w, m->grad, m->m, m->v, m->n_trainable, lr, tr->opt.beta1, tr->opt.beta2, tr->opt.eps,
+              tr->opt.weight_decay, (int)tr->step);
+    be->ema(m->ema, m->w, m->n_trainable, tr->opt.ema_decay);
+    return st;
+}
+
+// ---- checkpoints ----
+
+static void hex_encode(char *dst, const void *src, size_t n) {
+    const unsigned char *p = src;
+    for (size_t i = 0; i < n; i++) sprintf(dst + 2 * i, "%02x", p[i]);
+}
+
+static int hex_decode(void *dst, const char *src, size_t n) {
+    if (strlen(src) != 2 * n) return -1;
+    unsigned char *p = dst;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(src + 2 * i, "%2x", &v) != 1) return -1;
+        p[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static void meta_u64(StWriter *w, const char *key, uint64_t v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+    st_writer_meta(w, key, buf);
+}
+
+static void meta_float(StWriter *w, const char *key, float v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    st_writer_meta(w, key, buf);
+}
+
+int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
+    const Dit *m = tr->m;
+    size_t bytes = m->n_floats * sizeof(float);
+    float *host = xmalloc(4 * bytes);
+    float *w = host, *ema = host + m->n_floats, *mo = ema + m->n_floats, *vo = mo + m->n_floats;
+    tr->be->to_host(w, m->w, bytes);
+    tr->be->to_host(ema, m->ema, bytes);
+    tr->be->to_host(mo, m->m, bytes);
+    tr->be->to_host(vo, m->v, bytes);
+    StWriter *wr = st_writer_new();
+    ckpt_write_config(wr, &m->cfg, &tr->classes);
+    meta_u64(wr, "step", tr->step);
+    meta_u64(wr, "batches", tr->batches);
+    meta_u64(wr, "skipped", tr->skipped_total);
+    meta_u64(wr, "seed", tr->opt.seed);
+    meta_u64(wr, "batch", (uint64_t)tr->batch);
+    meta_float(wr, "lr", tr->opt.lr);
+    meta_u64(wr, "warmup", (uint64_t)tr->opt.warmup);
+    meta_float(wr, "weight_decay", tr->opt.weight_decay);
+    meta_float(wr, "grad_clip", tr->opt.grad_clip);
+    meta_float(wr, "ema_decay", tr->opt.ema_decay);
+    meta_float(wr, "label_drop", tr->opt.label_drop);
+    char rng[2 * sizeof(Rng) + 1];
+    hex_encode(rng, &tr->rng, sizeof(Rng));
+    st_writer_meta(wr, "rng", rng);
+    ckpt_add_tensors(wr, m, "", w, ST_F32);
+    ckpt_add_tensors(wr, m, "ema.", ema, ST_F32);
+    ckpt_add_tensors(wr, m, "opt.m.", mo, ST_F32);
+    ckpt_add_tensors(wr, m, "opt.v.", vo, ST_F32);
+    int rc = st_writer_save(wr, path, err);
+    st_writer_free(wr);
+    free(host);
+    return rc;
+}
+
+static int meta_get_u64(const StFile *f, const char *key, uint64_t *out, MalaErr *err) {
+    const char *v = st_meta(f, key);
+    if (!v) return mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key);
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || errno) return mala_errf(err, "%s: metadata '%s' = '%s' is not an integer", f->path, key, v);
+    *out = x;
+    return 0;
+}
+
+static int meta_get_float(const StFile *f, const char *key, float *out, MalaErr *err) {
+    const char *v = st_meta(f, key);
+    if (!v) return mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key);
+    char *end;
+    float x = strtof(v, &end);
+    if (!*v || *end) return mala_errf(err, "%s: metadata '%s' = '%s' is not a number", f->path, key, v);
+    *out = x;
+    return 0;
+}
+
+static int read_train_meta(const StFile *f, TrainOpts *o, int *batch, MalaErr *err) {
+    uint64_t seed, b, warmup;
+    if (meta_get_u64(f, "seed", &seed, err) || meta_get_u64(f, "batch", &b, err) ||
+        meta_get_u64(f, "warmup", &warmup, err) || meta_get_float(f, "lr", &o->lr, err) ||
+        meta_get_float(f, "weight_decay", &o->weight_decay, err) || meta_get_float(f, "grad_clip", &o->grad_clip, err) ||
+        meta_get_float(f, "ema_decay", &o->ema_decay, err) || meta_get_float(f, "label_drop", &o->label_drop, err))
+        return -1;
+    o->seed = seed;
+    o->warmup = (int)warmup;
+    *batch = (int)b;
+    return 0;
+}
+
+int trainer_peek(const char *path, DitConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err) {
+    StFile f;
+    if (st_open(&f, path, err)) return -1;
+    int rc = ckpt_read_config(&f, c, cn, err);
+    if (!rc && (rc = read_train_meta(&f, o, batch, err))) class_names_free(cn);
+    st_close(&f);
+    return rc;
+}
+
+int trainer_load(Trainer *tr, const char *path, MalaErr *err) {
+    StFile f;
+    if (st_open(&f, path, err)) return -1;
+    Dit *m = tr->m;
+    uint64_t step, batches, skipped;
+    const char *rng = st_meta(&f, "rng");
+    int rc = -1;
+    if (meta_get_u64(&f, "step", &step, err) || meta_get_u64(&f, "batches", &batches, err) ||
+        meta_get_u64(&f, "skipped", &skipped, err))
+        goto done;
+    if (!rng || hex_decode(&tr->rng, rng, sizeof(Rng))) {
+        mala_errf(err, "%s: metadata 'rng' is missing or malformed", path);
+        goto done;
+    }
+    if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", m->ema, err) ||
+        ckpt_load_tensors(m, &f, "opt.m.", m->m, err) || ckpt_load_tensors(m, &f, "opt.v.", m->v, err))
+        goto done;
+    tr->step = step;
+    tr->batches = batches;
+    tr->skipped_total = skipped;
+    tr->bad_in_a_row = 0;
+    rc = 0;
+done:
+    st_close(&f);
+    return rc;
+}
+
+int trainer_export_ema(const Trainer *tr, const char *path, StDtype dtype, MalaErr *err) {
+    const Dit *m = tr->m;
+    float *host = xmalloc(m->n_floats * sizeof(float));
+    tr->be->to_host(host, m->ema, m->n_floats * sizeof(float));
+    int rc = ckpt_save_weights(m, &tr->classes, host, dtype, path, err);
+    free(host);
+    return rc;
+}
