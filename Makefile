@@ -19,7 +19,7 @@ ifeq ($(CUDA),1)
   CU_SRC      = $(wildcard cuda/*.cu)
   CU_OBJ      = $(CU_SRC:%.cu=$(BUILD)/%.o)
   CFLAGS     += -DMALA_CUDA
-  LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcurand
+  LDLIBS     += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcurand -lstdc++
   $(info mala: CUDA backend ON (nvcc: $(NVCC)); CUDA=0 builds CPU only)
 else
   $(info mala: CUDA backend OFF ($(if $(NVCC),CUDA=0 given,nvcc not found)))

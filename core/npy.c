@@ -20,6 +20,9 @@
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAX_HEADER (1u << 20)        // larger headers are refused as malformed
 #define ZIP_MAX_CD     ((uint64_t)1 << 28) // central directory size limit (256 MiB)
+#ifndef NPY_ZIP64_LIMIT                     // sizes/offsets from here on use zip64 records;
+#define NPY_ZIP64_LIMIT 0xFFFFFFFFu         // -DNPY_ZIP64_LIMIT=64 exercises them on tiny files
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // 1. dtypes and the header dict
@@ -781,7 +784,7 @@ int npz_save(const char *path, const char **keys, const NpyArray *arrays, int n,
         rec[i].off = w.off;
         rec[i].size = hl + arrays[i].nbytes;
         rec[i].crc = crc_big(crc_big((uint32_t)crc32(0, NULL, 0), hdr, hl), arrays[i].data, arrays[i].nbytes);
-        int z64 = rec[i].size >= 0xFFFFFFFFu;
+        int z64 = rec[i].size >= NPY_ZIP64_LIMIT;
         w_u32(&w, 0x04034b50);
         w_u16(&w, z64 ? 45 : 20); w_u16(&w, 0); w_u16(&w, 0);
         w_u16(&w, dos_time); w_u16(&w, dos_date);
@@ -798,7 +801,7 @@ int npz_save(const char *path, const char **keys, const NpyArray *arrays, int n,
     for (int i = 0; i < n; i++) {
         char name[256];
         int nl = snprintf(name, sizeof name, "%s.npy", keys[i]);
-        int zs = rec[i].size >= 0xFFFFFFFFu, zo = rec[i].off >= 0xFFFFFFFFu;
+        int zs = rec[i].size >= NPY_ZIP64_LIMIT, zo = rec[i].off >= NPY_ZIP64_LIMIT;
         uint32_t xl = (zs || zo) ? 4 + (zs ? 16 : 0) + (zo ? 8 : 0) : 0;
         w_u32(&w, 0x02014b50);
         w_u16(&w, (3 << 8) | ((zs || zo) ? 45 : 20));   // made by: unix
@@ -818,7 +821,7 @@ int npz_save(const char *path, const char **keys, const NpyArray *arrays, int n,
         }
     }
     uint64_t cd_size = w.off - cd_off;
-    int z64 = n >= 0xFFFF || cd_off >= 0xFFFFFFFFu || cd_size >= 0xFFFFFFFFu;
+    int z64 = n >= 0xFFFF || cd_off >= NPY_ZIP64_LIMIT || cd_size >= NPY_ZIP64_LIMIT;
     if (z64) {
         uint64_t z64_off = w.off;
         w_u32(&w, 0x06064b50); w_u64(&w, 44);

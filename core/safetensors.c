@@ -58,7 +58,7 @@ float st_f16_to_f32(uint16_t h) {
 
 uint16_t st_f32_to_f16(float f) {
     uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000, a = x & 0x7fffffff;
-    if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00 | (a >> 13));  // NaN, made quiet
+    if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));  // NaN, made quiet
     if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00);             // >= 65520 rounds to inf
     if (a >= 0x38800000) {                                             // normal half
         uint32_t r = a - 0x38000000;                                   // rebias 127 -> 15

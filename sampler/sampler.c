@@ -1,9 +1,15 @@
-// defines: sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
+// defines: sampler_kind_parse, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
 //          sampler_set_steps, sampler_run, sampler_free
 #include "sampler.h"
 
 #include <math.h>
 #include <string.h>
+
+int sampler_kind_parse(const char *name, SamplerKind *out) {
+    if (!strcmp(name, "ddpm")) { *out = SAMPLER_DDPM; return 0; }
+    if (!strcmp(name, "ddim")) { *out = SAMPLER_DDIM; return 0; }
+    return -1;
+}
 
 SamplerConfig sampler_config_default(void) {
     SamplerConfig c = {

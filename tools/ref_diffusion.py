@@ -206,6 +206,7 @@ def training_losses(d, model_out, x0, noise, t, xt, dtype, learned=True):
 
 def loss_case(prefix, d, rs, n, C, S, ts, learned, arrays, with32=False, with_p=False):
     x0 = (rs.randint(0, 256, size=(n, C, S, S)) / 127.5 - 1).astype(np.float32)
+    x0[:, 0, 0, :2] = (-1.0, 1.0)  # ADM's edge bins of the discretised likelihood
     noise = rs.randn(n, C, S, S).astype(np.float32)
     eps = (noise + 0.1 * rs.randn(n, C, S, S)).astype(np.float32)
     v = rs.uniform(-0.9, 0.9, size=(n, C, S, S)).astype(np.float32)
@@ -333,7 +334,7 @@ def main():
     arr["idx"] = idx
     for name in ("linear", "cosine"):
         d = Diffusion(named_betas(name, 1000))
-        arr[name + "_betas"] = d.betas
+        arr[name + "_betas_full"] = d.betas
         for tab in TABLES:
             arr["%s_%s" % (name, tab)] = getattr(d, tab)[idx]
     for name, T in (("linear", 250), ("cosine", 37), ("linear", 400)):

@@ -1,0 +1,10 @@
+build-cpu/core/ops_cpu_attn.o: core/ops_cpu_attn.c core/ops_cpu.h \
+ core/backend.h /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h \
+ /usr/include/x86_64-linux-gnu/openblas-pthread/openblas_config.h \
+ core/common.h core/ops_math.h
+core/ops_cpu.h:
+core/backend.h:
+/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h:
+/usr/include/x86_64-linux-gnu/openblas-pthread/openblas_config.h:
+core/common.h:
+core/ops_math.h:

@@ -1,0 +1,2 @@
+build-cpu/core/rng.o: core/rng.c core/rng.h
+core/rng.h:

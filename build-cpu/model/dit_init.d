@@ -1,0 +1,6 @@
+build-cpu/model/dit_init.o: model/dit_init.c model/dit.h core/backend.h \
+ core/common.h core/rng.h
+model/dit.h:
+core/backend.h:
+core/common.h:
+core/rng.h:

@@ -1,0 +1,111 @@
+// LePE: depthwise k x k cross-correlation over the gh x gw token grid of v (the v part of qkv,
+// zero padding k/2), plus bias, added to out:
+//   out[b, (r,c), ch] += bias[ch] + sum_{ky,kx} w[ch, ky, kx] v[b, (r+ky-k/2, c+kx-k/2), ch]
+// Forward and dv are one thread per output element (dv gathers, so no atomics); dw is a
+// fixed-order reduction per (tap, 32-channel tile); db is a column sum.
+// defines: cuda_lepe_fwd, cuda_lepe_bwd
+#include "cuda_common.cuh"
+
+__global__ void k_lepe_fwd(float *out, const float *qkv, const float *w, const float *bias, int k, int L, int H,
+                           int gh, int gw, size_t total) {
+    const int pad = k / 2, kk = k * k;
+    GRID_STRIDE(i, total) {
+        const int ch = (int)(i % (size_t)H);
+        const size_t bl = i / (size_t)H, b = bl / L;
+        const int l = (int)(bl % (size_t)L), r = l / gw, c = l % gw;
+        const float *v0 = qkv + b * (size_t)L * 3 * H + 2 * (size_t)H + ch;
+        const float *wc = w + (size_t)ch * kk;
+        float acc = bias ? bias[ch] : 0.0f;
+        for (int ky = 0; ky < k; ky++) {
+            const int rr = r + ky - pad;
+            if (rr < 0 || rr >= gh) continue;
+            for (int kx = 0; kx < k; kx++) {
+                const int cc = c + kx - pad;
+                if (cc < 0 || cc >= gw) continue;
+                acc += wc[ky * k + kx] * v0[(size_t)(rr * gw + cc) * 3 * H];
+            }
+        }
+        out[i] += acc;
+    }
+}
+
+// dv[b, (r,c), ch] += sum_{ky,kx} w[ch, ky, kx] dout[b, (r-ky+k/2, c-kx+k/2), ch]
+__global__ void k_lepe_bwd_dv(float *dqkv, const float *dout, const float *w, int k, int L, int H, int gh, int gw,
+                              size_t total) {
+    const int pad = k / 2, kk = k * k;
+    GRID_STRIDE(i, total) {
+        const int ch = (int)(i % (size_t)H);
+        const size_t bl = i / (size_t)H, b = bl / L;
+        const int l = (int)(bl % (size_t)L), r = l / gw, c = l % gw;
+        const float *g0 = dout + b * (size_t)L * H + ch;
+        const float *wc = w + (size_t)ch * kk;
+        float acc = 0.0f;
+        for (int ky = 0; ky < k; ky++) {
+            const int ro = r - ky + pad;
+            if (ro < 0 || ro >= gh) continue;
+            for (int kx = 0; kx < k; kx++) {
+                const int co = c - kx + pad;
+                if (co < 0 || co >= gw) continue;
+                acc += wc[ky * k + kx] * g0[(size_t)(ro * gw + co) * H];
+            }
+        }
+        dqkv[bl * 3 * (size_t)H + 2 * (size_t)H + ch] += acc;
+    }
+}
+
+// dw[ch, t] += sum_{b, tokens} dout[b, (r,c), ch] v[b, (r+ky-k/2, c+kx-k/2), ch],  t = ky*k + kx.
+// Block (32, DW_ROWS) per (32-channel tile, tap): threadIdx.y strides over the B*L output tokens.
+#define DW_ROWS 16
+__global__ void k_lepe_bwd_dw(float *dw, const float *dout, const float *qkv, int k, int B, int L, int H, int gh,
+                              int gw) {
+    __shared__ float part[DW_ROWS][33];
+    const int ch = blockIdx.x * 32 + threadIdx.x, t = blockIdx.y, ky = t / k, kx = t % k, pad = k / 2;
+    float acc = 0.0f;
+    if (ch < H) {
+        const size_t n = (size_t)B * L;
+        for (size_t p = threadIdx.y; p < n; p += DW_ROWS) {
+            const size_t b = p / L;
+            const int l = (int)(p % (size_t)L), r = l / gw, c = l % gw;
+            const int rr = r + ky - pad, cc = c + kx - pad;
+            if (rr < 0 || rr >= gh || cc < 0 || cc >= gw) continue;
+            acc += dout[p * H + ch] * qkv[(b * L + (size_t)(rr * gw + cc)) * 3 * H + 2 * (size_t)H + ch];
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && ch < H) {
+        float s = 0.0f;
+        for (int y = 0; y < DW_ROWS; y++) s += part[y][threadIdx.x];
+        dw[(size_t)ch * k * k + t] += s;
+    }
+}
+
+static void lepe_check(int k, AttnShape s, const char *op) {
+    attn_check(s, op);
+    CU_REQUIRE(k >= 1 && k % 2 == 1, "%s: kernel size %d must be odd", op, k);
+}
+
+void cuda_lepe_fwd(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s) {
+    lepe_check(k, s, "lepe_fwd");
+    const size_t total = (size_t)s.B * s.L * s.H;
+    if (!total) return;
+    k_lepe_fwd<<<grid1d(total), CU_BLOCK>>>(out, qkv, w, b, k, s.L, s.H, s.gh, s.gw, total);
+    KERNEL_CHECK();
+}
+
+void cuda_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv, const float *w, int k,
+                   AttnShape s) {
+    lepe_check(k, s, "lepe_bwd");
+    const size_t total = (size_t)s.B * s.L * s.H;
+    if (!total) return;
+    if (dqkv) {
+        k_lepe_bwd_dv<<<grid1d(total), CU_BLOCK>>>(dqkv, dout, w, k, s.L, s.H, s.gh, s.gw, total);
+        KERNEL_CHECK();
+    }
+    if (dw) {
+        dim3 grid(cdiv(s.H, 32), k * k), block(32, DW_ROWS);
+        k_lepe_bwd_dw<<<grid, block>>>(dw, dout, qkv, k, s.B, s.L, s.H, s.gh, s.gw);
+        KERNEL_CHECK();
+    }
+    if (db) cuda_colsum(db, 0, dout, s.B * s.L, s.H, s.H, 0, 1, 1.0f, true);
+}

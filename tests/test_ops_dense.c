@@ -1,0 +1,226 @@
+// Backward of every dense CPU op (ops_cpu_dense.c) against central finite differences, plus
+// forward checks of the fixed-form ops (timestep embedding, pos embedding, patches, AdamW).
+#include "backend.h"
+#include "dit.h"
+#include "ops_math.h"
+#include "testutil.h"
+
+// Loss = sum(out * G) in double for a fixed random G; `fwd` recomputes out from the inputs.
+typedef struct {
+    void (*fwd)(void *self);
+    float *out, *G;
+    size_t nout;
+} Probe;
+
+static double probe_loss(void *ctx) {
+    Probe *p = ctx;
+    p->fwd(p);
+    return tu_dot(p->out, p->G, p->nout);
+}
+
+static float *rnd(size_t n, float lo, float hi, uint64_t seed) {
+    float *x = malloc(n * sizeof(float));
+    tu_fill(x, n, lo, hi, seed);
+    return x;
+}
+
+static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+
+#define FD(what, x, n, grad, probe) tu_fd_check(what, x, n, grad, probe_loss, &(probe).base, 1e-2f, 2e-3, 2e-2, 48)
+
+// ---- linear ----
+typedef struct { Probe base; float *in, *w, *b; int N, I, O; } LinearP;
+static void linear_f(void *s) { LinearP *p = s; backend_cpu()->linear_fwd(p->base.out, p->in, p->w, p->b, p->N, p->I, p->O); }
+
+START_TEST(test_linear) {
+    const Backend *be = backend_cpu();
+    LinearP p = {.N = 7, .I = 9, .O = 5};
+    p.in = rnd(63, -1, 1, 1); p.w = rnd(45, -1, 1, 2); p.b = rnd(5, -1, 1, 3);
+    p.base = (Probe){linear_f, zeros(35), rnd(35, -1, 1, 4), 35};
+    float *din = zeros(63), *dw = zeros(45), *db = zeros(5);
+    be->linear_bwd(din, dw, db, p.base.G, p.in, p.w, p.N, p.I, p.O);
+    FD("linear din", p.in, 63, din, p);
+    FD("linear dw", p.w, 45, dw, p);
+    FD("linear db", p.b, 5, db, p);
+    // accumulation: a second backward doubles every gradient
+    float first = dw[3];
+    be->linear_bwd(din, dw, db, p.base.G, p.in, p.w, p.N, p.I, p.O);
+    ck_assert_float_eq_tol(dw[3], 2 * first, 1e-5);
+}
+END_TEST
+
+// ---- layernorm: the loss goes through out; rstd is a by-product ----
+typedef struct { Probe base; float *x, *rstd; int N, C; } LnP;
+static void ln_f(void *s) { LnP *p = s; backend_cpu()->layernorm_fwd(p->base.out, p->rstd, p->x, p->N, p->C); }
+
+START_TEST(test_layernorm) {
+    LnP p = {.N = 4, .C = 24};
+    p.x = rnd(96, -2, 3, 5); p.rstd = zeros(4);
+    p.base = (Probe){ln_f, zeros(96), rnd(96, -1, 1, 6), 96};
+    ln_f(&p);
+    double mean = 0, var = 0;  // the normalised row has mean 0 and variance ~1
+    for (int c = 0; c < 24; c++) mean += p.base.out[c] / 24;
+    for (int c = 0; c < 24; c++) var += (p.base.out[c] - mean) * (p.base.out[c] - mean) / 24;
+    ck_assert(fabs(mean) < 1e-6 && fabs(var - 1) < 1e-4);
+    float *dx = zeros(96);
+    backend_cpu()->layernorm_bwd(dx, p.base.G, p.base.out, p.rstd, p.N, p.C);
+    FD("layernorm dx", p.x, 96, dx, p);
+}
+END_TEST
+
+// ---- modulate and gated residual, with shift/scale/gate read at a row stride ----
+typedef struct { Probe base; float *x, *mod; int B, L, C, ms; } ModP;
+static void mod_f(void *s) {
+    ModP *p = s;
+    backend_cpu()->modulate_fwd(p->base.out, p->x, p->mod + 1, p->mod + 1 + p->C, p->B, p->L, p->C, p->ms);
+}
+static void gate_f(void *s) {
+    ModP *p = s;
+    size_t n = (size_t)p->B * p->L * p->C;
+    for (size_t i = 0; i < n; i++) p->base.out[i] = 0.5f;  // the residual stream it adds into
+    backend_cpu()->gate_residual_fwd(p->base.out, p->x, p->mod + 2, p->B, p->L, p->C, p->ms);
+}
+
+START_TEST(test_modulate_and_gate) {
+    const Backend *be = backend_cpu();
+    ModP p = {.B = 2, .L = 5, .C = 6, .ms = 18};
+    size_t n = 60, nm = 2 * 18;
+    p.x = rnd(n, -1, 1, 7); p.mod = rnd(nm, -1, 1, 8);
+    p.base = (Probe){mod_f, zeros(n), rnd(n, -1, 1, 9), n};
+    float *dx = zeros(n), *dmod = zeros(nm);
+    be->modulate_bwd(dx, dmod + 1, dmod + 1 + p.C, p.base.G, p.x, p.mod + 1 + p.C, p.B, p.L, p.C, p.ms);
+    FD("modulate dx", p.x, n, dx, p);
+    FD("modulate dshift/dscale", p.mod, nm, dmod, p);
+    p.base.fwd = gate_f;
+    float *dy = zeros(n), *dg = zeros(nm);
+    be->gate_residual_bwd(dy, dg + 2, p.base.G, p.x, p.mod + 2, p.B, p.L, p.C, p.ms);
+    FD("gate_residual dy", p.x, n, dy, p);
+    FD("gate_residual dgate", p.mod, nm, dg, p);
+}
+END_TEST
+
+// ---- elementwise ----
+typedef struct { Probe base; float *a, *b; int op; } EwP;
+static void ew_f(void *s) {
+    EwP *p = s;
+    const Backend *be = backend_cpu();
+    if (p->op == 0) be->gelu_fwd(p->base.out, p->a, p->base.nout);
+    else if (p->op == 1) be->silu_fwd(p->base.out, p->a, p->base.nout);
+    else be->mul_fwd(p->base.out, p->a, p->b, p->base.nout);
+}
+
+START_TEST(test_elementwise) {
+    const Backend *be = backend_cpu();
+    size_t n = 50;
+    EwP p = {.a = rnd(n, -4, 4, 10), .b = rnd(n, -2, 2, 11)};
+    p.base = (Probe){ew_f, zeros(n), rnd(n, -1, 1, 12), n};
+    for (p.op = 0; p.op < 3; p.op++) {
+        float *da = zeros(n), *db = zeros(n);
+        if (p.op == 0) be->gelu_bwd(da, p.base.G, p.a, n);
+        else if (p.op == 1) be->silu_bwd(da, p.base.G, p.a, n);
+        else be->mul_bwd(da, db, p.base.G, p.a, p.b, n);
+        FD(p.op == 0 ? "gelu" : p.op == 1 ? "silu" : "mul da", p.a, n, da, p);
+        if (p.op == 2) FD("mul db", p.b, n, db, p);
+        free(da); free(db);
+    }
+    // GELU tanh approximation at known points (PyTorch values)
+    ck_assert_float_eq_tol(gelu_f(1.0f), 0.8411920071f, 1e-6);
+    ck_assert_float_eq_tol(gelu_f(-2.0f), -0.0454022884f, 1e-6);
+    ck_assert_float_eq_tol(silu_f(1.0f), 0.7310585976f, 1e-6);
+}
+END_TEST
+
+// ---- patches ----
+typedef struct { Probe base; float *x; int B, C, S, p, un; } PatchP;
+static void patch_f(void *s) {
+    PatchP *q = s;
+    if (q->un) backend_cpu()->unpatchify_fwd(q->base.out, q->x, q->B, q->C, q->S, q->p);
+    else backend_cpu()->patchify_fwd(q->base.out, q->x, q->B, q->C, q->S, q->p);
+}
+
+START_TEST(test_patches) {
+    const Backend *be = backend_cpu();
+    PatchP q = {.B = 2, .C = 3, .S = 4, .p = 2};
+    size_t n = 2 * 3 * 16;
+    q.x = rnd(n, -1, 1, 13);
+    q.base = (Probe){patch_f, zeros(n), rnd(n, -1, 1, 14), n};
+    float *dx = zeros(n);
+    be->patchify_bwd(dx, q.base.G, q.B, q.C, q.S, q.p);
+    FD("patchify", q.x, n, dx, q);
+    // layout: patch (gi=1, gj=0) of image 1, channel 2, pixel (i=1, j=1) -> row 2, col 2*4+... see backend.h
+    patch_f(&q);
+    int g = 2;
+    size_t row = (size_t)1 * g * g + 1 * g + 0, col = (2 * 2 + 1) * 2 + 1;
+    ck_assert(q.base.out[row * 12 + col] == q.x[((1 * 3 + 2) * 4 + 3) * 4 + 1]);
+    q.un = 1;
+    memset(dx, 0, n * sizeof(float));
+    be->unpatchify_bwd(dx, q.base.G, q.B, q.C, q.S, q.p);
+    FD("unpatchify", q.x, n, dx, q);
+    // unpatchify inverts patchify up to the (c,i,j) vs (i,j,c) orders: check one element
+    patch_f(&q);
+    ck_assert(q.base.out[((1 * 3 + 2) * 4 + 3) * 4 + 1] == q.x[row * 12 + (1 * 2 + 1) * 3 + 2]);
+}
+END_TEST
+
+// ---- label table ----
+START_TEST(test_embed) {
+    const Backend *be = backend_cpu();
+    float table[4 * 3], out[3 * 3], dtab[12] = {0}, g[9];
+    tu_fill(table, 12, -1, 1, 15);
+    tu_fill(g, 9, -1, 1, 16);
+    int32_t y[3] = {2, 0, 2};
+    be->embed_fwd(out, table, y, 3, 3);
+    ck_assert(out[3] == table[0] && out[6 + 2] == table[6 + 2]);
+    be->embed_bwd(dtab, g, y, 3, 3);
+    ck_assert_float_eq_tol(dtab[6 + 1], g[1] + g[7], 1e-7);
+    ck_assert(dtab[3] == 0.0f);
+}
+END_TEST
+
+// ---- the fixed embeddings ----
+START_TEST(test_fixed_embeddings) {
+    float out[2 * 8], t[2] = {0, 10};
+    backend_cpu()->timestep_embed(out, t, 2, 8);
+    for (int i = 0; i < 4; i++) { ck_assert(out[i] == 1.0f); ck_assert(out[4 + i] == 0.0f); }
+    // f_1 = exp(-ln(10000)/4) = 0.1: cos(10 * 0.1), sin(10 * 0.1)
+    ck_assert_float_eq_tol(out[8 + 1], cosf(1.0f), 1e-6);
+    ck_assert_float_eq_tol(out[8 + 4 + 1], sinf(1.0f), 1e-6);
+    float pos[4 * 8];
+    dit_pos_embed(pos, 8, 2);  // H = 8, grid 2: token 1 is row 0, column 1
+    ck_assert_float_eq_tol(pos[8 + 0], sinf(1.0f), 1e-6);          // column, omega_0 = 1
+    ck_assert_float_eq_tol(pos[8 + 2], cosf(1.0f), 1e-6);
+    ck_assert_float_eq_tol(pos[8 + 4], 0.0f, 1e-7);                // row 0
+    ck_assert_float_eq_tol(pos[2 * 8 + 4 + 1], sinf(0.01f), 1e-6); // token 2: row 1, omega_1 = 1/100
+}
+END_TEST
+
+// ---- AdamW: one hand-computed step, then torch's recursion over a few steps ----
+START_TEST(test_adamw_ema) {
+    const Backend *be = backend_cpu();
+    float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, -1.0f}, m[2] = {0}, v[2] = {0};
+    be->adamw(p, g, m, v, 2, 0.1f, 0.9f, 0.999f, 1e-8f, 0.01f, 1);
+    // step 1: p *= 1 - lr wd; update = lr * g / (|g| + eps) = 0.1 sign(g)
+    ck_assert_float_eq_tol(p[0], 1.0f * (1 - 0.001f) - 0.1f, 1e-6);
+    ck_assert_float_eq_tol(p[1], -2.0f * (1 - 0.001f) + 0.1f, 1e-6);
+    float e[2] = {1.0f, 0.0f};
+    be->ema(e, p, 2, 0.9f);
+    ck_assert_float_eq_tol(e[0], 0.9f + 0.1f * p[0], 1e-6);
+    double s = be->sumsq(g, 2);
+    ck_assert(fabs(s - 1.25) < 1e-12);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("ops_dense");
+    TCase *tc = tcase_create("ops");
+    tcase_add_test(tc, test_linear);
+    tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_modulate_and_gate);
+    tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_patches);
+    tcase_add_test(tc, test_embed);
+    tcase_add_test(tc, test_fixed_embeddings);
+    tcase_add_test(tc, test_adamw_ema);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

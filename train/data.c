@@ -1,0 +1,596 @@
+// defines: dataset_open, dataset_close, dataset_limit, dataset_label, dataset_path, dataset_get_u8,
+//          dataset_get, loader_new, loader_next, loader_seek, loader_position, loader_sample_at,
+//          loader_free
+//
+// Top to bottom: Fashion-MNIST (gzip IDX), image folders (ImageNet layout), the common sample
+// accessors, then the loader (epoch permutations, flips, the background batch thread).
+#include "data.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "image_io.h"   // defines: image_load, image_check, image_center_crop_arr, image_u8_to_float
+
+#define FMNIST_DIR      "/usr/share/datasets/fashion-mnist"
+#define FMNIST_SIDE     28
+#define FMNIST_SIZE     32
+#define FOLDER_SIZE     256
+#define MAX_DEPTH       32
+
+static const char *FMNIST_CLASSES[10] = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+};
+
+enum { KIND_FMNIST = 0, KIND_FOLDER = 1 };
+
+struct DatasetPriv {
+    int kind;
+    int32_t *labels;          // [n]
+    // Fashion-MNIST: raw 28x28 images
+    uint8_t *pix;             // [n, 28, 28]
+    // folders: full paths in one arena
+    char *arena;
+    int64_t *path_off;        // [n]
+    unsigned char *reported;  // [n] late decode failures already reported
+};
+
+static Dataset *dataset_alloc(int kind) {
+    Dataset *d = xcalloc(1, sizeof *d);
+    d->priv = xcalloc(1, sizeof *d->priv);
+    d->priv->kind = kind;
+    return d;
+}
+
+void dataset_close(Dataset *d) {
+    if (!d) return;
+    for (int i = 0; i < d->num_classes; i++) free(d->class_names ? d->class_names[i] : NULL);
+    free(d->class_names);
+    free(d->source);
+    if (d->priv) {
+        free(d->priv->labels); free(d->priv->pix); free(d->priv->arena);
+        free(d->priv->path_off); free(d->priv->reported);
+        free(d->priv);
+    }
+    free(d);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fashion-MNIST
+
+static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
+
+static int gz_read_exact(gzFile f, const char *path, void *dst, size_t n, const char *what, MalaErr *err) {
+    unsigned char *p = dst;
+    size_t got = 0;
+    while (got < n) {
+        unsigned chunk = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
+        int r = gzread(f, p + got, chunk);
+        if (r < 0) {
+            int e; const char *m = gzerror(f, &e);
+            return mala_errf(err, "%s: corrupt gzip data while reading %s (%s)", path, what, m);
+        }
+        if (r == 0) {
+            int e; const char *m = gzerror(f, &e);
+            if (e != Z_OK) return mala_errf(err, "%s: truncated or corrupt file while reading %s (%s)", path, what, m);
+            return mala_errf(err, "%s: truncated: %s has %zu of %zu bytes", path, what, got, n);
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+// Reads an IDX file of unsigned bytes with `ndims` dimensions; dims[] get the sizes. The file
+// may be gzip-compressed or plain (zlib reads both). Trailing bytes and gzip trailer errors
+// (CRC, truncation) are errors.
+static int read_idx(const char *path, int ndims, uint32_t *dims, uint8_t **data, MalaErr *err) {
+    *data = NULL;
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f) return mala_errf(err, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
+    gzbuffer(f, 1 << 18);
+    unsigned char hdr[4 + 4 * 3];
+    if (gz_read_exact(f, path, hdr, 4 + 4 * (size_t)ndims, "the IDX header", err)) { gzclose(f); return -1; }
+    uint32_t magic = be32(hdr), want = 0x0800u | (uint32_t)ndims;
+    if (magic != want) {
+        gzclose(f);
+        return mala_errf(err, "%s: not an IDX file of unsigned bytes with %d dimension%s (magic 0x%08x, expected 0x%08x)",
+                         path, ndims, ndims > 1 ? "s" : "", magic, want);
+    }
+    uint64_t total = 1;
+    for (int i = 0; i < ndims; i++) { dims[i] = be32(hdr + 4 + 4 * i); total *= dims[i]; }
+    if (dims[0] == 0 || dims[0] > 10000000u) { gzclose(f); return mala_errf(err, "%s: implausible item count %u", path, dims[0]); }
+    if (ndims == 3 && (dims[1] != FMNIST_SIDE || dims[2] != FMNIST_SIDE)) {
+        gzclose(f);
+        return mala_errf(err, "%s: expected %dx%d images, found %ux%u", path, FMNIST_SIDE, FMNIST_SIDE, dims[1], dims[2]);
+    }
+    uint8_t *buf = malloc((size_t)total);
+    if (!buf) { gzclose(f); return mala_errf(err, "%s: out of memory for %llu bytes", path, (unsigned long long)total); }
+    if (gz_read_exact(f, path, buf, (size_t)total, ndims == 3 ? "the image data" : "the label data", err)) {
+        free(buf); gzclose(f); return -1;
+    }
+    unsigned char extra;
+    int r = gzread(f, &extra, 1);
+    int e; const char *m = gzerror(f, &e);
+    if (r > 0) { free(buf); gzclose(f); return mala_errf(err, "%s: unexpected data after %u items", path, dims[0]); }
+    if (r < 0 || e != Z_OK) { free(buf); gzclose(f); return mala_errf(err, "%s: corrupt or truncated gzip stream (%s)", path, m); }
+    gzclose(f);
+    *data = buf;
+    return 0;
+}
+
+// Finds <dir>/<base>.gz, falling back to the uncompressed <dir>/<base>.
+static void idx_path(char *out, size_t cap, const char *dir, const char *base) {
+    snprintf(out, cap, "%s/%s.gz", dir, base);
+    if (access(out, F_OK) != 0) {
+        char plain[4096];
+        snprintf(plain, sizeof plain, "%s/%s", dir, base);
+        if (access(plain, F_OK) == 0) snprintf(out, cap, "%s", plain);
+    }
+}
+
+static Dataset *open_fmnist(const char *dir, int test, int image_size, int channels, MalaErr *err) {
+    if (image_size != 0 && image_size != FMNIST_SIZE) {
+        mala_errf(err, "fashion-mnist: image size must be %d (28x28 padded), got %d", FMNIST_SIZE, image_size);
+        return NULL;
+    }
+    if (channels != 0 && channels != 1) {
+        mala_errf(err, "fashion-mnist: images have 1 channel, got channels=%d", channels);
+        return NULL;
+    }
+    char ip[4096], lp[4096];
+    idx_path(ip, sizeof ip, dir, test ? "t10k-images-idx3-ubyte" : "train-images-idx3-ubyte");
+    idx_path(lp, sizeof lp, dir, test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte");
+    uint32_t idims[3] = {0}, ldims[1] = {0};
+    uint8_t *img, *lab;
+    if (read_idx(ip, 3, idims, &img, err)) return NULL;
+    if (read_idx(lp, 1, ldims, &lab, err)) { free(img); return NULL; }
+    if (idims[0] != ldims[0]) {
+        mala_errf(err, "%s: %u images but %s has %u labels", ip, idims[0], lp, ldims[0]);
+        free(img); free(lab);
+        return NULL;
+    }
+    Dataset *d = dataset_alloc(KIND_FMNIST);
+    d->n = idims[0];
+    d->channels = 1;
+    d->image_size = FMNIST_SIZE;
+    d->num_classes = 10;
+    d->class_names = xcalloc(10, sizeof(char *));
+    for (int i = 0; i < 10; i++) d->class_names[i] = xstrdup(FMNIST_CLASSES[i]);
+    d->source = xstrdup(ip);
+    d->priv->pix = img;
+    d->priv->labels = xmalloc(sizeof(int32_t) * (size_t)d->n);
+    for (int64_t i = 0; i < d->n; i++) {
+        if (lab[i] >= 10) {
+            mala_errf(err, "%s: label %d of item %lld is outside 0..9", lp, lab[i], (long long)i);
+            free(lab); dataset_close(d);
+            return NULL;
+        }
+        d->priv->labels[i] = lab[i];
+    }
+    free(lab);
+    return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// image folders
+
+typedef struct { char **v; size_t n, cap; } StrList;
+
+static void sl_push(StrList *l, char *s) {
+    if (l->n == l->cap) { l->cap = l->cap ? 2 * l->cap : 64; l->v = realloc(l->v, l->cap * sizeof *l->v); if (!l->v) FATAL("out of memory"); }
+    l->v[l->n++] = s;
+}
+static void sl_free(StrList *l) { for (size_t i = 0; i < l->n; i++) free(l->v[i]); free(l->v); memset(l, 0, sizeof *l); }
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static char *join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = xmalloc(la + lb + 2);
+    memcpy(s, a, la); s[la] = '/'; memcpy(s + la + 1, b, lb + 1);
+    return s;
+}
+
+// Sorted entry names of dir that are not hidden; dirs and files go to separate lists.
+static int list_dir(const char *dir, StrList *dirs, StrList *files, MalaErr *err) {
+    DIR *dp = opendir(dir);
+    if (!dp) return mala_errf(err, "%s: cannot read directory: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        if (de->d_name[0] == '.') continue;
+        char *full = join(dir, de->d_name);
+        struct stat st;
+        if (stat(full, &st) != 0) { fprintf(stderr, "mala: skipping %s: %s\n", full, strerror(errno)); free(full); continue; }
+        if (S_ISDIR(st.st_mode)) sl_push(dirs, full);
+        else if (S_ISREG(st.st_mode) && files) sl_push(files, full);
+        else free(full);
+    }
+    closedir(dp);
+    qsort(dirs->v, dirs->n, sizeof(char *), cmp_str);
+    if (files) qsort(files->v, files->n, sizeof(char *), cmp_str);
+    return 0;
+}
+
+// All files under a class folder in torchvision's order: directories sorted as path strings
+// (sorted(os.walk(...))), files sorted by name within each.
+static int walk_class(const char *cls, StrList *out, MalaErr *err) {
+    StrList dirs = {0};
+    sl_push(&dirs, xstrdup(cls));
+    for (size_t k = 0; k < dirs.n; k++) {
+        StrList sub = {0}, files = {0};
+        if (list_dir(dirs.v[k], &sub, &files, err)) { sl_free(&sub); sl_free(&files); sl_free(&dirs); return -1; }
+        int depth = 0;
+        for (const char *c = dirs.v[k] + strlen(cls); *c; c++) depth += *c == '/';
+        for (size_t i = 0; i < sub.n; i++) {
+            if (depth >= MAX_DEPTH) { fprintf(stderr, "mala: not descending into %s (deeper than %d)\n", sub.v[i], MAX_DEPTH); free(sub.v[i]); }
+            else sl_push(&dirs, sub.v[i]);
+        }
+        free(sub.v);
+        for (size_t i = 0; i < files.n; i++) sl_push(out, files.v[i]);
+        free(files.v);
+    }
+    sl_free(&dirs);
+    return 0;
+}
+
+// Sort key for torchvision's order: (directory, file name).
+static int cmp_walk(const void *a, const void *b) {
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    const char *sx = strrchr(x, '/'), *sy = strrchr(y, '/');
+    size_t dx = (size_t)(sx - x), dy = (size_t)(sy - y), m = dx < dy ? dx : dy;
+    int c = memcmp(x, y, m);
+    if (c) return c;
+    if (dx != dy) return dx < dy ? -1 : 1;
+    return strcmp(sx + 1, sy + 1);
+}
+
+static Dataset *open_folder(const char *root, int image_size, int channels, MalaErr *err) {
+    if (image_size == 0) image_size = FOLDER_SIZE;
+    if (channels == 0) channels = 3;
+    if (image_size < 1 || image_size > 8192) { mala_errf(err, "%s: bad image size %d", root, image_size); return NULL; }
+    if (channels != 1 && channels != 3) { mala_errf(err, "%s: image folders give 1 or 3 channels, not %d", root, channels); return NULL; }
+    struct stat st;
+    if (stat(root, &st) != 0) {
+        mala_errf(err, "%s: no such dataset directory (%s); use 'fashion-mnist' or a folder root/<class>/<image>",
+                  root, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISDIR(st.st_mode)) { mala_errf(err, "%s: not a directory (expected root/<class>/<image>)", root); return NULL; }
+    StrList classes = {0};
+    if (list_dir(root, &classes, NULL, err)) return NULL;
+    if (classes.n == 0) {
+        mala_errf(err, "%s: no class sub-folders (expected root/<class>/<image>)", root);
+        sl_free(&classes);
+        return NULL;
+    }
+    StrList files = {0};
+    int32_t *cls_of = NULL;
+    size_t cls_cap = 0;
+    for (size_t c = 0; c < classes.n; c++) {
+        size_t before = files.n;
+        if (walk_class(classes.v[c], &files, err)) { sl_free(&classes); sl_free(&files); free(cls_of); return NULL; }
+        qsort(files.v + before, files.n - before, sizeof(char *), cmp_walk);
+        if (files.n > cls_cap) { cls_cap = files.cap; cls_of = realloc(cls_of, cls_cap * sizeof *cls_of); if (!cls_of) FATAL("out of memory"); }
+        for (size_t i = before; i < files.n; i++) cls_of[i] = (int32_t)c;
+    }
+    // cheap validity check of every file (header + end marker), in parallel, reported in order
+    unsigned char *ok = xcalloc(files.n ? files.n : 1, 1);
+    char **why = xcalloc(files.n ? files.n : 1, sizeof(char *));
+    #pragma omp parallel for schedule(dynamic, 64)
+    for (long i = 0; i < (long)files.n; i++) {
+        MalaErr e;
+        if (image_check(files.v[i], NULL, NULL, &e) == 0) ok[i] = 1;
+        else why[i] = xstrdup(e.msg);
+    }
+    size_t *count = xcalloc(classes.n, sizeof(size_t)), kept = 0, bytes = 0;
+    for (size_t i = 0; i < files.n; i++) {
+        if (!ok[i]) { fprintf(stderr, "mala: skipping unreadable image %s\n", why[i]); free(why[i]); continue; }
+        count[cls_of[i]]++; kept++; bytes += strlen(files.v[i]) + 1;
+    }
+    free(why);
+    for (size_t c = 0; c < classes.n; c++) {
+        if (count[c] == 0) {
+            mala_errf(err, "%s: class '%s' has no readable images", classes.v[c], classes.v[c] + strlen(root) + 1);
+            sl_free(&classes); sl_free(&files); free(cls_of); free(ok); free(count);
+            return NULL;
+        }
+    }
+    Dataset *d = dataset_alloc(KIND_FOLDER);
+    d->n = (int64_t)kept;
+    d->channels = channels;
+    d->image_size = image_size;
+    d->num_classes = (int)classes.n;
+    d->class_names = xcalloc(classes.n, sizeof(char *));
+    for (size_t c = 0; c < classes.n; c++) d->class_names[c] = xstrdup(classes.v[c] + strlen(root) + 1);
+    d->source = xstrdup(root);
+    DatasetPriv *p = d->priv;
+    p->arena = xmalloc(bytes ? bytes : 1);
+    p->path_off = xmalloc(sizeof(int64_t) * kept);
+    p->labels = xmalloc(sizeof(int32_t) * kept);
+    p->reported = xcalloc(kept ? kept : 1, 1);
+    size_t k = 0, off = 0;
+    for (size_t i = 0; i < files.n; i++) {
+        if (!ok[i]) continue;
+        size_t l = strlen(files.v[i]) + 1;
+        memcpy(p->arena + off, files.v[i], l);
+        p->path_off[k] = (int64_t)off; p->labels[k] = cls_of[i];
+        off += l; k++;
+    }
+    sl_free(&classes); sl_free(&files); free(cls_of); free(ok); free(count);
+    return d;
+}
+
+Dataset *dataset_open(const char *spec, int image_size, int channels, MalaErr *err) {
+    if (!spec || !spec[0]) { mala_errf(err, "dataset: empty spec"); return NULL; }
+    const char *names[2] = { "fashion-mnist-test", "fashion-mnist" };
+    for (int t = 0; t < 2; t++) {
+        size_t l = strlen(names[t]);
+        if (strncmp(spec, names[t], l) == 0 && (spec[l] == 0 || spec[l] == ':')) {
+            const char *dir = spec[l] == ':' ? spec + l + 1 : getenv("MALA_FASHION_MNIST_DIR");
+            if (!dir || !dir[0]) dir = FMNIST_DIR;
+            return open_fmnist(dir, t == 0, image_size, channels, err);
+        }
+    }
+    // a folder; drop trailing slashes so class names and messages are clean
+    char root[4096];
+    snprintf(root, sizeof root, "%s", spec);
+    for (size_t l = strlen(root); l > 1 && root[l - 1] == '/'; l--) root[l - 1] = 0;
+    return open_folder(root, image_size, channels, err);
+}
+
+// ---------------------------------------------------------------------------------------------
+// samples
+
+int dataset_limit(Dataset *d, int64_t n, MalaErr *err) {
+    if (n < 1) return mala_errf(err, "%s: dataset limit must be >= 1, got %lld", d->source, (long long)n);
+    if (n >= d->n) return 0;
+    DatasetPriv *p = d->priv;
+    int64_t N = d->n;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = (int64_t)((__int128)i * N / n);   // increasing, >= i: in-place compaction is safe
+        p->labels[i] = p->labels[src];
+        if (p->kind == KIND_FMNIST)
+            memmove(p->pix + (size_t)i * FMNIST_SIDE * FMNIST_SIDE, p->pix + (size_t)src * FMNIST_SIDE * FMNIST_SIDE,
+                    FMNIST_SIDE * FMNIST_SIDE);
+        else
+            p->path_off[i] = p->path_off[src];
+    }
+    d->n = n;
+    return 0;
+}
+
+int32_t dataset_label(const Dataset *d, int64_t i) { return d->priv->labels[i]; }
+
+const char *dataset_path(const Dataset *d, int64_t i) {
+    return d->priv->kind == KIND_FOLDER ? d->priv->arena + d->priv->path_off[i] : NULL;
+}
+
+int dataset_get_u8(const Dataset *d, int64_t i, uint8_t *hwc, MalaErr *err) {
+    if (i < 0 || i >= d->n) return mala_errf(err, "%s: sample %lld out of range (n = %lld)", d->source, (long long)i, (long long)d->n);
+    int S = d->image_size, C = d->channels;
+    if (d->priv->kind == KIND_FMNIST) {
+        int pad = (S - FMNIST_SIDE) / 2;
+        memset(hwc, 0, (size_t)S * S);
+        const uint8_t *src = d->priv->pix + (size_t)i * FMNIST_SIDE * FMNIST_SIDE;
+        for (int y = 0; y < FMNIST_SIDE; y++) memcpy(hwc + (size_t)(y + pad) * S + pad, src + y * FMNIST_SIDE, FMNIST_SIDE);
+        return 0;
+    }
+    const char *path = dataset_path(d, i);
+    uint8_t *px; int w, h;
+    if (image_load(path, C, &px, &w, &h, err)) return -1;
+    int rc = image_center_crop_arr(hwc, S, px, w, h, C);
+    free(px);
+    if (rc) return mala_errf(err, "%s: cannot crop a %dx%d image to %d", path, w, h, S);
+    return 0;
+}
+
+int dataset_get(const Dataset *d, int64_t i, int hflip, float *chw, MalaErr *err) {
+    int S = d->image_size, C = d->channels;
+    uint8_t *u = malloc((size_t)S * S * C);
+    if (!u) return mala_errf(err, "%s: out of memory", d->source);
+    int rc = dataset_get_u8(d, i, u, err);
+    if (rc == 0) image_u8_to_float(chw, u, S, S, C, hflip);
+    free(u);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// loader
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t splitmix64(uint64_t *s) { return mix64(*s += 0x9E3779B97F4A7C15ull); }
+
+// perm[0..n) for epoch e: Fisher-Yates driven by splitmix64 seeded from (seed, e).
+static void epoch_perm(int64_t *perm, int64_t n, uint64_t seed, uint64_t e) {
+    uint64_t s = mix64(mix64(seed ^ 0x70657266756C6C21ull) + 0x9E3779B97F4A7C15ull * (e + 1));
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(((unsigned __int128)splitmix64(&s) * (uint64_t)(i + 1)) >> 64);
+        int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+}
+
+static inline int flip_at(uint64_t seed, uint64_t p) { return (int)(mix64(mix64(seed ^ 0x666C6970666C6970ull) + p) >> 63); }
+
+struct Loader {
+    Dataset *d;
+    int B, hflip, threads;
+    uint64_t seed;
+    size_t per;                    // C*S*S
+    float *bx[2];
+    int32_t *by[2];
+    int full[2];
+    uint64_t next_fill, next_take;
+    int stop, running, sync_init;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    // worker-owned
+    int64_t *perm;
+    uint64_t perm_epoch;
+    int perm_ok;
+    int64_t *idx;
+    int *flip;
+    uint8_t *u8;                   // B * S*S*C
+};
+
+// Decodes sample i into hwc; on failure reports it once and uses the next decodable sample.
+static int32_t load_sample(Loader *l, int64_t i, uint8_t *hwc) {
+    Dataset *d = l->d;
+    for (int64_t t = 0; t < d->n; t++) {
+        int64_t k = (i + t) % d->n;
+        MalaErr e;
+        if (dataset_get_u8(d, k, hwc, &e) == 0) return dataset_label(d, k);
+        if (d->priv->reported && !__atomic_exchange_n(&d->priv->reported[k], 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "mala: %s (using the next image instead)\n", e.msg);
+    }
+    memset(hwc, 128, (size_t)d->image_size * d->image_size * d->channels);
+    return dataset_label(d, i);
+}
+
+static void fill_batch(Loader *l, uint64_t k, int slot) {
+    Dataset *d = l->d;
+    uint64_t n = (uint64_t)d->n;
+    for (int b = 0; b < l->B; b++) {
+        uint64_t p = k * (uint64_t)l->B + (uint64_t)b, e = p / n;
+        if (!l->perm_ok || l->perm_epoch != e) { epoch_perm(l->perm, d->n, l->seed, e); l->perm_epoch = e; l->perm_ok = 1; }
+        l->idx[b] = l->perm[p % n];
+        l->flip[b] = l->hflip ? flip_at(l->seed, p) : 0;
+    }
+    int S = d->image_size, C = d->channels;
+    size_t img = (size_t)S * S * C;
+    int folder = d->priv->kind == KIND_FOLDER;
+    #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) if (folder && l->B > 1 && l->threads > 1)
+    for (int b = 0; b < l->B; b++) {
+        uint8_t *u = l->u8 + (size_t)b * img;
+        l->by[slot][b] = load_sample(l, l->idx[b], u);
+        image_u8_to_float(l->bx[slot] + (size_t)b * l->per, u, S, S, C, l->flip[b]);
+    }
+}
+
+static void *worker(void *arg) {
+    Loader *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->stop && l->full[l->next_fill & 1]) pthread_cond_wait(&l->cv, &l->mu);
+        if (l->stop) break;
+        uint64_t k = l->next_fill;
+        int slot = (int)(k & 1);
+        pthread_mutex_unlock(&l->mu);
+        fill_batch(l, k, slot);
+        pthread_mutex_lock(&l->mu);
+        l->full[slot] = 1;
+        l->next_fill++;
+        pthread_cond_broadcast(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static int start_worker(Loader *l) {
+    l->stop = 0;
+    l->full[0] = l->full[1] = 0;
+    l->next_fill = l->next_take;
+    if (pthread_create(&l->th, NULL, worker, l) != 0) return -1;
+    l->running = 1;
+    return 0;
+}
+
+static void stop_worker(Loader *l) {
+    if (!l->running) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->th, NULL);
+    l->running = 0;
+}
+
+Loader *loader_new(Dataset *d, int batch, uint64_t seed, int hflip, MalaErr *err) {
+    if (!d || d->n < 1) { mala_errf(err, "loader: empty dataset"); return NULL; }
+    if (batch < 1) { mala_errf(err, "loader: batch size must be >= 1, got %d", batch); return NULL; }
+    Loader *l = xcalloc(1, sizeof *l);
+    l->d = d; l->B = batch; l->seed = seed; l->hflip = hflip ? 1 : 0;
+    l->per = (size_t)d->channels * d->image_size * d->image_size;
+    for (int s = 0; s < 2; s++) {
+        l->bx[s] = malloc(sizeof(float) * l->per * batch);
+        l->by[s] = malloc(sizeof(int32_t) * batch);
+    }
+    l->perm = malloc(sizeof(int64_t) * (size_t)d->n);
+    l->idx = malloc(sizeof(int64_t) * batch);
+    l->flip = malloc(sizeof(int) * batch);
+    l->u8 = malloc(l->per * batch);
+    if (!l->bx[0] || !l->bx[1] || !l->by[0] || !l->by[1] || !l->perm || !l->idx || !l->flip || !l->u8) {
+        mala_errf(err, "loader: out of memory for batch %d of %zu values", batch, l->per);
+        loader_free(l);
+        return NULL;
+    }
+    int cores = 1;
+#ifdef _OPENMP
+    cores = omp_get_num_procs();
+#endif
+    l->threads = cores < 4 ? cores : 4;
+    const char *env = getenv("MALA_LOADER_THREADS");
+    if (env && atoi(env) > 0) l->threads = atoi(env);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    l->sync_init = 1;
+    if (start_worker(l)) {
+        mala_errf(err, "loader: cannot start the loader thread");
+        loader_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void loader_next(Loader *l, float *x, int32_t *y) {
+    pthread_mutex_lock(&l->mu);
+    int slot = (int)(l->next_take & 1);
+    while (!l->full[slot]) pthread_cond_wait(&l->cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+    if (x) memcpy(x, l->bx[slot], sizeof(float) * l->per * l->B);
+    if (y) memcpy(y, l->by[slot], sizeof(int32_t) * l->B);
+    pthread_mutex_lock(&l->mu);
+    l->full[slot] = 0;
+    l->next_take++;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+void loader_seek(Loader *l, uint64_t batches_consumed) {
+    stop_worker(l);
+    l->next_take = batches_consumed;
+    if (start_worker(l)) FATAL("loader: cannot restart the loader thread");
+}
+
+uint64_t loader_position(const Loader *l) { return l->next_take; }
+
+int64_t loader_sample_at(const Loader *l, uint64_t p, int *flip) {
+    uint64_t n = (uint64_t)l->d->n;
+    int64_t *perm = xmalloc(sizeof(int64_t) * n);
+    epoch_perm(perm, (int64_t)n, l->seed, p / n);
+    int64_t i = perm[p % n];
+    free(perm);
+    if (flip) *flip = l->hflip ? flip_at(l->seed, p) : 0;
+    return i;
+}
+
+void loader_free(Loader *l) {
+    if (!l) return;
+    stop_worker(l);
+    for (int s = 0; s < 2; s++) { free(l->bx[s]); free(l->by[s]); }
+    free(l->perm); free(l->idx); free(l->flip); free(l->u8);
+    if (l->sync_init) { pthread_mutex_destroy(&l->mu); pthread_cond_destroy(&l->cv); }
+    free(l);
+}

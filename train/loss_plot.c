@@ -1,0 +1,58 @@
+// defines: loss_plot_png
+#include "loss_plot.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "image_io.h"
+
+enum { W = 640, H = 360, ML = 40, MR = 12, MT = 12, MB = 24 };
+
+static void put(uint8_t *img, int x, int y, const uint8_t rgb[3]) {
+    if (x < 0 || y < 0 || x >= W || y >= H) return;
+    memcpy(img + ((size_t)y * W + x) * 3, rgb, 3);
+}
+
+static void line(uint8_t *img, int x0, int y0, int x1, int y1, const uint8_t rgb[3]) {
+    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, e = dx + dy;
+    for (;;) {  // Bresenham
+        put(img, x0, y0, rgb);
+        if (x0 == x1 && y0 == y1) break;
+        int e2 = 2 * e;
+        if (e2 >= dy) { e += dy; x0 += sx; }
+        if (e2 <= dx) { e += dx; y0 += sy; }
+    }
+}
+
+int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, int n, MalaErr *err) {
+    static const uint8_t axis[3] = {90, 90, 90}, grid[3] = {225, 225, 225}, curve[3] = {31, 119, 180};
+    uint8_t *img = xmalloc((size_t)W * H * 3);
+    memset(img, 255, (size_t)W * H * 3);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (loss[i] > 0 && isfinite(loss[i])) { lo = fmin(lo, log10(loss[i])); hi = fmax(hi, log10(loss[i])); }
+    if (!(hi >= lo)) { lo = -2; hi = 0; }
+    lo = floor(lo * 4) / 4; hi = ceil(hi * 4) / 4;
+    if (hi - lo < 0.25) hi = lo + 0.25;
+    // horizontal grid lines at quarter decades
+    for (double v = lo; v <= hi + 1e-9; v += 0.25) {
+        int y = MT + (int)((hi - v) / (hi - lo) * (H - MT - MB));
+        line(img, ML, y, W - MR, y, grid);
+    }
+    line(img, ML, MT, ML, H - MB, axis);
+    line(img, ML, H - MB, W - MR, H - MB, axis);
+    double s0 = n ? (double)steps[0] : 0, s1 = n ? (double)steps[n - 1] : 1;
+    if (s1 <= s0) s1 = s0 + 1;
+    int px = -1, py = -1;
+    for (int i = 0; i < n; i++) {
+        if (!(loss[i] > 0 && isfinite(loss[i]))) continue;
+        int x = ML + (int)((steps[i] - s0) / (s1 - s0) * (W - ML - MR));
+        int y = MT + (int)((hi - log10(loss[i])) / (hi - lo) * (H - MT - MB));
+        if (px >= 0) line(img, px, py, x, y, curve);
+        else put(img, x, y, curve);
+        px = x; py = y;
+    }
+    int rc = image_write_png(path, img, W, H, 3, err);
+    free(img);
+    return rc;
+}
