@@ -1,6 +1,8 @@
 // mala: train, sample, evaluate and view class-conditional DiT / MALA diffusion models.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 
@@ -21,6 +23,14 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    // libgomp's idle workers spin by default and then fight OpenBLAS and other processes for
+    // the cores (2-6x slower steps on a busy 2-core machine). The policy is read when libgomp
+    // loads, so set it and start again; a user's own setting wins.
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("MALA_NO_REEXEC")) {
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        setenv("MALA_NO_REEXEC", "1", 1);
+        execv("/proc/self/exe", argv);  // on failure carry on with the default policy
+    }
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
         return argc < 2 ? 2 : 0;

@@ -1,6 +1,6 @@
 // defines: json_parse, json_free, json_get, json_type_name, json_get_u64, json_get_i64,
 //          json_buf_append, json_buf_puts, json_buf_printf, json_buf_string, json_buf_free,
-//          json_fput_string
+//          json_fput_string, json_utf8_valid
 #include "json.h"
 
 #include <limits.h>
@@ -79,6 +79,13 @@ static size_t utf8_len(const unsigned char *s, size_t avail) {
     for (size_t i = 2; i < n; i++)
         if (s[i] < 0x80 || s[i] > 0xbf) return 0;
     return n;
+}
+
+int json_utf8_valid(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = utf8_len(u + i, n - i))) return 0;
+    return 1;
 }
 
 static size_t utf8_encode(uint32_t cp, unsigned char out[4]) {

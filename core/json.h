@@ -43,6 +43,9 @@ const char *json_type_name(JsonType t);
 int json_get_u64(const JsonValue *v, uint64_t *out);
 int json_get_i64(const JsonValue *v, int64_t *out);
 
+// 1 when s[0..n) is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+int json_utf8_valid(const char *s, size_t n);
+
 // Growable text buffer for building JSON. buf is always NUL-terminated once anything is added.
 typedef struct { char *buf; size_t len, cap; } JsonBuf;
 void json_buf_append(JsonBuf *b, const char *s, size_t n);

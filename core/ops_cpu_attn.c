@@ -53,9 +53,10 @@ static inline void vecmat(float *restrict o, const float *restrict x, const floa
     for (; e < d; e++) axpyf(o, x[e], M + (size_t)e * d, d);
 }
 
-// o[e] = sum_c M[e, c] x[c]      (a d x d matrix times a column vector)
-static inline void matvec(float *restrict o, const float *restrict M, const float *restrict x, int d) {
-    for (int e = 0; e < d; e++) o[e] = dotf(M + (size_t)e * d, x, d);
+// T = M^T for a d x d matrix (so that M x becomes the row-vector product x^T M^T = vecmat(x, T)).
+static inline void transpose(float *restrict T, const float *restrict M, int d) {
+    for (int e = 0; e < d; e++)
+        for (int c = 0; c < d; c++) T[(size_t)c * d + e] = M[(size_t)e * d + c];
 }
 
 // M[e, c] += sum_{t < n} a[t] x[t][e] y[t][c]   for n <= 4 rank-1 terms at once (one pass over M).
@@ -83,6 +84,10 @@ typedef struct {
 typedef struct {
     float *dq, *dk, *dv, *dqr, *dkr;
 } HeadGrad;
+
+// Below about this many multiply-adds a parallel region costs more than it saves (tiny shapes,
+// finite-difference tests): such calls run on the calling thread.
+static inline int small_work(size_t flops) { return flops < ((size_t)1 << 16); }
 
 static void check_shape(AttnShape s, const char *op) {
     CHECK(s.heads > 0 && s.H % s.heads == 0, "%s: H=%d not divisible by heads=%d", op, s.H, s.heads);
@@ -132,7 +137,7 @@ static HeadGrad head_grad(float *dqkv, float *dqkr, int has_rope, AttnShape s, i
 // phi = ELU + 1
 
 void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
-    #pragma omp parallel for schedule(static) if ((size_t)rows * cols > 16384)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)rows * cols) == 0)
     for (int r = 0; r < rows; r++) {
         float *p = x + (size_t)r * ld;
         for (int c = 0; c < cols; c++) p[c] = elu1_f(p[c]);
@@ -140,7 +145,7 @@ void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
 }
 
 void cpu_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
-    #pragma omp parallel for schedule(static) if ((size_t)rows * cols > 16384)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)rows * cols) == 0)
     for (int r = 0; r < rows; r++) {
         float *gp = g + (size_t)r * ld;
         const float *yp = y + (size_t)r * ld;
@@ -171,7 +176,7 @@ void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
     check_shape(s, "rope_fwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
     CHECK(d % 4 == 0, "rope_fwd: head dim %d must be a multiple of 4", d);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H) == 0)
     for (int l = 0; l < L; l++) {
         float cs[np], sn[np];
         rope_token_table(cs, sn, l, s.gw, d);
@@ -197,7 +202,7 @@ void cpu_rope_bwd(float *dqkv, const float *dqkr, AttnShape s) {
     check_shape(s, "rope_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
     CHECK(d % 4 == 0, "rope_bwd: head dim %d must be a multiple of 4", d);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H) == 0)
     for (int l = 0; l < L; l++) {
         float cs[np], sn[np];
         rope_token_table(cs, sn, l, s.gw, d);
@@ -238,8 +243,10 @@ size_t cpu_softmax_cache_floats(AttnShape s) {
     return (size_t)s.B * s.heads * (size_t)s.L * s.L;
 }
 
-// KV[d x d] += sum_j kr_j v_j^T over L tokens, four tokens per pass over KV.
-static void kv_accumulate(float *KV, const float *kr, size_t ldr, const float *v, size_t ld, int L, int d) {
+// KV[d x d] += sum_j kr_j v_j^T, ksum += sum_j k'_j and (if vsum) vsum += sum_j v_j over L tokens,
+// in one pass over the tokens, four tokens per pass over KV.
+static void kv_accumulate(float *KV, float *ksum, float *vsum, const float *k, const float *kr, size_t ldr,
+                          const float *v, size_t ld, int L, int d) {
     static const float ones[4] = {1.0f, 1.0f, 1.0f, 1.0f};
     for (int j = 0; j < L; j += 4) {
         int n = L - j < 4 ? L - j : 4;
@@ -247,6 +254,8 @@ static void kv_accumulate(float *KV, const float *kr, size_t ldr, const float *v
         for (int t = 0; t < n; t++) {
             x[t] = kr + (size_t)(j + t) * ldr;
             y[t] = v + (size_t)(j + t) * ld;
+            axpyf(ksum, 1.0f, k + (size_t)(j + t) * ld, d);
+            if (vsum) axpyf(vsum, 1.0f, y[t], d);
         }
         outer4(KV, x, ones, y, n, d);
     }
@@ -262,17 +271,13 @@ void cpu_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, 
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
     const size_t per = mala_per_head(L, d);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
         float *z = cache + (size_t)bh * per, *KV = z + L, *kbar = KV + (size_t)d * d, *vbar = kbar + d;
         memset(KV, 0, sizeof(float) * ((size_t)d * d + 2 * (size_t)d));
-        kv_accumulate(KV, in.kr, in.ldr, in.v, in.ld, L, d);
-        for (int j = 0; j < L; j++) {
-            axpyf(kbar, 1.0f, in.k + (size_t)j * in.ld, d);
-            axpyf(vbar, 1.0f, in.v + (size_t)j * in.ld, d);
-        }
+        kv_accumulate(KV, kbar, vbar, in.k, in.kr, in.ldr, in.v, in.ld, L, d);
         const float kvs = sc * invL;
         for (int i = 0; i < d * d; i++) KV[i] *= kvs;
         for (int c = 0; c < d; c++) { kbar[c] *= invL; vbar[c] *= invL; }
@@ -299,7 +304,7 @@ void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv,
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
     const size_t per = mala_per_head(L, d);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
@@ -307,10 +312,11 @@ void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv,
         const float *z = cache + (size_t)bh * per, *KV = z + L, *kbar = KV + (size_t)d * d, *vbar = kbar + d;
         const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
         const int need_dkv = g.dkr || g.dv;
-        float dKV[need_dkv ? d * d : 1], dkbar[d], dvbar[d], P[d];
+        float dKV[need_dkv ? d * d : 1], T[d * d], dkbar[d], dvbar[d], P[d];
         if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
         memset(dkbar, 0, sizeof dkbar);
         memset(dvbar, 0, sizeof dvbar);
+        transpose(T, KV, d);  // P_i = KV G_i = vecmat(G_i, KV^T): contiguous axpys, no reductions
         for (int i0 = 0; i0 < L; i0 += 4) {
             const int n = L - i0 < 4 ? L - i0 : 4;
             const float *xs[4], *ys[4];
@@ -319,7 +325,7 @@ void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv,
                 const int i = i0 + t;
                 const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
                 const float zi = z[i], inv = 1.0f / (zi + MALA_ATTN_EPS), beta = 1.0f + inv;
-                matvec(P, KV, G, d);
+                vecmat(P, G, T, d);
                 const float dz = -(inv * inv) * dotf(qri, P, d) - dotf(G, vbar, d);
                 if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, beta, P, d);
                 axpyf(dvbar, -zi, G, d);
@@ -336,11 +342,12 @@ void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv,
             for (int i = 0; i < d * d; i++) dKV[i] *= kvs;
         }
         for (int c = 0; c < d; c++) { dkbar[c] *= invL; dvbar[c] *= invL; }
+        if (g.dkr) transpose(T, dKV, d);
         for (int j = 0; j < L; j++) {
             const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
             if (g.dkr) {
-                float *o = g.dkr + (size_t)j * in.ldr;
-                for (int e = 0; e < d; e++) o[e] += dotf(dKV + (size_t)e * d, vj, d);
+                vecmat(P, vj, T, d);  // dKV v_j
+                axpyf(g.dkr + (size_t)j * in.ldr, 1.0f, P, d);
             }
             if (g.dv) {
                 float *o = g.dv + (size_t)j * in.ld;
@@ -361,14 +368,13 @@ void cpu_linattn_fwd(float *out, float *cache, const float *qkv, const float *qk
     check_shape(s, "linattn_fwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const size_t per = lin_per_head(L, d);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
         float *den = cache + (size_t)bh * per, *KV = den + L, *ksum = KV + (size_t)d * d;
         memset(KV, 0, sizeof(float) * ((size_t)d * d + d));
-        kv_accumulate(KV, in.kr, in.ldr, in.v, in.ld, L, d);
-        for (int j = 0; j < L; j++) axpyf(ksum, 1.0f, in.k + (size_t)j * in.ld, d);
+        kv_accumulate(KV, ksum, NULL, in.k, in.kr, in.ldr, in.v, in.ld, L, d);
         for (int i = 0; i < L; i++) {
             const float di = dotf(in.q + (size_t)i * in.ld, ksum, d) + MALA_ATTN_EPS;
             const float inv = 1.0f / di;
@@ -389,7 +395,7 @@ void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
     check_shape(s, "linattn_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const size_t per = lin_per_head(L, d);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
@@ -397,9 +403,10 @@ void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
         const float *den = cache + (size_t)bh * per, *KV = den + L, *ksum = KV + (size_t)d * d;
         const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
         const int need_dkv = g.dkr || g.dv;
-        float dKV[need_dkv ? d * d : 1], dksum[d], P[d];
+        float dKV[need_dkv ? d * d : 1], T[d * d], dksum[d], P[d];
         if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
         memset(dksum, 0, sizeof dksum);
+        transpose(T, KV, d);  // P_i = KV G_i = vecmat(G_i, KV^T)
         for (int i0 = 0; i0 < L; i0 += 4) {
             const int n = L - i0 < 4 ? L - i0 : 4;
             const float *xs[4], *ys[4];
@@ -408,7 +415,7 @@ void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
                 const int i = i0 + t;
                 const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
                 const float inv = 1.0f / den[i];
-                matvec(P, KV, G, d);
+                vecmat(P, G, T, d);
                 const float dden = -(inv * inv) * dotf(qri, P, d);
                 if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, inv, P, d);
                 if (g.dq) axpyf(g.dq + (size_t)i * in.ld, dden, ksum, d);
@@ -419,11 +426,12 @@ void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
             }
             if (need_dkv) outer4(dKV, xs, as, ys, n, d);
         }
+        if (g.dkr) transpose(T, dKV, d);
         for (int j = 0; j < L; j++) {
             const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
             if (g.dkr) {
-                float *o = g.dkr + (size_t)j * in.ldr;
-                for (int e = 0; e < d; e++) o[e] += dotf(dKV + (size_t)e * d, vj, d);
+                vecmat(P, vj, T, d);  // dKV v_j
+                axpyf(g.dkr + (size_t)j * in.ldr, 1.0f, P, d);
             }
             if (g.dv) {
                 float *o = g.dv + (size_t)j * in.ld;
@@ -450,13 +458,15 @@ void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qk
                     (int)in.ldr, 0.0f, cache + (size_t)bh * LL, L);
     }
     const long rows = (long)B * nh * L;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (small_work((size_t)rows * L) == 0)
     for (long r = 0; r < rows; r++) {
         float *p = cache + (size_t)r * L;
-        float mx = p[0];
+        float mx = p[0], sum = 0.0f;
+        #pragma omp simd reduction(max:mx)
         for (int j = 1; j < L; j++) mx = p[j] > mx ? p[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < L; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+        for (int j = 0; j < L; j++) p[j] = expf(p[j] - mx);
+        #pragma omp simd reduction(+:sum)
+        for (int j = 0; j < L; j++) sum += p[j];
         const float inv = 1.0f / sum;
         #pragma omp simd
         for (int j = 0; j < L; j++) p[j] *= inv;
@@ -519,97 +529,129 @@ void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
 // to [tap][channel] so the inner loops run contiguously over channels.
 #define LEPE_CB 32
 
+// One (batch, channel block) task of the forward. Called with cb == LEPE_CB (a compile-time
+// constant after inlining, so the channel loops unroll) or with the tail width.
+static inline void lepe_fwd_block(float *restrict out, const float *restrict v0, const float *restrict wt,
+                                  const float *restrict bias, int k, int gh, int gw, size_t ld, int H, int cb) {
+    const int pad = k / 2;
+    float acc[LEPE_CB], acc2[LEPE_CB];  // two accumulators (even / odd kx) halve the add chains
+    for (int r = 0; r < gh; r++) {
+        const int ky0 = pad - r > 0 ? pad - r : 0, ky1 = gh - 1 - r + pad < k - 1 ? gh - 1 - r + pad : k - 1;
+        for (int col = 0; col < gw; col++) {
+            const int kx0 = pad - col > 0 ? pad - col : 0, kx1 = gw - 1 - col + pad < k - 1 ? gw - 1 - col + pad : k - 1;
+            for (int c = 0; c < cb; c++) { acc[c] = bias ? bias[c] : 0.0f; acc2[c] = 0.0f; }
+            for (int ky = ky0; ky <= ky1; ky++) {
+                const int nrow = (r + ky - pad) * gw + col - pad;  // + kx >= 0 for valid taps
+                int kx = kx0;
+                for (; kx + 1 <= kx1; kx += 2) {
+                    const float *src = v0 + (size_t)(nrow + kx) * ld, *wr = wt + (ky * k + kx) * LEPE_CB;
+                    const float *src2 = src + ld, *wr2 = wr + LEPE_CB;
+                    #pragma omp simd
+                    for (int c = 0; c < cb; c++) { acc[c] += wr[c] * src[c]; acc2[c] += wr2[c] * src2[c]; }
+                }
+                if (kx <= kx1) {
+                    const float *src = v0 + (size_t)(nrow + kx) * ld, *wr = wt + (ky * k + kx) * LEPE_CB;
+                    #pragma omp simd
+                    for (int c = 0; c < cb; c++) acc[c] += wr[c] * src[c];
+                }
+            }
+            float *o = out + (size_t)(r * gw + col) * H;
+            #pragma omp simd
+            for (int c = 0; c < cb; c++) o[c] += acc[c] + acc2[c];
+        }
+    }
+}
+
+static void lepe_transpose_w(float *wt, const float *w, int c0, int cb, int kk) {
+    for (int c = 0; c < cb; c++)
+        for (int t = 0; t < kk; t++) wt[t * LEPE_CB + c] = w[(size_t)(c0 + c) * kk + t];
+}
+
 void cpu_lepe_fwd(float *out, const float *qkv, const float *w, const float *bias, int k, AttnShape s) {
     check_shape(s, "lepe_fwd");
     CHECK(k >= 1 && k % 2 == 1, "lepe_fwd: kernel size %d must be odd", k);
-    const int B = s.B, L = s.L, H = s.H, gh = s.gh, gw = s.gw, pad = k / 2, kk = k * k;
+    const int B = s.B, L = s.L, H = s.H, kk = k * k;
     const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
     const size_t ld = (size_t)3 * H;
-    #pragma omp parallel for collapse(2) schedule(static)
+    #pragma omp parallel for collapse(2) schedule(static) if (small_work((size_t)B * L * H * kk) == 0)
     for (int b = 0; b < B; b++) {
         for (int blk = 0; blk < nblk; blk++) {
             const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
-            float wt[kk * LEPE_CB], acc[LEPE_CB];
-            for (int c = 0; c < cb; c++)
-                for (int t = 0; t < kk; t++) wt[t * LEPE_CB + c] = w[(size_t)(c0 + c) * kk + t];
+            float wt[kk * LEPE_CB];
+            lepe_transpose_w(wt, w, c0, cb, kk);
             const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
-            for (int r = 0; r < gh; r++) {
-                for (int col = 0; col < gw; col++) {
-                    for (int c = 0; c < cb; c++) acc[c] = bias ? bias[c0 + c] : 0.0f;
-                    for (int ky = 0; ky < k; ky++) {
-                        const int rr = r + ky - pad;
-                        if (rr < 0 || rr >= gh) continue;
-                        for (int kx = 0; kx < k; kx++) {
-                            const int cc = col + kx - pad;
-                            if (cc < 0 || cc >= gw) continue;
-                            const float *src = v0 + (size_t)(rr * gw + cc) * ld, *wr = wt + (ky * k + kx) * LEPE_CB;
-                            #pragma omp simd
-                            for (int c = 0; c < cb; c++) acc[c] += wr[c] * src[c];
-                        }
-                    }
-                    float *o = out + ((size_t)b * L + r * gw + col) * H + c0;
+            float *o0 = out + (size_t)b * L * H + c0;
+            const float *b0 = bias ? bias + c0 : NULL;
+            if (cb == LEPE_CB) lepe_fwd_block(o0, v0, wt, b0, k, s.gh, s.gw, ld, H, LEPE_CB);
+            else lepe_fwd_block(o0, v0, wt, b0, k, s.gh, s.gw, ld, H, cb);
+        }
+    }
+}
+
+// One (batch, channel block) task of the backward: dbl/dwl get the block's bias and weight
+// gradients (summed over this batch's tokens), dv (may be NULL) the v gradient.
+//   dw[t] += sum_(r,c) dout(r,c) v(r+ky-k/2, c+kx-k/2);   dv(r,c) += sum_t w[t] dout(r-ky+k/2, c-kx+k/2)
+static inline void lepe_bwd_block(float *restrict dv, float *restrict dwl, float *restrict dbl,
+                                  const float *restrict g0, const float *restrict v0, const float *restrict wt,
+                                  int k, int gh, int gw, size_t ld, int H, int cb) {
+    const int pad = k / 2;
+    float acc[LEPE_CB];
+    for (int r = 0; r < gh; r++) {
+        const int ky0 = pad - r > 0 ? pad - r : 0, ky1 = gh - 1 - r + pad < k - 1 ? gh - 1 - r + pad : k - 1;
+        for (int col = 0; col < gw; col++) {
+            const int kx0 = pad - col > 0 ? pad - col : 0, kx1 = gw - 1 - col + pad < k - 1 ? gw - 1 - col + pad : k - 1;
+            const float *g = g0 + (size_t)(r * gw + col) * H;
+            #pragma omp simd
+            for (int c = 0; c < cb; c++) dbl[c] += g[c];
+            // The taps valid for reading around (r, col) are exactly those valid for the mirrored
+            // gather (r - ky + pad, col - kx + pad) with (ky, kx) -> (k-1-ky, k-1-kx); both use the
+            // same neighbour set, so one loop over neighbours serves dw and dv.
+            for (int c = 0; c < cb; c++) acc[c] = 0.0f;
+            for (int ky = ky0; ky <= ky1; ky++) {
+                const int nrow = (r + ky - pad) * gw + col - pad;
+                for (int kx = kx0; kx <= kx1; kx++) {
+                    const size_t nb = (size_t)(nrow + kx);  // neighbour token (r + ky - pad, col + kx - pad)
+                    const float *src = v0 + nb * ld, *gn = g0 + nb * H;
+                    float *dwr = dwl + (ky * k + kx) * LEPE_CB;
+                    const float *wr = wt + ((k - 1 - ky) * k + (k - 1 - kx)) * LEPE_CB;
                     #pragma omp simd
-                    for (int c = 0; c < cb; c++) o[c] += acc[c];
+                    for (int c = 0; c < cb; c++) {
+                        dwr[c] += g[c] * src[c];
+                        acc[c] += wr[c] * gn[c];
+                    }
                 }
+            }
+            if (dv) {
+                float *o = dv + (size_t)(r * gw + col) * ld;
+                #pragma omp simd
+                for (int c = 0; c < cb; c++) o[c] += acc[c];
             }
         }
     }
 }
 
-// Backward: db += sum dout;  dw[ch, t] += sum_tokens dout * v(shifted by t);
-//   dv[(r,c)] += sum_t w[t] dout[(r-ky+k/2, c-kx+k/2)]   (gathered, so tasks never collide);
-// dw and db are summed per task on the stack and added atomically at the end.
+// Backward: tasks as in the forward; dw and db are summed per task on the stack and added
+// atomically at the end; dv is gathered per output token, so tasks never collide.
 void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
                   const float *w, int k, AttnShape s) {
     check_shape(s, "lepe_bwd");
     CHECK(k >= 1 && k % 2 == 1, "lepe_bwd: kernel size %d must be odd", k);
-    const int B = s.B, L = s.L, H = s.H, gh = s.gh, gw = s.gw, pad = k / 2, kk = k * k;
+    const int B = s.B, L = s.L, H = s.H, kk = k * k;
     const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
     const size_t ld = (size_t)3 * H;
-    #pragma omp parallel for collapse(2) schedule(static)
+    #pragma omp parallel for collapse(2) schedule(static) if (small_work((size_t)B * L * H * kk) == 0)
     for (int b = 0; b < B; b++) {
         for (int blk = 0; blk < nblk; blk++) {
             const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
-            float wt[kk * LEPE_CB], dwl[kk * LEPE_CB], dbl[LEPE_CB], acc[LEPE_CB];
-            for (int c = 0; c < cb; c++)
-                for (int t = 0; t < kk; t++) wt[t * LEPE_CB + c] = w[(size_t)(c0 + c) * kk + t];
+            float wt[kk * LEPE_CB], dwl[kk * LEPE_CB], dbl[LEPE_CB];
+            lepe_transpose_w(wt, w, c0, cb, kk);
             memset(dwl, 0, sizeof dwl);
             memset(dbl, 0, sizeof dbl);
             const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
             const float *g0 = dout + (size_t)b * L * H + c0;
-            for (int r = 0; r < gh; r++) {
-                for (int col = 0; col < gw; col++) {
-                    const float *g = g0 + (size_t)(r * gw + col) * H;
-                    #pragma omp simd
-                    for (int c = 0; c < cb; c++) dbl[c] += g[c];
-                    for (int c = 0; c < cb; c++) acc[c] = 0.0f;
-                    for (int ky = 0; ky < k; ky++) {
-                        for (int kx = 0; kx < k; kx++) {
-                            const int t = ky * k + kx;
-                            // dw: the input this tap read for output (r, col)
-                            const int rr = r + ky - pad, cc = col + kx - pad;
-                            if (rr >= 0 && rr < gh && cc >= 0 && cc < gw) {
-                                const float *src = v0 + (size_t)(rr * gw + cc) * ld;
-                                float *dwr = dwl + t * LEPE_CB;
-                                #pragma omp simd
-                                for (int c = 0; c < cb; c++) dwr[c] += g[c] * src[c];
-                            }
-                            // dv at (r, col): the output that read (r, col) through this tap
-                            const int ro = r - ky + pad, co = col - kx + pad;
-                            if (dqkv && ro >= 0 && ro < gh && co >= 0 && co < gw) {
-                                const float *go = g0 + (size_t)(ro * gw + co) * H, *wr = wt + t * LEPE_CB;
-                                #pragma omp simd
-                                for (int c = 0; c < cb; c++) acc[c] += wr[c] * go[c];
-                            }
-                        }
-                    }
-                    if (dqkv) {
-                        float *dv = dqkv + ((size_t)b * L + r * gw + col) * ld + 2 * (size_t)H + c0;
-                        #pragma omp simd
-                        for (int c = 0; c < cb; c++) dv[c] += acc[c];
-                    }
-                }
-            }
+            float *dv = dqkv ? dqkv + (size_t)b * L * ld + 2 * (size_t)H + c0 : NULL;
+            if (cb == LEPE_CB) lepe_bwd_block(dv, dwl, dbl, g0, v0, wt, k, s.gh, s.gw, ld, H, LEPE_CB);
+            else lepe_bwd_block(dv, dwl, dbl, g0, v0, wt, k, s.gh, s.gw, ld, H, cb);
             if (dw)
                 for (int c = 0; c < cb; c++)
                     for (int t = 0; t < kk; t++) {

@@ -59,9 +59,9 @@ float st_f16_to_f32(uint16_t h) {
 uint16_t st_f32_to_f16(float f) {
     uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000, a = x & 0x7fffffff;
     if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));  // NaN, made quiet
-    if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00);             // >= 65520 rounds to inf
-    if (a >= 0x38800000) {                                             // normal half
-        uint32_t r = a - 0x38000000;                                   // rebias 127 -> 15
+    if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00);  // >= 65520 rounds to inf
+    if (a >= 0x38800000) {                                  // normal half
+        uint32_t r = a - 0x38000000;                        // rebias 127 -> 15
         r += 0xfff + ((r >> 13) & 1);
         return (uint16_t)(sign | (r >> 13));
     }
@@ -371,7 +371,7 @@ static int check_names(StFile *f, MalaErr *err) {
         if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
             return fail_at(err, f->path, "duplicate tensor name '%s'", shown(f->tensors[i].name, nb));
     char **keys = xmalloc((size_t)f->nmeta * sizeof *keys);
-    memcpy(keys, f->meta_keys, (size_t)f->nmeta * sizeof *keys);
+    if (f->nmeta) memcpy(keys, f->meta_keys, (size_t)f->nmeta * sizeof *keys);
     qsort(keys, (size_t)f->nmeta, sizeof *keys, cmp_str_ptr);
     int rc = 0;
     for (int i = 1; i < f->nmeta && !rc; i++)
@@ -528,6 +528,9 @@ static void writer_mistake(StWriter *w, const char *fmt, ...) {
 }
 
 void st_writer_meta(StWriter *w, const char *key, const char *val) {
+    char kb[SHOWN_LEN];
+    if (!json_utf8_valid(key, strlen(key)) || !json_utf8_valid(val, strlen(val)))
+        writer_mistake(w, "__metadata__ entry '%s' is not valid UTF-8", shown(key, kb));
     for (int i = 0; i < w->nmeta; i++)
         if (strcmp(w->mkeys[i], key) == 0) { free(w->mvals[i]); w->mvals[i] = xstrdup(val); return; }
     if (w->nmeta == w->mcap) {
@@ -547,6 +550,7 @@ static int check_add(StWriter *w, WEntry *e, const char *name, StDtype dtype, co
                      const float *src) {
     char nb[SHOWN_LEN];
     if (!name) { writer_mistake(w, "a tensor was added without a name"); return -1; }
+    if (!json_utf8_valid(name, strlen(name))) { writer_mistake(w, "tensor name '%s' is not valid UTF-8", shown(name, nb)); return -1; }
     if ((unsigned)dtype >= N_DTYPES) { writer_mistake(w, "tensor '%s' has an invalid dtype", shown(name, nb)); return -1; }
     if (ndim < 0 || ndim > ST_MAX_DIMS) {
         writer_mistake(w, "tensor '%s' has %d dimensions, at most %d are supported", shown(name, nb), ndim, ST_MAX_DIMS);

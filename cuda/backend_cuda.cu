@@ -2,33 +2,35 @@
 // defines: backend_cuda, cuda_set_precision_fp32, cuda_blas, gemm_rm
 //
 // Design
-// - Memory. Pointers given to the ops are plain device pointers from `alloc` (cudaMalloc, then
-//   zeroed). The model and trainer carve everything from a few large allocations made at start-up
-//   (parameters, gradients, moments and activations each one contiguous arena), so a training or
-//   sampling step performs no allocation at all: the ops never call cudaMalloc. Attention keeps
-//   what it needs between forward and backward, and the backward's own scratch, in the caller's
-//   `cache` buffer (sized by *_cache_floats, which for this backend include the backward scratch;
-//   see ops_mala.cu). The only memory the backend owns is the cuBLAS handle's workspace and a
-//   1024-double buffer for the sumsq partials, both created once in backend_cuda().
-// - Ordering. Everything (kernels, cuBLAS, memset, device-to-device copies) is issued on the
-//   legacy default stream, so ops run in call order and the host only waits in to_host, sumsq and
+// - One arena, no per-step allocation. Pointers given to the ops are plain device pointers from
+//   `alloc` (cudaMalloc, then zeroed); callers allocate their arenas (parameters, gradients,
+//   moments, activations) once at start-up, and no op ever calls cudaMalloc. Attention keeps what
+//   it needs between forward and backward, and the backward's own scratch, in the caller's `cache`
+//   buffer, sized by this backend's *_cache_floats (which therefore include the backward scratch;
+//   layouts in ops_linear_attn.cu and ops_softmax.cu). The only memory the backend owns is the
+//   cuBLAS handle's workspace and 1024 doubles for the sumsq partials, both created once in
+//   backend_cuda().
+// - Ordering. Everything (kernels, cuBLAS, memsets, device-to-device copies) is issued on the
+//   legacy default stream, so ops run in call order; the host waits only in to_host, sumsq and
 //   sync.
-// - cuBLAS (row-major through the column-major transpose, gemm_rm below) does every matrix
-//   product: linear forward/backward (din, dw), and per head, batched over the batch with
-//   cublasSgemmStridedBatched (a head's rows in qkv have a uniform batch stride L*3H, so one call
-//   per head): MALA's and linear attention's KV = K'^T V, Q'KV and their backward products, and
-//   softmax attention's Q K^T, P V and the four backward products. TF32 tensor-core math is on by
-//   default; cuda_set_precision_fp32(1) turns it off (the parity test does).
-// - Custom kernels (one small file per family, all fp32, the per-element math from ops_math.h
-//   shared with the CPU): bias add and column sums (ops_dense.cu), LayerNorm / modulate / gated
-//   residual (ops_norm.cu), GELU / SiLU / add / mul / ELU+1 / scale (ops_elementwise.cu), RoPE
-//   (ops_rope.cu), MALA / linear / softmax attention's row and column steps (ops_mala.cu,
-//   ops_linattn.cu, ops_softmax.cu), LePE (ops_lepe.cu), patches and embeddings (ops_embed.cu),
-//   AdamW / EMA / sumsq (ops_optim.cu), cuRAND Philox fills (rng.cu).
-// - Determinism. Every reduction is a fixed-order tree (no float atomics) except embed_bwd, whose
-//   atomicAdd into the label table only reorders sums when a batch repeats a label.
+// - cuBLAS does every matrix product, row-major through the column-major transpose (gemm_rm
+//   below): linear forward and backward (din, dw); per head, batched over the batch with
+//   cublasSgemmStridedBatched (a head's rows have the uniform batch stride L*3H in qkv, L*2H in
+//   qkr, L*H in out, so it is one call per head): MALA's and linear attention's KV = Kr^T V,
+//   Qr KV and their four backward products, and softmax attention's Q K^T, P V and its four
+//   backward products. TF32 tensor-core math is on by default; cuda_set_precision_fp32(1) turns
+//   it off (the parity test does).
+// - Custom kernels, one small file per family, all fp32, with the per-element math of ops_math.h
+//   shared with the CPU: bias add and column sums (ops_dense.cu); LayerNorm, modulate, gated
+//   residual (ops_norm.cu); GELU, SiLU, add, mul, ELU+1, scale (ops_elementwise.cu); RoPE
+//   (ops_rope.cu); the token means, row statistics and row scalings of MALA and linear attention
+//   (ops_linear_attn.cu); the row softmax and its backward (ops_softmax.cu); LePE (ops_lepe.cu);
+//   patches and embeddings (ops_embed.cu); AdamW, EMA, sumsq (ops_optim.cu); cuRAND Philox fills
+//   (rng.cu).
+// - Determinism. The kernels' reductions are fixed-order trees (no float atomics), except
+//   embed_bwd, whose atomicAdd only reorders sums when a batch repeats a label.
 // - Errors: CUDA_CHECK / CUBLAS_CHECK print file:line, the call and the runtime's message, then
-//   exit; a missing device is not an error here: backend_cuda() returns NULL and says why.
+//   exit. A missing device is not an error: backend_cuda() returns NULL and says why.
 #include "cuda_common.cuh"
 
 #include "cuda/backend_cuda.h"

@@ -12,7 +12,9 @@
 // Cache layout (floats, each region rounded up to 64 floats). Kept from forward to backward:
 //   KV[B][heads][d][d] (scaled as above), stat[B*L][heads] (z or den), mean[B][2H] (MALA: kbar
 //   then vbar; linear: ksum in the first H).
-// Backward scratch (written by the backward through the const cache pointer; see the report):
+// Backward scratch (backend.h hands the backward a const cache; these regions are this backend's
+// own scratch, written through a cast, and the forward state above is never written there, so a
+// second backward on the same cache gives the same result):
 //   da[B*L][H] (first a_i = qr_i KV, then the row-scaled dout), dstat[B*L][heads] (dz or dden),
 //   dKV[B][heads][d][d], dmean[B][2H].
 // defines: cuda_mala_cache_floats, cuda_mala_fwd, cuda_mala_bwd, cuda_linattn_cache_floats,
@@ -197,8 +199,8 @@ static void kv_backward(float *dKV, const float *da, const float *KV, float alph
             gemm_rm(false, true, L, d, d, 1.0f, p.v, p.ldv, (long long)L * p.ldv, dKVh, d, sKV, 1.0f, g.dk, g.ld,
                     sg, s.B);
         if (dqkv)
-            gemm_rm(false, false, L, d, d, 1.0f, p.k, p.ldq, sq, dKVh, d, sKV, 1.0f, dqkv + 2 * (size_t)H + (size_t)h * d,
-                    3 * H, (long long)L * 3 * H, s.B);
+            gemm_rm(false, false, L, d, d, 1.0f, p.k, p.ldq, sq, dKVh, d, sKV, 1.0f,
+                    dqkv + 2 * (size_t)H + (size_t)h * d, 3 * H, (long long)L * 3 * H, s.B);
     }
 }
 
@@ -216,7 +218,8 @@ static void lin_fwd(int kind, float *out, float *cache, const float *qkv, const 
     cuda_colsum(c.mean, 2LL * H, qkv + H, L, ncols, 3 * H, (long long)L * 3 * H, B,
                 kind == KIND_MALA ? invL : 1.0f, false);
     const size_t nwarps = (size_t)B * L * nh;
-    k_row_stat<<<cdiv((long long)nwarps, WARPS_PER_BLOCK), CU_BLOCK>>>(c.stat, qkv, c.mean, sc, kind, L, H, nh, d, nwarps);
+    const int wblocks = cdiv((long long)nwarps, WARPS_PER_BLOCK);
+    k_row_stat<<<wblocks, CU_BLOCK>>>(c.stat, qkv, c.mean, sc, kind, L, H, nh, d, nwarps);
     KERNEL_CHECK();
     kv_forward(c.KV, out, kind == KIND_MALA ? sc * invL : 1.0f, qkv, qkr, s);
     const size_t total = (size_t)B * L * H;
@@ -236,8 +239,8 @@ static void lin_bwd(int kind, float *dqkv, float *dqkr, const float *dout, const
     // a_i = qr_i KV, then the per-row backward: dstat and da = row scale * dout
     kv_rows(c.da, c.KV, qkv, qkr, s);
     const size_t nwarps = (size_t)B * L * nh;
-    k_row_bwd<<<cdiv((long long)nwarps, WARPS_PER_BLOCK), CU_BLOCK>>>(c.da, c.dstat, dout, c.stat, c.mean, kind, L, H, nh,
-                                                             d, nwarps);
+    const int wblocks = cdiv((long long)nwarps, WARPS_PER_BLOCK);
+    k_row_bwd<<<wblocks, CU_BLOCK>>>(c.da, c.dstat, dout, c.stat, c.mean, kind, L, H, nh, d, nwarps);
     KERNEL_CHECK();
     // the products: dKV, dqr, dkr, dv
     kv_backward(c.dKV, c.da, c.KV, kind == KIND_MALA ? sc * invL : 1.0f, dqkv, dqkr, qkv, qkr, s);

@@ -29,5 +29,9 @@ static void rng_fill(float *dst, size_t n, uint64_t seed, uint64_t offset, int k
     KERNEL_CHECK();
 }
 
-extern "C" void cuda_rng_normal(float *dst, size_t n, uint64_t seed, uint64_t offset) { rng_fill(dst, n, seed, offset, 0); }
-extern "C" void cuda_rng_uniform(float *dst, size_t n, uint64_t seed, uint64_t offset) { rng_fill(dst, n, seed, offset, 1); }
+extern "C" void cuda_rng_normal(float *dst, size_t n, uint64_t seed, uint64_t offset) {
+    rng_fill(dst, n, seed, offset, 0);
+}
+extern "C" void cuda_rng_uniform(float *dst, size_t n, uint64_t seed, uint64_t offset) {
+    rng_fill(dst, n, seed, offset, 1);
+}

@@ -1,13 +1,45 @@
 // defines: eval_ops_cpu
 // CPU implementation of the FID Inception op table: im2col + OpenBLAS sgemm for convolutions,
 // OpenMP loops for the rest.
+//
+// Threading: all parallelism is OpenMP. During a forward (begin .. end) OpenBLAS runs single-
+// threaded and each OpenMP thread multiplies its own block of rows; mixing OpenMP loops with
+// OpenBLAS's own pthreads made the two pools fight over the cores (libgomp's spinning workers took
+// ~40% of the time on 2 cores).
 #include "inception_ops.h"
 
 #include <cblas.h>
 #include <float.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "common.h"
+
+static int g_blas_threads = -1;
+static void cpu_begin(void) {
+    g_blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+}
+static void cpu_end(void) {
+    if (g_blas_threads > 0) openblas_set_num_threads(g_blas_threads);
+    g_blas_threads = -1;
+}
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
 
 static void *cpu_alloc(size_t bytes) { return xcalloc(1, bytes); }
 static void cpu_release(void *p) { free(p); }
@@ -61,7 +93,6 @@ static void im2col(float *col, const float *in, const ConvGeom *g, int H, int W,
                    size_t rows) {
     const int K = g->kh * g->kw * g->cin;
     const size_t cb = (size_t)g->cin * sizeof(float);
-    #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
         size_t gr = r0 + r;
         int ox = (int)(gr % (size_t)Wo);
@@ -80,7 +111,6 @@ static void im2col(float *col, const float *in, const ConvGeom *g, int H, int W,
 }
 
 static void bias_relu(float *out, int ldo, size_t rows, int cout, const float *b) {
-    #pragma omp parallel for schedule(static) if (rows * (size_t)cout > 32768)
     for (size_t r = 0; r < rows; r++) {
         float *o = out + r * (size_t)ldo;
         #pragma omp simd
@@ -97,19 +127,26 @@ static void cpu_conv_relu(float *out, int ldo, const float *in, const float *w, 
     const int K = g->kh * g->kw * g->cin;
     const size_t M = (size_t)N * Ho * Wo;
     const int direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
-    // Row chunks keep the patch matrix inside `work` and the bias/ReLU pass inside the cache.
-    size_t chunk = direct ? 4096 : work_floats / (size_t)K;
-    if (chunk < 1) chunk = 1;
-    for (size_t r0 = 0; r0 < M; r0 += chunk) {
-        size_t rows = M - r0 < chunk ? M - r0 : chunk;
-        const float *a = in + r0 * (size_t)g->cin;
-        if (!direct) {
-            im2col(work, in, g, H, W, Ho, Wo, r0, rows);
-            a = work;
+    // Each thread takes a contiguous block of output rows and walks it in chunks that keep its
+    // slice of the patch matrix inside `work` and the bias/ReLU pass inside the cache.
+    #pragma omp parallel
+    {
+        const int t = thread_id(), T = thread_count();
+        const size_t lo = M * (size_t)t / (size_t)T, hi = M * (size_t)(t + 1) / (size_t)T;
+        float *col = work + (work_floats / (size_t)T) * (size_t)t;
+        size_t chunk = direct ? 1024 : (work_floats / (size_t)T) / (size_t)K;
+        if (chunk < 1) chunk = 1;
+        for (size_t r0 = lo; r0 < hi; r0 += chunk) {
+            size_t rows = hi - r0 < chunk ? hi - r0 : chunk;
+            const float *a = in + r0 * (size_t)g->cin;
+            if (!direct) {
+                im2col(col, in, g, H, W, Ho, Wo, r0, rows);
+                a = col;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, g->cout, K, 1.0f, a, K, w, K, 0.0f,
+                        out + r0 * (size_t)ldo, ldo);
+            bias_relu(out + r0 * (size_t)ldo, ldo, rows, g->cout, b);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, g->cout, K, 1.0f, a, K, w, K, 0.0f,
-                    out + r0 * (size_t)ldo, ldo);
-        bias_relu(out + r0 * (size_t)ldo, ldo, rows, g->cout, b);
     }
 }
 
@@ -167,16 +204,27 @@ static void cpu_mean_hw(float *out, const float *in, int N, int HW, int C) {
         }
 }
 
+// Split over output columns (N is a handful of images).
 static void cpu_linear_nt(float *out, const float *in, const float *w, int N, int K, int O) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, K, 1.0f, in, K, w, K, 0.0f, out, O);
+    #pragma omp parallel
+    {
+        const int t = thread_id(), T = thread_count();
+        const int lo = (int)((long)O * t / T), hi = (int)((long)O * (t + 1) / T);
+        if (hi > lo)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, K, 1.0f, in, K, w + (size_t)lo * K, K, 0.0f,
+                        out + lo, O);
+    }
 }
 
 static const EvalOps kCpuOps = {
     .name = "cpu",
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .release = cpu_release,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
+    .begin = cpu_begin,
+    .end = cpu_end,
     .resize_input = cpu_resize_input,
     .conv_relu = cpu_conv_relu,
     .maxpool3 = cpu_maxpool3,

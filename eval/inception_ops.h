@@ -19,12 +19,17 @@ typedef struct {
 
 typedef struct EvalOps {
     const char *name;
+    int host_memory;  // 1 when buffers are plain host memory (callers' arrays can be used directly)
 
     // ---- memory ----
     void *(*alloc)(size_t bytes);  // zero-filled; aborts on failure
     void (*release)(void *p);
     void (*to_device)(void *dst, const void *src, size_t bytes);
     void (*to_host)(void *dst, const void *src, size_t bytes);
+
+    // ---- a forward pass runs between begin() and end() (thread setup; may be NULL) ----
+    void (*begin)(void);
+    void (*end)(void);
 
     // ---- ops ----
     // in: N images [C, H, W] (NCHW, values in [0, 1], C = 1 (replicated to RGB) or 3);

@@ -25,6 +25,7 @@ static void rm_tmpdir(void) {
 static void tmp_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_tmp, name); }
 
 static void write_bytes(const char *p, const void *b, size_t n) {
+    unlink(p);   // a fresh inode: ext4 flushes files truncated and rewritten in place (slow)
     FILE *f = fopen(p, "wb");
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(b, 1, n, f), n);

@@ -4,6 +4,7 @@
 // linear attention), plus RoPE's relative-position and norm-preservation properties.
 // Calls the cpu_* functions directly (no backend table needed).
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,7 +218,7 @@ static double attn_loss(void *ctx) {
 
 // Analytic gradients of sum(out * G) w.r.t. qkv (and qkr for R_INPUT), via the backward op on
 // buffers pre-filled with junk (the op must ADD), then checked by finite differences.
-static void check_attn_grad(const char *what, int kind, int rope, AttnShape s, uint64_t seed) {
+static void check_attn_grad_n(const char *what, int kind, int rope, AttnShape s, uint64_t seed, size_t count, float h) {
     AttnCtx c = {kind, rope, s, fnew(nqkv(s)), fnew(nqkr(s)), fnew(nout(s)), fnew(cache_floats(kind, s)),
                  fnew(nout(s))};
     if (kind == K_SOFT) fill_qkv(c.qkv, s, -1.0f, 1.0f, seed);
@@ -242,13 +243,17 @@ static void check_attn_grad(const char *what, int kind, int rope, AttnShape s, u
 
     char name[128];
     snprintf(name, sizeof name, "%s d/dqkv", what);
-    tu_fd_check(name, c.qkv, nqkv(s), dqkv, attn_loss, &c, 1e-2f, 5e-4, 5e-3, 100000);
+    tu_fd_check(name, c.qkv, nqkv(s), dqkv, attn_loss, &c, h, 5e-4, 5e-3, count);
     if (rope == R_INPUT) {
         snprintf(name, sizeof name, "%s d/dqkr", what);
-        tu_fd_check(name, c.qkr, nqkr(s), dqkr, attn_loss, &c, 1e-2f, 5e-4, 5e-3, 100000);
+        tu_fd_check(name, c.qkr, nqkr(s), dqkr, attn_loss, &c, h, 5e-4, 5e-3, count);
     }
     free(c.qkv); free(c.qkr); free(c.out); free(c.cache); free(c.G);
     free(dqkv); free(dqkr); free(j1); free(j2);
+}
+
+static void check_attn_grad(const char *what, int kind, int rope, AttnShape s, uint64_t seed) {
+    check_attn_grad_n(what, kind, rope, s, seed, 100000, 1e-2f);
 }
 
 START_TEST(test_mala_grad) {
@@ -258,6 +263,7 @@ START_TEST(test_mala_grad) {
     check_attn_grad("mala+qkr 3x3", K_MALA, R_INPUT, shp(2, 3, 3, 16, 2), 14);
     check_attn_grad("mala+rope chain 3x3", K_MALA, R_CHAIN, shp(2, 3, 3, 16, 2), 15);
     check_attn_grad("mala d=12 3x3", K_MALA, R_CHAIN, shp(1, 3, 3, 24, 2), 16);
+    check_attn_grad_n("mala big", K_MALA, R_CHAIN, shp(2, 8, 8, 64, 2), 17, 64, 3e-2f);  // parallel path
 }
 END_TEST
 
@@ -267,6 +273,7 @@ START_TEST(test_linattn_grad) {
     check_attn_grad("linear+qkr 2x3", K_LIN, R_INPUT, shp(2, 2, 3, 16, 2), 23);
     check_attn_grad("linear+qkr 3x3", K_LIN, R_INPUT, shp(2, 3, 3, 16, 2), 24);
     check_attn_grad("linear+rope chain 3x3", K_LIN, R_CHAIN, shp(2, 3, 3, 16, 2), 25);
+    check_attn_grad_n("linear big", K_LIN, R_CHAIN, shp(2, 8, 8, 64, 2), 26, 64, 3e-2f);
 }
 END_TEST
 
@@ -275,6 +282,7 @@ START_TEST(test_softmax_grad) {
     check_attn_grad("softmax 3x3", K_SOFT, R_NONE, shp(2, 3, 3, 16, 2), 32);
     check_attn_grad("softmax+qkr 3x3", K_SOFT, R_INPUT, shp(2, 3, 3, 16, 2), 33);
     check_attn_grad("softmax+rope chain 2x3", K_SOFT, R_CHAIN, shp(2, 2, 3, 16, 2), 34);
+    check_attn_grad_n("softmax big", K_SOFT, R_CHAIN, shp(2, 8, 8, 64, 2), 35, 64, 3e-2f);
 }
 END_TEST
 
@@ -322,7 +330,7 @@ static void check_attn_ref(int kind, int rope, AttnShape s, uint64_t seed) {
 
 START_TEST(test_attn_reference) {
     AttnShape shapes[] = {shp(2, 2, 3, 16, 2), shp(2, 3, 3, 16, 2), shp(3, 8, 8, 64, 4), shp(2, 5, 7, 48, 4),
-                          shp(1, 4, 4, 96, 1)};
+                          shp(1, 4, 4, 96, 1), shp(2, 12, 12, 64, 2)};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int kind = K_MALA; kind <= K_SOFT; kind++)
             for (int rope = 0; rope < 2; rope++) check_attn_ref(kind, rope, shapes[i], 100 + i);
@@ -342,12 +350,15 @@ START_TEST(test_mala_rows_sum_to_one) {
     ref_mala(out, A, qkv, NULL, s);
     for (size_t r = 0; r < (size_t)s.B * s.heads * s.L; r++) {
         double sum = 0;
-        int has_neg = 0;
-        for (int j = 0; j < s.L; j++) { sum += A[r * s.L + j]; has_neg |= A[r * s.L + j] < 0; }
+        for (int j = 0; j < s.L; j++) sum += A[r * s.L + j];
         ck_assert_msg(fabs(sum - 1.0) < 1e-5, "row %zu sums to %.9f", r, sum);
-        (void)has_neg;
     }
-    free(qkv); free(out); free(A);
+    // and the O(L d^2) kernel computes exactly A V
+    float *kout = fnew(nout(s)), *cache = fnew(cpu_mala_cache_floats(s));
+    cpu_mala_fwd(kout, cache, qkv, NULL, s);
+    double e = nerr_fd(kout, out, nout(s));
+    ck_assert_msg(e < 2e-5, "MALA kernel vs explicit scores x V: normalised error %.3g", e);
+    free(qkv); free(out); free(A); free(kout); free(cache);
 }
 END_TEST
 
@@ -431,7 +442,9 @@ static double rope_loss(void *ctx) {
 }
 
 START_TEST(test_rope_grad_and_reference) {
-    AttnShape shapes[] = {shp(2, 2, 3, 16, 2), shp(2, 3, 3, 16, 2), shp(1, 3, 4, 24, 2), shp(2, 5, 6, 32, 1)};
+    AttnShape shapes[] = {shp(2, 2, 3, 16, 2), shp(2, 3, 3, 16, 2), shp(1, 3, 4, 24, 2), shp(2, 5, 6, 32, 1),
+                          shp(2, 16, 16, 128, 4)};
+    const size_t nfd = 4;  // the last shape (parallel path) is checked against the reference only
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         AttnShape s = shapes[k];
         RopeCtx c = {s, fnew(nqkv(s)), fnew(nqkr(s)), fnew(nqkr(s))};
@@ -450,7 +463,7 @@ START_TEST(test_rope_grad_and_reference) {
             if (i % (3 * s.H) >= (size_t)2 * s.H) ck_assert_msg(dqkv[i] == junk[i], "rope_bwd touched the v part");
             dqkv[i] -= junk[i];
         }
-        tu_fd_check("rope d/dqkv", c.qkv, nqkv(s), dqkv, rope_loss, &c, 1e-2f, 2e-4, 2e-3, 1000);
+        if (k < nfd) tu_fd_check("rope d/dqkv", c.qkv, nqkv(s), dqkv, rope_loss, &c, 1e-2f, 2e-4, 2e-3, 1000);
         free(c.qkv); free(c.qkr); free(c.G); free(dqkv); free(junk); free(ref);
     }
 }
@@ -613,6 +626,82 @@ END_TEST
 
 // ---------------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------------
+// Threading: shapes big enough for the parallel paths give the same results on 1 and 3 threads
+// (the small FD shapes run on the calling thread).
+
+typedef struct { float *out[8]; size_t n[8]; int count; } Outs;
+
+static void run_all_ops(Outs *o, AttnShape s, int k) {
+    const int H = s.H;
+    float *qkv = fnew(nqkv(s)), *qkr = fnew(nqkr(s)), *G = fnew(nout(s)), *Gr = fnew(nqkr(s));
+    float *w = fnew((size_t)H * k * k), *bias = fnew(H);
+    fill_qkv(qkv, s, 0.1f, 1.5f, 500);
+    tu_fill(G, nout(s), -1.0f, 1.0f, 501);
+    tu_fill(Gr, nqkr(s), -1.0f, 1.0f, 502);
+    tu_fill(w, (size_t)H * k * k, -0.3f, 0.3f, 503);
+    tu_fill(bias, H, -0.3f, 0.3f, 504);
+    int c = 0;
+    // rope + each attention kind, forward and backward
+    o->n[c] = nqkr(s); o->out[c] = fnew(o->n[c]); cpu_rope_fwd(o->out[c], qkv, s);
+    memcpy(qkr, o->out[c], sizeof(float) * nqkr(s)); c++;
+    o->n[c] = nqkv(s); o->out[c] = fnew(o->n[c]); cpu_rope_bwd(o->out[c], Gr, s); c++;
+    for (int kind = K_MALA; kind <= K_SOFT; kind++) {
+        float *cache = fnew(cache_floats(kind, s)), *dqkr = fnew(nqkr(s));
+        float *out = o->out[c] = fnew(o->n[c] = nout(s)); c++;
+        float *dqkv = o->out[c] = fnew(o->n[c] = nqkv(s)); c++;
+        if (kind == K_MALA) { cpu_mala_fwd(out, cache, qkv, qkr, s); cpu_mala_bwd(dqkv, dqkr, G, qkv, qkr, cache, s); }
+        if (kind == K_LIN) { cpu_linattn_fwd(out, cache, qkv, qkr, s); cpu_linattn_bwd(dqkv, dqkr, G, qkv, qkr, cache, s); }
+        if (kind == K_SOFT) { cpu_softmax_fwd(out, cache, qkv, qkr, s); cpu_softmax_bwd(dqkv, dqkr, G, qkv, qkr, cache, s); }
+        cpu_rope_bwd(dqkv, dqkr, s);
+        free(cache); free(dqkr);
+    }
+    o->count = c;
+    free(qkv); free(qkr); free(G); free(Gr); free(w); free(bias);
+}
+
+static void run_lepe_elu(Outs *o, AttnShape s, int k) {
+    const int H = s.H, kk = k * k;
+    float *qkv = fnew(nqkv(s)), *G = fnew(nout(s)), *w = fnew((size_t)H * kk), *bias = fnew(H);
+    tu_fill(qkv, nqkv(s), -1.0f, 1.0f, 510);
+    tu_fill(G, nout(s), -1.0f, 1.0f, 511);
+    tu_fill(w, (size_t)H * kk, -0.3f, 0.3f, 512);
+    tu_fill(bias, H, -0.3f, 0.3f, 513);
+    int c = 0;
+    float *out = o->out[c] = fnew(o->n[c] = nout(s)); c++;
+    cpu_lepe_fwd(out, qkv, w, bias, k, s);
+    float *dq = o->out[c] = fnew(o->n[c] = nqkv(s)); c++;
+    float *dw = o->out[c] = fnew(o->n[c] = (size_t)H * kk); c++;
+    float *db = o->out[c] = fnew(o->n[c] = H); c++;
+    cpu_lepe_bwd(dq, dw, db, G, qkv, w, k, s);
+    float *y = o->out[c] = fnew(o->n[c] = nqkv(s)); c++;
+    memcpy(y, qkv, sizeof(float) * nqkv(s));
+    cpu_elu1_fwd(y, s.B * s.L, 2 * H, 3 * H);
+    float *g = o->out[c] = fnew(o->n[c] = nqkv(s)); c++;
+    tu_fill(g, nqkv(s), -1.0f, 1.0f, 514);
+    cpu_elu1_bwd(g, y, s.B * s.L, 2 * H, 3 * H);
+    o->count = c;
+    free(qkv); free(G); free(w); free(bias);
+}
+
+START_TEST(test_threads_consistent) {
+    AttnShape s = shp(2, 12, 12, 64, 2);
+    for (int which = 0; which < 2; which++) {
+        Outs a = {0}, b = {0};
+        omp_set_num_threads(1);
+        if (which == 0) run_all_ops(&a, s, 5); else run_lepe_elu(&a, s, 5);
+        omp_set_num_threads(3);
+        if (which == 0) run_all_ops(&b, s, 5); else run_lepe_elu(&b, s, 5);
+        ck_assert_int_eq(a.count, b.count);
+        for (int i = 0; i < a.count; i++) {
+            double e = tu_nerr(b.out[i], a.out[i], a.n[i], 1e-3);
+            ck_assert_msg(e < 1e-5, "set %d output %d: 1 vs 3 threads differ by %.3g", which, i, e);
+            free(a.out[i]); free(b.out[i]);
+        }
+    }
+}
+END_TEST
+
 // One TCase per test, so a single one can be run with CK_RUN_CASE=<name>.
 #define ADD(fn) do { TCase *tc = tcase_create(#fn); tcase_set_timeout(tc, 60); tcase_add_test(tc, fn); \
     suite_add_tcase(s, tc); } while (0)
@@ -629,6 +718,7 @@ static Suite *attn_suite(void) {
     ADD(test_mala_rows_sum_to_one);
     ADD(test_scaling_property);
     ADD(test_lepe);
+    ADD(test_threads_consistent);
     return s;
 }
 

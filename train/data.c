@@ -213,8 +213,8 @@ static int list_dir(const char *dir, StrList *dirs, StrList *files, MalaErr *err
         else free(full);
     }
     closedir(dp);
-    qsort(dirs->v, dirs->n, sizeof(char *), cmp_str);
-    if (files) qsort(files->v, files->n, sizeof(char *), cmp_str);
+    if (dirs->n > 1) qsort(dirs->v, dirs->n, sizeof(char *), cmp_str);
+    if (files && files->n > 1) qsort(files->v, files->n, sizeof(char *), cmp_str);
     return 0;
 }
 
@@ -276,7 +276,7 @@ static Dataset *open_folder(const char *root, int image_size, int channels, Mala
     for (size_t c = 0; c < classes.n; c++) {
         size_t before = files.n;
         if (walk_class(classes.v[c], &files, err)) { sl_free(&classes); sl_free(&files); free(cls_of); return NULL; }
-        qsort(files.v + before, files.n - before, sizeof(char *), cmp_walk);
+        if (files.n - before > 1) qsort(files.v + before, files.n - before, sizeof(char *), cmp_walk);
         if (files.n > cls_cap) { cls_cap = files.cap; cls_of = realloc(cls_of, cls_cap * sizeof *cls_of); if (!cls_of) FATAL("out of memory"); }
         for (size_t i = before; i < files.n; i++) cls_of[i] = (int32_t)c;
     }

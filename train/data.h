@@ -59,7 +59,7 @@ int dataset_get(const Dataset *d, int64_t i, int hflip, float *chw, MalaErr *err
 // Batches are produced by a background thread one batch ahead of the consumer (folder images
 // are decoded with up to $MALA_LOADER_THREADS OpenMP threads, default min(4, cores)). A folder
 // image that fails to decode later (it passed the open-time check) is reported once on stderr
-// and replaced by the next decodable sample in index order, so batch contents stay
+// and replaced by the next decodable sample in index order (with that sample's label), so batch contents stay
 // deterministic.
 typedef struct Loader Loader;
 

@@ -1,0 +1,502 @@
+// defines: cmd_eval, cmd_bench_inception
+// `mala eval stats|fid|is` and `mala bench-inception`: image batches (ADM .npz or a folder) through
+// the FID Inception, then statistics, FID and IS. Results: one JSON line on stdout; progress and a
+// readable summary on stderr.
+#include "eval_cli.h"
+
+#include <dirent.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/args.h"   // defines: args_parse, set_threads
+#include "fid.h"
+#include "image_io.h"   // defines: image_load
+#include "inception.h"
+#include "json.h"       // defines: json_fput_string
+#include "npy.h"
+
+#define DEFAULT_SPLITS 10
+
+// ---------------------------------------------------------------------------------------------
+// Inception weights: --inception, $MALA_INCEPTION, then the usual places
+// ---------------------------------------------------------------------------------------------
+static int file_exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+// Returns the weights path, "random" for the generator weights, or NULL (message printed).
+static const char *find_weights(const char *given, char *buf, size_t cap) {
+    if (given) return given;
+    const char *env = getenv("MALA_INCEPTION");
+    if (env && *env) return env;
+    const char *home = getenv("HOME");
+    const char *cands[3] = {INCEPTION_WEIGHTS_FILE, "assets/" INCEPTION_WEIGHTS_FILE, NULL};
+    for (int i = 0; i < 2; i++)
+        if (file_exists(cands[i])) return cands[i];
+    if (home) {  // where pytorch-fid's torch.hub download puts it
+        snprintf(buf, cap, "%s/.cache/torch/hub/checkpoints/%s", home, INCEPTION_WEIGHTS_FILE);
+        if (file_exists(buf)) return buf;
+    }
+    fprintf(stderr, "error: no FID Inception weights found: pass --inception FILE or set MALA_INCEPTION "
+                    "(looked for ./%s, ./assets/, ~/.cache/torch/hub/checkpoints/); the file is %s "
+                    "(--inception random runs with random weights, for smoke tests only)\n",
+            INCEPTION_WEIGHTS_FILE, INCEPTION_WEIGHTS_URL);
+    return NULL;
+}
+
+static Inception *load_inception(const char *path, int batch) {
+    if (!strcmp(path, "random")) {
+        fprintf(stderr, "warning: --inception random: random weights, the numbers are NOT FID/IS\n");
+        return inception_random(NULL, batch);
+    }
+    MalaErr err;
+    double t0 = now_seconds();
+    Inception *m = inception_load(path, NULL, batch, &err);
+    if (!m) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return NULL;
+    }
+    fprintf(stderr, "[eval] FID Inception-v3 from %s (%.1f s)\n", path, now_seconds() - t0);
+    return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Image sources: an ADM sample batch (.npz, arr_0 uint8 [N, H, W, C] or [N, H, W]) or a folder
+// of image files (recursive, sorted; RGB as PIL's convert("RGB"); unreadable files are skipped).
+// Batches come out as float NCHW in [0, 1] (ToTensor), every image of a batch the same size.
+// ---------------------------------------------------------------------------------------------
+typedef struct {
+    const char *path;
+    int n;                 // images in the source
+    int next;              // next image index
+    NpyArray arr;          // npz
+    int h, w, c;
+    char **files;          // folder
+    int skipped;
+    uint8_t *pend;         // folder: a decoded image waiting for the next batch
+    int pw, ph;
+    float *batch;          // [max, C, H, W]
+    size_t batch_cap;
+} Source;
+
+static int has_image_ext(const char *name) {
+    static const char *ext[] = {".png", ".jpg", ".jpeg", ".bmp", ".ppm", ".pgm", ".tga", ".gif"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t k = strlen(ext[i]);
+        if (n > k && strcasecmp(name + n - k, ext[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+static void list_images(const char *dir, char ***files, int *n, int *cap) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = xmalloc(len);
+        snprintf(p, len, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            list_images(p, files, n, cap);
+            free(p);
+        } else if (has_image_ext(e->d_name)) {
+            if (*n == *cap) {
+                *cap = *cap ? 2 * *cap : 1024;
+                *files = realloc(*files, (size_t)*cap * sizeof **files);
+                if (!*files) FATAL("out of memory listing %s", dir);
+            }
+            (*files)[(*n)++] = p;
+        } else {
+            free(p);
+        }
+    }
+    closedir(d);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int source_open(Source *s, const char *path, MalaErr *err) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return mala_errf(err, "%s: no such file or folder", path);
+    if (S_ISDIR(sb.st_mode)) {
+        int cap = 0;
+        list_images(path, &s->files, &s->n, &cap);
+        if (s->n == 0) return mala_errf(err, "%s: no image files (png, jpg, bmp, ppm, pgm, tga, gif) in this folder", path);
+        qsort(s->files, (size_t)s->n, sizeof *s->files, cmp_str);
+        return 0;
+    }
+    if (npz_load(path, "arr_0", &s->arr, err)) return -1;
+    const NpyArray *a = &s->arr;
+    if (strcmp(a->dtype, "|u1") != 0 || (a->ndim != 4 && a->ndim != 3) || (a->ndim == 4 && a->shape[3] != 1 && a->shape[3] != 3))
+        return mala_errf(err, "%s: arr_0 must be uint8 images [N, H, W, 3], [N, H, W, 1] or [N, H, W] (the ADM sample "
+                         "batch format), not %s with %d dimensions", path, a->dtype, a->ndim);
+    if (a->shape[0] < 1 || a->shape[0] > 0x7fffffff || a->shape[1] < 1 || a->shape[2] < 1)
+        return mala_errf(err, "%s: arr_0 has no images", path);
+    s->n = (int)a->shape[0];
+    s->h = (int)a->shape[1];
+    s->w = (int)a->shape[2];
+    s->c = a->ndim == 4 ? (int)a->shape[3] : 1;
+    return 0;
+}
+
+static void source_close(Source *s) {
+    npy_free(&s->arr);
+    for (int i = 0; i < s->n && s->files; i++) free(s->files[i]);
+    free(s->files);
+    free(s->pend);
+    free(s->batch);
+}
+
+static float *batch_buf(Source *s, int max, int c, int h, int w) {
+    size_t need = (size_t)max * c * h * w;
+    if (need > s->batch_cap) {
+        free(s->batch);
+        s->batch = xmalloc(need * sizeof *s->batch);
+        s->batch_cap = need;
+    }
+    return s->batch;
+}
+
+static void hwc_to_chw(float *dst, const uint8_t *src, int h, int w, int c) {
+    for (int ch = 0; ch < c; ch++)
+        for (size_t i = 0; i < (size_t)h * w; i++) dst[(size_t)ch * h * w + i] = src[i * c + ch] / 255.0f;
+}
+
+// Next batch of up to `max` same-sized images; *n = 0 at the end.
+static float *source_next(Source *s, int max, int *n, int *c, int *h, int *w) {
+    *n = 0;
+    if (!s->files) {
+        int k = s->n - s->next < max ? s->n - s->next : max;
+        *c = s->c; *h = s->h; *w = s->w;
+        float *b = batch_buf(s, max, s->c, s->h, s->w);
+        size_t per = (size_t)s->h * s->w * s->c;
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < k; i++)
+            hwc_to_chw(b + (size_t)i * per, (const uint8_t *)s->arr.data + (size_t)(s->next + i) * per, s->h, s->w, s->c);
+        s->next += k;
+        *n = k;
+        return b;
+    }
+    float *b = NULL;
+    *c = 3;
+    while (*n < max) {
+        if (!s->pend) {
+            if (s->next >= s->n) break;
+            MalaErr err;
+            const char *f = s->files[s->next++];
+            if (image_load(f, 3, &s->pend, &s->pw, &s->ph, &err)) {
+                fprintf(stderr, "\nwarning: skipping %s\n", err.msg);
+                s->skipped++;
+                s->pend = NULL;
+                continue;
+            }
+        }
+        if (*n > 0 && (s->pw != *w || s->ph != *h)) break;  // a new size starts the next batch
+        if (*n == 0) { *w = s->pw; *h = s->ph; b = batch_buf(s, max, 3, *h, *w); }
+        hwc_to_chw(b + (size_t)*n * 3 * *h * *w, s->pend, *h, *w, 3);
+        free(s->pend);
+        s->pend = NULL;
+        (*n)++;
+    }
+    return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the network over a source
+// ---------------------------------------------------------------------------------------------
+typedef struct {
+    int n;
+    double seconds;
+    float *logits;   // [n, 1008] when asked for
+} RunResult;
+
+static int run_source(Inception *m, const char *path, int batch, int limit, FidStats *stats, int want_logits,
+                      RunResult *r) {
+    Source s;
+    MalaErr err;
+    memset(r, 0, sizeof *r);
+    if (source_open(&s, path, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        source_close(&s);
+        return -1;
+    }
+    int total = limit > 0 && limit < s.n ? limit : s.n;
+    float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
+    size_t lcap = want_logits ? (size_t)total : 0;
+    if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * INCEPTION_CLASSES * sizeof *r->logits);
+    double t0 = now_seconds(), last = 0;
+    int n = 0, c = 0, h = 0, w = 0, rc = 0;
+    float *img;
+    while (r->n < total && (img = source_next(&s, total - r->n < batch ? total - r->n : batch, &n, &c, &h, &w)) && n) {
+        float *lg = want_logits ? r->logits + (size_t)r->n * INCEPTION_CLASSES : NULL;
+        if (inception_forward(m, img, n, c, h, w, pool3, lg, &err)) {
+            fprintf(stderr, "\nerror: %s: %s\n", path, err.msg);
+            rc = -1;
+            break;
+        }
+        if (stats) fid_stats_add(stats, pool3, n);
+        r->n += n;
+        double now = now_seconds() - t0;
+        if (now - last > 1.0 || r->n == total) {
+            fprintf(stderr, "\r[eval] %s: %d/%d images, %.1f img/s   ", path, r->n, total, r->n / now);
+            last = now;
+        }
+    }
+    fprintf(stderr, "\n");
+    r->seconds = now_seconds() - t0;
+    if (!rc && s.skipped) fprintf(stderr, "[eval] %s: %d unreadable files skipped\n", path, s.skipped);
+    if (!rc && r->n == 0) {
+        fprintf(stderr, "error: %s: no images could be read\n", path);
+        rc = -1;
+    }
+    free(pool3);
+    source_close(&s);
+    return rc;
+}
+
+static int is_stats_file(const char *path) {
+    char **keys;
+    int n, mu = 0, sigma = 0;
+    MalaErr err;
+    if (npz_keys(path, &keys, &n, &err)) return 0;
+    for (int i = 0; i < n; i++) {
+        mu |= !strcmp(keys[i], "mu");
+        sigma |= !strcmp(keys[i], "sigma");
+    }
+    npz_keys_free(keys, n);
+    return mu && sigma;
+}
+
+// Stats of a path: a stats .npz is loaded, images are run through the network.
+static FidStats *stats_of_path(Inception *m, const char *path, int batch, int limit, int want_logits, RunResult *r) {
+    memset(r, 0, sizeof *r);
+    MalaErr err;
+    if (is_stats_file(path)) {
+        FidStats *s = fid_stats_load(path, &err);
+        if (!s) fprintf(stderr, "error: %s\n", err.msg);
+        else fprintf(stderr, "[eval] reference statistics from %s\n", path);
+        return s;
+    }
+    FidStats *s = fid_stats_new(INCEPTION_DIM);
+    if (run_source(m, path, batch, limit, s, want_logits, r) || fid_stats_finalize(s, &err)) {
+        if (r->n) fprintf(stderr, "error: %s: %s\n", path, err.msg);
+        fid_stats_free(s);
+        free(r->logits);
+        r->logits = NULL;
+        return NULL;
+    }
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------------
+typedef struct {
+    const char *data, *out, *samples, *ref, *inception, *save_stats;
+    int batch, threads, splits, limit;
+} EvalArgs;
+
+static void json_str_field(const char *key, const char *v) {
+    printf(",\"%s\":", key);
+    json_fput_string(stdout, v ? v : "");
+}
+
+static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
+    RunResult r;
+    FidStats *s = fid_stats_new(INCEPTION_DIM);
+    MalaErr err;
+    if (run_source(m, a->data, a->batch, a->limit, s, 0, &r)) { fid_stats_free(s); return 1; }
+    if (fid_stats_finalize(s, &err) || fid_stats_save(s, a->out, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        fid_stats_free(s);
+        return 1;
+    }
+    fprintf(stderr, "[eval] statistics of %d images -> %s (mu [2048], sigma [2048, 2048], float64)\n", r.n, a->out);
+    printf("{\"cmd\":\"eval stats\"");
+    json_str_field("data", a->data);
+    json_str_field("out", a->out);
+    json_str_field("inception", wpath);
+    printf(",\"n\":%d,\"dim\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}\n", r.n, INCEPTION_DIM, r.seconds, r.n / r.seconds);
+    fid_stats_free(s);
+    return 0;
+}
+
+static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
+    RunResult rs, rr;
+    MalaErr err;
+    FidStats *ref = stats_of_path(m, a->ref, a->batch, 0, 0, &rr);
+    if (!ref) return 1;
+    FidStats *s = stats_of_path(m, a->samples, a->batch, a->limit, 1, &rs);
+    if (!s) { fid_stats_free(ref); return 1; }
+    int rc = 0;
+    double fid, ism = 0, iss = 0;
+    if (a->save_stats && fid_stats_save(s, a->save_stats, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
+    if (!rc && fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
+    int have_is = !rc && rs.logits && rs.n >= a->splits &&
+                  inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err) == 0;
+    if (!rc) {
+        fprintf(stderr, "FID %.4f  (%d samples from %s vs %s)\n", fid, rs.n, a->samples, a->ref);
+        if (have_is) fprintf(stderr, "IS  %.4f +- %.4f  (%d splits)\n", ism, iss, a->splits);
+        if (rs.n < 2048)
+            fprintf(stderr, "note: fewer samples (%d) than feature dimensions (2048): the covariance is rank "
+                            "deficient and FID is biased upwards; papers use 50K\n", rs.n);
+        printf("{\"cmd\":\"eval fid\"");
+        json_str_field("samples", a->samples);
+        json_str_field("ref", a->ref);
+        json_str_field("inception", wpath);
+        printf(",\"n\":%d,\"fid\":%.6f", rs.n, fid);
+        if (have_is) printf(",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
+        printf(",\"seconds\":%.3f,\"img_per_s\":%.2f}\n", rs.seconds + rr.seconds,
+               (rs.n + rr.n) / (rs.seconds + rr.seconds));
+    }
+    free(rs.logits);
+    fid_stats_free(s);
+    fid_stats_free(ref);
+    return rc;
+}
+
+static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
+    RunResult r;
+    MalaErr err;
+    if (run_source(m, a->samples, a->batch, a->limit, NULL, 1, &r)) { free(r.logits); return 1; }
+    double mean, std;
+    int rc = 0;
+    if (inception_score(r.logits, r.n, INCEPTION_CLASSES, a->splits, &mean, &std, &err)) {
+        fprintf(stderr, "error: %s: %s\n", a->samples, err.msg);
+        rc = 1;
+    } else {
+        fprintf(stderr, "IS %.4f +- %.4f  (%d samples from %s, %d splits)\n", mean, std, r.n, a->samples, a->splits);
+        printf("{\"cmd\":\"eval is\"");
+        json_str_field("samples", a->samples);
+        json_str_field("inception", wpath);
+        printf(",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}\n", r.n,
+               mean, std, a->splits, r.seconds, r.n / r.seconds);
+    }
+    free(r.logits);
+    return rc;
+}
+
+static const char *kEvalUsage =
+    "usage: mala eval stats --data FILE.npz|DIR --out stats.npz [flags]\n"
+    "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
+    "       mala eval is --samples FILE.npz|DIR [flags]\n\n"
+    "FID / IS as pytorch-fid and torch-fidelity compute them, with the FID Inception-v3\n"
+    "(" INCEPTION_WEIGHTS_FILE ").\n"
+    "Images: an ADM sample batch .npz (arr_0 uint8 [N, H, W, C]) or a folder of image files\n"
+    "(searched recursively); any size, resized to 299x299. Statistics: .npz with mu and sigma\n"
+    "(pytorch-fid's format; ADM reference batches work as --ref). Weights: --inception, else\n"
+    "$MALA_INCEPTION, ./" INCEPTION_WEIGHTS_FILE ", ./assets/, ~/.cache/torch/hub/checkpoints/.";
+
+int cmd_eval(int argc, char **argv) {
+    const char *sub = argc >= 2 ? argv[1] : NULL;
+    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS};
+    Opt opts[] = {
+        {"--data", OPT_STR, &a.data, "PATH", "stats: images (.npz or folder)"},
+        {"--out", OPT_STR, &a.out, "FILE", "stats: output .npz"},
+        {"--samples", OPT_STR, &a.samples, "PATH", "fid / is: generated images (.npz or folder)"},
+        {"--ref", OPT_STR, &a.ref, "PATH", "fid: reference statistics .npz, or reference images"},
+        {"--save-stats", OPT_STR, &a.save_stats, "FILE", "fid: also save the samples' statistics"},
+        {"--inception", OPT_STR, &a.inception, "FILE", "weights (.pth legacy torch or .safetensors; 'random' for smoke tests)"},
+        {"--batch", OPT_INT, &a.batch, "N", "images per Inception batch"},
+        {"--splits", OPT_INT, &a.splits, "N", "IS splits"},
+        {"--limit", OPT_INT, &a.limit, "N", "use only the first N samples (0 = all)"},
+        {"--threads", OPT_INT, &a.threads, "N", "threads (0 = all cores)"},
+    };
+    const int nopts = (int)(sizeof opts / sizeof opts[0]);
+    if (!sub || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+        args_usage(kEvalUsage, opts, nopts);
+        return sub ? 0 : 2;
+    }
+    if (strcmp(sub, "stats") && strcmp(sub, "fid") && strcmp(sub, "is")) {
+        fprintf(stderr, "error: unknown eval command '%s' (stats, fid or is; see mala eval --help)\n", sub);
+        return 2;
+    }
+    args_parse(kEvalUsage, opts, nopts, argc, argv, 2);
+    const char *missing = NULL;
+    if (!strcmp(sub, "stats")) missing = !a.data ? "--data" : !a.out ? "--out" : NULL;
+    else if (!strcmp(sub, "fid")) missing = !a.samples ? "--samples" : !a.ref ? "--ref" : NULL;
+    else missing = !a.samples ? "--samples" : NULL;
+    if (missing) {
+        fprintf(stderr, "error: mala eval %s needs %s (see mala eval --help)\n", sub, missing);
+        return 2;
+    }
+    if (a.batch < 1 || a.splits < 1 || a.limit < 0) {
+        fprintf(stderr, "error: --batch and --splits must be positive, --limit non-negative\n");
+        return 2;
+    }
+    set_threads(a.threads);
+    char buf[1024];
+    const char *wpath = find_weights(a.inception, buf, sizeof buf);
+    if (!wpath) return 1;
+    Inception *m = load_inception(wpath, a.batch < 64 ? a.batch : 64);
+    if (!m) return 1;
+    int rc = !strcmp(sub, "stats") ? eval_stats(&a, m, wpath) : !strcmp(sub, "fid") ? eval_fid(&a, m, wpath)
+                                                                                      : eval_is(&a, m, wpath);
+    inception_free(m);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmark
+// ---------------------------------------------------------------------------------------------
+int cmd_bench_inception(int argc, char **argv) {
+    int batch = 16, iters = 3, warmup = 1, size = 32, channels = 3, threads = 0;
+    const char *weights = "random";
+    Opt opts[] = {
+        {"--batch", OPT_INT, &batch, "N", "images per forward"},
+        {"--iters", OPT_INT, &iters, "N", "timed forwards"},
+        {"--warmup", OPT_INT, &warmup, "N", "untimed forwards first"},
+        {"--size", OPT_INT, &size, "S", "input images S x S (resized to 299 inside, as in eval)"},
+        {"--channels", OPT_INT, &channels, "C", "1 or 3"},
+        {"--threads", OPT_INT, &threads, "N", "threads (0 = all cores)"},
+        {"--inception", OPT_STR, &weights, "FILE", "weights file, or 'random'"},
+    };
+    const int nopts = (int)(sizeof opts / sizeof opts[0]);
+    args_parse("usage: mala bench-inception [flags]\n\nFID Inception-v3 forward throughput (pool3 + logits), one JSON line.",
+               opts, nopts, argc, argv, 1);
+    if (batch < 1 || iters < 1 || warmup < 0 || size < 1 || (channels != 1 && channels != 3)) {
+        fprintf(stderr, "error: bad --batch/--iters/--warmup/--size/--channels\n");
+        return 2;
+    }
+    set_threads(threads);
+    Inception *m = strcmp(weights, "random") ? NULL : inception_random(NULL, batch);
+    if (!m) {
+        MalaErr err;
+        if (!(m = inception_load(weights, NULL, batch, &err))) { fprintf(stderr, "error: %s\n", err.msg); return 1; }
+    }
+    size_t per = (size_t)channels * size * size;
+    float *img = xmalloc((size_t)batch * per * sizeof *img);
+    eval_rand_fill(img, (size_t)batch * per, "bench/images", 0.0, 1.0);
+    float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
+    float *logits = xmalloc((size_t)batch * INCEPTION_CLASSES * sizeof *logits);
+    MalaErr err;
+    for (int i = 0; i < warmup; i++) inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);
+    double best = 1e30, total = 0;
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_seconds();
+        inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);
+        double dt = now_seconds() - t0;
+        total += dt;
+        if (dt < best) best = dt;
+    }
+    double gflop = inception_flops(m) / ((double)(warmup + iters) * batch) / 1e9;
+    fprintf(stderr, "FID Inception forward: %.2f img/s (batch %d, %d threads, %dx%dx%d input), %.1f GFLOP/s\n",
+            batch * iters / total, batch, num_threads(), channels, size, size, gflop * batch * iters / total);
+    printf("{\"bench\":\"inception\",\"impl\":\"mala-c\",\"batch\":%d,\"threads\":%d,\"input\":\"%dx%dx%d\",\"iters\":%d,"
+           "\"img_per_s\":%.3f,\"best_img_per_s\":%.3f,\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}\n",
+           batch, num_threads(), channels, size, size, iters, batch * iters / total, batch / best, gflop,
+           gflop * batch * iters / total, peak_rss_bytes() / 1048576.0);
+    free(img);
+    free(pool3);
+    free(logits);
+    inception_free(m);
+    return 0;
+}

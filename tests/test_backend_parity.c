@@ -1,0 +1,545 @@
+// Backend parity: every op of the CUDA backend against the CPU backend (the reference), forward
+// and backward, on the same random inputs, compared by normalised error (tu_nerr: max |gpu - cpu|
+// over max |cpu|). Backward ops start from random gradient buffers, so the accumulate-into rule is
+// checked too; attention backward runs twice, which also checks that its scratch leaves the
+// forward cache intact. The GPU runs in full fp32 (TF32 off, cuda_set_precision_fp32(1)).
+//
+// Tolerances (fp32 on both sides; differences come from summation order, FMA contraction and
+// 1-2 ulp libm differences):
+//   TOL_EW   1e-5  element-wise ops, LayerNorm, modulate, gated residual, RoPE, patches,
+//                  embeddings, AdamW, EMA, LePE (short fixed-order sums)
+//   TOL_GEMM 1e-4  ops built on cuBLAS products: linear, MALA, linear and softmax attention
+//   TOL_TIME 1e-4  timestep embedding: f_i may differ by an ulp and t f_i reaches ~1000
+//   sumsq: relative 1e-9 (double accumulation on both sides)
+// Without a CUDA device (or in a build without CUDA) it prints "skipped: ..." and passes. CUDA
+// does not survive fork, so the suite runs with CK_NOFORK.
+#include "testutil.h"
+
+#include "backend.h"
+#ifdef MALA_CUDA
+#include "cuda/backend_cuda.h"
+#endif
+
+#define TOL_EW 1e-5
+#define TOL_GEMM 1e-4
+#define TOL_TIME 1e-4
+
+static const Backend *CPU, *GPU;
+
+// ---------------------------------------------------------------------------------------------
+// The same data on both backends: h (CPU memory, also the reference result) and d (GPU memory).
+
+typedef struct { float *h, *d; size_t n; } Buf;
+
+static Buf buf_from(const float *src, size_t n) {
+    Buf b = {malloc(sizeof(float) * (n ? n : 1)), GPU->alloc(sizeof(float) * n), n};
+    memcpy(b.h, src, sizeof(float) * n);
+    GPU->to_device(b.d, b.h, sizeof(float) * n);
+    return b;
+}
+static Buf buf_rand(size_t n, float lo, float hi, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    tu_fill(x, n, lo, hi, seed);
+    Buf b = buf_from(x, n);
+    free(x);
+    return b;
+}
+static Buf buf_zeros(size_t n) {
+    Buf b = {calloc(n ? n : 1, sizeof(float)), GPU->alloc(sizeof(float) * n), n};
+    return b;
+}
+static void buf_free(Buf *b) {
+    free(b->h);
+    if (b->d) GPU->release(b->d);
+    b->h = b->d = NULL;
+}
+// Copies h to d again (after the CPU computed an input in place).
+static void buf_push(Buf *b) { GPU->to_device(b->d, b->h, sizeof(float) * b->n); }
+
+// Fails when the GPU copy differs from the CPU copy by more than tol (normalised) or is not finite.
+static void buf_check(const char *what, const Buf *b, double tol) {
+    float *g = malloc(sizeof(float) * (b->n ? b->n : 1));
+    GPU->to_host(g, b->d, sizeof(float) * b->n);
+    for (size_t i = 0; i < b->n; i++)
+        ck_assert_msg(isfinite(g[i]), "%s: GPU value [%zu] = %g is not finite", what, i, g[i]);
+    double e = tu_nerr(g, b->h, b->n, 1e-6);
+    free(g);
+    printf("  %-58s nerr %.2e (tol %.0e)\n", what, e, tol);
+    ck_assert_msg(e <= tol, "%s: normalised error %.3g exceeds %.1g", what, e, tol);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+START_TEST(test_memory) {
+    const size_t n = 1000;
+    float *d = GPU->alloc(sizeof(float) * n), *d2 = GPU->alloc(sizeof(float) * n);
+    float *h = malloc(sizeof(float) * n), *back = malloc(sizeof(float) * n);
+    GPU->to_host(back, d, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(back[i] == 0.0f, "alloc is not zero-filled at %zu", i);
+    tu_fill(h, n, -1, 1, 1);
+    GPU->to_device(d, h, sizeof(float) * n);
+    GPU->copy(d2, d, sizeof(float) * n);
+    GPU->zero(d2 + 100, sizeof(float) * 50);
+    GPU->sync();
+    GPU->to_host(back, d2, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        float want = i >= 100 && i < 150 ? 0.0f : h[i];
+        ck_assert_msg(back[i] == want, "copy/zero: [%zu] = %g, want %g", i, back[i], want);
+    }
+    GPU->release(d);
+    GPU->release(d2);
+    free(h);
+    free(back);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// Dense
+
+static void check_linear(int N, int I, int O, int bias, uint64_t seed) {
+    char what[128];
+    Buf in = buf_rand((size_t)N * I, -1, 1, seed), w = buf_rand((size_t)O * I, -0.5f, 0.5f, seed + 1);
+    Buf b = buf_rand(O, -1, 1, seed + 2), out = buf_rand((size_t)N * O, -9, 9, seed + 3);
+    CPU->linear_fwd(out.h, in.h, w.h, bias ? b.h : NULL, N, I, O);
+    GPU->linear_fwd(out.d, in.d, w.d, bias ? b.d : NULL, N, I, O);
+    snprintf(what, sizeof what, "linear_fwd N%d I%d O%d bias%d", N, I, O, bias);
+    buf_check(what, &out, TOL_GEMM);
+
+    Buf dout = buf_rand((size_t)N * O, -1, 1, seed + 4), din = buf_rand((size_t)N * I, -1, 1, seed + 5);
+    Buf dw = buf_rand((size_t)O * I, -1, 1, seed + 6), db = buf_rand(O, -1, 1, seed + 7);
+    CPU->linear_bwd(din.h, dw.h, bias ? db.h : NULL, dout.h, in.h, w.h, N, I, O);
+    GPU->linear_bwd(din.d, dw.d, bias ? db.d : NULL, dout.d, in.d, w.d, N, I, O);
+    snprintf(what, sizeof what, "linear_bwd din N%d I%d O%d", N, I, O);
+    buf_check(what, &din, TOL_GEMM);
+    snprintf(what, sizeof what, "linear_bwd dw N%d I%d O%d", N, I, O);
+    buf_check(what, &dw, TOL_GEMM);
+    snprintf(what, sizeof what, "linear_bwd db N%d I%d O%d", N, I, O);
+    buf_check(what, &db, TOL_GEMM);
+    // din not wanted
+    CPU->linear_bwd(NULL, dw.h, db.h, dout.h, in.h, w.h, N, I, O);
+    GPU->linear_bwd(NULL, dw.d, db.d, dout.d, in.d, w.d, N, I, O);
+    buf_check("linear_bwd dw (din NULL)", &dw, TOL_GEMM);
+    buf_check("linear_bwd db (din NULL)", &db, TOL_GEMM);
+    Buf *all[] = {&in, &w, &b, &out, &dout, &din, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+}
+
+START_TEST(test_linear) {
+    check_linear(37, 24, 20, 1, 10);
+    check_linear(37, 24, 20, 0, 20);
+    check_linear(512, 96, 288, 1, 30);  // many rows: the bias-gradient reduction loops
+    check_linear(1, 7, 3, 1, 40);
+}
+END_TEST
+
+#ifdef MALA_CUDA
+// TF32 (the default precision) only has to be close: 10-bit mantissa products.
+START_TEST(test_linear_tf32) {
+    cuda_set_precision_fp32(0);
+    const int N = 64, I = 128, O = 96;
+    Buf in = buf_rand((size_t)N * I, -1, 1, 50), w = buf_rand((size_t)O * I, -0.5f, 0.5f, 51);
+    Buf out = buf_zeros((size_t)N * O);
+    CPU->linear_fwd(out.h, in.h, w.h, NULL, N, I, O);
+    GPU->linear_fwd(out.d, in.d, w.d, NULL, N, I, O);
+    cuda_set_precision_fp32(1);
+    buf_check("linear_fwd in TF32 (loose)", &out, 1e-2);
+    buf_free(&in); buf_free(&w); buf_free(&out);
+}
+END_TEST
+#endif
+
+START_TEST(test_layernorm) {
+    const int shapes[][2] = {{19, 40}, {5, 384}, {3, 7}};
+    for (int k = 0; k < 3; k++) {
+        const int N = shapes[k][0], C = shapes[k][1];
+        char what[96];
+        Buf x = buf_rand((size_t)N * C, -2, 3, 60 + k), out = buf_zeros((size_t)N * C), rstd = buf_zeros(N);
+        CPU->layernorm_fwd(out.h, rstd.h, x.h, N, C);
+        GPU->layernorm_fwd(out.d, rstd.d, x.d, N, C);
+        snprintf(what, sizeof what, "layernorm_fwd out N%d C%d", N, C);
+        buf_check(what, &out, TOL_EW);
+        snprintf(what, sizeof what, "layernorm_fwd rstd N%d C%d", N, C);
+        buf_check(what, &rstd, TOL_EW);
+        Buf dout = buf_rand((size_t)N * C, -1, 1, 70 + k), dx = buf_rand((size_t)N * C, -1, 1, 80 + k);
+        CPU->layernorm_bwd(dx.h, dout.h, out.h, rstd.h, N, C);
+        GPU->layernorm_bwd(dx.d, dout.d, out.d, rstd.d, N, C);
+        snprintf(what, sizeof what, "layernorm_bwd N%d C%d", N, C);
+        buf_check(what, &dx, TOL_EW);
+        buf_free(&x); buf_free(&out); buf_free(&rstd); buf_free(&dout); buf_free(&dx);
+    }
+}
+END_TEST
+
+// adaLN: shift, scale, gate are slices of one [B, 6C] modulation tensor (ms = 6C), as in a block.
+START_TEST(test_modulate_gate) {
+    const int B = 2, L = 16, C = 40, ms = 6 * C;
+    const size_t n = (size_t)B * L * C;
+    Buf ada = buf_rand((size_t)B * ms, -1, 1, 90), x = buf_rand(n, -2, 2, 91), out = buf_zeros(n);
+    CPU->modulate_fwd(out.h, x.h, ada.h, ada.h + C, B, L, C, ms);
+    GPU->modulate_fwd(out.d, x.d, ada.d, ada.d + C, B, L, C, ms);
+    buf_check("modulate_fwd", &out, TOL_EW);
+    Buf dout = buf_rand(n, -1, 1, 92), dx = buf_rand(n, -1, 1, 93), dada = buf_rand((size_t)B * ms, -1, 1, 94);
+    CPU->modulate_bwd(dx.h, dada.h, dada.h + C, dout.h, x.h, ada.h + C, B, L, C, ms);
+    GPU->modulate_bwd(dx.d, dada.d, dada.d + C, dout.d, x.d, ada.d + C, B, L, C, ms);
+    buf_check("modulate_bwd dx", &dx, TOL_EW);
+    buf_check("modulate_bwd dshift, dscale", &dada, TOL_EW);
+    CPU->modulate_bwd(NULL, NULL, dada.h + C, dout.h, x.h, ada.h + C, B, L, C, ms);
+    GPU->modulate_bwd(NULL, NULL, dada.d + C, dout.d, x.d, ada.d + C, B, L, C, ms);
+    buf_check("modulate_bwd dscale only", &dada, TOL_EW);
+
+    Buf y = buf_rand(n, -1, 1, 95);
+    CPU->gate_residual_fwd(x.h, y.h, ada.h + 2 * C, B, L, C, ms);
+    GPU->gate_residual_fwd(x.d, y.d, ada.d + 2 * C, B, L, C, ms);
+    buf_check("gate_residual_fwd", &x, TOL_EW);
+    Buf dy = buf_rand(n, -1, 1, 96);
+    CPU->gate_residual_bwd(dy.h, dada.h + 2 * C, dout.h, y.h, ada.h + 2 * C, B, L, C, ms);
+    GPU->gate_residual_bwd(dy.d, dada.d + 2 * C, dout.d, y.d, ada.d + 2 * C, B, L, C, ms);
+    buf_check("gate_residual_bwd dy", &dy, TOL_EW);
+    buf_check("gate_residual_bwd dgate", &dada, TOL_EW);
+    Buf *all[] = {&ada, &x, &out, &dout, &dx, &dada, &y, &dy};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_elementwise) {
+    const size_t n = 1003;
+    Buf x = buf_rand(n, -4, 4, 100), y = buf_rand(n, -2, 2, 101), out = buf_zeros(n);
+    Buf dout = buf_rand(n, -1, 1, 102), dx = buf_rand(n, -1, 1, 103), dy = buf_rand(n, -1, 1, 104);
+    CPU->gelu_fwd(out.h, x.h, n); GPU->gelu_fwd(out.d, x.d, n); buf_check("gelu_fwd", &out, TOL_EW);
+    CPU->gelu_bwd(dx.h, dout.h, x.h, n); GPU->gelu_bwd(dx.d, dout.d, x.d, n); buf_check("gelu_bwd", &dx, TOL_EW);
+    CPU->silu_fwd(out.h, x.h, n); GPU->silu_fwd(out.d, x.d, n); buf_check("silu_fwd", &out, TOL_EW);
+    CPU->silu_bwd(dx.h, dout.h, x.h, n); GPU->silu_bwd(dx.d, dout.d, x.d, n); buf_check("silu_bwd", &dx, TOL_EW);
+    CPU->add(out.h, x.h, y.h, n); GPU->add(out.d, x.d, y.d, n); buf_check("add", &out, TOL_EW);
+    CPU->mul_fwd(out.h, x.h, y.h, n); GPU->mul_fwd(out.d, x.d, y.d, n); buf_check("mul_fwd", &out, TOL_EW);
+    CPU->mul_bwd(dx.h, dy.h, dout.h, x.h, y.h, n); GPU->mul_bwd(dx.d, dy.d, dout.d, x.d, y.d, n);
+    buf_check("mul_bwd da", &dx, TOL_EW);
+    buf_check("mul_bwd db", &dy, TOL_EW);
+    CPU->mul_bwd(NULL, dy.h, dout.h, x.h, y.h, n); GPU->mul_bwd(NULL, dy.d, dout.d, x.d, y.d, n);
+    buf_check("mul_bwd db only", &dy, TOL_EW);
+    CPU->scale(x.h, -0.37f, n); GPU->scale(x.d, -0.37f, n); buf_check("scale", &x, TOL_EW);
+    CPU->add(x.h, x.h, y.h, n); GPU->add(x.d, x.d, y.d, n); buf_check("add in place", &x, TOL_EW);
+
+    // phi = ELU + 1 on the q, k parts (2H of every 3H-wide row)
+    const int rows = 32, H = 32;
+    Buf qkv = buf_rand((size_t)rows * 3 * H, -3, 3, 105), g = buf_rand((size_t)rows * 3 * H, -1, 1, 106);
+    CPU->elu1_fwd(qkv.h, rows, 2 * H, 3 * H); GPU->elu1_fwd(qkv.d, rows, 2 * H, 3 * H);
+    buf_check("elu1_fwd (strided)", &qkv, TOL_EW);
+    CPU->elu1_bwd(g.h, qkv.h, rows, 2 * H, 3 * H); GPU->elu1_bwd(g.d, qkv.d, rows, 2 * H, 3 * H);
+    buf_check("elu1_bwd (strided)", &g, TOL_EW);
+    Buf *all[] = {&x, &y, &out, &dout, &dx, &dy, &qkv, &g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+static const AttnShape SHAPES[] = {
+    {2, 16, 32, 2, 4, 4},    // the brief's small case: d = 16
+    {1, 12, 64, 2, 3, 4},    // rectangular grid, d = 32
+    {2, 64, 128, 2, 8, 8},   // d = 64 (two channels per lane), several warps per head
+    {3, 10, 48, 3, 2, 5},    // odd batch, L = 10, d = 16
+};
+#define NSHAPES (int)(sizeof SHAPES / sizeof *SHAPES)
+
+static void shape_str(char *buf, size_t len, AttnShape s) {
+    snprintf(buf, len, "B%d L%d(%dx%d) H%d heads%d", s.B, s.L, s.gh, s.gw, s.H, s.heads);
+}
+
+START_TEST(test_rope) {
+    for (int k = 0; k < NSHAPES; k++) {
+        AttnShape s = SHAPES[k];
+        char sh[64], what[128];
+        shape_str(sh, sizeof sh, s);
+        const size_t rows = (size_t)s.B * s.L;
+        Buf qkv = buf_rand(rows * 3 * s.H, -1, 1, 200 + k), qkr = buf_zeros(rows * 2 * s.H);
+        CPU->rope_fwd(qkr.h, qkv.h, s);
+        GPU->rope_fwd(qkr.d, qkv.d, s);
+        snprintf(what, sizeof what, "rope_fwd %s", sh);
+        buf_check(what, &qkr, TOL_EW);
+        Buf dqkr = buf_rand(rows * 2 * s.H, -1, 1, 210 + k), dqkv = buf_rand(rows * 3 * s.H, -1, 1, 220 + k);
+        CPU->rope_bwd(dqkv.h, dqkr.h, s);
+        GPU->rope_bwd(dqkv.d, dqkr.d, s);
+        snprintf(what, sizeof what, "rope_bwd %s", sh);
+        buf_check(what, &dqkv, TOL_EW);
+        buf_free(&qkv); buf_free(&qkr); buf_free(&dqkr); buf_free(&dqkv);
+    }
+}
+END_TEST
+
+enum { K_MALA, K_LIN, K_SOFT };
+static const char *KIND[] = {"mala", "linattn", "softmax"};
+
+static size_t attn_cache(const Backend *b, int kind, AttnShape s) {
+    return kind == K_MALA ? b->mala_cache_floats(s) : kind == K_LIN ? b->linattn_cache_floats(s)
+                                                                   : b->softmax_cache_floats(s);
+}
+static void attn_fwd(const Backend *b, int kind, float *out, float *cache, const float *qkv, const float *qkr,
+                     AttnShape s) {
+    if (kind == K_MALA) b->mala_fwd(out, cache, qkv, qkr, s);
+    else if (kind == K_LIN) b->linattn_fwd(out, cache, qkv, qkr, s);
+    else b->softmax_fwd(out, cache, qkv, qkr, s);
+}
+static void attn_bwd(const Backend *b, int kind, float *dqkv, float *dqkr, const float *dout, const float *qkv,
+                     const float *qkr, const float *cache, AttnShape s) {
+    if (kind == K_MALA) b->mala_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s);
+    else if (kind == K_LIN) b->linattn_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s);
+    else b->softmax_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s);
+}
+
+// grads: 0 = dqkv and dqkr, 1 = dqkv only (dqkr NULL), 2 = dqkr only (dqkv NULL; RoPE only)
+static void check_attn(int kind, AttnShape s, int rope, int grads, uint64_t seed) {
+    const size_t rows = (size_t)s.B * s.L, nqkv = rows * 3 * s.H, nqkr = rows * 2 * s.H, nout = rows * s.H;
+    char sh[64], what[160];
+    shape_str(sh, sizeof sh, s);
+    // q', k' = phi(raw) for the linear attentions (positive, as the model feeds them); raw for softmax
+    Buf qkv = buf_rand(nqkv, -1, 1, seed);
+    if (kind != K_SOFT) { CPU->elu1_fwd(qkv.h, (int)rows, 2 * s.H, 3 * s.H); buf_push(&qkv); }
+    Buf qkr = {0};
+    if (rope) { qkr = buf_zeros(nqkr); CPU->rope_fwd(qkr.h, qkv.h, s); buf_push(&qkr); }
+    float *ccache = malloc(sizeof(float) * (attn_cache(CPU, kind, s) + 1));
+    float *gcache = GPU->alloc(sizeof(float) * attn_cache(GPU, kind, s));
+    Buf out = buf_rand(nout, -9, 9, seed + 1);  // overwritten
+    attn_fwd(CPU, kind, out.h, ccache, qkv.h, qkr.h, s);
+    attn_fwd(GPU, kind, out.d, gcache, qkv.d, qkr.d, s);
+    snprintf(what, sizeof what, "%s_fwd %s rope%d", KIND[kind], sh, rope);
+    buf_check(what, &out, TOL_GEMM);
+
+    Buf dout = buf_rand(nout, -1, 1, seed + 2), dqkv = buf_rand(nqkv, -1, 1, seed + 3);
+    Buf dqkr = rope ? buf_rand(nqkr, -1, 1, seed + 4) : (Buf){0};
+    const int want_qkv = grads != 2, want_qkr = rope && grads != 1;
+    for (int rep = 0; rep < 2; rep++) {  // twice: backward must leave the cache usable
+        attn_bwd(CPU, kind, want_qkv ? dqkv.h : NULL, want_qkr ? dqkr.h : NULL, dout.h, qkv.h, qkr.h, ccache, s);
+        attn_bwd(GPU, kind, want_qkv ? dqkv.d : NULL, want_qkr ? dqkr.d : NULL, dout.d, qkv.d, qkr.d, gcache, s);
+    }
+    if (want_qkv) {
+        snprintf(what, sizeof what, "%s_bwd dqkv %s rope%d grads%d", KIND[kind], sh, rope, grads);
+        buf_check(what, &dqkv, TOL_GEMM);
+    }
+    if (want_qkr) {
+        snprintf(what, sizeof what, "%s_bwd dqkr %s rope%d grads%d", KIND[kind], sh, rope, grads);
+        buf_check(what, &dqkr, TOL_GEMM);
+    }
+    free(ccache);
+    GPU->release(gcache);
+    buf_free(&qkv); buf_free(&out); buf_free(&dout); buf_free(&dqkv);
+    if (rope) { buf_free(&qkr); buf_free(&dqkr); }
+}
+
+static void check_attn_kind(int kind) {
+    for (int k = 0; k < NSHAPES; k++) {
+        uint64_t seed = 1000 * (kind + 1) + 10 * k;
+        check_attn(kind, SHAPES[k], 0, 1, seed);
+        check_attn(kind, SHAPES[k], 1, 0, seed + 1);
+    }
+    check_attn(kind, SHAPES[0], 1, 1, 5000 + kind);
+    check_attn(kind, SHAPES[0], 1, 2, 5100 + kind);
+}
+
+START_TEST(test_mala) { check_attn_kind(K_MALA); }
+END_TEST
+START_TEST(test_linattn) { check_attn_kind(K_LIN); }
+END_TEST
+START_TEST(test_softmax) { check_attn_kind(K_SOFT); }
+END_TEST
+
+START_TEST(test_lepe) {
+    const int ks[] = {5, 3, 5, 1};
+    for (int k = 0; k < NSHAPES; k++) {
+        AttnShape s = SHAPES[k];
+        const int K = ks[k], bias = k != 1;
+        const size_t rows = (size_t)s.B * s.L;
+        char sh[64], what[128];
+        shape_str(sh, sizeof sh, s);
+        Buf qkv = buf_rand(rows * 3 * s.H, -1, 1, 300 + k), w = buf_rand((size_t)s.H * K * K, -0.3f, 0.3f, 310 + k);
+        Buf b = buf_rand(s.H, -1, 1, 320 + k), out = buf_rand(rows * s.H, -1, 1, 330 + k);
+        CPU->lepe_fwd(out.h, qkv.h, w.h, bias ? b.h : NULL, K, s);
+        GPU->lepe_fwd(out.d, qkv.d, w.d, bias ? b.d : NULL, K, s);
+        snprintf(what, sizeof what, "lepe_fwd k%d bias%d %s", K, bias, sh);
+        buf_check(what, &out, TOL_EW);
+        Buf dout = buf_rand(rows * s.H, -1, 1, 340 + k), dqkv = buf_rand(rows * 3 * s.H, -1, 1, 350 + k);
+        Buf dw = buf_rand((size_t)s.H * K * K, -1, 1, 360 + k), db = buf_rand(s.H, -1, 1, 370 + k);
+        CPU->lepe_bwd(dqkv.h, dw.h, db.h, dout.h, qkv.h, w.h, K, s);
+        GPU->lepe_bwd(dqkv.d, dw.d, db.d, dout.d, qkv.d, w.d, K, s);
+        snprintf(what, sizeof what, "lepe_bwd dv k%d %s", K, sh);
+        buf_check(what, &dqkv, TOL_EW);
+        snprintf(what, sizeof what, "lepe_bwd dw k%d %s", K, sh);
+        buf_check(what, &dw, TOL_EW);
+        snprintf(what, sizeof what, "lepe_bwd db k%d %s", K, sh);
+        buf_check(what, &db, TOL_EW);
+        Buf *all[] = {&qkv, &w, &b, &out, &dout, &dqkv, &dw, &db};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+    }
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings and patches
+
+START_TEST(test_patches) {
+    const int cases[][4] = {{2, 3, 8, 2}, {1, 4, 8, 4}, {2, 1, 6, 3}};  // B, C, S, p
+    for (int k = 0; k < 3; k++) {
+        const int B = cases[k][0], C = cases[k][1], S = cases[k][2], p = cases[k][3];
+        const size_t n = (size_t)B * C * S * S;
+        char what[96];
+        Buf img = buf_rand(n, -1, 1, 400 + k), tok = buf_rand(n, -5, 5, 410 + k);
+        CPU->patchify_fwd(tok.h, img.h, B, C, S, p); GPU->patchify_fwd(tok.d, img.d, B, C, S, p);
+        snprintf(what, sizeof what, "patchify_fwd B%d C%d S%d p%d", B, C, S, p);
+        buf_check(what, &tok, TOL_EW);
+        Buf dtok = buf_rand(n, -1, 1, 420 + k), dimg = buf_rand(n, -1, 1, 430 + k);
+        CPU->patchify_bwd(dimg.h, dtok.h, B, C, S, p); GPU->patchify_bwd(dimg.d, dtok.d, B, C, S, p);
+        snprintf(what, sizeof what, "patchify_bwd B%d C%d S%d p%d", B, C, S, p);
+        buf_check(what, &dimg, TOL_EW);
+        CPU->unpatchify_fwd(img.h, tok.h, B, C, S, p); GPU->unpatchify_fwd(img.d, tok.d, B, C, S, p);
+        snprintf(what, sizeof what, "unpatchify_fwd B%d C%d S%d p%d", B, C, S, p);
+        buf_check(what, &img, TOL_EW);
+        CPU->unpatchify_bwd(dtok.h, dimg.h, B, C, S, p); GPU->unpatchify_bwd(dtok.d, dimg.d, B, C, S, p);
+        snprintf(what, sizeof what, "unpatchify_bwd B%d C%d S%d p%d", B, C, S, p);
+        buf_check(what, &dtok, TOL_EW);
+        buf_free(&img); buf_free(&tok); buf_free(&dtok); buf_free(&dimg);
+    }
+}
+END_TEST
+
+START_TEST(test_embeddings) {
+    const int B = 6, L = 16, C = 32, K = 11;
+    Buf x = buf_rand((size_t)B * L * C, -1, 1, 500), pos = buf_rand((size_t)L * C, -1, 1, 501);
+    CPU->add_pos(x.h, pos.h, B, L, C); GPU->add_pos(x.d, pos.d, B, L, C);
+    buf_check("add_pos", &x, TOL_EW);
+
+    const float tv[6] = {0.0f, 1.0f, 17.5f, 250.0f, 999.0f, 500.0f};
+    Buf t = buf_from(tv, 6);
+    const int dims[2] = {256, 33};
+    for (int k = 0; k < 2; k++) {
+        char what[64];
+        Buf e = buf_rand((size_t)B * dims[k], -9, 9, 502 + k);
+        CPU->timestep_embed(e.h, t.h, B, dims[k]); GPU->timestep_embed(e.d, t.d, B, dims[k]);
+        snprintf(what, sizeof what, "timestep_embed dim%d", dims[k]);
+        buf_check(what, &e, TOL_TIME);
+        buf_free(&e);
+    }
+
+    const int32_t y[6] = {3, 10, 3, 0, 7, 3};  // repeats: embed_bwd must add, not overwrite
+    int32_t *yd = GPU->alloc(sizeof y);
+    GPU->to_device(yd, y, sizeof y);
+    Buf table = buf_rand((size_t)K * C, -1, 1, 510), out = buf_zeros((size_t)B * C);
+    CPU->embed_fwd(out.h, table.h, y, B, C); GPU->embed_fwd(out.d, table.d, yd, B, C);
+    buf_check("embed_fwd", &out, TOL_EW);
+    Buf dout = buf_rand((size_t)B * C, -1, 1, 511), dtable = buf_rand((size_t)K * C, -1, 1, 512);
+    CPU->embed_bwd(dtable.h, dout.h, y, B, C); GPU->embed_bwd(dtable.d, dout.d, yd, B, C);
+    buf_check("embed_bwd", &dtable, TOL_EW);
+    GPU->release(yd);
+    Buf *all[] = {&x, &pos, &t, &table, &out, &dout, &dtable};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// Optimiser
+
+START_TEST(test_optim) {
+    const size_t n = 4099;
+    Buf p = buf_rand(n, -1, 1, 600), m = buf_zeros(n), v = buf_zeros(n);
+    for (int t = 1; t <= 3; t++) {
+        Buf g = buf_rand(n, -1, 1, 610 + t);
+        CPU->adamw(p.h, g.h, m.h, v.h, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+        GPU->adamw(p.d, g.d, m.d, v.d, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, t);
+        buf_free(&g);
+    }
+    buf_check("adamw p (3 steps)", &p, TOL_EW);
+    buf_check("adamw m (3 steps)", &m, TOL_EW);
+    buf_check("adamw v (3 steps)", &v, TOL_EW);
+
+    Buf e = buf_rand(n, -1, 1, 620);
+    CPU->ema(e.h, p.h, n, 0.9999f); GPU->ema(e.d, p.d, n, 0.9999f);
+    CPU->ema(e.h, p.h, n, 0.5f); GPU->ema(e.d, p.d, n, 0.5f);
+    buf_check("ema", &e, TOL_EW);
+
+    const size_t sizes[3] = {1, 1000, 1000003};
+    for (int k = 0; k < 3; k++) {
+        Buf x = buf_rand(sizes[k], -2, 2, 630 + k);
+        double a = CPU->sumsq(x.h, x.n), b = GPU->sumsq(x.d, x.n);
+        printf("  sumsq n=%-52zu rel %.2e (tol 1e-09)\n", x.n, fabs(a - b) / a);
+        ck_assert_msg(fabs(a - b) <= 1e-9 * a, "sumsq n=%zu: cpu %.17g gpu %.17g", x.n, a, b);
+        buf_free(&x);
+    }
+    buf_free(&p); buf_free(&m); buf_free(&v); buf_free(&e);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// cuRAND fills (GPU only): moments, determinism in (seed, offset), independence of the launch size.
+
+#ifdef MALA_CUDA
+START_TEST(test_rng) {
+    const size_t n = 100003;
+    float *d = GPU->alloc(sizeof(float) * n), *h = malloc(sizeof(float) * n), *h2 = malloc(sizeof(float) * n);
+    cuda_rng_normal(d, n, 1234, 0);
+    GPU->to_host(h, d, sizeof(float) * n);
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++) { ck_assert(isfinite(h[i])); s += h[i]; s2 += (double)h[i] * h[i]; }
+    double mean = s / n, var = s2 / n - mean * mean;
+    ck_assert_msg(fabs(mean) < 0.02 && fabs(var - 1) < 0.03, "normal: mean %g var %g", mean, var);
+    cuda_rng_normal(d, n, 1234, 0);
+    GPU->to_host(h2, d, sizeof(float) * n);
+    ck_assert_msg(!memcmp(h, h2, sizeof(float) * n), "normal fill is not deterministic");
+    cuda_rng_normal(d, 10, 1234, 0);  // a shorter call gives the same leading numbers
+    GPU->to_host(h2, d, sizeof(float) * 10);
+    ck_assert(!memcmp(h, h2, sizeof(float) * 10));
+    cuda_rng_normal(d, n, 1234, 1);
+    GPU->to_host(h2, d, sizeof(float) * n);
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) same += h[i] == h2[i];
+    ck_assert_msg(same < 10, "offset 1 repeats offset 0 (%zu equal)", same);
+    cuda_rng_uniform(d, n, 99, 3);
+    GPU->to_host(h, d, sizeof(float) * n);
+    s = 0;
+    for (size_t i = 0; i < n; i++) { ck_assert(h[i] > 0.0f && h[i] <= 1.0f); s += h[i]; }
+    ck_assert_msg(fabs(s / n - 0.5) < 0.01, "uniform mean %g", s / n);
+    GPU->release(d);
+    free(h);
+    free(h2);
+}
+END_TEST
+#endif
+
+int main(void) {
+    CPU = backend_cpu();
+    const char *why = NULL;
+    GPU = backend_cuda(&why);
+    if (!GPU) {
+        printf("skipped: no CUDA device (%s)\n", why ? why : "no reason given");
+        return EXIT_SUCCESS;
+    }
+#ifdef MALA_CUDA
+    cuda_set_precision_fp32(1);
+#endif
+    Suite *s = suite_create("backend_parity");
+    TCase *tc = tcase_create("cpu_vs_cuda");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_linear);
+#ifdef MALA_CUDA
+    tcase_add_test(tc, test_linear_tf32);
+    tcase_add_test(tc, test_rng);
+#endif
+    tcase_add_test(tc, test_layernorm);
+    tcase_add_test(tc, test_modulate_gate);
+    tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_rope);
+    tcase_add_test(tc, test_mala);
+    tcase_add_test(tc, test_linattn);
+    tcase_add_test(tc, test_softmax);
+    tcase_add_test(tc, test_lepe);
+    tcase_add_test(tc, test_patches);
+    tcase_add_test(tc, test_embeddings);
+    tcase_add_test(tc, test_optim);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);  // CUDA does not survive fork
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,317 @@
+// FID statistics, the Frechet distance and the Inception Score against numpy / scipy references
+// (tools/make_inception_fixtures.py writes fid_ref.txt). The 2048-d features are not stored: both
+// sides regenerate them from the shared generator (eval/inception.h: eval_rand_u).
+#include <unistd.h>
+
+#include "testutil.h"
+#include "core/npy.h"
+#include "eval/fid.h"
+#include "eval/inception.h"
+
+#define FIX "tests/fixtures/"
+#define D 2048
+
+static char g_tmp[256];
+static void make_tmpdir(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/mala_fid_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
+}
+static void rm_tmpdir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", g_tmp);
+}
+
+// fid_ref.txt: "key v1 v2 ..." lines; returns the numbers after `key` (and the words between).
+static int ref_line(const char *key, char *line, size_t cap) {
+    size_t len;
+    char *txt = tu_read_file(FIX "fid_ref.txt", &len);
+    txt = realloc(txt, len + 1);
+    txt[len] = 0;
+    int found = 0;
+    for (char *l = strtok(txt, "\n"); l; l = strtok(NULL, "\n")) {
+        size_t k = strlen(key);
+        if (strncmp(l, key, k) == 0 && l[k] == ' ') {
+            snprintf(line, cap, "%s", l + k + 1);
+            found = 1;
+            break;
+        }
+    }
+    free(txt);
+    ck_assert_msg(found, "fid_ref.txt has no '%s'", key);
+    return 0;
+}
+static double ref_value(const char *key) {
+    char line[256];
+    ref_line(key, line, sizeof line);
+    return strtod(line, NULL);
+}
+
+// make_inception_fixtures.py: fid_features. f[n, j] = s_j u[n, j] + 0.5 u[n, (7j+3) % d] + m_j.
+static float *make_features(const char *tag, int n, int d) {
+    char name[64];
+    snprintf(name, sizeof name, "%s/u", tag);
+    uint64_t su = eval_rand_seed(name);
+    snprintf(name, sizeof name, "%s/s", tag);
+    uint64_t ss = eval_rand_seed(name);
+    snprintf(name, sizeof name, "%s/m", tag);
+    uint64_t sm = eval_rand_seed(name);
+    double *s = malloc((size_t)d * sizeof *s), *m = malloc((size_t)d * sizeof *m);
+    for (int j = 0; j < d; j++) {
+        s[j] = 0.2 + 1.3 * eval_rand_u(ss, (uint64_t)j);
+        m[j] = -0.5 + 1.0 * eval_rand_u(sm, (uint64_t)j);
+    }
+    float *f = malloc((size_t)n * d * sizeof *f);
+    double *u = malloc((size_t)d * sizeof *u);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < d; j++) u[j] = -1.0 + 2.0 * eval_rand_u(su, (uint64_t)i * d + j);
+        for (int j = 0; j < d; j++) f[(size_t)i * d + j] = (float)(s[j] * u[j] + 0.5 * u[(7 * j + 3) % d] + m[j]);
+    }
+    free(s); free(m); free(u);
+    return f;
+}
+
+// Streams the features in uneven pieces, as an eval run's batches would arrive.
+static FidStats *stats_of(const char *tag, int n) {
+    float *f = make_features(tag, n, D);
+    FidStats *st = fid_stats_new(D);
+    int pieces[] = {1, 7, 300, 64};
+    int done = 0, k = 0;
+    while (done < n) {
+        int b = pieces[k++ % 4];
+        if (b > n - done) b = n - done;
+        fid_stats_add(st, f + (size_t)done * D, b);
+        done += b;
+    }
+    MalaErr err = {{0}};
+    ck_assert_msg(fid_stats_finalize(st, &err) == 0, "%s", err.msg);
+    free(f);
+    return st;
+}
+
+static void check_case(const char *key) {
+    char line[256], ta[16], tb[16];
+    int na, nb;
+    double v_sqrtm, v_eigh;
+    ref_line(key, line, sizeof line);
+    ck_assert_int_eq(sscanf(line, "%15s %d %15s %d %lf %lf", ta, &na, tb, &nb, &v_sqrtm, &v_eigh), 6);
+    FidStats *a = stats_of(ta, na), *b = stats_of(tb, nb);
+    double fid;
+    MalaErr err = {{0}};
+    double t0 = now_seconds();
+    ck_assert_msg(fid_from_stats(a, b, &fid, &err) == 0, "%s", err.msg);
+    double dt = now_seconds() - t0;
+    double r1 = fabs(fid - v_sqrtm) / fabs(v_sqrtm), r2 = fabs(fid - v_eigh) / fabs(v_eigh);
+    printf("fid %s (%s %d vs %s %d): %.12g; scipy sqrtm %.12g (rel %.1e), numpy eigh (rel %.1e); %.2f s\n", key, ta, na,
+           tb, nb, fid, v_sqrtm, r1, r2, dt);
+    ck_assert_msg(r1 < 1e-6, "%s: %.12g vs scipy %.12g", key, fid, v_sqrtm);
+    ck_assert_msg(r2 < 1e-9, "%s: %.12g vs eigh %.12g", key, fid, v_eigh);
+    fid_stats_free(a);
+    fid_stats_free(b);
+}
+
+START_TEST(stats_match_numpy) {
+    FidStats *a = stats_of("fidA", 4096);
+    double tr = 0;
+    for (int i = 0; i < D; i++) tr += a->sigma[(size_t)i * D + i];
+    ck_assert_double_le(fabs(tr - ref_value("trace_full_a")) / tr, 1e-12);
+    ck_assert_double_le(fabs(a->mu[0] - ref_value("mu0_full_a")), 1e-14);
+    double s01 = ref_value("sigma01_full_a");
+    ck_assert_double_le(fabs(a->sigma[1] - s01), 1e-13);
+    ck_assert(a->sigma[1] == a->sigma[D]);  // symmetric
+    fid_stats_free(a);
+}
+END_TEST
+
+START_TEST(fid_full_rank) { check_case("fid_full"); }
+END_TEST
+START_TEST(fid_rank_deficient) { check_case("fid_rankdef"); }
+END_TEST
+START_TEST(fid_full_vs_rank_deficient) { check_case("fid_mixed"); }
+END_TEST
+
+START_TEST(fid_of_identical_stats_is_zero) {
+    const char *tags[2] = {"fidA", "fidC"};
+    int ns[2] = {4096, 600};  // full rank, and rank 599 < 2048
+    for (int k = 0; k < 2; k++) {
+        FidStats *a = stats_of(tags[k], ns[k]);
+        double fid, tr = 0;
+        for (int i = 0; i < D; i++) tr += a->sigma[(size_t)i * D + i];
+        MalaErr err = {{0}};
+        ck_assert_int_eq(fid_from_stats(a, a, &fid, &err), 0);
+        printf("fid of identical stats (n=%d, trace %.1f): %.3g\n", ns[k], tr, fid);
+        ck_assert_double_lt(fabs(fid), 1e-9 * tr);
+        fid_stats_free(a);
+    }
+}
+END_TEST
+
+START_TEST(stats_file_round_trip) {
+    FidStats *a = stats_of("fidC", 600);
+    make_tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/stats.npz", g_tmp);
+    MalaErr err = {{0}};
+    ck_assert_msg(fid_stats_save(a, path, &err) == 0, "%s", err.msg);
+    // pytorch-fid's format: mu float64 [2048], sigma float64 [2048, 2048]
+    NpyArray mu, sigma;
+    ck_assert_int_eq(npz_load(path, "mu", &mu, &err), 0);
+    ck_assert_int_eq(npz_load(path, "sigma", &sigma, &err), 0);
+    ck_assert_str_eq(mu.dtype, "<f8");
+    ck_assert_str_eq(sigma.dtype, "<f8");
+    ck_assert_int_eq(mu.ndim, 1); ck_assert_int_eq(mu.shape[0], D);
+    ck_assert_int_eq(sigma.ndim, 2); ck_assert_int_eq(sigma.shape[1], D);
+    npy_free(&mu);
+    npy_free(&sigma);
+    FidStats *b = fid_stats_load(path, &err);
+    ck_assert_msg(b != NULL, "%s", err.msg);
+    ck_assert_int_eq(b->dim, D);
+    ck_assert(memcmp(a->mu, b->mu, D * sizeof(double)) == 0);
+    ck_assert(memcmp(a->sigma, b->sigma, (size_t)D * D * sizeof(double)) == 0);
+    fid_stats_free(b);
+    fid_stats_free(a);
+    rm_tmpdir();
+}
+END_TEST
+
+static void save_arrays(const char *path, const char **keys, NpyArray *arr, int n) {
+    MalaErr err = {{0}};
+    ck_assert_msg(npz_save(path, keys, arr, n, &err) == 0, "%s", err.msg);
+}
+static void expect_load_fail(const char *path, const char *needle) {
+    MalaErr err = {{0}};
+    FidStats *s = fid_stats_load(path, &err);
+    ck_assert_msg(s == NULL, "loaded a bad stats file %s", path);
+    ck_assert_msg(strncmp(err.msg, path, strlen(path)) == 0, "message does not start with the path: %s", err.msg);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "'%s' not in: %s", needle, err.msg);
+}
+
+START_TEST(bad_stats_files) {
+    make_tmpdir();
+    char path[300];
+    double mu[4] = {0, 1, 2, 3}, sig[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, sig3[9] = {0};
+    NpyArray a[2];
+    const char *k2[2] = {"mu", "sigma"}, *k1[1] = {"mu"};
+
+    snprintf(path, sizeof path, "%s/missing.npz", g_tmp);
+    expect_load_fail(path, "missing.npz");
+
+    snprintf(path, sizeof path, "%s/nosigma.npz", g_tmp);
+    npy_wrap(&a[0], "<f8", mu, 1, (int64_t[]){4});
+    save_arrays(path, k1, a, 1);
+    expect_load_fail(path, "sigma");
+
+    snprintf(path, sizeof path, "%s/mu2d.npz", g_tmp);
+    npy_wrap(&a[0], "<f8", mu, 2, (int64_t[]){2, 2});
+    npy_wrap(&a[1], "<f8", sig, 2, (int64_t[]){4, 4});
+    save_arrays(path, k2, a, 2);
+    expect_load_fail(path, "'mu' must be a 1-D vector");
+
+    snprintf(path, sizeof path, "%s/mismatch.npz", g_tmp);
+    npy_wrap(&a[0], "<f8", mu, 1, (int64_t[]){4});
+    npy_wrap(&a[1], "<f8", sig3, 2, (int64_t[]){3, 3});
+    save_arrays(path, k2, a, 2);
+    expect_load_fail(path, "'sigma' has shape [3, 3], expected [4, 4]");
+
+    snprintf(path, sizeof path, "%s/nan.npz", g_tmp);
+    sig[5] = NAN;
+    npy_wrap(&a[1], "<f8", sig, 2, (int64_t[]){4, 4});
+    save_arrays(path, k2, a, 2);
+    expect_load_fail(path, "non-finite value at [1, 1]");
+    sig[5] = 1;
+
+    snprintf(path, sizeof path, "%s/text.npz", g_tmp);
+    FILE *f = fopen(path, "w");
+    fputs("not a zip\n", f);
+    fclose(f);
+    expect_load_fail(path, "text.npz");
+
+    // float32 stats (some tools write them) are accepted and widened
+    snprintf(path, sizeof path, "%s/f32.npz", g_tmp);
+    float mu32[4] = {0, 1, 2, 3}, sig32[16] = {2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2};
+    npy_wrap(&a[0], "<f4", mu32, 1, (int64_t[]){4});
+    npy_wrap(&a[1], "<f4", sig32, 2, (int64_t[]){4, 4});
+    save_arrays(path, k2, a, 2);
+    MalaErr err = {{0}};
+    FidStats *s4 = fid_stats_load(path, &err);
+    ck_assert_msg(s4 != NULL, "%s", err.msg);
+    // FID of N(mu, 2I) vs N(0, I) in 4-d: |mu|^2 + 4*2 + 4*1 - 2*4*sqrt(2)
+    FidStats *z = fid_stats_new(4);
+    z->mu = calloc(4, sizeof(double));
+    z->sigma = calloc(16, sizeof(double));
+    for (int i = 0; i < 4; i++) z->sigma[i * 5] = 1;
+    double fid;
+    ck_assert_int_eq(fid_from_stats(s4, z, &fid, &err), 0);
+    ck_assert_double_eq_tol(fid, 14.0 + 12.0 - 8.0 * sqrt(2.0), 1e-12);
+
+    // dimension mismatch, too few samples
+    FidStats *big = stats_of("fidC", 3);
+    ck_assert_int_ne(fid_from_stats(s4, big, &fid, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "different dimensions (4 vs 2048)"));
+    FidStats *one = fid_stats_new(4);
+    fid_stats_add(one, mu32, 1);
+    ck_assert_int_ne(fid_stats_finalize(one, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "at least 2 samples"));
+    fid_stats_free(one);
+    fid_stats_free(big);
+    fid_stats_free(z);
+    fid_stats_free(s4);
+    rm_tmpdir();
+}
+END_TEST
+
+// make_inception_fixtures.py: is_logits
+static float *make_logits(int n, int k) {
+    float *x = malloc((size_t)n * k * sizeof *x);
+    uint64_t seed = eval_rand_seed("is/logits");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < k; j++) {
+            double v = -3.0 + 6.0 * eval_rand_u(seed, (uint64_t)i * k + j);
+            if (j == (i * 37) % k) v += 5.0;
+            x[(size_t)i * k + j] = (float)v;
+        }
+    return x;
+}
+
+START_TEST(inception_score_matches_numpy) {
+    float *x = make_logits(1003, INCEPTION_CLASSES);
+    char line[256];
+    double want_m, want_s, m, s;
+    MalaErr err = {{0}};
+    ref_line("is_1003_10", line, sizeof line);
+    ck_assert_int_eq(sscanf(line, "%lf %lf", &want_m, &want_s), 2);
+    ck_assert_int_eq(inception_score(x, 1003, INCEPTION_CLASSES, 10, &m, &s, &err), 0);
+    printf("IS (1003 samples, 10 splits): %.12g +- %.12g; numpy %.12g +- %.12g\n", m, s, want_m, want_s);
+    ck_assert_double_le(fabs(m - want_m) / want_m, 1e-10);
+    ck_assert_double_le(fabs(s - want_s), 1e-10 * want_m);
+    ref_line("is_50_1", line, sizeof line);
+    ck_assert_int_eq(sscanf(line, "%lf %lf", &want_m, &want_s), 2);
+    ck_assert_int_eq(inception_score(x, 50, INCEPTION_CLASSES, 1, &m, &s, &err), 0);
+    ck_assert_double_le(fabs(m - want_m) / want_m, 1e-10);
+    ck_assert_double_eq(s, 0);
+    // more splits than samples
+    ck_assert_int_ne(inception_score(x, 5, INCEPTION_CLASSES, 10, &m, &s, &err), 0);
+    ck_assert_ptr_nonnull(strstr(err.msg, "5 samples cannot make 10 splits"));
+    // identical rows: p(y|x) = p(y), KL 0, IS 1
+    for (int i = 1; i < 20; i++) memcpy(x + (size_t)i * INCEPTION_CLASSES, x, INCEPTION_CLASSES * sizeof *x);
+    ck_assert_int_eq(inception_score(x, 20, INCEPTION_CLASSES, 2, &m, &s, &err), 0);
+    ck_assert_double_eq_tol(m, 1.0, 1e-12);
+    free(x);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("fid");
+    TCase *tc = tcase_create("fid");
+    tcase_add_test(tc, stats_match_numpy);
+    tcase_add_test(tc, fid_full_rank);
+    tcase_add_test(tc, fid_rank_deficient);
+    tcase_add_test(tc, fid_full_vs_rank_deficient);
+    tcase_add_test(tc, fid_of_identical_stats_is_zero);
+    tcase_add_test(tc, stats_file_round_trip);
+    tcase_add_test(tc, bad_stats_files);
+    tcase_add_test(tc, inception_score_matches_numpy);
+    tcase_set_timeout(tc, 300);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
