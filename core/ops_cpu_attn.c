@@ -12,7 +12,9 @@
 // Parallelism: the linear attentions (MALA, linear) and LePE run their own vectorised loops in
 // one OpenMP region over (batch, head) / (batch, channel block); softmax attention calls the
 // (multi-threaded) OpenBLAS sgemm sequentially per head, never from inside an OpenMP region.
-// Scratch: only small per-thread stack arrays (O(d^2) floats, or 16K floats for softmax backward).
+// Calls below ~64K multiply-adds stay on the calling thread. Nothing is allocated per call:
+// scratch lives on the stack (the linear attentions' backward: 2 d^2 + 4 d floats per thread;
+// softmax backward: at most max(16K, L) floats on the calling thread; LePE: 2 k^2 * 32 floats).
 #include "ops_cpu.h"
 
 #include <cblas.h>
@@ -630,8 +632,9 @@ static inline void lepe_bwd_block(float *restrict dv, float *restrict dwl, float
     }
 }
 
-// Backward: tasks as in the forward; dw and db are summed per task on the stack and added
-// atomically at the end; dv is gathered per output token, so tasks never collide.
+// Backward: one task per 32-channel block, looping over the batch inside, so each task owns its
+// channels' dw and db outright (no atomics: the sums come out in the same order on every run,
+// which bit-exact resume needs); dv is gathered per output token.
 void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
                   const float *w, int k, AttnShape s) {
     check_shape(s, "lepe_bwd");
@@ -639,30 +642,24 @@ void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const fl
     const int B = s.B, L = s.L, H = s.H, kk = k * k;
     const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
     const size_t ld = (size_t)3 * H;
-    #pragma omp parallel for collapse(2) schedule(static) if (small_work((size_t)B * L * H * kk) == 0)
-    for (int b = 0; b < B; b++) {
-        for (int blk = 0; blk < nblk; blk++) {
-            const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
-            float wt[kk * LEPE_CB], dwl[kk * LEPE_CB], dbl[LEPE_CB];
-            lepe_transpose_w(wt, w, c0, cb, kk);
-            memset(dwl, 0, sizeof dwl);
-            memset(dbl, 0, sizeof dbl);
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * kk) == 0)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
+        float wt[kk * LEPE_CB], dwl[kk * LEPE_CB], dbl[LEPE_CB];
+        lepe_transpose_w(wt, w, c0, cb, kk);
+        memset(dwl, 0, sizeof dwl);
+        memset(dbl, 0, sizeof dbl);
+        for (int b = 0; b < B; b++) {
             const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
             const float *g0 = dout + (size_t)b * L * H + c0;
             float *dv = dqkv ? dqkv + (size_t)b * L * ld + 2 * (size_t)H + c0 : NULL;
             if (cb == LEPE_CB) lepe_bwd_block(dv, dwl, dbl, g0, v0, wt, k, s.gh, s.gw, ld, H, LEPE_CB);
             else lepe_bwd_block(dv, dwl, dbl, g0, v0, wt, k, s.gh, s.gw, ld, H, cb);
-            if (dw)
-                for (int c = 0; c < cb; c++)
-                    for (int t = 0; t < kk; t++) {
-                        #pragma omp atomic
-                        dw[(size_t)(c0 + c) * kk + t] += dwl[t * LEPE_CB + c];
-                    }
-            if (db)
-                for (int c = 0; c < cb; c++) {
-                    #pragma omp atomic
-                    db[c0 + c] += dbl[c];
-                }
         }
+        if (dw)
+            for (int c = 0; c < cb; c++)
+                for (int t = 0; t < kk; t++) dw[(size_t)(c0 + c) * kk + t] += dwl[t * LEPE_CB + c];
+        if (db)
+            for (int c = 0; c < cb; c++) db[c0 + c] += dbl[c];
     }
 }

@@ -278,10 +278,20 @@ void cpu_ema(float *e, const float *p, size_t n, float decay) {
     for (size_t i = 0; i < n; i++) e[i] = e[i] * decay + p[i] * (1.0f - decay);
 }
 
+// Fixed chunks summed in a fixed order: the same bits on every run (clipping uses the norm).
 double cpu_sumsq(const float *x, size_t n) {
+    enum { PARTS = 64 };
+    double part[PARTS];
+    size_t per = (n + PARTS - 1) / PARTS;
+    #pragma omp parallel for schedule(static)
+    for (int p = 0; p < PARTS; p++) {
+        size_t i0 = (size_t)p * per, i1 = i0 + per < n ? i0 + per : n;
+        double s = 0.0;
+        for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
+        part[p] = s;
+    }
     double s = 0.0;
-    #pragma omp parallel for reduction(+ : s) schedule(static)
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    for (int p = 0; p < PARTS; p++) s += part[p];
     return s;
 }
 

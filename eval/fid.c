@@ -73,8 +73,8 @@ int fid_stats_finalize(FidStats *s, MalaErr *err) {
         m[j] = s->sum[j] / n;
         s->mu[j] = s->shift[j] + m[j];
     }
-    // sigma = (sum (x-k)(x-k)^T - n m m^T) / (n - 1), mirrored from the upper triangle
-    #pragma omp parallel for schedule(dynamic, 16)
+    // sigma = (sum (x-k)(x-k)^T - n m m^T) / (n - 1), mirrored from the upper triangle. (No OpenMP
+    // in this file: idle OpenMP workers spinning next to OpenBLAS's threads slow LAPACK down.)
     for (int i = 0; i < d; i++)
         for (int j = i; j < d; j++) {
             double v = (s->sxx[(size_t)i * d + j] - n * m[i] * m[j]) / (n - 1.0);
@@ -170,7 +170,6 @@ int frechet_distance(const double *mu1, const double *s1, const double *mu2, con
     lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', d, e, d, w);
     if (info != 0) { rc = mala_errf(err, "frechet_distance: eigendecomposition of sigma1 failed (info %d)", (int)info); goto done; }
     for (int j = 0; j < d; j++) w[j] = sqrt(w[j] > 0 ? w[j] : 0);
-    #pragma omp parallel for schedule(static)
     for (int i = 0; i < d; i++)
         for (int j = 0; j < d; j++) e[(size_t)i * d + j] *= w[j];
     // M = E^T S2 E, similar to sqrt(S1) S2 sqrt(S1)

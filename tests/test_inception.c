@@ -478,6 +478,7 @@ START_TEST(full_network_from_safetensors) {
 END_TEST
 
 int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0);  // keep the report lines of a failing (forked) test
     Suite *s = suite_create("inception");
     TCase *tc = tcase_create("torch_legacy");
     tcase_add_test(tc, tensor_names_match_torchvision);

@@ -127,6 +127,10 @@ START_TEST(test_elementwise) {
     ck_assert_float_eq_tol(gelu_f(1.0f), 0.8411920071f, 1e-6);
     ck_assert_float_eq_tol(gelu_f(-2.0f), -0.0454022884f, 1e-6);
     ck_assert_float_eq_tol(silu_f(1.0f), 0.7310585976f, 1e-6);
+    double worst = 0;
+    for (double x = -20; x <= 20; x += 1e-3) worst = fmax(worst, fabs(tanh_f((float)x) - tanh((float)x)));
+    ck_assert_msg(worst < 4e-7, "tanh_f error %.3g", worst);
+    ck_assert(isnan(tanh_f(NAN)) && isnan(gelu_f(NAN)) && isnan(gelu_grad_f(NAN)));
 }
 END_TEST
 
@@ -213,6 +217,7 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("ops_dense");
     TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_linear);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_modulate_and_gate);

@@ -1,0 +1,201 @@
+// Training: AdamW and EMA against PyTorch, the non-finite guard, the loss going down on a
+// Fashion-MNIST subset, and `mala train --resume` being bit-exact (also past a truncated
+// checkpoint).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "commands.h"
+#include "data.h"
+#include "safetensors.h"
+#include "testutil.h"
+#include "trainer.h"
+
+static float *fixture(const StFile *f, const char *name) {
+    const StTensor *t = st_find(f, name);
+    ck_assert_msg(t != NULL, "adamw fixture: %s missing", name);
+    float *x = malloc(sizeof(float) * (size_t)st_numel(t));
+    MalaErr err;
+    ck_assert_msg(st_read_f32(f, t, x, &err) == 0, "%s", err.msg);
+    return x;
+}
+
+// torch.optim.AdamW (lr 1e-3, wd 0.05) and DiT's EMA over five steps (tools/ref_adamw.py).
+START_TEST(test_adamw_ema_vs_pytorch) {
+    StFile f;
+    MalaErr err;
+    ck_assert_msg(st_open(&f, "tests/fixtures/adamw.safetensors", &err) == 0, "%s", err.msg);
+    const Backend *be = backend_cpu();
+    size_t n = (size_t)st_numel(st_find(&f, "p0"));
+    float *p = fixture(&f, "p0"), *e = fixture(&f, "p0");
+    float *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    for (int k = 1; k <= 5; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "g.%d", k);
+        float *g = fixture(&f, name);
+        be->adamw(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, k);
+        be->ema(e, p, n, 0.9f);
+        snprintf(name, sizeof name, "p.%d", k);
+        float *pr = fixture(&f, name);
+        snprintf(name, sizeof name, "e.%d", k);
+        float *er = fixture(&f, name);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg(fabsf(p[i] - pr[i]) <= 1e-6f * fmaxf(1.0f, fabsf(pr[i])), "AdamW step %d [%zu]: %.9g vs %.9g",
+                          k, i, p[i], pr[i]);
+            ck_assert_msg(fabsf(e[i] - er[i]) <= 1e-6f * fmaxf(1.0f, fabsf(er[i])), "EMA step %d [%zu]", k, i);
+        }
+        free(g); free(pr); free(er);
+    }
+    free(p); free(e); free(m); free(v);
+    st_close(&f);
+}
+END_TEST
+
+static Trainer *tiny_trainer(float lr, int batch) {
+    DitConfig c;
+    dit_config_default(&c);
+    MalaErr err;
+    ck_assert(dit_config_preset(&c, "DiT-T/4", &err) == 0);
+    c.depth = 2;
+    c.hidden = 64;
+    c.heads = 2;
+    ClassNames cn;
+    class_names_default(&cn, 10);
+    TrainOpts o;
+    train_opts_default(&o);
+    o.lr = lr;
+    o.seed = 3;
+    o.ema_decay = 0.99f;
+    Trainer *tr = trainer_new(&c, &cn, &o, backend_cpu(), batch);
+    trainer_init_weights(tr);
+    class_names_free(&cn);
+    return tr;
+}
+
+// A batch with a NaN is skipped: weights, EMA and moments are untouched and the step is counted.
+START_TEST(test_nonfinite_step_skipped) {
+    Trainer *tr = tiny_trainer(1e-3f, 2);
+    size_t img = 2 * 32 * 32, bytes = tr->m->n_floats * sizeof(float);
+    float *x = calloc(img, sizeof(float));
+    int32_t y[2] = {1, 2};
+    trainer_step(tr, x, y);
+    float *before = malloc(4 * bytes);
+    memcpy(before, tr->m->w, bytes); memcpy((char *)before + bytes, tr->m->ema, bytes);
+    memcpy((char *)before + 2 * bytes, tr->m->m, bytes); memcpy((char *)before + 3 * bytes, tr->m->v, bytes);
+    x[5] = NAN;
+    StepStats st = trainer_step(tr, x, y);
+    ck_assert(st.skipped);
+    ck_assert_int_eq(tr->bad_in_a_row, 1);
+    ck_assert_int_eq(tr->skipped_total, 1);
+    ck_assert_int_eq(tr->step, 1);
+    ck_assert(!memcmp(before, tr->m->w, bytes) && !memcmp((char *)before + bytes, tr->m->ema, bytes));
+    ck_assert(!memcmp((char *)before + 2 * bytes, tr->m->m, bytes) && !memcmp((char *)before + 3 * bytes, tr->m->v, bytes));
+    x[5] = 0;
+    st = trainer_step(tr, x, y);
+    ck_assert(!st.skipped && tr->bad_in_a_row == 0 && tr->step == 2);
+    free(before); free(x);
+    trainer_free(tr);
+}
+END_TEST
+
+// 200 steps on 512 Fashion-MNIST images lower the loss clearly.
+START_TEST(test_loss_goes_down) {
+    MalaErr err;
+    Dataset *ds = dataset_open("fashion-mnist", 32, 1, &err);
+    ck_assert_msg(ds != NULL, "%s", err.msg);
+    ck_assert(dataset_limit(ds, 512, &err) == 0);
+    int B = 8;
+    Loader *ld = loader_new(ds, B, 1, 0, &err);
+    ck_assert_msg(ld != NULL, "%s", err.msg);
+    Trainer *tr = tiny_trainer(1e-3f, B);
+    float *x = malloc(sizeof(float) * B * 32 * 32);
+    int32_t y[16];
+    double first = 0, last = 0;
+    for (int s = 0; s < 200; s++) {
+        loader_next(ld, x, y);
+        StepStats st = trainer_step(tr, x, y);
+        ck_assert(!st.skipped);
+        if (s < 30) first += st.loss / 30;
+        if (s >= 170) last += st.loss / 30;
+    }
+    ck_assert_msg(last < 0.5 * first, "loss %.4f -> %.4f did not halve", first, last);
+    free(x);
+    trainer_free(tr);
+    loader_free(ld);
+    dataset_close(ds);
+}
+END_TEST
+
+static void *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "missing %s", path);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc(*n);
+    ck_assert(fread(buf, 1, *n, f) == *n);
+    fclose(f);
+    return buf;
+}
+
+static void same_file(const char *a, const char *b) {
+    size_t na, nb;
+    void *x = slurp(a, &na), *y = slurp(b, &nb);
+    ck_assert_msg(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
+    free(x); free(y);
+}
+
+static int train_cli(const char *out, const char *iters, int resume) {
+    char *argv[] = {"train", "--model", "DiT-T/4", "--batch", "4", "--limit", "64", "--iters", (char *)iters,
+                    "--ckpt-every", "4", "--log-every", "2", "--sample-every", "0", "--keep", "5", "--lr", "1e-3",
+                    "--out", (char *)out, "--threads", "2", resume ? "--resume" : NULL, NULL};
+    int argc = resume ? 24 : 23;
+    return cmd_train(argc, argv);
+}
+
+// 8 steps straight == 4 steps, stop, --resume, 4 more: identical checkpoint files byte for byte
+// (weights, EMA, AdamW moments, RNG state and counters). A checkpoint cut short on disk is passed
+// over by --resume, which continues from the previous one and arrives at the same bytes.
+START_TEST(test_resume_bit_exact) {
+    char dir[] = "/tmp/mala_resume_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char a[256], b[256], fa[300], fb[300];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    ck_assert_int_eq(train_cli(a, "8", 0), 0);
+    ck_assert_int_eq(train_cli(b, "4", 0), 0);
+    ck_assert_int_eq(train_cli(b, "8", 1), 0);
+    snprintf(fa, sizeof fa, "%s/checkpoints/0000008.safetensors", a);
+    snprintf(fb, sizeof fb, "%s/checkpoints/0000008.safetensors", b);
+    same_file(fa, fb);
+    // cut the newest checkpoint in half: resume must fall back to step 4
+    struct stat stt;
+    ck_assert(stat(fb, &stt) == 0);
+    ck_assert(truncate(fb, stt.st_size / 2) == 0);
+    ck_assert_int_eq(train_cli(b, "8", 1), 0);
+    same_file(fa, fb);
+    char log[300];
+    snprintf(log, sizeof log, "%s/log.csv", b);
+    size_t n;
+    char *csv = slurp(log, &n);
+    int rows = 0;
+    for (size_t i = 0; i < n; i++) rows += csv[i] == '\n';
+    ck_assert_int_eq(rows, 1 + 4);  // header + steps 2, 4, 6, 8 (rows after step 4 were replaced)
+    free(csv);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("train");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_adamw_ema_vs_pytorch);
+    tcase_add_test(tc, test_nonfinite_step_skipped);
+    tcase_add_test(tc, test_loss_goes_down);
+    tcase_add_test(tc, test_resume_bit_exact);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
