@@ -37,7 +37,7 @@ VIEW_OBJ = $(VIEW_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test sanitize clean gpu-check fixtures
+.PHONY: all test sanitize clean gpu-check fixtures demo
 all: mala
 
 mala: $(BUILD)/app/main.o $(VIEW_OBJ) $(BUILD)/libmala.a
@@ -69,6 +69,24 @@ test: mala $(TEST_BIN)
 
 sanitize:
 	$(MAKE) BUILD=build-san OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 test
+
+# The README's first command: the viewer on the bundled model when a display is present,
+# otherwise a grid of samples (8 per class) in samples.png.
+demo: mala
+	@if [ -n "$$DISPLAY" ] || [ -n "$$WAYLAND_DISPLAY" ]; then ./mala view; \
+	else ./mala sample --sampler ddim --steps 50 --out samples.png && echo "no display: wrote samples.png"; fi
+
+# On a machine with an NVIDIA GPU: parity suite, training smoke test, benchmarks (< 5 min).
+gpu-check:
+	tools/gpu_check.sh
+
+# Regenerates the PyTorch-written fixtures (needs Debian's python3-torch; CI does not).
+fixtures:
+	/usr/bin/python3 tools/ref_dit.py
+	/usr/bin/python3 tools/ref_diffusion.py
+	/usr/bin/python3 tools/ref_adamw.py
+	/usr/bin/python3 tools/make_safetensors_fixtures.py
+	/usr/bin/python3 tools/make_npy_fixtures.py
 
 clean:
 	rm -rf build build-san mala

@@ -1,0 +1,185 @@
+// mala view: the SDL2 desktop viewer. Its parts share this header:
+//   viewer.c         the command: flags, window, event loop, keys and mouse -> actions
+//   viewer_actions.c what an action does to the settings; generate, cancel, save
+//   viewer_worker.c  the generation thread, the only caller of the generate.h API
+//   viewer_ui.c      layout, widgets, drawing, screenshots (SDL renderer)
+//   viewer_font.c    text drawn from stb_easy_font's built-in glyphs (no font files)
+//   viewer_script.c  --script: parsing, then execution between frames
+// Threads: the UI thread owns the window and the View; the worker owns the Generator. They
+// share only the Worker struct (viewer_worker.c), under its mutex.
+#ifndef MALA_VIEWER_H
+#define MALA_VIEWER_H
+
+#include <SDL.h>
+#include <stdint.h>
+
+#include "generate.h"
+
+#define VIEW_MAX_IMAGES 16  // grid size 1..16; the generator is opened for this batch
+#define VIEW_GRID_PAD 2     // torchvision make_grid padding, as `mala sample --out`
+
+// ---- the generation thread (viewer_worker.c) ----
+
+// One run: n images of class cls, noise and per-step noise seeded by seed (as `mala sample
+// --class cls --n n --seed seed`, so the same settings give the same images).
+typedef struct {
+    GenOpts opts;
+    int n, cls;
+    uint64_t seed;
+} ViewRequest;
+
+typedef enum { WORKER_LOADING, WORKER_IDLE, WORKER_RUNNING, WORKER_FAILED } WorkerPhase;
+typedef enum { RUN_NONE, RUN_DONE, RUN_CANCELLED, RUN_FAILED } RunOutcome;
+
+typedef struct {
+    int C, S;              // channels and side of one image
+    char desc[160];        // "DiT depth 4, hidden 128, patch 4, mala; 32x32x1"
+    ClassNames classes;
+} ModelInfo;
+
+typedef struct {
+    WorkerPhase phase;
+    RunOutcome outcome;        // of the latest finished run
+    int step, nsteps;          // progress of the current (or latest) run
+    double steps_per_s, seconds;
+    uint64_t seq;              // bumps with every new frame (a preview or a result)
+    char msg[MALA_ERR_LEN];    // why loading or the latest run failed
+} WorkerStatus;
+
+// Images [n, C, S, S] in [-1, 1]: a step's predicted x0 (final = 0) or a finished run (final = 1).
+typedef struct {
+    float *x;
+    int n, final;
+    ViewRequest req;
+} Frame;
+
+typedef struct Worker Worker;
+typedef void (*WakeFn)(void *ctx);  // called from the worker whenever its status changes
+
+// Starts the thread, which opens the model file and then waits for requests.
+Worker *worker_start(const char *path, const Backend *be, int threads, WakeFn wake, void *wake_ctx);
+// Fills *out (class names copied) and returns 0 once the model is loaded; -1 before or on failure.
+int worker_model(Worker *w, ModelInfo *out);
+// Queues a run; -1 unless the worker is idle. The phase is WORKER_RUNNING when this returns 0.
+int worker_submit(Worker *w, const ViewRequest *r);
+void worker_cancel(Worker *w);  // the run stops after its current step
+// Copies the status into *st and, when a newer frame exists than *seen, the frame into *f
+// (f->x holds VIEW_MAX_IMAGES images) and updates *seen. Returns 1 when a frame was copied.
+int worker_poll(Worker *w, WorkerStatus *st, Frame *f, uint64_t *seen);
+// Cancels any run, joins the thread, closes the model and frees everything.
+void worker_stop(Worker *w);
+
+// ---- the view: settings and what is shown (owned by the UI thread) ----
+
+typedef enum {
+    ACT_NONE, ACT_CLASS_PREV, ACT_CLASS_NEXT, ACT_CLASS_SET, ACT_CFG_DOWN, ACT_CFG_UP, ACT_SAMPLER,
+    ACT_STEPS_DOWN, ACT_STEPS_UP, ACT_ETA_DOWN, ACT_ETA_UP, ACT_SEED_DOWN, ACT_SEED_UP, ACT_SEED_MODE,
+    ACT_N_DOWN, ACT_N_UP, ACT_GENERATE, ACT_CANCEL, ACT_SAVE, ACT_HELP, ACT_QUIT
+} Action;
+
+typedef struct {
+    // settings for the next run
+    int cls, n, seed_random;
+    uint64_t seed;
+    GenOpts opts;
+    // the model and the worker
+    const char *model_path, *save_dir;
+    Worker *worker;
+    ModelInfo model;
+    int model_ready;
+    WorkerStatus st;
+    uint64_t seen;
+    Frame frame;   // shown: the latest preview or result
+    Frame result;  // the latest finished run: what Save writes
+    // interface state
+    int help, list_top, quit, mouse_x, mouse_y;
+    char message[320];
+    const char *shot_path;   // screenshot wanted at the next frame
+    int shot_failed;
+    // rendering
+    SDL_Window *win;
+    SDL_Renderer *ren;
+    SDL_Texture *tex;
+    int tex_w, tex_h;
+    uint64_t tex_seq;        // frame seq the texture shows
+    SDL_Rect image_rect;     // where the grid was last drawn (for logs and tests)
+    int image_scale;
+} View;
+
+// viewer_actions.c
+void view_init(View *v);
+void view_model_ready(View *v);          // allocates frames once the model is known
+void view_free(View *v);
+void view_do(View *v, Action a, int arg);  // keys, clicks and scripts all end up here
+int view_generate(View *v);              // -1 (with a message) when busy or not loaded
+// Writes the latest finished grid as PNG; path NULL picks a new name in save_dir.
+int view_save(View *v, const char *path, MalaErr *err);
+int view_busy(const View *v);            // a run is in progress
+int view_grid_cols(int n);               // images per grid row: ceil(sqrt(n))
+void view_message(View *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// ---- drawing (viewer_ui.c) ----
+
+typedef struct {
+    SDL_Rect r;
+    Action act;
+    int arg;
+} Hit;
+
+#define UI_MAX_HITS 160
+typedef struct {
+    Hit hit[UI_MAX_HITS];
+    int n;
+    SDL_Rect list;   // the class list, for the mouse wheel
+} UiHits;
+
+// Draws the whole window into the renderer (not presented) and records the clickable areas.
+void ui_draw(View *v, UiHits *hits);
+// The action under (x, y), ACT_NONE when none.
+Action ui_hit(const UiHits *h, int x, int y, int *arg);
+// Re-uploads the shown frame into the texture when it changed. -1 with err on failure.
+int ui_update_texture(View *v, MalaErr *err);
+// Reads the rendered (not yet presented) frame and writes it as an RGB PNG of the output size.
+int ui_screenshot(SDL_Renderer *ren, const char *path, MalaErr *err);
+void ui_scroll_list(View *v, int rows);
+
+// ---- text (viewer_font.c) ----
+
+int font_width(const char *s, int scale);
+int font_height(int scale);  // of one line of capitals, without descenders
+void font_draw(SDL_Renderer *ren, int x, int y, int scale, SDL_Color c, const char *s);
+// Copies s into buf (size n), cut with ".." so it is at most max_w pixels wide.
+void font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
+
+// ---- scripts (viewer_script.c) ----
+
+typedef enum {
+    SC_CLASS, SC_CFG, SC_STEPS, SC_SAMPLER, SC_ETA, SC_N, SC_SEED, SC_GENERATE, SC_WAIT, SC_CANCEL,
+    SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_QUIT
+} ScriptOp;
+
+typedef struct {
+    ScriptOp op;
+    char *arg;      // the text after '=' (NULL when none)
+    double num;     // the parsed number, for numeric commands
+} ScriptCmd;
+
+typedef struct {
+    ScriptCmd *cmd;
+    int n, pc;
+    int started;    // cmd[pc] began and is waiting (generate, sleep, screenshot)
+    double until;   // sleep deadline
+} Script;
+
+typedef enum { SCRIPT_BLOCKED, SCRIPT_END, SCRIPT_QUIT, SCRIPT_ERROR } ScriptState;
+
+// Parses "class=Sneaker;cfg=4;generate;wait;save=out.png;quit". Unknown commands and bad values
+// are refused here, before any window opens; class names are checked when they run.
+int script_parse(Script *s, const char *text, MalaErr *err);
+void script_free(Script *s);
+// Runs commands until one has to wait for a later frame (SCRIPT_BLOCKED), the script ends, quits
+// or fails (err set).
+ScriptState script_step(Script *s, View *v, MalaErr *err);
+const char *script_usage(void);
+
+#endif

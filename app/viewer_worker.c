@@ -1,0 +1,215 @@
+// defines: worker_start, worker_model, worker_submit, worker_cancel, worker_poll, worker_stop
+// The viewer's generation thread. It alone calls generator_*: it opens the model, then runs one
+// request at a time, handing every step's predicted x0 to the UI thread under the mutex. The UI
+// never waits for a step: it copies whatever frame is newest when it polls.
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "args.h"
+#include "viewer.h"
+
+struct Worker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int cancel;        // read by on_step without the lock
+    // set before the thread starts, then read only by it
+    char *path;
+    const Backend *be;
+    int threads;
+    WakeFn wake;
+    void *wake_ctx;
+    // under mu
+    int quit, has_request, loaded;
+    ViewRequest req;
+    ModelInfo model;
+    WorkerStatus st;
+    Frame frame;              // the newest frame, x has VIEW_MAX_IMAGES images
+    double t0;                // start of the current run
+};
+
+static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
+
+static void describe(ModelInfo *mi, const DitConfig *c) {
+    snprintf(mi->desc, sizeof mi->desc, "DiT depth %d, hidden %d, patch %d, %s; %dx%dx%d", c->depth, c->hidden,
+             c->patch, attn_kind_name(c->attn), c->image_size, c->image_size, c->in_channels);
+}
+
+// Publishes the loaded model (or the failure) to the UI thread.
+static void publish_open(Worker *w, const Generator *g, int rc, const MalaErr *err) {
+    pthread_mutex_lock(&w->mu);
+    if (rc) {
+        w->st.phase = WORKER_FAILED;
+        snprintf(w->st.msg, sizeof w->st.msg, "%s", err->msg);
+    } else {
+        w->model.C = g->m->cfg.in_channels;
+        w->model.S = g->m->cfg.image_size;
+        describe(&w->model, &g->m->cfg);
+        class_names_copy(&w->model.classes, &g->classes);
+        w->frame.x = xcalloc(VIEW_MAX_IMAGES * image_floats(&w->model), sizeof(float));
+        w->loaded = 1;
+        w->st.phase = WORKER_IDLE;
+    }
+    pthread_mutex_unlock(&w->mu);
+    w->wake(w->wake_ctx);
+}
+
+// Stores frame x (n images) as the newest one; call with the lock held.
+static void store_frame(Worker *w, const float *x, int n, int final) {
+    memcpy(w->frame.x, x, n * image_floats(&w->model) * sizeof(float));
+    w->frame.n = n;
+    w->frame.final = final;
+    w->frame.req = w->req;
+    w->st.seq++;
+}
+
+static int on_step(void *ctx, int i, int nsteps, const float *x0) {
+    Worker *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    store_frame(w, x0, w->req.n, 0);
+    w->st.step = i + 1;
+    w->st.nsteps = nsteps;
+    w->st.seconds = now_seconds() - w->t0;
+    w->st.steps_per_s = w->st.seconds > 0 ? (i + 1) / w->st.seconds : 0;
+    pthread_mutex_unlock(&w->mu);
+    w->wake(w->wake_ctx);
+    return atomic_load(&w->cancel) ? 1 : 0;
+}
+
+// Waits for the next request; 0 when it is time to quit.
+static int next_request(Worker *w, ViewRequest *r) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->has_request && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+    int go = !w->quit;
+    if (go) {
+        *r = w->req;
+        w->has_request = 0;
+        w->t0 = now_seconds();
+        w->st.step = 0;
+        w->st.nsteps = r->opts.steps;
+        w->st.steps_per_s = w->st.seconds = 0;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return go;
+}
+
+static void finish_run(Worker *w, int rc, const float *x, const MalaErr *err) {
+    pthread_mutex_lock(&w->mu);
+    w->st.seconds = now_seconds() - w->t0;
+    if (rc == 0) {
+        store_frame(w, x, w->req.n, 1);
+        w->st.outcome = RUN_DONE;
+    } else if (rc == SAMPLER_CANCELLED) {
+        w->st.outcome = RUN_CANCELLED;
+    } else {
+        w->st.outcome = RUN_FAILED;
+        snprintf(w->st.msg, sizeof w->st.msg, "%s", err->msg);
+    }
+    w->st.phase = WORKER_IDLE;
+    pthread_mutex_unlock(&w->mu);
+    w->wake(w->wake_ctx);
+}
+
+static void run_requests(Worker *w, Generator *g) {
+    size_t per = image_floats(&w->model);
+    float *x = xmalloc(VIEW_MAX_IMAGES * per * sizeof(float));
+    int32_t y[VIEW_MAX_IMAGES];
+    ViewRequest r;
+    while (next_request(w, &r)) {
+        for (int i = 0; i < r.n; i++) y[i] = r.cls;
+        generator_noise(g, x, r.seed, 0, r.n);
+        MalaErr err = {{0}};
+        int rc = generator_run(g, &r.opts, x, y, r.n, r.seed, on_step, w, &err);
+        finish_run(w, rc, x, &err);
+    }
+    free(x);
+}
+
+static void *worker_main(void *arg) {
+    Worker *w = arg;
+    set_threads(w->threads);  // OpenMP's thread count is per calling thread: set it here
+    Generator g;
+    MalaErr err = {{0}};
+    int rc = generator_open(&g, w->path, w->be, VIEW_MAX_IMAGES, &err);
+    publish_open(w, &g, rc, &err);
+    if (rc == 0) run_requests(w, &g);
+    generator_close(&g);
+    return NULL;
+}
+
+Worker *worker_start(const char *path, const Backend *be, int threads, WakeFn wake, void *wake_ctx) {
+    Worker *w = xcalloc(1, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    atomic_init(&w->cancel, 0);
+    w->path = xstrdup(path);
+    w->be = be;
+    w->threads = threads;
+    w->wake = wake;
+    w->wake_ctx = wake_ctx;
+    w->st.phase = WORKER_LOADING;
+    int e = pthread_create(&w->thread, NULL, worker_main, w);
+    if (e) FATAL("cannot start the generation thread: %s", strerror(e));
+    return w;
+}
+
+int worker_model(Worker *w, ModelInfo *out) {
+    pthread_mutex_lock(&w->mu);
+    int ok = w->loaded;
+    if (ok) {
+        *out = w->model;
+        class_names_copy(&out->classes, &w->model.classes);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok ? 0 : -1;
+}
+
+int worker_submit(Worker *w, const ViewRequest *r) {
+    pthread_mutex_lock(&w->mu);
+    int ok = w->st.phase == WORKER_IDLE && !w->has_request;
+    if (ok) {
+        w->req = *r;
+        w->has_request = 1;
+        w->st.phase = WORKER_RUNNING;
+        w->st.outcome = RUN_NONE;
+        w->st.msg[0] = 0;
+        atomic_store(&w->cancel, 0);
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok ? 0 : -1;
+}
+
+void worker_cancel(Worker *w) { atomic_store(&w->cancel, 1); }
+
+int worker_poll(Worker *w, WorkerStatus *st, Frame *f, uint64_t *seen) {
+    pthread_mutex_lock(&w->mu);
+    *st = w->st;
+    int fresh = w->loaded && w->st.seq != *seen && w->frame.n > 0;
+    if (fresh) {
+        memcpy(f->x, w->frame.x, w->frame.n * image_floats(&w->model) * sizeof(float));
+        f->n = w->frame.n;
+        f->final = w->frame.final;
+        f->req = w->frame.req;
+        *seen = w->st.seq;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return fresh;
+}
+
+void worker_stop(Worker *w) {
+    if (!w) return;
+    atomic_store(&w->cancel, 1);
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    class_names_free(&w->model.classes);
+    free(w->frame.x);
+    free(w->path);
+    free(w);
+}
