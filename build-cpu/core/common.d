@@ -1,2 +1,0 @@
-build-cpu/core/common.o: core/common.c core/common.h
-core/common.h:

@@ -1,2 +1,0 @@
-build-cpu/core/rng.o: core/rng.c core/rng.h
-core/rng.h:

@@ -1,6 +1,0 @@
-build-cpu/model/denoiser.o: model/denoiser.c model/denoiser.h model/dit.h \
- core/backend.h core/common.h
-model/denoiser.h:
-model/dit.h:
-core/backend.h:
-core/common.h:
