@@ -11,7 +11,7 @@
 
 typedef struct {
     double t0;
-    int done_images, total_images;
+    int done_images, batch_end, total_images;
 } Progress;
 
 static int on_step(void *ctx, int i, int n, const float *x0) {
@@ -19,7 +19,7 @@ static int on_step(void *ctx, int i, int n, const float *x0) {
     double dt = now_seconds() - p->t0;
     int done = i + 1;
     fprintf(stderr, "\rsampling images %d-%d of %d: step %d/%d, %.2f steps/s, ETA %.0fs   ", p->done_images + 1,
-            p->total_images, p->total_images, done, n, done / dt, (n - done) * dt / done);
+            p->batch_end, p->total_images, done, n, done / dt, (n - done) * dt / done);
     return 0;
 }
 
@@ -28,6 +28,8 @@ static int parse_labels(const char *s, const ClassNames *cn, int32_t **out) {
     int cap = 16, n = 0;
     int32_t *y = xmalloc(cap * sizeof(int32_t));
     char *copy = xstrdup(s), *save = NULL;
+    for (char *p = copy; *p; p++)
+        if (*p == ',' && (p == copy || p[1] == ',' || p[1] == 0)) FATAL("--labels %s: empty entry", s);
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ') tok++;
         int k = class_names_find(cn, tok);
@@ -109,6 +111,7 @@ int cmd_sample(int argc, char **argv) {
         if (cls && (k = class_names_find(&g.classes, cls)) < 0) {
             fprintf(stderr, "error: --class %s: unknown class; the model knows:", cls);
             for (int i = 0; i < K; i++) fprintf(stderr, " %s%s", g.classes.names[i], i + 1 < K ? "," : "\n");
+            generator_close(&g);
             return 1;
         }
         if (!n) n = cls ? 16 : 8 * K;
@@ -122,20 +125,26 @@ int cmd_sample(int argc, char **argv) {
         if (npy_load(init_noise, &a, &err)) FATAL("%s", err.msg);
         if (strcmp(a.dtype, "<f4") || a.ndim != 4 || a.shape[0] != n || a.shape[1] != c->in_channels ||
             a.shape[2] != c->image_size || a.shape[3] != c->image_size)
-            FATAL("%s: expected float32 [%d, %d, %d, %d] noise, got %s with %d dims", init_noise, n, c->in_channels,
-                  c->image_size, c->image_size, a.dtype, a.ndim);
+        {
+            char shape[96] = "";
+            for (int d = 0; d < a.ndim && d < 8; d++)
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "", (long long)a.shape[d]);
+            FATAL("%s: expected float32 [%d,%d,%d,%d] noise, got %s [%s]", init_noise, n, c->in_channels, c->image_size,
+                  c->image_size, a.dtype, shape);
+        }
         memcpy(x, a.data, per * n * sizeof(float));
         npy_free(&a);
     } else {
         generator_noise(&g, x, seed, 0, n);
     }
 
-    Progress pr = {now_seconds(), 0, n};
+    Progress pr = {now_seconds(), 0, 0, n};
     for (int b0 = 0; b0 < n; b0 += batch) {
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
+        pr.batch_end = b0 + nb;
         pr.t0 = now_seconds();
-        if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed + (uint64_t)b0, on_step, &pr, &err))
+        if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, on_step, &pr, &err))
             FATAL("%s", err.msg);
     }
     fprintf(stderr, "\n");

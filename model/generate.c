@@ -43,7 +43,20 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
     }
 }
 
-int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t step_seed,
+// Per-step noise: one Philox stream per (image, step), under a seed distinct from the initial
+// noise's (generator_noise uses stream = image index under `seed`).
+static void step_noise(void *ctx, float *out, size_t count, int step) {
+    Generator *g = ctx;
+    const DitConfig *c = &g->m->cfg;
+    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
+    for (size_t i = 0; i < count / per; i++) {
+        Rng r;
+        rng_seed_stream(&r, g->noise_seed ^ 0x9e3779b97f4a7c15ull, (uint64_t)(g->noise_first + (int64_t)i) * 1024 + step);
+        rng_normal_fill(&r, out + i * per, per);
+    }
+}
+
+int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err) {
     int T = g->base.num_timesteps;
     if (o->steps < 1 || o->steps > T) return mala_errf(err, "--steps %d: must be between 1 and %d", o->steps, T);
@@ -55,7 +68,9 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     g->s.cfg.cfg_scale = o->cfg_scale;
     g->s.cfg.eta = o->eta;
     g->s.cfg.clip_denoised = o->clip;
-    rng_seed(&g->s.rng, step_seed);
+    g->noise_seed = seed;
+    g->noise_first = first;
+    sampler_set_noise(&g->s, step_noise, g);
     sampler_set_progress(&g->s, on_step, ctx);
     return sampler_run(&g->s, x, y, n, err);
 }

@@ -16,6 +16,8 @@ typedef struct {
     Diffusion base;
     Sampler s;
     int max_batch;
+    uint64_t noise_seed;   // per-step noise of the run in progress (see generator_run)
+    int64_t noise_first;
 } Generator;
 
 typedef struct {
@@ -32,9 +34,11 @@ void generator_close(Generator *g);
 // Fills noise [n, C, S, S] for images first..first+n-1 of a run seeded by seed: image i's noise
 // depends only on (seed, i), so batching does not change the images.
 void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t first, int n);
-// x: in the initial noise, out the samples in [-1, 1]. step_seed seeds the per-step noise.
-// on_step (may be NULL) sees the predicted x0 after every step and may cancel (returns 1).
-int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t step_seed,
+// x: in the initial noise, out the samples in [-1, 1], for images first..first+n-1 of a run
+// seeded by seed. The per-step noise of image i (DDPM, DDIM with eta > 0) depends only on
+// (seed, first + i, step), so batching changes nothing. on_step (may be NULL) sees the
+// predicted x0 after every step and may cancel (returns 1).
+int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err);
 
 #endif

@@ -1,0 +1,449 @@
+// Sampling end to end against PyTorch: tools/ref_sample.py writes a tiny random DiT as a
+// PyTorch user would (st_io.save of model.state_dict() with DESIGN 2's __metadata__), its
+// initial noise, and the samples of a complete DDIM run (eta 0, 10 respaced steps, guidance
+// w = 4, clip on, labels 0,2,1,2) computed in PyTorch float32 (ADM's ddim_sample + DiT's
+// guidance wrapper, within 5e-6 of the same run in float64).
+//
+//   a. the library: generator_open (ckpt_load_model on the PyTorch-written file) + generator_run
+//   b. the CLI: cmd_sample with --init-noise, --save-npy, --save-npz, --out, --out-dir
+//   c. seeds: same seed -> identical samples, another seed -> different ones; CLI == library
+//   d. errors: the CLI exits non-zero with a message naming the problem; the library returns an
+//      error instead of exiting
+//
+// Every CLI run is cmd_sample (libmala.a) in a forked child, as `mala sample` runs: a CLI exits
+// the process on errors, and the child's stderr is captured for the messages.
+// Samples are compared within 1e-4 max abs (float32 reference; the C sampler keeps float32
+// state with float64 per-element arithmetic, the network accumulates in a different order).
+// Forked children run with --threads 1 (libgomp does not survive fork once its pool exists;
+// the CLI runs of test_seeds come before its library runs) and the results then match the
+// library's bit for bit at the same thread count.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "generate.h"
+#include "image_io.h"
+#include "npy.h"
+#include "testutil.h"
+
+#define MODEL "tests/fixtures/sample_model.safetensors"
+#define BAD_MODEL "tests/fixtures/sample_bad_shape.safetensors"
+#define NOISE "tests/fixtures/sample_noise.npy"
+#define REF "tests/fixtures/sample_ddim_out.npy"
+#define N 4
+#define S 8
+#define PER (S * S)  // one channel
+#ifndef TOL
+#define TOL 1e-4
+#endif
+
+static const int32_t LABELS[N] = {0, 2, 1, 2};
+static const char *NAMES[3] = {"circle", "square", "ring"};
+
+// A float32 [4, 1, 8, 8] .npy into a malloc'd buffer.
+static float *load_images(const char *path) {
+    NpyArray a;
+    MalaErr err;
+    ck_assert_msg(npy_load(path, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref_sample.py)", err.msg);
+    ck_assert_msg(!strcmp(a.dtype, "<f4") && a.ndim == 4 && a.shape[0] == N && a.shape[1] == 1 && a.shape[2] == S &&
+                      a.shape[3] == S,
+                  "%s: expected float32 [4,1,8,8], got %s with %d dims", path, a.dtype, a.ndim);
+    float *x = malloc(sizeof(float) * N * PER);
+    memcpy(x, a.data, sizeof(float) * N * PER);
+    npy_free(&a);
+    return x;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+static GenOpts ddim_opts(void) {
+    GenOpts o = gen_opts_default();
+    o.kind = SAMPLER_DDIM;
+    o.steps = 10;
+    o.cfg_scale = 4.0f;
+    o.eta = 0.0f;
+    o.clip = 1;
+    return o;
+}
+
+static void tmpdir(char *dir) {
+    strcpy(dir, "/tmp/mala_sample_XXXXXX");
+    ck_assert(mkdtemp(dir) != NULL);
+}
+
+static void rm_tree(const char *dir) {  // one level of subdirectories is all the tests make
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (!stat(p, &st) && S_ISDIR(st.st_mode)) rm_tree(p);
+        else unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+// Runs cmd_sample(argv) (argv[0] = "sample", NULL-terminated) in a forked child, as `mala
+// sample` would run (a CLI exits the process on errors), with its stderr captured into errbuf.
+// Returns the exit status, or 128 + signal.
+static int run_cli(const char **argv, char *errbuf, size_t errlen) {
+    char path[] = "/tmp/mala_sample_err_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        int argc = 0;
+        while (argv[argc]) argc++;
+        _exit(cmd_sample(argc, (char **)argv));
+    }
+    int status = 0;
+    ck_assert(waitpid(pid, &status, 0) == pid);
+    ssize_t got = pread(fd, errbuf, errlen - 1, 0);
+    errbuf[got > 0 ? got : 0] = 0;
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void run_cli_ok(const char **argv) {
+    char msg[8192];
+    int rc = run_cli(argv, msg, sizeof msg);
+    ck_assert_msg(rc == 0, "mala sample exited with %d:\n%s", rc, msg);
+}
+
+typedef struct {
+    int calls, last_index, last_n;
+    float x0[N * PER];
+} StepLog;
+
+static int log_step(void *ctx, int i, int n, const float *x0) {
+    StepLog *l = ctx;
+    l->calls++;
+    l->last_index = i;
+    l->last_n = n;
+    memcpy(l->x0, x0, sizeof l->x0);
+    return 0;
+}
+
+static int cancel_at_3(void *ctx, int i, int n, const float *x0) {
+    (void)ctx; (void)n; (void)x0;
+    return i == 2;
+}
+
+// a. The PyTorch-written model file loads through generator_open (ckpt_load_model) with the
+// configuration from its metadata, and a DDIM run matches PyTorch's samples.
+START_TEST(test_library_vs_pytorch) {
+    MalaErr err;
+    Generator g;
+    ck_assert_msg(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0, "%s", err.msg);
+    const DitConfig *c = &g.m->cfg;
+    ck_assert(c->depth == 2 && c->hidden == 32 && c->heads == 2 && c->patch == 2 && c->image_size == S);
+    ck_assert(c->in_channels == 1 && c->num_classes == 3 && c->learn_sigma == 1);
+    ck_assert(c->attn == ATTN_MALA && c->rope == 1 && c->lepe == 5 && c->gate == 0);
+    ck_assert_int_eq(g.classes.n, 3);
+    for (int k = 0; k < 3; k++) ck_assert_str_eq(g.classes.names[k], NAMES[k]);
+
+    float *noise = load_images(NOISE), *ref = load_images(REF);
+    float x[N * PER];
+    memcpy(x, noise, sizeof x);
+    GenOpts o = ddim_opts();
+    StepLog log = {0};
+    ck_assert_msg(generator_run(&g, &o, x, LABELS, N, 0, 0, log_step, &log, &err) == 0, "%s", err.msg);
+    double e = max_abs_diff(x, ref, N * PER);
+    ck_assert_msg(e < TOL, "DDIM samples differ from PyTorch by %.3g (max abs)", e);
+    // one progress call per step; at the last step (abar_prev = 1) the sample is the clipped x0
+    ck_assert_int_eq(log.calls, 10);
+    ck_assert_int_eq(log.last_index, 9);
+    ck_assert_int_eq(log.last_n, 10);
+    ck_assert_int_eq(memcmp(log.x0, x, sizeof x), 0);
+
+    // eta 0 is deterministic: the step seed does not matter
+    float x2[N * PER];
+    memcpy(x2, noise, sizeof x2);
+    ck_assert(generator_run(&g, &o, x2, LABELS, N, 12345, 0, NULL, NULL, &err) == 0);
+    ck_assert_int_eq(memcmp(x2, x, sizeof x), 0);
+
+    // a smaller batch gives the same images (rows are independent; the GEMM blocking, and so
+    // the float rounding, depends on the batch: about 1e-5 apart)
+    memcpy(x2, noise + 2 * PER, 2 * PER * sizeof(float));
+    ck_assert(generator_run(&g, &o, x2, LABELS + 2, 2, 0, 0, NULL, NULL, &err) == 0);
+    e = max_abs_diff(x2, x + 2 * PER, 2 * PER);
+    ck_assert_msg(e < TOL, "batch of 2 vs batch of 4: %.3g", e);
+
+    // guidance matters (w = 1 is one unguided pass and gives other images)
+    GenOpts o1 = o;
+    o1.cfg_scale = 1.0f;
+    memcpy(x2, noise, sizeof x2);
+    ck_assert(generator_run(&g, &o1, x2, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
+    ck_assert(max_abs_diff(x2, ref, N * PER) > 0.1);
+
+    // cancel from the progress callback
+    memcpy(x2, noise, sizeof x2);
+    ck_assert_int_eq(generator_run(&g, &o, x2, LABELS, N, 0, 0, cancel_at_3, NULL, &err), SAMPLER_CANCELLED);
+
+    // errors come back as messages, not exits
+    GenOpts bad = o;
+    bad.steps = 0;
+    ck_assert_int_ne(generator_run(&g, &bad, x2, LABELS, N, 0, 0, NULL, NULL, &err), 0);
+    ck_assert_msg(strstr(err.msg, "steps"), "%s", err.msg);
+    bad.steps = 1001;
+    ck_assert_int_ne(generator_run(&g, &bad, x2, LABELS, N, 0, 0, NULL, NULL, &err), 0);
+    int32_t ybad[N] = {0, 1, 4, 2};
+    ck_assert_int_ne(generator_run(&g, &o, x2, ybad, N, 0, 0, NULL, NULL, &err), 0);
+    ck_assert_msg(strstr(err.msg, "label 4"), "%s", err.msg);
+    // the null class (label K) is allowed: an unconditional sample
+    int32_t ynull[N] = {3, 3, 3, 3};
+    memcpy(x2, noise, sizeof x2);
+    ck_assert_msg(generator_run(&g, &o, x2, ynull, N, 0, 0, NULL, NULL, &err) == 0, "%s", err.msg);
+
+    free(noise);
+    free(ref);
+    generator_close(&g);
+}
+END_TEST
+
+// b. `mala sample` with every output: .npy equals PyTorch's samples, the .npz is an ADM
+// evaluator batch, the grid is torchvision's make_grid size and the directory has one PNG per
+// image, named by index and class, holding save_image's pixel values.
+START_TEST(test_cli_outputs) {
+    char dir[64], npy[128], npz[128], grid[128], pngs[128];
+    tmpdir(dir);
+    snprintf(npy, sizeof npy, "%s/x.npy", dir);
+    snprintf(npz, sizeof npz, "%s/x.npz", dir);
+    snprintf(grid, sizeof grid, "%s/grid.png", dir);
+    snprintf(pngs, sizeof pngs, "%s/pngs", dir);
+    const char *argv[] = {"sample", "--ckpt", MODEL, "--sampler", "ddim", "--steps", "10", "--cfg-scale", "4",
+                          "--labels", "0,2,1,2", "--init-noise", NOISE, "--save-npy", npy, "--save-npz", npz,
+                          "--out", grid, "--out-dir", pngs, "--threads", "1", "--device", "cpu", NULL};
+    run_cli_ok(argv);
+
+    float *x = load_images(npy), *ref = load_images(REF);
+    double e = max_abs_diff(x, ref, N * PER);
+    ck_assert_msg(e < TOL, "mala sample --save-npy differs from PyTorch by %.3g (max abs)", e);
+
+    // ADM evaluator batch: arr_0 uint8 NHWC = clamp(127.5 x + 128, 0, 255) truncated (DiT's
+    // sample_ddp.py), arr_1 the labels
+    MalaErr err;
+    NpyArray a0, a1;
+    ck_assert_msg(npz_load(npz, "arr_0", &a0, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(a0.dtype, "|u1");
+    ck_assert_int_eq(a0.ndim, 4);
+    ck_assert(a0.shape[0] == N && a0.shape[1] == S && a0.shape[2] == S && a0.shape[3] == 1);
+    const uint8_t *u8 = a0.data;
+    for (int i = 0; i < N * PER; i++) {
+        float v = 127.5f * x[i] + 128.0f;
+        v = v < 0 ? 0 : v > 255 ? 255 : v;
+        ck_assert_msg(u8[i] == (uint8_t)v, "arr_0[%d] = %d, expected %d", i, u8[i], (uint8_t)v);
+    }
+    ck_assert_msg(npz_load(npz, "arr_1", &a1, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(a1.ndim, 1);
+    ck_assert_int_eq(a1.shape[0], N);
+    double *lab;
+    ck_assert(npy_to_f64(&a1, &lab, "arr_1", &err) == 0);
+    for (int i = 0; i < N; i++) ck_assert_int_eq((int)lab[i], LABELS[i]);
+    free(lab);
+    npy_free(&a0);
+    npy_free(&a1);
+
+    // grid: make_grid(nrow=8, padding=2) of 4 images of 8x8 -> 1 row of 4: 42 x 12
+    int w = 0, h = 0;
+    ck_assert_msg(image_check(grid, &w, &h, &err) == 0, "%s", err.msg);
+    ck_assert_msg(w == 4 * (S + 2) + 2 && h == S + 2 + 2, "grid is %dx%d", w, h);
+
+    // one PNG per image: <index>_<class>.png, save_image pixels (x+1)/2*255 + 0.5, truncated
+    int count = 0;
+    DIR *d = opendir(pngs);
+    ck_assert(d != NULL);
+    struct dirent *ent;
+    while ((ent = readdir(d)))
+        if (strstr(ent->d_name, ".png")) count++;
+    closedir(d);
+    ck_assert_int_eq(count, N);
+    for (int i = 0; i < N; i++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/%06d_%s.png", pngs, i, NAMES[LABELS[i]]);
+        uint8_t *pix;
+        ck_assert_msg(image_load(p, 1, &pix, &w, &h, &err) == 0, "%s", err.msg);
+        ck_assert(w == S && h == S);
+        for (int j = 0; j < PER; j++) {
+            double v = fmin(fmax(x[i * PER + j], -1.0), 1.0);
+            int want = (int)fmin(fmax((v + 1) / 2 * 255 + 0.5, 0), 255);
+            ck_assert_msg(abs(pix[j] - want) <= 1, "%s pixel %d: %d, expected %d", p, j, pix[j], want);
+        }
+        free(pix);
+    }
+    free(x);
+    free(ref);
+    rm_tree(dir);
+}
+END_TEST
+
+// c. Seeds: image i's initial noise depends only on (seed, i); the same seed twice gives the
+// same samples (DDPM: per-step noise too), another seed other samples; the CLI's --seed run is
+// the library run with that seed.
+START_TEST(test_seeds) {
+    // the CLI runs first: forked before this process has started OpenMP threads
+    char dir[64], p1[128], p2[128], p3[128];
+    tmpdir(dir);
+    snprintf(p1, sizeof p1, "%s/a.npy", dir);
+    snprintf(p2, sizeof p2, "%s/b.npy", dir);
+    snprintf(p3, sizeof p3, "%s/c.npy", dir);
+    const char *argv[] = {"sample", "--ckpt", MODEL, "--sampler", "ddpm", "--steps", "5", "--labels",
+                          "circle,RING,1,2", "--seed", "7", "--save-npy", p1, "--threads", "1", "--device", "cpu", NULL};
+    run_cli_ok(argv);
+    argv[12] = p2;
+    run_cli_ok(argv);
+    argv[10] = "8";
+    argv[12] = p3;
+    run_cli_ok(argv);
+
+    set_threads(1);  // as the CLI runs: float sums depend on the thread count
+    MalaErr err;
+    Generator g;
+    ck_assert_msg(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0, "%s", err.msg);
+    float a[N * PER], b[N * PER], part[2 * PER];
+    generator_noise(&g, a, 7, 0, N);
+    generator_noise(&g, b, 7, 0, N);
+    ck_assert_int_eq(memcmp(a, b, sizeof a), 0);
+    generator_noise(&g, part, 7, 2, 2);
+    ck_assert_int_eq(memcmp(part, a + 2 * PER, sizeof part), 0);
+    generator_noise(&g, b, 8, 0, N);
+    ck_assert(max_abs_diff(a, b, N * PER) > 0.5);
+    double mean = 0, var = 0;
+    for (int i = 0; i < N * PER; i++) mean += a[i] / (N * PER);
+    for (int i = 0; i < N * PER; i++) var += (a[i] - mean) * (a[i] - mean) / (N * PER);
+    ck_assert_msg(fabs(mean) < 0.25 && var > 0.6 && var < 1.5, "noise mean %g var %g", mean, var);
+
+    GenOpts o = gen_opts_default();  // DDPM, guidance 4
+    o.steps = 5;
+    float s1[N * PER], s2[N * PER], s3[N * PER];
+    generator_noise(&g, s1, 7, 0, N);
+    memcpy(s2, s1, sizeof s1);
+    memcpy(s3, s1, sizeof s1);
+    ck_assert(generator_run(&g, &o, s1, LABELS, N, 7, 0, NULL, NULL, &err) == 0);
+    ck_assert(generator_run(&g, &o, s2, LABELS, N, 7, 0, NULL, NULL, &err) == 0);
+    ck_assert_int_eq(memcmp(s1, s2, sizeof s1), 0);
+    ck_assert(generator_run(&g, &o, s3, LABELS, N, 8, 0, NULL, NULL, &err) == 0);  // other step noise
+    ck_assert(max_abs_diff(s1, s3, N * PER) > 1e-3);
+    generator_close(&g);
+
+    float *c1 = load_images(p1), *c2 = load_images(p2), *c3 = load_images(p3);
+    ck_assert_int_eq(memcmp(c1, c2, sizeof(float) * N * PER), 0);
+    ck_assert(max_abs_diff(c1, c3, N * PER) > 1e-3);
+    // names resolve case-insensitively, numbers as indices: the labels are 0,2,1,2 as above
+    double e = max_abs_diff(c1, s1, N * PER);
+    ck_assert_msg(e == 0, "mala sample --seed 7 vs generator_noise + generator_run: %.3g", e);
+    free(c1);
+    free(c2);
+    free(c3);
+    rm_tree(dir);
+}
+END_TEST
+
+// d. Bad input: the CLI exits non-zero with a message that names the problem; the library
+// refuses the same file with an error message and no exit.
+START_TEST(test_errors) {
+    char dir[64], out[128], wrong_shape[128], wrong_n[128], wrong_dtype[128], msg[8192];
+    tmpdir(dir);
+    snprintf(out, sizeof out, "%s/x.npy", dir);
+    snprintf(wrong_shape, sizeof wrong_shape, "%s/noise_shape.npy", dir);
+    snprintf(wrong_n, sizeof wrong_n, "%s/noise_n.npy", dir);
+    snprintf(wrong_dtype, sizeof wrong_dtype, "%s/noise_f8.npy", dir);
+    MalaErr err;
+    float z[N * PER] = {0};
+    double z8[N * PER] = {0};
+    NpyArray a;
+    npy_wrap(&a, "<f4", z, 4, (int64_t[]){N, 1, S, S / 2});
+    ck_assert(npy_save(wrong_shape, &a, &err) == 0);
+    npy_wrap(&a, "<f4", z, 4, (int64_t[]){N - 1, 1, S, S});
+    ck_assert(npy_save(wrong_n, &a, &err) == 0);
+    npy_wrap(&a, "<f8", z8, 4, (int64_t[]){N, 1, S, S});
+    ck_assert(npy_save(wrong_dtype, &a, &err) == 0);
+
+    // the valid command line, then one thing broken at a time
+    const char *ok[] = {"sample", "--ckpt", MODEL, "--sampler", "ddim", "--steps", "2", "--labels", "0,2,1,2",
+                        "--save-npy", out, "--threads", "1", "--device", "cpu", NULL};
+    ck_assert_int_eq(run_cli(ok, msg, sizeof msg), 0);
+
+    struct { int idx; const char *value, *expect; } cases[] = {
+        {8, "0,Triangle,1,2", "Triangle"},       // unknown class name
+        {8, "0,3,1,2", "'3'"},                   // class number out of range (K = 3)
+        {2, BAD_MODEL, "blocks.1.attn.lepe.weight"},  // wrong-shape tensor in the model file
+        {2, "tests/fixtures/no_such_model.safetensors", "no_such_model"},
+        {2, NOISE, NULL},                        // not a safetensors file
+        {4, "euler", "euler"},                   // unknown sampler
+        {6, "0", "steps"},                       // steps out of range
+        {6, "1001", "steps"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[sizeof ok / sizeof ok[0]];
+        memcpy(argv, ok, sizeof ok);
+        argv[cases[i].idx] = cases[i].value;
+        int rc = run_cli(argv, msg, sizeof msg);
+        ck_assert_msg(rc != 0 && rc < 128, "case %zu (%s): exit status %d\n%s", i, cases[i].value, rc, msg);
+        if (cases[i].expect)
+            ck_assert_msg(strstr(msg, cases[i].expect), "case %zu: message lacks '%s': %s", i, cases[i].expect, msg);
+    }
+    // an empty --labels list
+    {
+        const char *argv[sizeof ok / sizeof ok[0]];
+        memcpy(argv, ok, sizeof ok);
+        argv[8] = ",";
+        ck_assert_int_ne(run_cli(argv, msg, sizeof msg), 0);
+    }
+
+    // --class with an unknown name lists the classes
+    {
+        const char *argv[] = {"sample", "--ckpt", MODEL, "--class", "triangle", "--n", "2", "--save-npy", out,
+                              "--threads", "1", "--device", "cpu", NULL};
+        ck_assert_int_ne(run_cli(argv, msg, sizeof msg), 0);
+        ck_assert_msg(strstr(msg, "circle") && strstr(msg, "ring"), "%s", msg);
+    }
+
+    // --init-noise with the wrong shape, the wrong count and the wrong dtype
+    const char *noises[] = {wrong_shape, wrong_n, wrong_dtype};
+    for (int i = 0; i < 3; i++) {
+        const char *argv[] = {"sample", "--ckpt", MODEL, "--sampler", "ddim", "--steps", "2", "--labels", "0,2,1,2",
+                              "--init-noise", noises[i], "--save-npy", out, "--threads", "1", "--device", "cpu", NULL};
+        int rc = run_cli(argv, msg, sizeof msg);
+        ck_assert_msg(rc != 0 && rc < 128, "--init-noise %s: exit status %d", noises[i], rc);
+        ck_assert_msg(strstr(msg, "[4,1,8,8]"), "--init-noise %s: %s", noises[i], msg);
+    }
+
+    // the library returns the loader's message (the GUI must not exit)
+    Generator g;
+    ck_assert_int_ne(generator_open(&g, BAD_MODEL, backend_cpu(), 2, &err), 0);
+    ck_assert_msg(strstr(err.msg, "blocks.1.attn.lepe.weight") && strstr(err.msg, BAD_MODEL), "%s", err.msg);
+    generator_close(&g);
+    rm_tree(dir);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("sample");
+    TCase *tc = tcase_create("sample");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_library_vs_pytorch);
+    tcase_add_test(tc, test_cli_outputs);
+    tcase_add_test(tc, test_seeds);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
