@@ -13,6 +13,7 @@ static const Command COMMANDS[] = {
     {"sample", cmd_sample, "generate images with DDPM or DDIM and classifier-free guidance"},
     {"bench", cmd_bench, "measure throughput: bench train | bench sample"},
     {"info", cmd_info, "print a model file's configuration and tensors"},
+    {"view", cmd_view, "open a window to generate images interactively (SDL2)"},
 };
 #define NCOMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])
 

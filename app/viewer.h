@@ -1,5 +1,5 @@
 // mala view: the SDL2 desktop viewer. Its parts share this header:
-//   viewer.c         the command: flags, window, event loop, keys and mouse -> actions
+//   viewer_main.c    the command: flags, window, event loop, keys and mouse -> actions
 //   viewer_actions.c what an action does to the settings; generate, cancel, save
 //   viewer_worker.c  the generation thread, the only caller of the generate.h API
 //   viewer_ui.c      layout, widgets, drawing, screenshots (SDL renderer)
@@ -33,7 +33,8 @@ typedef enum { RUN_NONE, RUN_DONE, RUN_CANCELLED, RUN_FAILED } RunOutcome;
 
 typedef struct {
     int C, S;              // channels and side of one image
-    char desc[160];        // "DiT depth 4, hidden 128, patch 4, mala; 32x32x1"
+    char arch[80];         // "depth 4, hidden 128, patch 4"
+    char data[80];         // "mala, 32x32x1, 10 classes"
     ClassNames classes;
 } ModelInfo;
 
@@ -92,7 +93,9 @@ typedef struct {
     Frame frame;   // shown: the latest preview or result
     Frame result;  // the latest finished run: what Save writes
     // interface state
-    int help, list_top, quit, mouse_x, mouse_y;
+    int help, quit, mouse_x, mouse_y;
+    int list_top, list_cls;  // first class shown in the list; the class it last scrolled to
+    int run_draws;           // frames drawn while the current run was in progress
     char message[320];
     const char *shot_path;   // screenshot wanted at the next frame
     int shot_failed;
@@ -155,13 +158,13 @@ void font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
 
 typedef enum {
     SC_CLASS, SC_CFG, SC_STEPS, SC_SAMPLER, SC_ETA, SC_N, SC_SEED, SC_GENERATE, SC_WAIT, SC_CANCEL,
-    SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_QUIT
+    SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_KEY, SC_CLICK, SC_SIZE, SC_QUIT
 } ScriptOp;
 
 typedef struct {
     ScriptOp op;
     char *arg;      // the text after '=' (NULL when none)
-    double num;     // the parsed number, for numeric commands
+    double num;     // the parsed number, for numeric commands; the key code for key=
 } ScriptCmd;
 
 typedef struct {

@@ -25,6 +25,7 @@ void view_init(View *v) {
     v->opts.steps = 50;
     v->n = VIEW_MAX_IMAGES;
     v->save_dir = ".";
+    v->list_cls = -1;
     view_message(v, "loading the model...");
 }
 
@@ -87,7 +88,7 @@ static uint64_t random_seed(void) {
     uint64_t z = SDL_GetPerformanceCounter() + 0x9E3779B97F4A7C15ull * ++counter;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (z ^ (z >> 31)) % 1000000000ull;  // short enough to read and type
+    return (z ^ (z >> 31)) % 1000000ull;  // short enough to read and type
 }
 
 int view_generate(View *v) {
@@ -106,6 +107,7 @@ int view_generate(View *v) {
         return -1;
     }
     v->st.phase = WORKER_RUNNING;  // until the next poll says otherwise
+    v->run_draws = 0;
     view_message(v, "generating %d x %s, seed %llu", r.n, v->model.classes.names[r.cls], (unsigned long long)r.seed);
     return 0;
 }

@@ -32,8 +32,9 @@ struct Worker {
 static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
 
 static void describe(ModelInfo *mi, const DitConfig *c) {
-    snprintf(mi->desc, sizeof mi->desc, "DiT depth %d, hidden %d, patch %d, %s; %dx%dx%d", c->depth, c->hidden,
-             c->patch, attn_kind_name(c->attn), c->image_size, c->image_size, c->in_channels);
+    snprintf(mi->arch, sizeof mi->arch, "depth %d, hidden %d, patch %d", c->depth, c->hidden, c->patch);
+    snprintf(mi->data, sizeof mi->data, "%s, %dx%dx%d, %d classes", attn_kind_name(c->attn), c->image_size,
+             c->image_size, c->in_channels, c->num_classes);
 }
 
 // Publishes the loaded model (or the failure) to the UI thread.
@@ -120,7 +121,7 @@ static void run_requests(Worker *w, Generator *g) {
         for (int i = 0; i < r.n; i++) y[i] = r.cls;
         generator_noise(g, x, r.seed, 0, r.n);
         MalaErr err = {{0}};
-        int rc = generator_run(g, &r.opts, x, y, r.n, r.seed, on_step, w, &err);
+        int rc = generator_run(g, &r.opts, x, y, r.n, r.seed, 0, on_step, w, &err);
         finish_run(w, rc, x, &err);
     }
     free(x);

@@ -2,10 +2,10 @@
 // CPU implementation of the FID Inception op table: im2col + OpenBLAS sgemm for convolutions,
 // OpenMP loops for the rest.
 //
-// Threading: all parallelism is OpenMP. During a forward (begin .. end) OpenBLAS runs single-
-// threaded and each OpenMP thread multiplies its own block of rows; mixing OpenMP loops with
-// OpenBLAS's own pthreads made the two pools fight over the cores (libgomp's spinning workers took
-// ~40% of the time on 2 cores).
+// Threading: all parallelism is OpenMP; each OpenMP thread multiplies its own block of rows with
+// a single-threaded sgemm. OpenBLAS's OpenMP build (the Makefile's default) runs single-threaded
+// inside a parallel region by itself; with the pthread build, begin() turns its threads off for
+// the forward (its pool and libgomp's workers otherwise fight over the cores).
 #include "inception_ops.h"
 
 #include <cblas.h>
@@ -19,8 +19,9 @@
 
 static int g_blas_threads = -1;
 static void cpu_begin(void) {
+    if (openblas_get_parallel() != 1) return;  // 0 sequential, 1 pthreads, 2 OpenMP
     g_blas_threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
+    openblas_set_num_threads(1);  // (in the OpenMP build this would also set OpenMP's count)
 }
 static void cpu_end(void) {
     if (g_blas_threads > 0) openblas_set_num_threads(g_blas_threads);

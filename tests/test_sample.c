@@ -342,6 +342,11 @@ START_TEST(test_seeds) {
     ck_assert_int_eq(memcmp(s1, s2, sizeof s1), 0);
     ck_assert(generator_run(&g, &o, s3, LABELS, N, 8, 0, NULL, NULL, &err) == 0);  // other step noise
     ck_assert(max_abs_diff(s1, s3, N * PER) > 1e-3);
+    // DDPM in two batches of 2 (images 0-1, then 2-3) gives the images of one batch of 4
+    generator_noise(&g, s3, 7, 0, N);
+    ck_assert(generator_run(&g, &o, s3, LABELS, 2, 7, 0, NULL, NULL, &err) == 0);
+    ck_assert(generator_run(&g, &o, s3 + 2 * PER, LABELS + 2, 2, 7, 2, NULL, NULL, &err) == 0);
+    ck_assert_msg(max_abs_diff(s1, s3, N * PER) < 1e-4, "DDPM depends on batching: %.3g", max_abs_diff(s1, s3, N * PER));
     generator_close(&g);
 
     float *c1 = load_images(p1), *c2 = load_images(p2), *c3 = load_images(p3);
