@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "denoiser.h"
+#include "eval_cli.h"
 #include "rng.h"
 #include "sampler.h"
 #include "trainer.h"
@@ -146,6 +147,7 @@ static int bench_sample(int argc, char **argv) {
 int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "sample")) return bench_sample(argc - 1, argv + 1);
-    fprintf(stderr, "usage: mala bench train|sample [flags]   (mala bench train --help)\n");
+    if (argc >= 2 && !strcmp(argv[1], "inception")) return cmd_bench_inception(argc - 1, argv + 1);
+    fprintf(stderr, "usage: mala bench train|sample|inception [flags]   (mala bench train --help)\n");
     return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
 }

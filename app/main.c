@@ -5,13 +5,15 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "eval_cli.h"
 
 typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
 
 static const Command COMMANDS[] = {
     {"train", cmd_train, "train a model (Fashion-MNIST or an image folder), headless, resumable"},
     {"sample", cmd_sample, "generate images with DDPM or DDIM and classifier-free guidance"},
-    {"bench", cmd_bench, "measure throughput: bench train | bench sample"},
+    {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
+    {"bench", cmd_bench, "measure throughput: bench train | bench sample | bench inception"},
     {"info", cmd_info, "print a model file's configuration and tensors"},
     {"view", cmd_view, "open a window to generate images interactively (SDL2)"},
 };

@@ -1,5 +1,5 @@
 // defines: cmd_eval, cmd_bench_inception
-// `mala eval stats|fid|is` and `mala bench-inception`: image batches (ADM .npz or a folder) through
+// `mala eval stats|fid|is` and `mala bench inception`: image batches (ADM .npz or a folder) through
 // the FID Inception, then statistics, FID and IS. Results: one JSON line on stdout; progress and a
 // readable summary on stderr.
 #include "eval_cli.h"
@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include "app/args.h"   // defines: args_parse, set_threads
+#include "backend.h"    // defines: backend_select
 #include "fid.h"
+#include "data.h"       // defines: Dataset (eval stats --data fashion-mnist)
+#include "generate.h"   // defines: Generator (eval fid --ckpt samples on the fly)
 #include "image_io.h"   // defines: image_load
 #include "inception.h"
 #include "json.h"       // defines: json_fput_string
@@ -80,7 +83,21 @@ typedef struct {
     int pw, ph;
     float *batch;          // [max, C, H, W]
     size_t batch_cap;
+    Dataset *ds;           // fashion-mnist[-test][:DIR]
+    Generator *gen;        // sampling from a checkpoint (eval fid|is --ckpt)
+    const GenOpts *gopts;
+    uint64_t seed;
+    float *x;              // [gen batch, C, H, W] samples in [-1, 1]
+    int32_t *y;
 } Source;
+
+// What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
+typedef struct {
+    const char *ckpt, *device;
+    int num, batch;
+    uint64_t seed;
+    GenOpts opts;
+} SampleSpec;
 
 static int has_image_ext(const char *name) {
     static const char *ext[] = {".png", ".jpg", ".jpeg", ".bmp", ".ppm", ".pgm", ".tga", ".gif"};
@@ -121,9 +138,33 @@ static void list_images(const char *dir, char ***files, int *n, int *cap) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
+    memset(s, 0, sizeof *s);
+    s->path = sp->ckpt;
+    s->gen = xcalloc(1, sizeof *s->gen);
+    if (generator_open(s->gen, sp->ckpt, backend_select(sp->device), sp->batch, err)) return -1;
+    const DitConfig *c = &s->gen->m->cfg;
+    s->gopts = &sp->opts;
+    s->seed = sp->seed;
+    s->n = sp->num;
+    s->c = c->in_channels;
+    s->h = s->w = c->image_size;
+    s->x = xmalloc((size_t)sp->batch * s->c * s->h * s->w * sizeof(float));
+    s->y = xmalloc((size_t)sp->batch * sizeof(int32_t));
+    return 0;
+}
+
 static int source_open(Source *s, const char *path, MalaErr *err) {
     memset(s, 0, sizeof *s);
     s->path = path;
+    if (!strncmp(path, "fashion-mnist", 13)) {  // the images as the training loader sees them (32x32)
+        if (!(s->ds = dataset_open(path, 0, 0, err))) return -1;
+        s->n = (int)s->ds->n;
+        s->c = s->ds->channels;
+        s->h = s->w = s->ds->image_size;
+        s->pend = xmalloc((size_t)s->c * s->h * s->w);
+        return 0;
+    }
     struct stat sb;
     if (stat(path, &sb) != 0) return mala_errf(err, "%s: no such file or folder", path);
     if (S_ISDIR(sb.st_mode)) {
@@ -148,6 +189,11 @@ static int source_open(Source *s, const char *path, MalaErr *err) {
 }
 
 static void source_close(Source *s) {
+    if (s->ds) dataset_close(s->ds);
+    if (s->gen) generator_close(s->gen);
+    free(s->gen);
+    free(s->x);
+    free(s->y);
     npy_free(&s->arr);
     for (int i = 0; i < s->n && s->files; i++) free(s->files[i]);
     free(s->files);
@@ -170,9 +216,50 @@ static void hwc_to_chw(float *dst, const uint8_t *src, int h, int w, int c) {
         for (size_t i = 0; i < (size_t)h * w; i++) dst[(size_t)ch * h * w + i] = src[i * c + ch] / 255.0f;
 }
 
+// Samples quantised as the ADM evaluator sees a batch file: uint8 = clamp(127.5 x + 128), / 255.
+static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
+    int k = s->n - s->next < max ? s->n - s->next : max;
+    if (k > s->gen->max_batch) k = s->gen->max_batch;
+    *c = s->c; *h = s->h; *w = s->w;
+    *n = 0;
+    if (k <= 0) return NULL;
+    int K = s->gen->m->cfg.num_classes;
+    for (int i = 0; i < k; i++) s->y[i] = (s->next + i) % K;
+    MalaErr err;
+    generator_noise(s->gen, s->x, s->seed, s->next, k);
+    if (generator_run(s->gen, s->gopts, s->x, s->y, k, s->seed, s->next, NULL, NULL, &err)) {
+        fprintf(stderr, "\nerror: %s\n", err.msg);
+        return NULL;
+    }
+    float *b = batch_buf(s, max, s->c, s->h, s->w);
+    size_t total = (size_t)k * s->c * s->h * s->w;
+    for (size_t i = 0; i < total; i++) {
+        float v = 127.5f * s->x[i] + 128.0f;
+        v = v < 0 ? 0 : v > 255 ? 255 : v;
+        b[i] = (float)(uint8_t)v / 255.0f;
+    }
+    s->next += k;
+    *n = k;
+    return b;
+}
+
 // Next batch of up to `max` same-sized images; *n = 0 at the end.
 static float *source_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     *n = 0;
+    if (s->gen) return sampler_next(s, max, n, c, h, w);
+    if (s->ds) {
+        int k = s->n - s->next < max ? s->n - s->next : max;
+        *c = s->c; *h = s->h; *w = s->w;
+        float *b = batch_buf(s, max, s->c, s->h, s->w);
+        for (int i = 0; i < k; i++) {
+            MalaErr err;
+            if (dataset_get_u8(s->ds, s->next + i, s->pend, &err)) FATAL("%s", err.msg);
+            hwc_to_chw(b + (size_t)i * s->c * s->h * s->w, s->pend, s->h, s->w, s->c);
+        }
+        s->next += k;
+        *n = k;
+        return b;
+    }
     if (!s->files) {
         int k = s->n - s->next < max ? s->n - s->next : max;
         *c = s->c; *h = s->h; *w = s->w;
@@ -218,12 +305,13 @@ typedef struct {
     float *logits;   // [n, 1008] when asked for
 } RunResult;
 
-static int run_source(Inception *m, const char *path, int batch, int limit, FidStats *stats, int want_logits,
-                      RunResult *r) {
+static int run_source(Inception *m, const char *path, const SampleSpec *sp, int batch, int limit, FidStats *stats,
+                      int want_logits, RunResult *r) {
     Source s;
     MalaErr err;
     memset(r, 0, sizeof *r);
-    if (source_open(&s, path, &err)) {
+    if (sp) path = sp->ckpt;
+    if (sp ? source_open_sampler(&s, sp, &err) : source_open(&s, path, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         source_close(&s);
         return -1;
@@ -276,17 +364,18 @@ static int is_stats_file(const char *path) {
 }
 
 // Stats of a path: a stats .npz is loaded, images are run through the network.
-static FidStats *stats_of_path(Inception *m, const char *path, int batch, int limit, int want_logits, RunResult *r) {
+static FidStats *stats_of_path(Inception *m, const char *path, const SampleSpec *sp, int batch, int limit,
+                               int want_logits, RunResult *r) {
     memset(r, 0, sizeof *r);
     MalaErr err;
-    if (is_stats_file(path)) {
+    if (!sp && is_stats_file(path)) {
         FidStats *s = fid_stats_load(path, &err);
         if (!s) fprintf(stderr, "error: %s\n", err.msg);
         else fprintf(stderr, "[eval] reference statistics from %s\n", path);
         return s;
     }
     FidStats *s = fid_stats_new(INCEPTION_DIM);
-    if (run_source(m, path, batch, limit, s, want_logits, r) || fid_stats_finalize(s, &err)) {
+    if (run_source(m, path, sp, batch, limit, s, want_logits, r) || fid_stats_finalize(s, &err)) {
         if (r->n) fprintf(stderr, "error: %s: %s\n", path, err.msg);
         fid_stats_free(s);
         free(r->logits);
@@ -302,7 +391,12 @@ static FidStats *stats_of_path(Inception *m, const char *path, int batch, int li
 typedef struct {
     const char *data, *out, *samples, *ref, *inception, *save_stats;
     int batch, threads, splits, limit;
+    SampleSpec gen;                      // used when gen.ckpt is set
+    const char *sampler;
 } EvalArgs;
+
+static const SampleSpec *sample_spec(const EvalArgs *a) { return a->gen.ckpt ? &a->gen : NULL; }
+static const char *samples_name(const EvalArgs *a) { return a->gen.ckpt ? a->gen.ckpt : a->samples; }
 
 static void json_str_field(const char *key, const char *v) {
     printf(",\"%s\":", key);
@@ -313,7 +407,7 @@ static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
     RunResult r;
     FidStats *s = fid_stats_new(INCEPTION_DIM);
     MalaErr err;
-    if (run_source(m, a->data, a->batch, a->limit, s, 0, &r)) { fid_stats_free(s); return 1; }
+    if (run_source(m, a->data, NULL, a->batch, a->limit, s, 0, &r)) { fid_stats_free(s); return 1; }
     if (fid_stats_finalize(s, &err) || fid_stats_save(s, a->out, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         fid_stats_free(s);
@@ -332,9 +426,9 @@ static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
 static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     RunResult rs, rr;
     MalaErr err;
-    FidStats *ref = stats_of_path(m, a->ref, a->batch, 0, 0, &rr);
+    FidStats *ref = stats_of_path(m, a->ref, NULL, a->batch, 0, 0, &rr);
     if (!ref) return 1;
-    FidStats *s = stats_of_path(m, a->samples, a->batch, a->limit, 1, &rs);
+    FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, 1, &rs);
     if (!s) { fid_stats_free(ref); return 1; }
     int rc = 0;
     double fid, ism = 0, iss = 0;
@@ -343,13 +437,13 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     int have_is = !rc && rs.logits && rs.n >= a->splits &&
                   inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err) == 0;
     if (!rc) {
-        fprintf(stderr, "FID %.4f  (%d samples from %s vs %s)\n", fid, rs.n, a->samples, a->ref);
+        fprintf(stderr, "FID %.4f  (%d samples from %s vs %s)\n", fid, rs.n, samples_name(a), a->ref);
         if (have_is) fprintf(stderr, "IS  %.4f +- %.4f  (%d splits)\n", ism, iss, a->splits);
         if (rs.n < 2048)
             fprintf(stderr, "note: fewer samples (%d) than feature dimensions (2048): the covariance is rank "
                             "deficient and FID is biased upwards; papers use 50K\n", rs.n);
         printf("{\"cmd\":\"eval fid\"");
-        json_str_field("samples", a->samples);
+        json_str_field("samples", samples_name(a));
         json_str_field("ref", a->ref);
         json_str_field("inception", wpath);
         printf(",\"n\":%d,\"fid\":%.6f", rs.n, fid);
@@ -366,16 +460,16 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
 static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
     RunResult r;
     MalaErr err;
-    if (run_source(m, a->samples, a->batch, a->limit, NULL, 1, &r)) { free(r.logits); return 1; }
+    if (run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, 1, &r)) { free(r.logits); return 1; }
     double mean, std;
     int rc = 0;
     if (inception_score(r.logits, r.n, INCEPTION_CLASSES, a->splits, &mean, &std, &err)) {
         fprintf(stderr, "error: %s: %s\n", a->samples, err.msg);
         rc = 1;
     } else {
-        fprintf(stderr, "IS %.4f +- %.4f  (%d samples from %s, %d splits)\n", mean, std, r.n, a->samples, a->splits);
+        fprintf(stderr, "IS %.4f +- %.4f  (%d samples from %s, %d splits)\n", mean, std, r.n, samples_name(a), a->splits);
         printf("{\"cmd\":\"eval is\"");
-        json_str_field("samples", a->samples);
+        json_str_field("samples", samples_name(a));
         json_str_field("inception", wpath);
         printf(",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}\n", r.n,
                mean, std, a->splits, r.seconds, r.n / r.seconds);
@@ -385,9 +479,12 @@ static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
 }
 
 static const char *kEvalUsage =
-    "usage: mala eval stats --data FILE.npz|DIR --out stats.npz [flags]\n"
+    "usage: mala eval stats --data fashion-mnist|FILE.npz|DIR --out stats.npz [flags]\n"
     "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
-    "       mala eval is --samples FILE.npz|DIR [flags]\n\n"
+    "       mala eval fid --ckpt MODEL --num 50000 --ref stats.npz [sampling flags]\n"
+    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL --num N)\n\n"
+    "With --ckpt the images are sampled on the fly (labels cycle over the classes), quantised to\n"
+    "uint8 as a sample batch file would be, and never stored.\n"
     "FID / IS as pytorch-fid and torch-fidelity compute them, with the FID Inception-v3\n"
     "(" INCEPTION_WEIGHTS_FILE ").\n"
     "Images: an ADM sample batch .npz (arr_0 uint8 [N, H, W, C]) or a folder of image files\n"
@@ -397,7 +494,10 @@ static const char *kEvalUsage =
 
 int cmd_eval(int argc, char **argv) {
     const char *sub = argc >= 2 ? argv[1] : NULL;
-    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS};
+    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm"};
+    a.gen.opts = gen_opts_default();
+    a.gen.num = 50000;
+    a.gen.batch = 50;
     Opt opts[] = {
         {"--data", OPT_STR, &a.data, "PATH", "stats: images (.npz or folder)"},
         {"--out", OPT_STR, &a.out, "FILE", "stats: output .npz"},
@@ -409,6 +509,15 @@ int cmd_eval(int argc, char **argv) {
         {"--splits", OPT_INT, &a.splits, "N", "IS splits"},
         {"--limit", OPT_INT, &a.limit, "N", "use only the first N samples (0 = all)"},
         {"--threads", OPT_INT, &a.threads, "N", "threads (0 = all cores)"},
+        {"--ckpt", OPT_STR, &a.gen.ckpt, "FILE", "fid / is: sample from this model instead of --samples"},
+        {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample"},
+        {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch"},
+        {"--sampler", OPT_STR, &a.sampler, "ddpm|ddim", "--ckpt: sampler"},
+        {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps"},
+        {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)"},
+        {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta"},
+        {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed"},
+        {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "--ckpt: sampling backend (default: cuda if present)"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     if (!sub || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
@@ -422,8 +531,21 @@ int cmd_eval(int argc, char **argv) {
     args_parse(kEvalUsage, opts, nopts, argc, argv, 2);
     const char *missing = NULL;
     if (!strcmp(sub, "stats")) missing = !a.data ? "--data" : !a.out ? "--out" : NULL;
-    else if (!strcmp(sub, "fid")) missing = !a.samples ? "--samples" : !a.ref ? "--ref" : NULL;
-    else missing = !a.samples ? "--samples" : NULL;
+    else if (!strcmp(sub, "fid")) missing = !a.samples && !a.gen.ckpt ? "--samples or --ckpt" : !a.ref ? "--ref" : NULL;
+    else missing = !a.samples && !a.gen.ckpt ? "--samples or --ckpt" : NULL;
+    if (a.samples && a.gen.ckpt) {
+        fprintf(stderr, "error: --samples and --ckpt exclude each other\n");
+        return 2;
+    }
+    if (!strcmp(a.sampler, "ddim")) a.gen.opts.kind = SAMPLER_DDIM;
+    else if (strcmp(a.sampler, "ddpm")) {
+        fprintf(stderr, "error: --sampler %s: expected ddpm or ddim\n", a.sampler);
+        return 2;
+    }
+    if (a.gen.num < 1 || a.gen.batch < 1) {
+        fprintf(stderr, "error: --num and --sample-batch must be positive\n");
+        return 2;
+    }
     if (missing) {
         fprintf(stderr, "error: mala eval %s needs %s (see mala eval --help)\n", sub, missing);
         return 2;
@@ -436,7 +558,7 @@ int cmd_eval(int argc, char **argv) {
     char buf[1024];
     const char *wpath = find_weights(a.inception, buf, sizeof buf);
     if (!wpath) return 1;
-    Inception *m = load_inception(wpath, a.batch < 64 ? a.batch : 64);
+    Inception *m = load_inception(wpath, a.batch < 32 ? a.batch : 32);  // internal batch: memory ~13 MB per image
     if (!m) return 1;
     int rc = !strcmp(sub, "stats") ? eval_stats(&a, m, wpath) : !strcmp(sub, "fid") ? eval_fid(&a, m, wpath)
                                                                                       : eval_is(&a, m, wpath);
@@ -460,7 +582,8 @@ int cmd_bench_inception(int argc, char **argv) {
         {"--inception", OPT_STR, &weights, "FILE", "weights file, or 'random'"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
-    args_parse("usage: mala bench-inception [flags]\n\nFID Inception-v3 forward throughput (pool3 + logits), one JSON line.",
+    args_parse("usage: mala bench inception [flags]\n\nFID Inception-v3 forward throughput (resize, pool3 and logits), one JSON line.\n"
+               "PyTorch peer: /usr/bin/python3 tools/bench_inception_torch.py --batch N --threads N",
                opts, nopts, argc, argv, 1);
     if (batch < 1 || iters < 1 || warmup < 0 || size < 1 || (channels != 1 && channels != 3)) {
         fprintf(stderr, "error: bad --batch/--iters/--warmup/--size/--channels\n");

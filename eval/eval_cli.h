@@ -1,4 +1,4 @@
-// `mala eval ...` and `mala bench-inception` (wired into app/main.c by the lead).
+// `mala eval ...` and `mala bench inception` (wired into app/main.c by the lead).
 #ifndef MALA_EVAL_CLI_H
 #define MALA_EVAL_CLI_H
 

@@ -45,7 +45,8 @@ static void flush(FidStats *s) {
 
 void fid_stats_add(FidStats *s, const float *x, int n) {
     const int d = s->dim;
-    if (n > 0 && s->n == 0 && s->sxx)
+    if (!s->sxx) FATAL("fid_stats_add: statistics loaded from a file cannot take more samples");
+    if (n > 0 && s->n == 0)
         for (int j = 0; j < d; j++) s->shift[j] = x[j];
     for (int i = 0; i < n; i++) {
         double *row = s->buf + (size_t)s->buf_rows * d;

@@ -205,7 +205,7 @@ Inception *inception_build(InceptionTensorFn fn, void *ctx, const EvalOps *ops, 
     m->ops = ops;
     m->max_batch = max_batch;
     int nc = build_table(m->conv);
-    size_t off = 0, maxw = 0;
+    size_t off = 0, maxw = 0, maxc = 0;
     for (int i = 0; i < nc; i++) {
         const ConvGeom *g = &m->conv[i].g;
         size_t nw = (size_t)g->cout * g->kh * g->kw * g->cin;
@@ -213,13 +213,14 @@ Inception *inception_build(InceptionTensorFn fn, void *ctx, const EvalOps *ops, 
         m->conv[i].b_off = off + nw;
         off += nw + (size_t)g->cout;
         if (nw > maxw) maxw = nw;
+        if ((size_t)g->cout > maxc) maxc = (size_t)g->cout;
     }
     m->fc_off = off;
     m->nparams = off + (size_t)INCEPTION_CLASSES * INCEPTION_DIM;
 
     // Host staging: the folded parameters, then one upload.
     float *host = xmalloc(m->nparams * sizeof *host);
-    float *w = xmalloc(maxw * sizeof *w), *bn = xmalloc(4 * 448 * sizeof *bn);
+    float *w = xmalloc(maxw * sizeof *w), *bn = xmalloc(4 * maxc * sizeof *bn);
     char name[96];
     int rc = 0;
     for (int i = 0; i < nc && !rc; i++) {

@@ -316,7 +316,8 @@ static PObj *persistent_load(Vm *vm, PObj *pid) {
         if (strcmp(tname, kStorage[k].name) == 0) type = k;
     if (type < 0) { vm_fail(vm, "unsupported storage type %s", ty->s); return NULL; }
     if (numel->i > (int64_t)(vm->tl->len / (size_t)kStorage[type].size)) {
-        vm_fail(vm, "storage %s claims %lld elements, more than the file holds", key->s, (long long)numel->i);
+        vm_fail(vm, "truncated or corrupt: storage %s claims %lld elements, more than the file's %zu bytes hold",
+                key->s, (long long)numel->i, vm->tl->len);
         return NULL;
     }
     TorchLegacy *tl = vm->tl;
@@ -395,7 +396,7 @@ static PObj *reduce(Vm *vm, PObj *fn, PObj *args) {
 // Runs one pickle from vm->pos to its STOP; returns the result (NULL with the error set).
 static PObj *vm_run(Vm *vm) {
     vm->sp = vm->mp = 0;
-    memset(vm->memo, 0, vm->memo_cap * sizeof *vm->memo);
+    if (vm->memo) memset(vm->memo, 0, vm->memo_cap * sizeof *vm->memo);
     vm->memo_count = 0;
     for (;;) {
         if (need(vm, 1)) return NULL;
@@ -580,8 +581,8 @@ static int parse(TorchLegacy *tl, MalaErr *err) {
     Vm vm = {.tl = tl, .err = err};
     int rc = -1;
     if (tl->len >= 4 && memcmp(tl->p, "PK\x03\x04", 4) == 0) {
-        mala_errf(err, "%s: a zip-format torch file (torch.save's default since PyTorch 1.6); this reader takes "
-                  "the legacy format: re-save with torch.save(obj, path, _use_new_zipfile_serialization=False)", tl->name);
+        mala_errf(err, "%s: a zip archive, not a legacy torch file (torch.save writes zip archives by default since "
+                  "PyTorch 1.6: re-save with torch.save(obj, path, _use_new_zipfile_serialization=False))", tl->name);
         goto done;
     }
     if (tl->len == 0 || tl->p[0] != 0x80) {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "eval_cli.h"
 #include "generate.h"
 #include "image_io.h"
 #include "npy.h"
@@ -97,7 +98,9 @@ static void rm_tree(const char *dir) {  // one level of subdirectories is all th
 // Runs cmd_sample(argv) (argv[0] = "sample", NULL-terminated) in a forked child, as `mala
 // sample` would run (a CLI exits the process on errors), with its stderr captured into errbuf.
 // Returns the exit status, or 128 + signal.
-static int run_cli(const char **argv, char *errbuf, size_t errlen) {
+typedef int (*CliFn)(int, char **);
+
+static int run_cmd(CliFn fn, const char **argv, char *errbuf, size_t errlen) {
     char path[] = "/tmp/mala_sample_err_XXXXXX";
     int fd = mkstemp(path);
     ck_assert(fd >= 0);
@@ -111,7 +114,7 @@ static int run_cli(const char **argv, char *errbuf, size_t errlen) {
         if (null >= 0) dup2(null, 1);
         int argc = 0;
         while (argv[argc]) argc++;
-        _exit(cmd_sample(argc, (char **)argv));
+        _exit(fn(argc, (char **)argv));
     }
     int status = 0;
     ck_assert(waitpid(pid, &status, 0) == pid);
@@ -121,6 +124,8 @@ static int run_cli(const char **argv, char *errbuf, size_t errlen) {
     unlink(path);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+static int run_cli(const char **argv, char *errbuf, size_t errlen) { return run_cmd(cmd_sample, argv, errbuf, errlen); }
 
 static void run_cli_ok(const char **argv) {
     char msg[8192];
@@ -441,6 +446,28 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+// e. `mala eval` samples from a checkpoint on the fly (--ckpt) and reads Fashion-MNIST; the
+// Inception weights are the random smoke-test ones, so only the plumbing is checked here
+// (the network and the metrics are tested in test_inception / test_fid).
+START_TEST(test_eval_from_checkpoint) {
+    char dir[] = "/tmp/mala_evalck_XXXXXX", stats[128], msg[8192];
+    ck_assert(mkdtemp(dir) != NULL);
+    snprintf(stats, sizeof stats, "%s/fm.npz", dir);
+    const char *st[] = {"eval", "stats", "--data", "fashion-mnist-test", "--limit", "6", "--out", stats,
+                        "--inception", "random", "--batch", "3", "--threads", "1", NULL};
+    int rc = run_cmd(cmd_eval, st, msg, sizeof msg);
+    ck_assert_msg(rc == 0, "eval stats: %d\n%s", rc, msg);
+    const char *fid[] = {"eval", "fid", "--ckpt", MODEL, "--num", "4", "--sample-batch", "2", "--sampler", "ddim",
+                         "--steps", "2", "--ref", stats, "--inception", "random", "--splits", "2", "--batch", "2",
+                         "--threads", "1", "--device", "cpu", NULL};
+    rc = run_cmd(cmd_eval, fid, msg, sizeof msg);
+    ck_assert_msg(rc == 0 && strstr(msg, "FID ") && strstr(msg, "4 samples"), "eval fid --ckpt: %d\n%s", rc, msg);
+    const char *both[] = {"eval", "is", "--ckpt", MODEL, "--samples", stats, "--inception", "random", NULL};
+    ck_assert_int_eq(run_cmd(cmd_eval, both, msg, sizeof msg), 2);
+    rm_tree(dir);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("sample");
     TCase *tc = tcase_create("sample");
@@ -449,6 +476,7 @@ int main(void) {
     tcase_add_test(tc, test_cli_outputs);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_eval_from_checkpoint);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

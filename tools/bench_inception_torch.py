@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch eager peer of `mala bench-inception`: the FID Inception-v3 forward (bilinear resize to
+"""PyTorch eager peer of `mala bench inception` (eval_cli.c: cmd_bench_inception): the FID Inception-v3 forward (bilinear resize to
 299, 2x-1, the network with pytorch-fid's FID blocks, pool3 and the 1008 logits) on the same batch
 shape and thread count. Prints one JSON line.
 

@@ -1,0 +1,323 @@
+// defines: script_parse, script_free, script_step, script_usage
+// `mala view --script "..."`: semicolon-separated commands run in order between frames, so the
+// window keeps drawing while a script waits for a run. Grammar (spaces around items are ignored):
+//
+//   script  := command (';' command)*
+//   command := name | name '=' value
+//
+// Numbers and names are checked when the script is parsed, before the window opens; class names
+// when the command runs (the model is loaded by then).
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+#include "viewer.h"
+
+typedef enum { ARG_NONE, ARG_TEXT, ARG_OPT_TEXT, ARG_NUM, ARG_INT } ArgKind;
+
+typedef struct {
+    const char *name;
+    ScriptOp op;
+    ArgKind arg;
+    double lo, hi;  // ARG_NUM / ARG_INT range
+    const char *help;
+} ScriptSpec;
+
+static const ScriptSpec SPECS[] = {
+    {"class", SC_CLASS, ARG_TEXT, 0, 0, "class=NAME|K     class by name (any case) or number"},
+    {"cfg", SC_CFG, ARG_NUM, 0, 100, "cfg=W            guidance scale (1 = none)"},
+    {"steps", SC_STEPS, ARG_INT, 1, 1000, "steps=N          sampling steps, 1..1000"},
+    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=ddpm|ddim"},
+    {"eta", SC_ETA, ARG_NUM, 0, 1, "eta=E            DDIM noise, 0..1"},
+    {"n", SC_N, ARG_INT, 1, VIEW_MAX_IMAGES, "n=N              images in the grid, 1..16"},
+    {"seed", SC_SEED, ARG_TEXT, 0, 0, "seed=S|random    fixed seed, or a new one each run"},
+    {"generate", SC_GENERATE, ARG_NONE, 0, 0, "generate         start a run (after the current one ends)"},
+    {"wait", SC_WAIT, ARG_NONE, 0, 0, "wait             until the current run ends (fails if it failed)"},
+    {"cancel", SC_CANCEL, ARG_NONE, 0, 0, "cancel           stop the current run after its step"},
+    {"save", SC_SAVE, ARG_OPT_TEXT, 0, 0, "save[=FILE]      the latest finished grid as PNG"},
+    {"screenshot", SC_SCREENSHOT, ARG_TEXT, 0, 0, "screenshot=FILE  the window as PNG"},
+    {"help", SC_HELP, ARG_OPT_TEXT, 0, 0, "help[=on|off]    the key overlay"},
+    {"sleep", SC_SLEEP, ARG_NUM, 0, 3600, "sleep=SECONDS    pause the script (the window keeps running)"},
+    {"key", SC_KEY, ARG_TEXT, 0, 0, "key=NAME         press a key as a person would (SDL names: Return, Left, F1, s)"},
+    {"click", SC_CLICK, ARG_TEXT, 0, 0, "click=X,Y        click the left mouse button at window pixel X,Y"},
+    {"size", SC_SIZE, ARG_TEXT, 0, 0, "size=WxH         resize the window"},
+    {"quit", SC_QUIT, ARG_NONE, 0, 0, "quit             close the viewer"},
+};
+#define N_SPECS (int)(sizeof SPECS / sizeof SPECS[0])
+
+const char *script_usage(void) {
+    static char buf[2048];
+    if (buf[0]) return buf;
+    size_t len = snprintf(buf, sizeof buf, "script commands (separated by ';'):\n");
+    for (int i = 0; i < N_SPECS && len < sizeof buf; i++) len += snprintf(buf + len, sizeof buf - len, "  %s\n", SPECS[i].help);
+    return buf;
+}
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n')) *--e = 0;
+    return s;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || *end || errno) return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out) {
+    if (!strcasecmp(s, "on") || !strcasecmp(s, "true") || !strcmp(s, "1")) *out = 1;
+    else if (!strcasecmp(s, "off") || !strcasecmp(s, "false") || !strcmp(s, "0")) *out = 0;
+    else return -1;
+    return 0;
+}
+
+// Checks a command's value against its spec; fills c->num for numbers.
+static int check_value(const ScriptSpec *sp, ScriptCmd *c, const char *item, MalaErr *err) {
+    const char *v = c->arg;
+    if (sp->arg == ARG_NONE && v) return mala_errf(err, "'%s': %s takes no value", item, sp->name);
+    if ((sp->arg == ARG_TEXT || sp->arg == ARG_NUM || sp->arg == ARG_INT) && (!v || !*v))
+        return mala_errf(err, "'%s': %s needs a value (%s)", item, sp->name, sp->help);
+    if (sp->arg == ARG_NUM || sp->arg == ARG_INT) {
+        char *end;
+        errno = 0;
+        c->num = strtod(v, &end);
+        if (*end || errno || c->num < sp->lo || c->num > sp->hi || (sp->arg == ARG_INT && c->num != (long)c->num))
+            return mala_errf(err, "'%s': expected %s from %g to %g", item, sp->arg == ARG_INT ? "an integer" : "a number",
+                             sp->lo, sp->hi);
+    }
+    uint64_t seed;
+    int on;
+    if (c->op == SC_SAMPLER && strcasecmp(v, "ddpm") && strcasecmp(v, "ddim"))
+        return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
+    if (c->op == SC_SEED && strcasecmp(v, "random") && parse_u64(v, &seed))
+        return mala_errf(err, "'%s': expected a non-negative integer or 'random'", item);
+    if (c->op == SC_HELP && v && parse_bool(v, &on)) return mala_errf(err, "'%s': expected help=on or help=off", item);
+    if ((c->op == SC_SAVE || c->op == SC_SCREENSHOT) && v && !*v) return mala_errf(err, "'%s': empty file name", item);
+    if (c->op == SC_KEY && (c->num = SDL_GetKeyFromName(v)) == SDLK_UNKNOWN)
+        return mala_errf(err, "'%s': unknown key name (SDL's names: Return, Escape, Left, Up, PageUp, F1, s, ...)", item);
+    int x, y;
+    char end;
+    if (c->op == SC_CLICK && (sscanf(v, "%d,%d%c", &x, &y, &end) != 2 || x < 0 || y < 0))
+        return mala_errf(err, "'%s': expected click=X,Y with pixel coordinates", item);
+    if (c->op == SC_SIZE && (sscanf(v, "%dx%d%c", &x, &y, &end) != 2 || x < 1 || y < 1 || x > 16384 || y > 16384))
+        return mala_errf(err, "'%s': expected size=WxH, e.g. size=1280x800", item);
+    return 0;
+}
+
+static int parse_item(ScriptCmd *c, char *item, MalaErr *err) {
+    char *eq = strchr(item, '=');
+    char *name = item, *value = NULL;
+    char shown[128];
+    snprintf(shown, sizeof shown, "%s", item);
+    if (eq) {
+        *eq = 0;
+        name = trim(item);
+        value = trim(eq + 1);
+    }
+    for (int i = 0; i < N_SPECS; i++) {
+        if (strcasecmp(name, SPECS[i].name)) continue;
+        c->op = SPECS[i].op;
+        c->arg = value ? xstrdup(value) : NULL;
+        return check_value(&SPECS[i], c, shown, err);
+    }
+    char known[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < N_SPECS && len < sizeof known; i++)
+        len += snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", SPECS[i].name);
+    return mala_errf(err, "'%s': unknown command (known: %s)", shown, known);
+}
+
+int script_parse(Script *s, const char *text, MalaErr *err) {
+    memset(s, 0, sizeof *s);
+    char *copy = xstrdup(text), *save = NULL;
+    int cap = 0;
+    for (char *tok = strtok_r(copy, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+        char *item = trim(tok);
+        if (!*item) continue;
+        if (s->n == cap) s->cmd = realloc(s->cmd, (cap = cap ? 2 * cap : 16) * sizeof(ScriptCmd));
+        ScriptCmd *c = &s->cmd[s->n++];
+        memset(c, 0, sizeof *c);
+        if (parse_item(c, item, err)) {
+            free(copy);
+            script_free(s);
+            return -1;
+        }
+    }
+    free(copy);
+    return 0;
+}
+
+void script_free(Script *s) {
+    for (int i = 0; i < s->n; i++) free(s->cmd[i].arg);
+    free(s->cmd);
+    memset(s, 0, sizeof *s);
+}
+
+// ---- execution ----
+
+typedef enum { CMD_DONE, CMD_WAIT, CMD_QUIT, CMD_ERROR } CmdResult;
+
+static CmdResult unknown_class(const View *v, const char *name, MalaErr *err) {
+    const ClassNames *cn = &v->model.classes;
+    char list[MALA_ERR_LEN / 2] = "";
+    size_t len = 0;
+    for (int i = 0; i < cn->n && len < sizeof list; i++)
+        len += snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", cn->names[i]);
+    mala_errf(err, "class=%s: unknown class; the model knows: %s", name, list);
+    return CMD_ERROR;
+}
+
+static CmdResult run_generate(View *v, MalaErr *err) {
+    if (view_busy(v)) return CMD_WAIT;  // the previous run ends first
+    if (view_generate(v)) {
+        mala_errf(err, "generate: %s", v->message);
+        return CMD_ERROR;
+    }
+    return CMD_DONE;
+}
+
+static CmdResult run_wait(View *v, MalaErr *err) {
+    if (view_busy(v)) return CMD_WAIT;
+    if (v->st.outcome == RUN_FAILED) {
+        mala_errf(err, "generation failed: %s", v->st.msg);
+        return CMD_ERROR;
+    }
+    return CMD_DONE;
+}
+
+static CmdResult run_screenshot(Script *s, View *v, const char *path, MalaErr *err) {
+    if (!s->started) {
+        v->shot_path = path;  // taken by the next frame
+        v->shot_failed = 0;
+        s->started = 1;
+        return CMD_WAIT;
+    }
+    if (v->shot_path) return CMD_WAIT;
+    if (v->shot_failed) {
+        mala_errf(err, "screenshot=%s: %s", path, v->message);
+        return CMD_ERROR;
+    }
+    return CMD_DONE;
+}
+
+static CmdResult run_sleep(Script *s, double seconds) {
+    if (!s->started) {
+        s->started = 1;
+        s->until = now_seconds() + seconds;
+    }
+    return now_seconds() < s->until ? CMD_WAIT : CMD_DONE;
+}
+
+// Queues the events a key press or a click makes, so they take the same path as a person's;
+// the command finishes on the next step, after the event loop has handled them.
+static CmdResult run_input(Script *s, View *v, const ScriptCmd *c) {
+    if (s->started) return CMD_DONE;
+    s->started = 1;
+    SDL_Event e[3];
+    memset(e, 0, sizeof e);
+    int n = 0;
+    Uint32 win = SDL_GetWindowID(v->win);
+    if (c->op == SC_KEY) {
+        e[0].type = SDL_KEYDOWN;
+        e[0].key.windowID = win;
+        e[0].key.state = SDL_PRESSED;
+        e[0].key.keysym.sym = (SDL_Keycode)c->num;
+        e[0].key.keysym.scancode = SDL_GetScancodeFromKey((SDL_Keycode)c->num);
+        e[1] = e[0];
+        e[1].type = SDL_KEYUP;
+        e[1].key.state = SDL_RELEASED;
+        n = 2;
+    } else {
+        int x = 0, y = 0;
+        sscanf(c->arg, "%d,%d", &x, &y);
+        e[0].type = SDL_MOUSEMOTION;
+        e[0].motion.windowID = win;
+        e[0].motion.x = x;
+        e[0].motion.y = y;
+        e[1].type = SDL_MOUSEBUTTONDOWN;
+        e[1].button.windowID = win;
+        e[1].button.button = SDL_BUTTON_LEFT;
+        e[1].button.state = SDL_PRESSED;
+        e[1].button.clicks = 1;
+        e[1].button.x = x;
+        e[1].button.y = y;
+        e[2] = e[1];
+        e[2].type = SDL_MOUSEBUTTONUP;
+        e[2].button.state = SDL_RELEASED;
+        n = 3;
+    }
+    for (int i = 0; i < n; i++) {
+        e[i].common.timestamp = SDL_GetTicks();
+        SDL_PushEvent(&e[i]);
+    }
+    return CMD_WAIT;
+}
+
+// Resizes the window and waits (up to 5 s) until the renderer has the new size.
+static CmdResult run_size(Script *s, View *v, const char *arg, MalaErr *err) {
+    int w = 0, h = 0, ow, oh;
+    sscanf(arg, "%dx%d", &w, &h);
+    if (!s->started) {
+        SDL_SetWindowSize(v->win, w, h);
+        s->started = 1;
+        s->until = now_seconds() + 5;
+    }
+    SDL_GetWindowSize(v->win, &ow, &oh);
+    if (ow == w && oh == h) return CMD_DONE;
+    if (now_seconds() < s->until) return CMD_WAIT;
+    mala_errf(err, "size=%s: the window stayed %dx%d (below the minimum size, or the window manager refused)", arg, ow, oh);
+    return CMD_ERROR;
+}
+
+static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
+    int k, on = 1;
+    switch (c->op) {
+    case SC_CLASS:
+        if ((k = class_names_find(&v->model.classes, c->arg)) < 0) return unknown_class(v, c->arg, err);
+        view_do(v, ACT_CLASS_SET, k);
+        return CMD_DONE;
+    case SC_CFG: v->opts.cfg_scale = (float)c->num; return CMD_DONE;
+    case SC_STEPS: v->opts.steps = (int)c->num; return CMD_DONE;
+    case SC_SAMPLER: v->opts.kind = strcasecmp(c->arg, "ddim") ? SAMPLER_DDPM : SAMPLER_DDIM; return CMD_DONE;
+    case SC_ETA: v->opts.eta = (float)c->num; return CMD_DONE;
+    case SC_N: v->n = (int)c->num; return CMD_DONE;
+    case SC_SEED:
+        v->seed_random = !strcasecmp(c->arg, "random");
+        if (!v->seed_random) parse_u64(c->arg, &v->seed);
+        return CMD_DONE;
+    case SC_GENERATE: return run_generate(v, err);
+    case SC_WAIT: return run_wait(v, err);
+    case SC_CANCEL: if (view_busy(v)) worker_cancel(v->worker); return CMD_DONE;
+    case SC_SAVE:
+        if (view_save(v, c->arg, err)) return CMD_ERROR;
+        fprintf(stderr, "view: %s\n", v->message);
+        return CMD_DONE;
+    case SC_SCREENSHOT: return run_screenshot(s, v, c->arg, err);
+    case SC_HELP:
+        if (c->arg) parse_bool(c->arg, &on);
+        v->help = on;
+        return CMD_DONE;
+    case SC_SLEEP: return run_sleep(s, c->num);
+    case SC_KEY: case SC_CLICK: return run_input(s, v, c);
+    case SC_SIZE: return run_size(s, v, c->arg, err);
+    case SC_QUIT: return CMD_QUIT;
+    }
+    return CMD_DONE;
+}
+
+ScriptState script_step(Script *s, View *v, MalaErr *err) {
+    while (s->pc < s->n) {
+        CmdResult r = run_cmd(s, v, &s->cmd[s->pc], err);
+        if (r == CMD_WAIT) return SCRIPT_BLOCKED;
+        if (r == CMD_ERROR) return SCRIPT_ERROR;
+        s->pc++;
+        s->started = 0;
+        if (r == CMD_QUIT) return SCRIPT_QUIT;
+    }
+    return SCRIPT_END;
+}

@@ -1,0 +1,336 @@
+// defines: ui_draw, ui_hit, ui_update_texture, ui_screenshot, ui_scroll_list
+// The viewer's window, drawn immediate-mode: every frame lays out the control panel (left), the
+// image area (right) and the status bar (bottom) from the window size, and records each
+// clickable rectangle with its action so a click maps to the same view_do as a key.
+#include <string.h>
+
+#include "image_io.h"
+#include "viewer.h"
+
+#define TS 2           // text scale (font units -> pixels)
+#define PANEL_W 420
+#define PAD 12
+#define ROW_H 30
+#define LIST_ROW_H 22
+#define BTN_H 36
+#define STATUS_H 64
+#define LABEL_W 106    // control labels; the [-] value [+] group starts after them
+#define SMALL_BTN 28
+#define VALUE_W 130
+
+static const SDL_Color C_BG = {22, 24, 28, 255}, C_PANEL = {34, 37, 43, 255}, C_TEXT = {228, 230, 235, 255},
+                       C_DIM = {135, 142, 153, 255}, C_ACCENT = {86, 156, 255, 255}, C_BTN = {52, 57, 66, 255},
+                       C_HOT = {72, 79, 92, 255}, C_SEL = {44, 84, 140, 255}, C_ERR = {255, 112, 100, 255},
+                       C_OK = {120, 210, 140, 255}, C_TRACK = {44, 48, 56, 255}, C_SHADE = {16, 17, 20, 255};
+
+typedef struct {
+    View *v;
+    UiHits *hits;
+    int w, h;
+} Ui;
+
+// ---- primitives ----
+
+static void fill(Ui *u, SDL_Rect r, SDL_Color c) {
+    SDL_SetRenderDrawColor(u->v->ren, c.r, c.g, c.b, c.a);
+    SDL_RenderFillRect(u->v->ren, &r);
+}
+
+static void text(Ui *u, int x, int y, SDL_Color c, const char *s) { font_draw(u->v->ren, x, y, TS, c, s); }
+
+// Text vertically centred in r; align -1 left (after a small inset), 0 centre, 1 right.
+static void text_in(Ui *u, SDL_Rect r, int align, SDL_Color c, const char *s) {
+    char buf[256];
+    font_fit(buf, sizeof buf, s, TS, r.w - 8);
+    int tw = font_width(buf, TS);
+    int x = align < 0 ? r.x + 4 : align > 0 ? r.x + r.w - tw - 4 : r.x + (r.w - tw) / 2;
+    text(u, x, r.y + (r.h - font_height(TS)) / 2, c, buf);
+}
+
+// A key hint, right-aligned in r, left out when it does not fit whole.
+static void hint(Ui *u, SDL_Rect r, const char *s) {
+    if (font_width(s, TS) <= r.w - 8) text_in(u, r, 1, C_DIM, s);
+}
+
+static int inside(SDL_Rect r, int x, int y) { return x >= r.x && y >= r.y && x < r.x + r.w && y < r.y + r.h; }
+
+static void add_hit(Ui *u, SDL_Rect r, Action a, int arg) {
+    if (u->hits->n < UI_MAX_HITS) u->hits->hit[u->hits->n++] = (Hit){r, a, arg};
+}
+
+static void button(Ui *u, SDL_Rect r, const char *label, Action a, int arg, int selected) {
+    int hot = inside(r, u->v->mouse_x, u->v->mouse_y);
+    fill(u, r, selected ? C_SEL : hot ? C_HOT : C_BTN);
+    text_in(u, r, 0, C_TEXT, label);
+    add_hit(u, r, a, arg);
+}
+
+// ---- the control panel ----
+
+// "label   [-]  value  [+]   hint" on one row.
+static void stepper(Ui *u, int y, const char *label, const char *value, Action down, Action up, const char *key,
+                    int enabled) {
+    SDL_Rect row = {PAD, y, PANEL_W - 2 * PAD, ROW_H};
+    text_in(u, (SDL_Rect){row.x, y, LABEL_W, ROW_H}, -1, C_TEXT, label);
+    int x = PAD + LABEL_W, by = y + (ROW_H - SMALL_BTN) / 2;
+    button(u, (SDL_Rect){x, by, SMALL_BTN, SMALL_BTN}, "-", down, 0, 0);
+    text_in(u, (SDL_Rect){x + SMALL_BTN, y, VALUE_W, ROW_H}, 0, enabled ? C_ACCENT : C_DIM, value);
+    button(u, (SDL_Rect){x + SMALL_BTN + VALUE_W, by, SMALL_BTN, SMALL_BTN}, "+", up, 0, 0);
+    int hx = x + 2 * SMALL_BTN + VALUE_W;
+    hint(u, (SDL_Rect){hx, y, row.x + row.w - hx, ROW_H}, key);
+}
+
+// "label   [ a | b ]   hint": two buttons, the active one highlighted; a click on the other toggles.
+static void toggle(Ui *u, int y, const char *label, const char *a, const char *b, int b_on, Action act, const char *key) {
+    text_in(u, (SDL_Rect){PAD, y, LABEL_W, ROW_H}, -1, C_TEXT, label);
+    int x = PAD + LABEL_W, bw = (2 * SMALL_BTN + VALUE_W) / 2, by = y + (ROW_H - SMALL_BTN) / 2;
+    button(u, (SDL_Rect){x, by, bw, SMALL_BTN}, a, b_on ? act : ACT_NONE, 0, !b_on);
+    button(u, (SDL_Rect){x + bw, by, bw, SMALL_BTN}, b, b_on ? ACT_NONE : act, 0, b_on);
+    int hx = x + 2 * bw;
+    hint(u, (SDL_Rect){hx, y, PANEL_W - PAD - hx, ROW_H}, key);
+}
+
+#define CONTROLS_H (7 * ROW_H + 2 * BTN_H + 3 * PAD)
+
+static void draw_controls(Ui *u, int y) {
+    View *v = u->v;
+    const GenOpts *o = &v->opts;
+    char buf[64];
+    snprintf(buf, sizeof buf, o->cfg_scale == 1.0f ? "%.1f off" : "%.1f", o->cfg_scale);
+    stepper(u, y, "Guidance", buf, ACT_CFG_DOWN, ACT_CFG_UP, "Up/Dn", 1);
+    toggle(u, y += ROW_H, "Sampler", "DDPM", "DDIM", o->kind == SAMPLER_DDIM, ACT_SAMPLER, "M");
+    snprintf(buf, sizeof buf, "%d", o->steps);
+    stepper(u, y += ROW_H, "Steps", buf, ACT_STEPS_DOWN, ACT_STEPS_UP, "[ ]", 1);
+    snprintf(buf, sizeof buf, "%.1f", o->eta);
+    stepper(u, y += ROW_H, "Eta", buf, ACT_ETA_DOWN, ACT_ETA_UP, ", .", o->kind == SAMPLER_DDIM);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v->seed);
+    stepper(u, y += ROW_H, "Seed", buf, ACT_SEED_DOWN, ACT_SEED_UP, "PgUp/Dn", !v->seed_random);
+    toggle(u, y += ROW_H, "New seed", "fixed", "random", v->seed_random, ACT_SEED_MODE, "R");
+    snprintf(buf, sizeof buf, "%d", v->n);
+    stepper(u, y += ROW_H, "Images", buf, ACT_N_DOWN, ACT_N_UP, "- +", 1);
+    y += ROW_H + PAD;
+    SDL_Rect gen = {PAD, y, PANEL_W - 2 * PAD, BTN_H};
+    if (view_busy(v)) button(u, gen, "Cancel (Esc)", ACT_CANCEL, 0, 1);
+    else button(u, gen, "Generate (Enter)", ACT_GENERATE, 0, 0);
+    y += BTN_H + PAD;
+    int half = (PANEL_W - 3 * PAD) / 2;
+    button(u, (SDL_Rect){PAD, y, half, BTN_H}, "Save PNG (S)", ACT_SAVE, 0, 0);
+    button(u, (SDL_Rect){2 * PAD + half, y, half, BTN_H}, "Help (H)", ACT_HELP, 0, v->help);
+}
+
+static void draw_class_list(Ui *u, int y, int rows) {
+    View *v = u->v;
+    const ClassNames *cn = &v->model.classes;
+    if (v->cls != v->list_cls) {  // a new class: scroll it into view (the wheel may move away)
+        if (v->cls < v->list_top) v->list_top = v->cls;
+        if (v->cls >= v->list_top + rows) v->list_top = v->cls - rows + 1;
+        v->list_cls = v->cls;
+    }
+    if (v->list_top > cn->n - rows) v->list_top = cn->n - rows;
+    if (v->list_top < 0) v->list_top = 0;
+    SDL_Rect box = {PAD, y, PANEL_W - 2 * PAD, rows * LIST_ROW_H};
+    u->hits->list = box;
+    fill(u, box, C_TRACK);
+    for (int r = 0; r < rows && v->list_top + r < cn->n; r++) {
+        int k = v->list_top + r;
+        SDL_Rect row = {box.x, y + r * LIST_ROW_H, box.w, LIST_ROW_H};
+        if (k == v->cls) fill(u, row, C_SEL);
+        else if (inside(row, v->mouse_x, v->mouse_y)) fill(u, row, C_HOT);
+        char label[160];
+        snprintf(label, sizeof label, "%d  %s", k, cn->names[k]);
+        text_in(u, row, -1, k == v->cls ? C_TEXT : C_DIM, label);
+        add_hit(u, row, ACT_CLASS_SET, k);
+    }
+}
+
+static void draw_panel(Ui *u) {
+    View *v = u->v;
+    fill(u, (SDL_Rect){0, 0, PANEL_W, u->h}, C_PANEL);
+    font_draw(v->ren, PAD, PAD, 3, C_TEXT, "MALA-DiT viewer");
+    int y = PAD + 3 * font_height(1) + PAD;
+    const char *base = strrchr(v->model_path, '/');
+    text_in(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, -1, C_DIM, base ? base + 1 : v->model_path);
+    if (!v->model_ready) return;
+    text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, v->model.arch);
+    text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, v->model.data);
+    y += 20 + PAD / 2;
+    text_in(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 24}, -1, C_TEXT, "Class");
+    hint(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 24}, "Left/Right");
+    y += 26;
+    int free_rows = (u->h - y - CONTROLS_H - PAD) / LIST_ROW_H;
+    int rows = free_rows < 3 ? 3 : free_rows;
+    if (rows > v->model.classes.n) rows = v->model.classes.n;
+    draw_class_list(u, y, rows);
+    draw_controls(u, y + rows * LIST_ROW_H + PAD);
+}
+
+// ---- the image area and the status bar ----
+
+static void draw_image(Ui *u, SDL_Rect area) {
+    View *v = u->v;
+    fill(u, area, C_BG);
+    if (!v->tex || v->frame.n == 0) {
+        const char *msg = v->st.phase == WORKER_FAILED ? "the model could not be loaded (see below)"
+                          : !v->model_ready ? "loading the model..." : "no images yet: press Enter to generate";
+        text_in(u, area, 0, v->st.phase == WORKER_FAILED ? C_ERR : C_DIM, msg);
+        return;
+    }
+    int aw = area.w - 2 * PAD, ah = area.h - 2 * PAD;
+    int s = aw / v->tex_w < ah / v->tex_h ? aw / v->tex_w : ah / v->tex_h;
+    int dw = v->tex_w * s, dh = v->tex_h * s;
+    if (s < 1) {  // larger than the window: shrink to fit, keeping the aspect ratio
+        double f = (double)aw / v->tex_w < (double)ah / v->tex_h ? (double)aw / v->tex_w : (double)ah / v->tex_h;
+        dw = (int)(v->tex_w * f);
+        dh = (int)(v->tex_h * f);
+    }
+    SDL_Rect dst = {area.x + (area.w - dw) / 2, area.y + (area.h - dh) / 2, dw, dh};
+    SDL_RenderCopy(v->ren, v->tex, NULL, &dst);
+    v->image_rect = dst;
+    v->image_scale = s;
+}
+
+static const char *sampler_name(SamplerKind k) { return k == SAMPLER_DDIM ? "DDIM" : "DDPM"; }
+
+// The progress line: live during a run, a summary afterwards.
+static void progress_text(const View *v, char *buf, size_t n) {
+    const WorkerStatus *st = &v->st;
+    const ViewRequest *r = &v->frame.req;
+    if (view_busy(v))
+        snprintf(buf, n, "step %d/%d   %.1f steps/s   %.1f s", st->step, st->nsteps, st->steps_per_s, st->seconds);
+    else if (st->outcome == RUN_DONE)
+        snprintf(buf, n, "done: %d image%s, %s %d steps in %.1f s (%.1f steps/s)", r->n, r->n == 1 ? "" : "s",
+                 sampler_name(r->opts.kind),
+                 st->nsteps, st->seconds, st->steps_per_s);
+    else if (st->outcome == RUN_CANCELLED) snprintf(buf, n, "cancelled at step %d/%d", st->step, st->nsteps);
+    else if (st->outcome == RUN_FAILED) snprintf(buf, n, "failed: %s", st->msg);
+    else snprintf(buf, n, "idle");
+}
+
+static void draw_status(Ui *u, SDL_Rect bar) {
+    View *v = u->v;
+    fill(u, bar, C_PANEL);
+    SDL_Rect track = {bar.x + PAD, bar.y + 8, bar.w - 2 * PAD, 24};
+    fill(u, track, C_TRACK);
+    const WorkerStatus *st = &v->st;
+    if (st->nsteps > 0 && st->step > 0) {
+        SDL_Rect done = track;
+        done.w = (int)((long long)track.w * st->step / st->nsteps);
+        fill(u, done, view_busy(v) ? C_SEL : st->outcome == RUN_DONE ? (SDL_Color){40, 100, 64, 255} : C_HOT);
+    }
+    char buf[MALA_ERR_LEN + 64];
+    progress_text(v, buf, sizeof buf);
+    text_in(u, track, -1, C_TEXT, buf);
+    SDL_Rect line = {bar.x + PAD, bar.y + 36, bar.w - 2 * PAD, 24};
+    int failed = st->phase == WORKER_FAILED || st->outcome == RUN_FAILED;
+    text_in(u, line, -1, failed ? C_ERR : !strncmp(v->message, "saved", 5) ? C_OK : C_DIM,
+            failed ? st->msg : v->message);
+    if (v->frame.n > 0 && !failed) {
+        const ViewRequest *r = &v->frame.req;
+        snprintf(buf, sizeof buf, "%s  seed %llu  cfg %.1f", v->model.classes.names[r->cls],
+                 (unsigned long long)r->seed, r->opts.cfg_scale);
+        int tw = font_width(buf, TS), mw = font_width(v->message, TS);
+        if (mw + tw + 40 < line.w) text_in(u, line, 1, C_DIM, buf);
+    }
+}
+
+// ---- help overlay ----
+
+static const char *const HELP[][2] = {
+    {"Enter, Space", "generate"},
+    {"Esc", "cancel the run; quit when idle"},
+    {"Q", "quit"},
+    {"Left, Right", "class (or click the list; wheel scrolls)"},
+    {"Up, Down", "guidance scale +/- 0.5"},
+    {"M", "sampler DDPM / DDIM"},
+    {"[  ]", "steps - / +"},
+    {",  .", "eta - / + 0.1 (DDIM)"},
+    {"PgDn, PgUp", "seed - / + 1"},
+    {"R", "seed: fixed / new each run"},
+    {"-  +", "images in the grid (1..16)"},
+    {"S", "save the grid as PNG"},
+    {"H, F1", "show / hide this help"},
+};
+#define HELP_N (int)(sizeof HELP / sizeof HELP[0])
+
+static void draw_help(Ui *u) {
+    SDL_SetRenderDrawBlendMode(u->v->ren, SDL_BLENDMODE_BLEND);
+    fill(u, (SDL_Rect){0, 0, u->w, u->h}, (SDL_Color){0, 0, 0, 150});
+    SDL_SetRenderDrawBlendMode(u->v->ren, SDL_BLENDMODE_NONE);
+    int bw = 700, bh = 76 + HELP_N * 26;
+    SDL_Rect box = {(u->w - bw) / 2, (u->h - bh) / 2, bw, bh};
+    fill(u, (SDL_Rect){box.x - 2, box.y - 2, box.w + 4, box.h + 4}, C_ACCENT);
+    fill(u, box, C_SHADE);
+    text(u, box.x + 24, box.y + 20, C_ACCENT, "Keys (mouse: click the controls)");
+    for (int i = 0; i < HELP_N; i++) {
+        int y = box.y + 56 + i * 26;
+        text(u, box.x + 24, y, C_TEXT, HELP[i][0]);
+        text(u, box.x + 200, y, C_DIM, HELP[i][1]);
+    }
+    add_hit(u, (SDL_Rect){0, 0, u->w, u->h}, ACT_HELP, 0);  // a click anywhere closes it
+}
+
+// ---- entry points ----
+
+void ui_draw(View *v, UiHits *hits) {
+    Ui u = {v, hits, 0, 0};
+    SDL_GetRendererOutputSize(v->ren, &u.w, &u.h);
+    hits->n = 0;
+    hits->list = (SDL_Rect){0, 0, 0, 0};
+    SDL_SetRenderDrawBlendMode(v->ren, SDL_BLENDMODE_NONE);
+    draw_panel(&u);
+    draw_image(&u, (SDL_Rect){PANEL_W, 0, u.w - PANEL_W, u.h - STATUS_H});
+    draw_status(&u, (SDL_Rect){PANEL_W, u.h - STATUS_H, u.w - PANEL_W, STATUS_H});
+    if (v->help) {
+        hits->n = 0;  // the overlay takes every click
+        draw_help(&u);
+    }
+}
+
+Action ui_hit(const UiHits *h, int x, int y, int *arg) {
+    for (int i = h->n - 1; i >= 0; i--)
+        if (inside(h->hit[i].r, x, y)) {
+            *arg = h->hit[i].arg;
+            return h->hit[i].act;
+        }
+    return ACT_NONE;
+}
+
+void ui_scroll_list(View *v, int rows) {
+    v->list_top += rows;  // ui_draw clamps it to the list
+    if (v->list_top < 0) v->list_top = 0;
+}
+
+int ui_update_texture(View *v, MalaErr *err) {
+    if (v->tex_seq == v->seen || v->frame.n == 0) return 0;
+    uint8_t *rgb;
+    int gw, gh, S = v->model.S;
+    if (image_grid_u8(&rgb, &gw, &gh, v->frame.x, v->frame.n, v->model.C, S, S, view_grid_cols(v->frame.n),
+                      VIEW_GRID_PAD, err))
+        return -1;
+    if (!v->tex || gw != v->tex_w || gh != v->tex_h) {
+        if (v->tex) SDL_DestroyTexture(v->tex);
+        v->tex = SDL_CreateTexture(v->ren, SDL_PIXELFORMAT_RGB24, SDL_TEXTUREACCESS_STREAMING, gw, gh);
+        if (!v->tex) {
+            free(rgb);
+            return mala_errf(err, "cannot create a %dx%d texture: %s", gw, gh, SDL_GetError());
+        }
+        SDL_SetTextureScaleMode(v->tex, SDL_ScaleModeNearest);
+        v->tex_w = gw;
+        v->tex_h = gh;
+    }
+    SDL_UpdateTexture(v->tex, NULL, rgb, gw * 3);
+    free(rgb);
+    v->tex_seq = v->seen;
+    return 0;
+}
+
+int ui_screenshot(SDL_Renderer *ren, const char *path, MalaErr *err) {
+    int w, h;
+    if (SDL_GetRendererOutputSize(ren, &w, &h)) return mala_errf(err, "screenshot: %s", SDL_GetError());
+    uint8_t *px = xmalloc((size_t)w * h * 3);
+    int rc = SDL_RenderReadPixels(ren, NULL, SDL_PIXELFORMAT_RGB24, px, w * 3);
+    if (rc) rc = mala_errf(err, "screenshot: cannot read the window's pixels: %s", SDL_GetError());
+    else rc = image_write_png(path, px, w, h, 3, err);
+    free(px);
+    return rc;
+}

@@ -1,0 +1,284 @@
+// `mala view` (app/viewer_*.c, SDL2) driven through the binary with --script under Xvfb: the
+// viewer is linked into ./mala only, so each test fork/execs ./mala (the Makefile runs suites from
+// the repository root after building it; MALA_BIN overrides the path). A one-step training run
+// makes the model file. Without xvfb-run the window tests print SKIP and pass; the argument
+// checks that need no display always run.
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "image_io.h"
+#include "testutil.h"
+
+#define S_IMG 32         // image side of the model the fixture trains (Fashion-MNIST, padded)
+#define WIN_W 800
+#define WIN_H 600
+
+static char g_dir[] = "/tmp/mala_viewer_XXXXXX";
+static char g_model[512];
+static int g_have_xvfb;
+
+static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
+
+static const char *tp(const char *name) {
+    static char buf[4][512];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", g_dir, name);
+    return buf[i];
+}
+
+static int on_path(const char *prog) {
+    const char *path = getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin";
+    char *copy = strdup(path), *save = NULL;
+    int found = 0;
+    for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char full[1024];
+        snprintf(full, sizeof full, "%s/%s", d, prog);
+        found = access(full, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+// Runs argv with stdout and stderr into log; returns the exit status (128 + signal if killed).
+static int run(char *const argv[], const char *log) {
+    pid_t pid = fork();
+    ck_assert_msg(pid >= 0, "fork failed");
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        setenv("OMP_NUM_THREADS", "1", 1);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s\n", argv[0]);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *read_text(const char *path) {
+    size_t n;
+    char *buf = tu_read_file(path, &n);
+    buf = realloc(buf, n + 1);
+    buf[n] = 0;
+    return buf;
+}
+
+// ./mala view --ckpt MODEL --threads 1 --width W --height H --script SCRIPT [--screenshot SHOT]
+// under xvfb-run (and timeout, so a hung viewer fails the test instead of the run).
+static int run_view(const char *script, const char *shot, const char *log) {
+    char size_w[16], size_h[16];
+    snprintf(size_w, sizeof size_w, "%d", WIN_W);
+    snprintf(size_h, sizeof size_h, "%d", WIN_H);
+    char *argv[] = {"timeout", "180", "xvfb-run", "-a", "-s", "-screen 0 1280x1024x24", (char *)mala_bin(), "view",
+                    "--ckpt", g_model, "--threads", "1", "--width", size_w, "--height", size_h, "--script",
+                    (char *)script, shot ? "--screenshot" : NULL, (char *)shot, NULL};
+    return run(argv, log);
+}
+
+static void fixture_setup(void) {
+    ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp failed");
+    snprintf(g_model, sizeof g_model, "%s/run/checkpoints/0000001.safetensors", g_dir);
+    g_have_xvfb = on_path("xvfb-run") && on_path("Xvfb");
+    if (access(mala_bin(), X_OK)) {
+        fprintf(stderr, "test_viewer: %s not found; build it first (make)\n", mala_bin());
+        return;
+    }
+    char *argv[] = {(char *)mala_bin(), "train", "--model", "DiT-T/4", "--iters", "1", "--limit", "16", "--batch", "2",
+                    "--sample-every", "0", "--threads", "1", "--out", (char *)tp("run"), NULL};
+    if (run(argv, tp("train.log")) != 0) fprintf(stderr, "test_viewer: making the model failed, see %s\n", tp("train.log"));
+}
+
+static void fixture_teardown(void) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_viewer: could not remove %s\n", g_dir);
+}
+
+static int skip_without_display(const char *test) {
+    if (g_have_xvfb) return 0;
+    printf("SKIP %s: xvfb-run / Xvfb not installed (apt-get install xvfb)\n", test);
+    return 1;
+}
+
+static void assert_model(void) {
+    ck_assert_msg(access(g_model, R_OK) == 0, "no model file %s (see %s)", g_model, tp("train.log"));
+}
+
+static void assert_ran(int rc, int want, const char *log) {
+    if (rc == want) return;
+    char *text = read_text(log);
+    ck_abort_msg("mala view exited %d, expected %d; its output:\n%s", rc, want, text);
+}
+
+static void load_rgb(const char *path, uint8_t **px, int *w, int *h) {
+    MalaErr err;
+    ck_assert_msg(image_load(path, 3, px, w, h, &err) == 0, "%s", err.msg);
+}
+
+// torchvision make_grid: min(nrow, n) columns, ceil(n / nrow) rows, padding 2 around every cell.
+static void grid_size(int n, int nrow, int *w, int *h) {
+    int cols = n < nrow ? n : nrow, rows = (n + nrow - 1) / nrow;
+    *w = n == 1 ? S_IMG : cols * (S_IMG + 2) + 2;
+    *h = n == 1 ? S_IMG : rows * (S_IMG + 2) + 2;
+}
+
+static double variance(const uint8_t *px, int w, int h, int stride, int x0, int y0) {
+    double s = 0, s2 = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w * 3; x++) {
+            double v = px[(size_t)(y0 + y) * stride + x0 * 3 + x];
+            s += v;
+            s2 += v * v;
+        }
+    double n = 3.0 * w * h;
+    return s2 / n - (s / n) * (s / n);
+}
+
+START_TEST(generate_save_and_screenshot) {
+    if (skip_without_display("generate_save_and_screenshot")) return;
+    assert_model();
+    char script[1024];
+    snprintf(script, sizeof script,
+             "class=Sneaker;cfg=4;steps=5;sampler=ddim;n=4;seed=3;generate;wait;save=%s;quit", tp("out.png"));
+    assert_ran(run_view(script, tp("shot.png"), tp("view.log")), 0, tp("view.log"));
+    char *log = read_text(tp("view.log"));
+    ck_assert_msg(strstr(log, "generated 4 x Sneaker (DDIM 5 steps, cfg 4.0"), "%s", log);
+
+    // the saved grid: 4 images in 2 columns, as torchvision's make_grid(nrow=2) lays them out
+    uint8_t *grid, *shot;
+    int gw, gh, sw, sh, ew, eh;
+    load_rgb(tp("out.png"), &grid, &gw, &gh);
+    grid_size(4, 2, &ew, &eh);
+    ck_assert_msg(gw == ew && gh == eh, "out.png is %dx%d, expected %dx%d", gw, gh, ew, eh);
+
+    // the screenshot: the window's size; the image area shows the grid, scaled up crisply
+    load_rgb(tp("shot.png"), &shot, &sw, &sh);
+    ck_assert_msg(sw == WIN_W && sh == WIN_H, "screenshot is %dx%d, the window %dx%d", sw, sh, WIN_W, WIN_H);
+    const char *line = strstr(log, "view: screenshot");
+    int iw, ih, ix, iy, scale;
+    ck_assert_msg(line && sscanf(line, "view: screenshot %*s %*dx%*d, image %dx%d at %d,%d scale %d", &iw, &ih, &ix,
+                                 &iy, &scale) == 5, "%s", log);
+    ck_assert_msg(scale >= 2 && iw == gw * scale && ih == gh * scale, "image %dx%d at scale %d", iw, ih, scale);
+    ck_assert(ix >= 0 && iy >= 0 && ix + iw <= sw && iy + ih <= sh);
+    ck_assert_msg(variance(shot, iw, ih, sw * 3, ix, iy) > 0, "the image area is blank");
+    long differ = 0;
+    for (int y = 0; y < ih; y++)
+        for (int x = 0; x < iw; x++)
+            differ += memcmp(shot + ((size_t)(iy + y) * sw + ix + x) * 3, grid + ((size_t)(y / scale) * gw + x / scale) * 3, 3) != 0;
+    ck_assert_msg(differ == 0, "%ld of %d screen pixels differ from out.png scaled %dx (nearest)", differ, iw * ih, scale);
+    free(grid);
+    free(shot);
+    free(log);
+}
+END_TEST
+
+// The viewer samples through the same API as `mala sample`: same settings, same pixels.
+START_TEST(matches_mala_sample) {
+    if (skip_without_display("matches_mala_sample")) return;
+    assert_model();
+    char script[1024];
+    snprintf(script, sizeof script, "class=Bag;cfg=2.5;steps=4;sampler=ddpm;n=3;seed=11;generate;wait;save=%s;quit",
+             tp("view3.png"));
+    assert_ran(run_view(script, NULL, tp("view3.log")), 0, tp("view3.log"));
+    char *argv[] = {(char *)mala_bin(), "sample", "--ckpt", g_model, "--class", "Bag", "--cfg-scale", "2.5", "--steps",
+                    "4", "--sampler", "ddpm", "--n", "3", "--seed", "11", "--nrow", "2", "--threads", "1",
+                    "--out", (char *)tp("sample3.png"), NULL};
+    assert_ran(run(argv, tp("sample3.log")), 0, tp("sample3.log"));
+    uint8_t *a, *b;
+    int aw, ah, bw, bh, ew, eh;
+    load_rgb(tp("view3.png"), &a, &aw, &ah);
+    load_rgb(tp("sample3.png"), &b, &bw, &bh);
+    grid_size(3, 2, &ew, &eh);
+    ck_assert_msg(aw == ew && ah == eh && bw == ew && bh == eh, "sizes %dx%d and %dx%d, expected %dx%d", aw, ah, bw, bh,
+                  ew, eh);
+    int maxd = 0;
+    for (size_t i = 0; i < (size_t)aw * ah * 3; i++) {
+        int d = abs(a[i] - b[i]);
+        if (d > maxd) maxd = d;
+    }
+    ck_assert_msg(maxd <= 1, "viewer and mala sample differ by up to %d levels", maxd);
+    free(a);
+    free(b);
+}
+END_TEST
+
+// Keys go through the same path as a person's; a long run is cancelled while the window keeps
+// drawing the live preview.
+START_TEST(keys_preview_and_cancel) {
+    if (skip_without_display("keys_preview_and_cancel")) return;
+    assert_model();
+    const char *script = "class=Sneaker;key=Right;steps=2;key=];n=2;key=M;key=Return;wait;"
+                         "sampler=ddim;steps=1000;n=4;generate;sleep=1;cancel;wait;quit";
+    double t0 = now_seconds();
+    assert_ran(run_view(script, NULL, tp("keys.log")), 0, tp("keys.log"));
+    double dt = now_seconds() - t0;
+    char *log = read_text(tp("keys.log"));
+    // Right: Sneaker -> Bag; ]: 2 -> 3 steps; M: DDIM (the default) -> DDPM; Return: generate
+    ck_assert_msg(strstr(log, "generated 2 x Bag (DDPM 3 steps"), "%s", log);
+    const char *c = strstr(log, "cancelled at step");
+    int step, nsteps, draws;
+    ck_assert_msg(c && sscanf(c, "cancelled at step %d/%d after %*f s, %d frames", &step, &nsteps, &draws) == 3, "%s", log);
+    ck_assert_msg(nsteps == 1000 && step >= 1 && step < 1000, "%s", log);
+    ck_assert_msg(draws >= 1, "no frame was drawn while generating: %s", log);
+    ck_assert_msg(dt < 120, "the cancelled run took %.0f s", dt);
+    free(log);
+}
+END_TEST
+
+START_TEST(script_errors) {
+    assert_model();
+    // refused while parsing, before any window: exit 2 without needing a display
+    const char *bad[][2] = {{"generate;frobnicate;quit", "unknown command"},
+                            {"steps=0", "expected an integer from 1 to 1000"},
+                            {"n=17", "expected an integer from 1 to 16"},
+                            {"sampler=euler", "expected sampler=ddpm or sampler=ddim"},
+                            {"key=NoSuchKey", "unknown key name"},
+                            {"generate=3", "takes no value"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[] = {(char *)mala_bin(), "view", "--ckpt", g_model, "--script", (char *)bad[i][0], NULL};
+        int rc = run(argv, tp("err.log"));
+        char *log = read_text(tp("err.log"));
+        ck_assert_msg(rc == 2 && strstr(log, bad[i][1]), "'%s': exit %d, output: %s", bad[i][0], rc, log);
+        free(log);
+    }
+    char *missing[] = {(char *)mala_bin(), "view", "--ckpt", (char *)tp("none.safetensors"), NULL};
+    int rc = run(missing, tp("err.log"));
+    char *log = read_text(tp("err.log"));
+    ck_assert_msg(rc == 1 && strstr(log, "none.safetensors: cannot read the model file"), "exit %d: %s", rc, log);
+    free(log);
+    if (skip_without_display("script_errors (unknown class, save before a run)")) return;
+    // class names are checked against the model once it is loaded: exit 1
+    ck_assert_int_eq(run_view("class=Spaceship;generate;quit", NULL, tp("cls.log")), 1);
+    log = read_text(tp("cls.log"));
+    ck_assert_msg(strstr(log, "class=Spaceship: unknown class; the model knows: T-shirt/top"), "%s", log);
+    free(log);
+    ck_assert_int_eq(run_view("save=x.png;quit", NULL, tp("save.log")), 1);
+    log = read_text(tp("save.log"));
+    ck_assert_msg(strstr(log, "nothing to save yet"), "%s", log);
+    free(log);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("viewer");
+    TCase *tc = tcase_create("viewer");
+    tcase_set_timeout(tc, 600);
+    tcase_add_unchecked_fixture(tc, fixture_setup, fixture_teardown);
+    tcase_add_test(tc, generate_save_and_screenshot);
+    tcase_add_test(tc, matches_mala_sample);
+    tcase_add_test(tc, keys_preview_and_cancel);
+    tcase_add_test(tc, script_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(suite()); }
