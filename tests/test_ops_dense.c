@@ -18,13 +18,19 @@ static double probe_loss(void *ctx) {
     return tu_dot(p->out, p->G, p->nout);
 }
 
+// Buffers of a test, freed by the teardown.
+static void *owned[64];
+static int nowned;
+static float *own(float *p) { owned[nowned++] = p; return p; }
+static void free_owned(void) { while (nowned) free(owned[--nowned]); }
+
 static float *rnd(size_t n, float lo, float hi, uint64_t seed) {
-    float *x = malloc(n * sizeof(float));
+    float *x = own(malloc(n * sizeof(float)));
     tu_fill(x, n, lo, hi, seed);
     return x;
 }
 
-static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+static float *zeros(size_t n) { return own(calloc(n, sizeof(float))); }
 
 #define FD(what, x, n, grad, probe) tu_fd_check(what, x, n, grad, probe_loss, &(probe).base, 1e-2f, 2e-3, 2e-2, 48)
 
@@ -121,7 +127,6 @@ START_TEST(test_elementwise) {
         else be->mul_bwd(da, db, p.base.G, p.a, p.b, n);
         FD(p.op == 0 ? "gelu" : p.op == 1 ? "silu" : "mul da", p.a, n, da, p);
         if (p.op == 2) FD("mul db", p.b, n, db, p);
-        free(da); free(db);
     }
     // GELU tanh approximation at known points (PyTorch values)
     ck_assert_float_eq_tol(gelu_f(1.0f), 0.8411920071f, 1e-6);
@@ -218,6 +223,7 @@ int main(void) {
     Suite *s = suite_create("ops_dense");
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, NULL, free_owned);
     tcase_add_test(tc, test_linear);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_modulate_and_gate);
