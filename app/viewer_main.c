@@ -12,6 +12,7 @@
 
 #define MIN_W 640
 #define MIN_H 560
+#define FRAME_S (1.0 / 60)  // at most 60 redraws a second, however fast the steps come
 
 typedef struct {
     const char *ckpt, *device, *script, *screenshot, *save_dir;
@@ -162,42 +163,69 @@ static void draw_frame(View *v, UiHits *hits) {
     SDL_RenderPresent(v->ren);
 }
 
-// The event loop. The script (possibly empty) starts once the model is loaded; when it ends the
-// --screenshot is taken, and a `quit` then closes the window. Returns the exit status.
-static int run_loop(View *v, Script *sc, const char *final_shot, int headless) {
-    UiHits hits = {0};
+// The script (possibly empty) starts once the model is loaded; when it ends the --screenshot is
+// taken, and a `quit` then closes the window.
+typedef struct {
+    Script *sc;
+    const char *final_shot;
+    int headless;        // a script or a screenshot was asked for: errors end the program
+    int over, quit_after, shot_asked;
+} ScriptRun;
+
+// Runs the script's next commands; returns 1 when they changed something, -1 on an error.
+static int advance_script(View *v, ScriptRun *r) {
+    if (r->over || !v->model_ready) return 0;
     MalaErr err;
-    int script_over = 0, quit_after_shot = 0, final_shot_asked = 0, dirty = 1;
+    int pc = r->sc->pc;
+    ScriptState ss = script_step(r->sc, v, &err);
+    if (ss == SCRIPT_ERROR) {
+        fprintf(stderr, "error: --script: %s\n", err.msg);
+        return -1;
+    }
+    r->over = ss == SCRIPT_END || ss == SCRIPT_QUIT;
+    r->quit_after = ss == SCRIPT_QUIT;
+    if (r->over && r->final_shot && !r->shot_asked) {
+        v->shot_path = r->final_shot;
+        r->shot_asked = 1;
+    }
+    return r->sc->pc != pc;
+}
+
+// How long the loop may sleep: until the next allowed frame when one is due, briefly while a
+// script runs, else until the worker or the user does something.
+static int wait_ms(const View *v, const ScriptRun *r, int dirty, double last_draw) {
+    if (dirty) {
+        int ms = (int)((last_draw + FRAME_S - now_seconds()) * 1000) + 1;
+        return ms > 0 ? ms : 0;
+    }
+    return (!r->over && v->model_ready) || v->shot_path ? 10 : 500;
+}
+
+// The event loop; returns the exit status.
+static int run_loop(View *v, ScriptRun *r) {
+    UiHits hits = {0};
+    int dirty = 1;
+    double last_draw = 0;
     while (!v->quit) {
-        int active = (!script_over && v->model_ready) || v->shot_path;
-        dirty |= pump_events(v, &hits, active ? 10 : 500);
+        dirty |= pump_events(v, &hits, wait_ms(v, r, dirty, last_draw));
         dirty |= poll_worker(v);
-        if (v->st.phase == WORKER_FAILED && headless) {
+        if (v->st.phase == WORKER_FAILED && r->headless) {
             fprintf(stderr, "error: %s\n", v->st.msg);
             return 1;
         }
-        if (!script_over && v->model_ready) {
-            int pc = sc->pc;
-            ScriptState ss = script_step(sc, v, &err);
-            dirty |= sc->pc != pc;
-            if (ss == SCRIPT_ERROR) {
-                fprintf(stderr, "error: --script: %s\n", err.msg);
-                return 1;
-            }
-            script_over = ss == SCRIPT_END || ss == SCRIPT_QUIT;
-            quit_after_shot = ss == SCRIPT_QUIT;
+        int changed = advance_script(v, r);
+        if (changed < 0) return 1;
+        dirty |= changed;
+        if (v->shot_path || (dirty && now_seconds() - last_draw >= FRAME_S)) {
+            draw_frame(v, &hits);
+            last_draw = now_seconds();
+            dirty = 0;
         }
-        if (script_over && final_shot && !final_shot_asked) {
-            v->shot_path = final_shot;
-            final_shot_asked = 1;
-        }
-        if (dirty || v->shot_path) draw_frame(v, &hits);
-        dirty = 0;
-        if (v->shot_failed && final_shot_asked) {
+        if (v->shot_failed && r->shot_asked) {
             fprintf(stderr, "error: --screenshot: %s\n", v->message);
             return 1;
         }
-        if (quit_after_shot) v->quit = 1;
+        if (r->quit_after && !v->shot_path) v->quit = 1;
     }
     return 0;
 }
@@ -281,7 +309,8 @@ int cmd_view(int argc, char **argv) {
     int rc = 1;
     if (open_window(&v, a.width, a.height) == 0) {
         v.worker = worker_start(path, be, a.threads, wake_ui, NULL);
-        rc = run_loop(&v, &script, a.screenshot, a.script || a.screenshot);
+        ScriptRun run = {&script, a.screenshot, a.script || a.screenshot, 0, 0, 0};
+        rc = run_loop(&v, &run);
         worker_stop(v.worker);
     }
     view_free(&v);

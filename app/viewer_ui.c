@@ -21,7 +21,8 @@
 static const SDL_Color C_BG = {22, 24, 28, 255}, C_PANEL = {34, 37, 43, 255}, C_TEXT = {228, 230, 235, 255},
                        C_DIM = {135, 142, 153, 255}, C_ACCENT = {86, 156, 255, 255}, C_BTN = {52, 57, 66, 255},
                        C_HOT = {72, 79, 92, 255}, C_SEL = {44, 84, 140, 255}, C_ERR = {255, 112, 100, 255},
-                       C_OK = {120, 210, 140, 255}, C_TRACK = {44, 48, 56, 255}, C_SHADE = {16, 17, 20, 255};
+                       C_OK = {120, 210, 140, 255}, C_TRACK = {44, 48, 56, 255}, C_SHADE = {16, 17, 20, 255},
+                       C_DONE = {40, 100, 64, 255};
 
 typedef struct {
     View *v;
@@ -215,7 +216,7 @@ static void draw_status(Ui *u, SDL_Rect bar) {
     if (st->nsteps > 0 && st->step > 0) {
         SDL_Rect done = track;
         done.w = (int)((long long)track.w * st->step / st->nsteps);
-        fill(u, done, view_busy(v) ? C_SEL : st->outcome == RUN_DONE ? (SDL_Color){40, 100, 64, 255} : C_HOT);
+        fill(u, done, view_busy(v) ? C_SEL : st->outcome == RUN_DONE ? C_DONE : C_HOT);
     }
     char buf[MALA_ERR_LEN + 64];
     progress_text(v, buf, sizeof buf);
@@ -281,7 +282,8 @@ void ui_draw(View *v, UiHits *hits) {
     draw_image(&u, (SDL_Rect){PANEL_W, 0, u.w - PANEL_W, u.h - STATUS_H});
     draw_status(&u, (SDL_Rect){PANEL_W, u.h - STATUS_H, u.w - PANEL_W, STATUS_H});
     if (v->help) {
-        hits->n = 0;  // the overlay takes every click
+        hits->n = 0;  // the overlay takes every click and the wheel
+        hits->list = (SDL_Rect){0, 0, 0, 0};
         draw_help(&u);
     }
 }
