@@ -95,7 +95,7 @@ typedef struct {
     // interface state
     int help, quit, mouse_x, mouse_y;
     int list_top, list_cls;  // first class shown in the list; the class it last scrolled to
-    int run_draws;           // frames drawn while the current run was in progress
+    int run_previews;        // step previews (predicted x0) drawn for the latest run
     char message[320];
     const char *shot_path;   // screenshot wanted at the next frame
     int shot_failed;

@@ -107,7 +107,7 @@ int view_generate(View *v) {
         return -1;
     }
     v->st.phase = WORKER_RUNNING;  // until the next poll says otherwise
-    v->run_draws = 0;
+    v->run_previews = 0;
     view_message(v, "generating %d x %s, seed %llu", r.n, v->model.classes.names[r.cls], (unsigned long long)r.seed);
     return 0;
 }

@@ -20,7 +20,7 @@
 // Copies up to FONT_CHUNK characters of s into buf as printable ASCII; returns how many.
 static int printable_chunk(char *buf, const char *s) {
     int n = 0;
-    for (; s[n] && n < FONT_CHUNK; n++) {
+    for (; n < FONT_CHUNK && s[n]; n++) {
         unsigned char ch = (unsigned char)s[n];
         buf[n] = ch >= 32 && ch < 127 ? (char)ch : '?';
     }
@@ -43,7 +43,9 @@ static int draw_chunk(SDL_Renderer *ren, int x, int y, int scale, const char *te
     static SDL_Rect rects[FONT_VBUF / 64];
     int quads = stb_easy_font_print(0, 0, (char *)text, NULL, vbuf, sizeof vbuf);
     for (int q = 0; q < quads; q++) {
-        const float *v0 = (const float *)(vbuf + q * 64), *v2 = (const float *)(vbuf + q * 64 + 32);
+        float v0[2], v2[2];  // a quad's first and third vertices: its top-left and bottom-right corners
+        memcpy(v0, vbuf + q * 64, sizeof v0);
+        memcpy(v2, vbuf + q * 64 + 32, sizeof v2);
         rects[q] = (SDL_Rect){x + (int)v0[0] * scale, y + (int)v0[1] * scale, (int)(v2[0] - v0[0]) * scale,
                               (int)(v2[1] - v0[1]) * scale};
     }

@@ -106,12 +106,12 @@ static void log_run_end(const View *v) {
     const ViewRequest *r = &v->frame.req;
     if (st->outcome == RUN_DONE)
         fprintf(stderr, "view: generated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
-                "%.1f steps/s, %d frames drawn during the run\n", r->n, v->model.classes.names[r->cls],
+                "%.1f steps/s, %d step previews shown\n", r->n, v->model.classes.names[r->cls],
                 r->opts.kind == SAMPLER_DDIM ? "DDIM" : "DDPM", r->opts.steps, r->opts.cfg_scale, r->opts.eta,
-                (unsigned long long)r->seed, st->seconds, st->steps_per_s, v->run_draws);
+                (unsigned long long)r->seed, st->seconds, st->steps_per_s, v->run_previews);
     else if (st->outcome == RUN_CANCELLED)
-        fprintf(stderr, "view: cancelled at step %d/%d after %.2f s, %d frames drawn during the run\n", st->step,
-                st->nsteps, st->seconds, v->run_draws);
+        fprintf(stderr, "view: cancelled at step %d/%d after %.2f s, %d step previews shown\n", st->step,
+                st->nsteps, st->seconds, v->run_previews);
     else if (st->outcome == RUN_FAILED)
         fprintf(stderr, "view: generation failed: %s\n", st->msg);
 }
@@ -144,9 +144,10 @@ static int poll_worker(View *v) {
 
 static void draw_frame(View *v, UiHits *hits) {
     MalaErr err;
+    uint64_t shown = v->tex_seq;
     if (ui_update_texture(v, &err)) view_message(v, "%s", err.msg);
+    if (v->tex_seq != shown && !v->frame.final) v->run_previews++;
     ui_draw(v, hits);
-    if (view_busy(v)) v->run_draws++;
     if (v->shot_path) {
         if (ui_screenshot(v->ren, v->shot_path, &err)) {
             v->shot_failed = 1;
@@ -240,9 +241,10 @@ static int open_window(View *v, int w, int h) {
     }
     const char *drv = SDL_GetCurrentVideoDriver();
     if (!getenv("SDL_VIDEODRIVER") && drv && (!strcmp(drv, "offscreen") || !strcmp(drv, "dummy"))) {
-        fprintf(stderr, "error: no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset, SDL fell back "
-                "to its '%s' driver); run under a desktop or xvfb-run, or set SDL_VIDEODRIVER=offscreen to run a "
-                "--script without a window\n", drv);
+        const char *x11 = getenv("DISPLAY"), *wl = getenv("WAYLAND_DISPLAY");
+        fprintf(stderr, "error: no display to open a window on (DISPLAY=%s, WAYLAND_DISPLAY=%s; SDL fell back to its "
+                "'%s' driver); run under a desktop or xvfb-run, or set SDL_VIDEODRIVER=offscreen to run a --script "
+                "without a window\n", x11 ? x11 : "(unset)", wl ? wl : "(unset)", drv);
         return -1;
     }
     g_wake_type = SDL_RegisterEvents(1);
@@ -278,7 +280,8 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
     char usage[3072];
     snprintf(usage, sizeof usage, "usage: mala view [flags]\n\nOpens a window to generate images with the model: pick a class, "
              "guidance, sampler,\nsteps, eta, seed and grid size, watch the predicted x0 at every step, save PNGs.\n"
-             "Press H in the window for the keys.\n\n%s", script_usage());
+             "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "
+             "--script: once the model is loaded).", script_usage());
     args_parse(usage, opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (a->width < MIN_W || a->height < MIN_H) FATAL("--width/--height %dx%d: the window needs at least %dx%d", a->width,
                                                      a->height, MIN_W, MIN_H);

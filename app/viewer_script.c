@@ -8,6 +8,7 @@
 // Numbers and names are checked when the script is parsed, before the window opens; class names
 // when the command runs (the model is loaded by then).
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -20,36 +21,38 @@ typedef struct {
     ScriptOp op;
     ArgKind arg;
     double lo, hi;  // ARG_NUM / ARG_INT range
-    const char *help;
+    const char *syntax, *help;
 } ScriptSpec;
 
 static const ScriptSpec SPECS[] = {
-    {"class", SC_CLASS, ARG_TEXT, 0, 0, "class=NAME|K     class by name (any case) or number"},
-    {"cfg", SC_CFG, ARG_NUM, 0, 100, "cfg=W            guidance scale (1 = none)"},
-    {"steps", SC_STEPS, ARG_INT, 1, 1000, "steps=N          sampling steps, 1..1000"},
-    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=ddpm|ddim"},
-    {"eta", SC_ETA, ARG_NUM, 0, 1, "eta=E            DDIM noise, 0..1"},
-    {"n", SC_N, ARG_INT, 1, VIEW_MAX_IMAGES, "n=N              images in the grid, 1..16"},
-    {"seed", SC_SEED, ARG_TEXT, 0, 0, "seed=S|random    fixed seed, or a new one each run"},
-    {"generate", SC_GENERATE, ARG_NONE, 0, 0, "generate         start a run (after the current one ends)"},
-    {"wait", SC_WAIT, ARG_NONE, 0, 0, "wait             until the current run ends (fails if it failed)"},
-    {"cancel", SC_CANCEL, ARG_NONE, 0, 0, "cancel           stop the current run after its step"},
-    {"save", SC_SAVE, ARG_OPT_TEXT, 0, 0, "save[=FILE]      the latest finished grid as PNG"},
-    {"screenshot", SC_SCREENSHOT, ARG_TEXT, 0, 0, "screenshot=FILE  the window as PNG"},
-    {"help", SC_HELP, ARG_OPT_TEXT, 0, 0, "help[=on|off]    the key overlay"},
-    {"sleep", SC_SLEEP, ARG_NUM, 0, 3600, "sleep=SECONDS    pause the script (the window keeps running)"},
-    {"key", SC_KEY, ARG_TEXT, 0, 0, "key=NAME         press a key as a person would (SDL names: Return, Left, F1, s)"},
-    {"click", SC_CLICK, ARG_TEXT, 0, 0, "click=X,Y        click the left mouse button at window pixel X,Y"},
-    {"size", SC_SIZE, ARG_TEXT, 0, 0, "size=WxH         resize the window"},
-    {"quit", SC_QUIT, ARG_NONE, 0, 0, "quit             close the viewer"},
+    {"class", SC_CLASS, ARG_TEXT, 0, 0, "class=NAME|K", "class by name (any case) or number"},
+    {"cfg", SC_CFG, ARG_NUM, 0, 100, "cfg=W", "guidance scale (1 = none)"},
+    {"steps", SC_STEPS, ARG_INT, 1, 1000, "steps=N", "sampling steps, 1..1000"},
+    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=ddpm|ddim", "ancestral DDPM or DDIM"},
+    {"eta", SC_ETA, ARG_NUM, 0, 1, "eta=E", "DDIM noise, 0..1"},
+    {"n", SC_N, ARG_INT, 1, VIEW_MAX_IMAGES, "n=N", "images in the grid, 1..16"},
+    {"seed", SC_SEED, ARG_TEXT, 0, 0, "seed=S|random", "fixed seed, or a new one each run"},
+    {"generate", SC_GENERATE, ARG_NONE, 0, 0, "generate", "start a run (after the current one ends)"},
+    {"wait", SC_WAIT, ARG_NONE, 0, 0, "wait", "until the current run ends (fails if it failed)"},
+    {"cancel", SC_CANCEL, ARG_NONE, 0, 0, "cancel", "stop the current run after its step"},
+    {"save", SC_SAVE, ARG_OPT_TEXT, 0, 0, "save[=FILE]", "the latest finished grid as PNG"},
+    {"screenshot", SC_SCREENSHOT, ARG_TEXT, 0, 0, "screenshot=FILE", "the window as PNG"},
+    {"help", SC_HELP, ARG_OPT_TEXT, 0, 0, "help[=on|off]", "the key overlay"},
+    {"sleep", SC_SLEEP, ARG_NUM, 0, 3600, "sleep=SECONDS", "pause the script (the window keeps running)"},
+    {"key", SC_KEY, ARG_TEXT, 0, 0, "key=NAME", "press a key as a person would (SDL names: Return, Left, F1, s)"},
+    {"click", SC_CLICK, ARG_TEXT, 0, 0, "click=X,Y", "click the left mouse button at window pixel X,Y"},
+    {"size", SC_SIZE, ARG_TEXT, 0, 0, "size=WxH", "resize the window"},
+    {"quit", SC_QUIT, ARG_NONE, 0, 0, "quit", "close the viewer"},
 };
 #define N_SPECS (int)(sizeof SPECS / sizeof SPECS[0])
 
 const char *script_usage(void) {
     static char buf[2048];
     if (buf[0]) return buf;
-    size_t len = snprintf(buf, sizeof buf, "script commands (separated by ';'):\n");
-    for (int i = 0; i < N_SPECS && len < sizeof buf; i++) len += snprintf(buf + len, sizeof buf - len, "  %s\n", SPECS[i].help);
+    size_t len = snprintf(buf, sizeof buf, "--script runs these commands in order, separated by ';', between frames once "
+                          "the model is loaded:");
+    for (int i = 0; i < N_SPECS && len < sizeof buf; i++)
+        len += snprintf(buf + len, sizeof buf - len, "\n  %-17s %s", SPECS[i].syntax, SPECS[i].help);
     return buf;
 }
 
@@ -76,37 +79,60 @@ static int parse_bool(const char *s, int *out) {
     return 0;
 }
 
-// Checks a command's value against its spec; fills c->num for numbers.
-static int check_value(const ScriptSpec *sp, ScriptCmd *c, const char *item, MalaErr *err) {
+static int check_number(const ScriptSpec *sp, ScriptCmd *c, const char *item, MalaErr *err) {
+    char *end;
+    errno = 0;
+    c->num = strtod(c->arg, &end);
+    int ok = !*end && !errno && isfinite(c->num) && c->num >= sp->lo && c->num <= sp->hi &&
+             (sp->arg == ARG_NUM || c->num == (long)c->num);
+    if (ok) return 0;
+    return mala_errf(err, "'%s': expected %s from %g to %g", item, sp->arg == ARG_INT ? "an integer" : "a number", sp->lo,
+                     sp->hi);
+}
+
+// The commands whose text values have a form of their own.
+static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
     const char *v = c->arg;
-    if (sp->arg == ARG_NONE && v) return mala_errf(err, "'%s': %s takes no value", item, sp->name);
-    if ((sp->arg == ARG_TEXT || sp->arg == ARG_NUM || sp->arg == ARG_INT) && (!v || !*v))
-        return mala_errf(err, "'%s': %s needs a value (%s)", item, sp->name, sp->help);
-    if (sp->arg == ARG_NUM || sp->arg == ARG_INT) {
-        char *end;
-        errno = 0;
-        c->num = strtod(v, &end);
-        if (*end || errno || c->num < sp->lo || c->num > sp->hi || (sp->arg == ARG_INT && c->num != (long)c->num))
-            return mala_errf(err, "'%s': expected %s from %g to %g", item, sp->arg == ARG_INT ? "an integer" : "a number",
-                             sp->lo, sp->hi);
-    }
     uint64_t seed;
-    int on;
-    if (c->op == SC_SAMPLER && strcasecmp(v, "ddpm") && strcasecmp(v, "ddim"))
-        return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
-    if (c->op == SC_SEED && strcasecmp(v, "random") && parse_u64(v, &seed))
-        return mala_errf(err, "'%s': expected a non-negative integer or 'random'", item);
-    if (c->op == SC_HELP && v && parse_bool(v, &on)) return mala_errf(err, "'%s': expected help=on or help=off", item);
-    if ((c->op == SC_SAVE || c->op == SC_SCREENSHOT) && v && !*v) return mala_errf(err, "'%s': empty file name", item);
-    if (c->op == SC_KEY && (c->num = SDL_GetKeyFromName(v)) == SDLK_UNKNOWN)
-        return mala_errf(err, "'%s': unknown key name (SDL's names: Return, Escape, Left, Up, PageUp, F1, s, ...)", item);
-    int x, y;
+    int on, x, y;
     char end;
-    if (c->op == SC_CLICK && (sscanf(v, "%d,%d%c", &x, &y, &end) != 2 || x < 0 || y < 0))
-        return mala_errf(err, "'%s': expected click=X,Y with pixel coordinates", item);
-    if (c->op == SC_SIZE && (sscanf(v, "%dx%d%c", &x, &y, &end) != 2 || x < 1 || y < 1 || x > 16384 || y > 16384))
-        return mala_errf(err, "'%s': expected size=WxH, e.g. size=1280x800", item);
-    return 0;
+    switch (c->op) {
+    case SC_SAMPLER:
+        if (strcasecmp(v, "ddpm") && strcasecmp(v, "ddim")) return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
+        return 0;
+    case SC_SEED:
+        if (strcasecmp(v, "random") && parse_u64(v, &seed))
+            return mala_errf(err, "'%s': expected a non-negative integer or 'random'", item);
+        return 0;
+    case SC_HELP:
+        if (v && parse_bool(v, &on)) return mala_errf(err, "'%s': expected help=on or help=off", item);
+        return 0;
+    case SC_SAVE:
+        if (v && !*v) return mala_errf(err, "'%s': empty file name", item);
+        return 0;
+    case SC_KEY:
+        if ((c->num = SDL_GetKeyFromName(v)) == SDLK_UNKNOWN)
+            return mala_errf(err, "'%s': unknown key name (SDL's names: Return, Escape, Left, Up, PageUp, F1, s, ...)", item);
+        return 0;
+    case SC_CLICK:
+        if (sscanf(v, "%d,%d%c", &x, &y, &end) != 2 || x < 0 || y < 0)
+            return mala_errf(err, "'%s': expected click=X,Y with pixel coordinates", item);
+        return 0;
+    case SC_SIZE:
+        if (sscanf(v, "%dx%d%c", &x, &y, &end) != 2 || x < 1 || y < 1 || x > 16384 || y > 16384)
+            return mala_errf(err, "'%s': expected size=WxH, e.g. size=1280x800", item);
+        return 0;
+    default: return 0;
+    }
+}
+
+// Checks a command's value against its spec; fills c->num for numbers and keys.
+static int check_value(const ScriptSpec *sp, ScriptCmd *c, const char *item, MalaErr *err) {
+    if (sp->arg == ARG_NONE && c->arg) return mala_errf(err, "'%s': %s takes no value", item, sp->name);
+    if (sp->arg != ARG_NONE && sp->arg != ARG_OPT_TEXT && (!c->arg || !*c->arg))
+        return mala_errf(err, "'%s': %s needs a value: %s", item, sp->name, sp->syntax);
+    if (sp->arg == ARG_NUM || sp->arg == ARG_INT) return check_number(sp, c, item, err);
+    return check_text(c, item, err);
 }
 
 static int parse_item(ScriptCmd *c, char *item, MalaErr *err) {
@@ -213,48 +239,54 @@ static CmdResult run_sleep(Script *s, double seconds) {
     return now_seconds() < s->until ? CMD_WAIT : CMD_DONE;
 }
 
+static void push_key(Uint32 win, SDL_Keycode key) {
+    SDL_Event e;
+    memset(&e, 0, sizeof e);
+    e.type = SDL_KEYDOWN;
+    e.key.timestamp = SDL_GetTicks();
+    e.key.windowID = win;
+    e.key.state = SDL_PRESSED;
+    e.key.keysym.sym = key;
+    e.key.keysym.scancode = SDL_GetScancodeFromKey(key);
+    SDL_PushEvent(&e);
+    e.type = SDL_KEYUP;
+    e.key.state = SDL_RELEASED;
+    SDL_PushEvent(&e);
+}
+
+static void push_click(Uint32 win, int x, int y) {
+    SDL_Event e;
+    memset(&e, 0, sizeof e);
+    e.type = SDL_MOUSEMOTION;  // the pointer moves there first, as a real one would
+    e.motion.timestamp = SDL_GetTicks();
+    e.motion.windowID = win;
+    e.motion.x = x;
+    e.motion.y = y;
+    SDL_PushEvent(&e);
+    memset(&e, 0, sizeof e);
+    e.type = SDL_MOUSEBUTTONDOWN;
+    e.button.timestamp = SDL_GetTicks();
+    e.button.windowID = win;
+    e.button.button = SDL_BUTTON_LEFT;
+    e.button.state = SDL_PRESSED;
+    e.button.clicks = 1;
+    e.button.x = x;
+    e.button.y = y;
+    SDL_PushEvent(&e);
+    e.type = SDL_MOUSEBUTTONUP;
+    e.button.state = SDL_RELEASED;
+    SDL_PushEvent(&e);
+}
+
 // Queues the events a key press or a click makes, so they take the same path as a person's;
 // the command finishes on the next step, after the event loop has handled them.
 static CmdResult run_input(Script *s, View *v, const ScriptCmd *c) {
     if (s->started) return CMD_DONE;
     s->started = 1;
-    SDL_Event e[3];
-    memset(e, 0, sizeof e);
-    int n = 0;
     Uint32 win = SDL_GetWindowID(v->win);
-    if (c->op == SC_KEY) {
-        e[0].type = SDL_KEYDOWN;
-        e[0].key.windowID = win;
-        e[0].key.state = SDL_PRESSED;
-        e[0].key.keysym.sym = (SDL_Keycode)c->num;
-        e[0].key.keysym.scancode = SDL_GetScancodeFromKey((SDL_Keycode)c->num);
-        e[1] = e[0];
-        e[1].type = SDL_KEYUP;
-        e[1].key.state = SDL_RELEASED;
-        n = 2;
-    } else {
-        int x = 0, y = 0;
-        sscanf(c->arg, "%d,%d", &x, &y);
-        e[0].type = SDL_MOUSEMOTION;
-        e[0].motion.windowID = win;
-        e[0].motion.x = x;
-        e[0].motion.y = y;
-        e[1].type = SDL_MOUSEBUTTONDOWN;
-        e[1].button.windowID = win;
-        e[1].button.button = SDL_BUTTON_LEFT;
-        e[1].button.state = SDL_PRESSED;
-        e[1].button.clicks = 1;
-        e[1].button.x = x;
-        e[1].button.y = y;
-        e[2] = e[1];
-        e[2].type = SDL_MOUSEBUTTONUP;
-        e[2].button.state = SDL_RELEASED;
-        n = 3;
-    }
-    for (int i = 0; i < n; i++) {
-        e[i].common.timestamp = SDL_GetTicks();
-        SDL_PushEvent(&e[i]);
-    }
+    int x = 0, y = 0;
+    if (c->op == SC_KEY) push_key(win, (SDL_Keycode)c->num);
+    else if (sscanf(c->arg, "%d,%d", &x, &y) == 2) push_click(win, x, y);
     return CMD_WAIT;
 }
 

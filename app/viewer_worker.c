@@ -87,9 +87,6 @@ static int next_request(Worker *w, ViewRequest *r) {
         *r = w->req;
         w->has_request = 0;
         w->t0 = now_seconds();
-        w->st.step = 0;
-        w->st.nsteps = r->opts.steps;
-        w->st.steps_per_s = w->st.seconds = 0;
     }
     pthread_mutex_unlock(&w->mu);
     return go;
@@ -174,6 +171,9 @@ int worker_submit(Worker *w, const ViewRequest *r) {
         w->has_request = 1;
         w->st.phase = WORKER_RUNNING;
         w->st.outcome = RUN_NONE;
+        w->st.step = 0;
+        w->st.nsteps = r->opts.steps;
+        w->st.steps_per_s = w->st.seconds = 0;
         w->st.msg[0] = 0;
         atomic_store(&w->cancel, 0);
         pthread_cond_signal(&w->cv);

@@ -1,11 +1,17 @@
 // `mala view` (app/viewer_*.c, SDL2) driven through the binary with --script under Xvfb: the
 // viewer is linked into ./mala only, so each test fork/execs ./mala (the Makefile runs suites from
-// the repository root after building it; MALA_BIN overrides the path). A one-step training run
-// makes the model file. Without xvfb-run the window tests print SKIP and pass; the argument
-// checks that need no display always run.
+// the repository root after building it; MALA_BIN overrides the path). The suite starts one Xvfb
+// server (on a free display, -displayfd) and a one-step training run makes the model file.
+// Without Xvfb the window tests print SKIP and pass; the checks that need no display always run.
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
+#include <stddef.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +24,8 @@
 
 static char g_dir[] = "/tmp/mala_viewer_XXXXXX";
 static char g_model[512];
-static int g_have_xvfb;
+static int g_have_xvfb;   // our Xvfb is running and DISPLAY points at it
+static pid_t g_xvfb_pid;
 
 static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
 
@@ -78,28 +85,103 @@ static int run(char *const argv[], const char *log, int viewer) {
 
 static char *read_text(const char *path) {
     size_t n;
-    char *buf = tu_read_file(path, &n);
-    buf = realloc(buf, n + 1);
+    char *data = tu_read_file(path, &n);
+    char *buf = malloc(n + 1);
+    ck_assert(buf != NULL);
+    memcpy(buf, data, n);
     buf[n] = 0;
+    free(data);
     return buf;
 }
 
 // ./mala view --ckpt MODEL --threads 1 --width W --height H --script SCRIPT [--screenshot SHOT]
-// under xvfb-run (and timeout, so a hung viewer fails the test instead of the run).
+// on our Xvfb (under timeout, so a hung viewer fails the test instead of the run).
 static int run_view(const char *script, const char *shot, const char *log) {
     char size_w[16], size_h[16];
     snprintf(size_w, sizeof size_w, "%d", WIN_W);
     snprintf(size_h, sizeof size_h, "%d", WIN_H);
-    char *argv[] = {"timeout", "180", "xvfb-run", "-a", "-s", "-screen 0 1280x1024x24", (char *)mala_bin(), "view",
-                    "--ckpt", g_model, "--threads", "1", "--width", size_w, "--height", size_h, "--script",
+    char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", g_model, "--threads", "1", "--width", size_w, "--height", size_h, "--script",
                     (char *)script, shot ? "--screenshot" : NULL, (char *)shot, NULL};
     return run(argv, log, 1);
+}
+
+// The Unix socket address of X display d: Linux's abstract one (what Xlib tries first, shared
+// by everything in the network namespace) or the file under /tmp/.X11-unix.
+static socklen_t x_addr(struct sockaddr_un *a, int d, int abstract) {
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    int len = snprintf(a->sun_path + abstract, sizeof a->sun_path - 1, "/tmp/.X11-unix/X%d", d);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + abstract + len + !abstract);
+}
+
+static int x_connects(int d, int abstract) {
+    struct sockaddr_un a;
+    socklen_t len = x_addr(&a, d, abstract);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0), ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, len) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+// Display d is free: no lock file and nobody listens on either of its sockets (other sessions on
+// this machine may run X servers too).
+static int x_display_free(int d) {
+    char lock[64];
+    snprintf(lock, sizeof lock, "/tmp/.X%d-lock", d);
+    return access(lock, F_OK) != 0 && !x_connects(d, 1) && !x_connects(d, 0);
+}
+
+static pid_t spawn_xvfb(int d) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the suite
+    int log = open(tp("xvfb.log"), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (log >= 0) {
+        dup2(log, 1);
+        dup2(log, 2);
+    }
+    char name[16];
+    snprintf(name, sizeof name, ":%d", d);
+    execlp("Xvfb", "Xvfb", name, "-screen", "0", "1280x1024x24", "-nolisten", "tcp", (char *)NULL);
+    _exit(127);
+}
+
+// Waits up to 20 s for Xvfb on display d to accept connections; 0 when it exits first (the
+// display was taken after all) or never answers.
+static int xvfb_ready(pid_t pid, int d) {
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid) return 0;
+        if (x_connects(d, 1) || x_connects(d, 0)) return 1;
+        usleep(20000);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
+// Starts Xvfb on a free display (it keeps the lock file, so concurrent runs of this suite or of
+// xvfb-run do not collide) and points DISPLAY at it for every test; 0 when Xvfb is missing.
+static int start_xvfb(void) {
+    if (!on_path("Xvfb")) return 0;
+    for (int i = 0; i < 50; i++) {
+        int d = 100 + (int)((getpid() + 13 * i) % 800);
+        if (!x_display_free(d)) continue;
+        g_xvfb_pid = spawn_xvfb(d);
+        if (g_xvfb_pid < 0 || !xvfb_ready(g_xvfb_pid, d)) continue;
+        char name[16];
+        snprintf(name, sizeof name, ":%d", d);
+        setenv("DISPLAY", name, 1);
+        unsetenv("WAYLAND_DISPLAY");
+        return 1;
+    }
+    g_xvfb_pid = 0;
+    fprintf(stderr, "test_viewer: Xvfb did not start on any display (see %s)\n", tp("xvfb.log"));
+    return 0;
 }
 
 static void fixture_setup(void) {
     ck_assert_msg(mkdtemp(g_dir) != NULL, "mkdtemp failed");
     snprintf(g_model, sizeof g_model, "%s/run/checkpoints/0000001.safetensors", g_dir);
-    g_have_xvfb = on_path("xvfb-run") && on_path("Xvfb");
+    g_have_xvfb = start_xvfb();
     if (access(mala_bin(), X_OK)) {
         fprintf(stderr, "test_viewer: %s not found; build it first (make)\n", mala_bin());
         return;
@@ -109,15 +191,19 @@ static void fixture_setup(void) {
     if (run(argv, tp("train.log"), 0) != 0) fprintf(stderr, "test_viewer: making the model failed, see %s\n", tp("train.log"));
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) { return remove(path); }
+
 static void fixture_teardown(void) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "test_viewer: could not remove %s\n", g_dir);
+    if (g_xvfb_pid > 0) {
+        kill(g_xvfb_pid, SIGTERM);
+        waitpid(g_xvfb_pid, NULL, 0);
+    }
+    if (nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS)) fprintf(stderr, "test_viewer: could not remove %s\n", g_dir);
 }
 
 static int skip_without_display(const char *test) {
     if (g_have_xvfb) return 0;
-    printf("SKIP %s: xvfb-run / Xvfb not installed (apt-get install xvfb)\n", test);
+    printf("SKIP %s: no Xvfb (apt-get install xvfb)\n", test);
     return 1;
 }
 
@@ -128,7 +214,8 @@ static void assert_model(void) {
 static void assert_ran(int rc, int want, const char *log) {
     if (rc == want) return;
     char *text = read_text(log);
-    ck_abort_msg("mala view exited %d, expected %d; its output:\n%s", rc, want, text);
+    ck_abort_msg("mala view exited %d, expected %d (DISPLAY=%s, Xvfb log %s); its output:\n%s", rc, want,
+                 getenv("DISPLAY") ? getenv("DISPLAY") : "(unset)", tp("xvfb.log"), text);
 }
 
 static void load_rgb(const char *path, uint8_t **px, int *w, int *h) {
@@ -238,10 +325,11 @@ START_TEST(keys_preview_and_cancel) {
     // Right: Sneaker -> Bag; ]: 2 -> 3 steps; M: DDIM (the default) -> DDPM; Return: generate
     ck_assert_msg(strstr(log, "generated 2 x Bag (DDPM 3 steps"), "%s", log);
     const char *c = strstr(log, "cancelled at step");
-    int step, nsteps, draws;
-    ck_assert_msg(c && sscanf(c, "cancelled at step %d/%d after %*f s, %d frames", &step, &nsteps, &draws) == 3, "%s", log);
+    int step, nsteps, previews;
+    ck_assert_msg(c && sscanf(c, "cancelled at step %d/%d after %*f s, %d step previews", &step, &nsteps, &previews) == 3,
+                  "%s", log);
     ck_assert_msg(nsteps == 1000 && step >= 1 && step < 1000, "%s", log);
-    ck_assert_msg(draws >= 1, "no frame was drawn while generating: %s", log);
+    ck_assert_msg(previews >= 1, "no predicted x0 was shown while generating: %s", log);
     ck_assert_msg(dt < 120, "the cancelled run took %.0f s", dt);
     // the window is resizable: the screenshot after size=900x650 has that size
     uint8_t *shot;
@@ -285,7 +373,7 @@ START_TEST(script_errors) {
     ck_assert_msg(strstr(log, "nothing to save yet"), "%s", log);
     free(log);
     // a file that is no model: the worker's error, exit 1
-    char *argv[] = {"timeout", "180", "xvfb-run", "-a", (char *)mala_bin(), "view", "--ckpt", (char *)tp("train.log"),
+    char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)tp("train.log"),
                     "--script", "quit", NULL};
     ck_assert_int_eq(run(argv, tp("bad.log"), 1), 1);
     log = read_text(tp("bad.log"));

@@ -30,8 +30,11 @@ trap 'rm -rf "$tmp"' EXIT
 # width and height of a PNG from its IHDR chunk
 png_size() { od -An -tu1 -j16 -N8 "$1" | awk '{ printf "%dx%d", $1*16777216+$2*65536+$3*256+$4, $5*16777216+$6*65536+$7*256+$8 }'; }
 
+# xvfb-run -a starts at display 99 and skips lock files; starting elsewhere keeps concurrent runs
+# on this machine (other checkouts, the Check suite) from meeting on one display.
+server=$((100 + $$ % 800))
 script="class=0;cfg=4;steps=5;sampler=ddim;n=4;seed=3;generate;wait;save=$tmp/out.png;quit"
-if ! timeout 300 xvfb-run -a -s "-screen 0 1280x1024x24" "$bin" view --ckpt "$model" --threads 1 \
+if ! timeout 300 xvfb-run -a -n "$server" -s "-screen 0 1280x1024x24" "$bin" view --ckpt "$model" --threads 1 \
         --width $win_w --height $win_h --script "$script" --screenshot "$tmp/shot.png" >"$tmp/log" 2>&1; then
     cat "$tmp/log" >&2
     fail "mala view exited with an error"
