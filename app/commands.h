@@ -9,6 +9,7 @@ int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_view(int argc, char **argv);
 
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,

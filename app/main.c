@@ -14,6 +14,7 @@ static const Command COMMANDS[] = {
     {"sample", cmd_sample, "generate images with DDPM or DDIM and classifier-free guidance"},
     {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
     {"bench", cmd_bench, "measure throughput: bench train | bench sample | bench inception"},
+    {"export", cmd_export, "write a checkpoint's EMA weights as a small model file for sampling"},
     {"info", cmd_info, "print a model file's configuration and tensors"},
     {"view", cmd_view, "open a window to generate images interactively (SDL2)"},
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "commands.h"
 #include "data.h"
 #include "safetensors.h"
@@ -182,6 +183,27 @@ START_TEST(test_resume_bit_exact) {
     for (size_t i = 0; i < n; i++) rows += csv[i] == '\n';
     ck_assert_int_eq(rows, 1 + 4);  // header + steps 2, 4, 6, 8 (rows after step 4 were replaced)
     free(csv);
+    // mala export: the EMA weights in F16, loadable for sampling
+    char exported[300];
+    snprintf(exported, sizeof exported, "%s/model.safetensors", dir);
+    char *xargv[] = {"export", "--ckpt", fa, "--out", exported, NULL};
+    ck_assert_int_eq(cmd_export(5, xargv), 0);
+    ClassNames cn;
+    MalaErr err;
+    Dit *m = ckpt_load_model(exported, backend_cpu(), 1, &cn, &err);
+    ck_assert_msg(m != NULL, "%s", err.msg);
+    ck_assert_str_eq(cn.names[7], "Sneaker");
+    StFile f;
+    ck_assert(st_open(&f, fa, &err) == 0);
+    const ParamInfo *p = dit_find_param(m, "blocks.1.mlp.fc1.weight");
+    float *ema = malloc(p->numel * sizeof(float));
+    ck_assert(st_load_f32(&f, "ema.blocks.1.mlp.fc1.weight", p->shape, p->ndim, ema, &err) == 0);
+    for (size_t i = 0; i < p->numel; i++)
+        ck_assert(fabsf(m->w[p->offset + i] - ema[i]) <= 1e-3f * fabsf(ema[i]) + 1e-7f);
+    free(ema);
+    st_close(&f);
+    class_names_free(&cn);
+    dit_free(m);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert(system(cmd) == 0);
