@@ -160,17 +160,18 @@ int cmd_train(int argc, char **argv) {
     int batch = 256, ckpt_every = 5000, sample_every = 5000, log_every = 100, keep = 3, resume = 0;
     int hflip = -1, limit = 0, threads = 0;
     uint64_t iters = 400000;
+    float lr = -1.0f, ema_decay = -1.0f;  // -1: the default, or the checkpoint's value on --resume
     Opt opts[MODEL_OPTS_N + 21];
     model_opts_table(&mo, opts);
     Opt rest[] = {
         {"--data", OPT_STR, &data, "SRC", "fashion-mnist or an image folder root/<class>/<image>"},
         {"--batch", OPT_INT, &batch, "B", "batch size"},
         {"--iters", OPT_U64, &iters, "N", "train until this many steps"},
-        {"--lr", OPT_FLOAT, &to.lr, "LR", "AdamW learning rate (constant)"},
+        {"--lr", OPT_FLOAT, &lr, "LR", "AdamW learning rate, constant (default 1e-4; with --resume: the checkpoint's unless given)"},
         {"--warmup", OPT_INT, &to.warmup, "N", "linear learning-rate warmup steps"},
         {"--weight-decay", OPT_FLOAT, &to.weight_decay, "WD", "AdamW weight decay"},
         {"--grad-clip", OPT_FLOAT, &to.grad_clip, "G", "clip the global gradient norm (0 = off)"},
-        {"--ema-decay", OPT_FLOAT, &to.ema_decay, "D", "EMA decay of the weights"},
+        {"--ema-decay", OPT_FLOAT, &ema_decay, "D", "EMA decay (default 0.9999; with --resume: the checkpoint's unless given)"},
         {"--label-drop", OPT_FLOAT, &to.label_drop, "P", "label dropout to the null class (guidance)"},
         {"--max-bad-steps", OPT_INT, &to.max_bad_steps, "N", "stop after N non-finite steps in a row"},
         {"--seed", OPT_U64, &to.seed, "S", "seed of init, data order, noise"},
@@ -218,6 +219,8 @@ int cmd_train(int argc, char **argv) {
                 continue;
             }
             saved.max_bad_steps = to.max_bad_steps;
+            if (lr > 0) saved.lr = lr;  // a new learning rate or EMA decay from here on
+            if (ema_decay >= 0) saved.ema_decay = ema_decay;
             to = saved;
             batch = saved_batch;
             tr = trainer_new(&c, &cn, &to, be, batch);
@@ -234,6 +237,8 @@ int cmd_train(int argc, char **argv) {
         history_load(&hist, csv, tr->step);
     } else {
         model_opts_config(&mo, &c);
+        if (lr > 0) to.lr = lr;
+        if (ema_decay >= 0) to.ema_decay = ema_decay;
     }
 
     Dataset *ds = dataset_open(data, c.image_size, c.in_channels, &err);
