@@ -5,8 +5,13 @@
 #include <string.h>
 
 #include "image_io.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-braces"
+#include <stb_easy_font.h>  // defines: stb_easy_font_print (quads for a small bitmap font)
+#pragma GCC diagnostic pop
 
-enum { W = 640, H = 360, ML = 40, MR = 12, MT = 12, MB = 24 };
+enum { W = 640, H = 360, ML = 44, MR = 12, MT = 16, MB = 24 };
 
 static void put(uint8_t *img, int x, int y, const uint8_t rgb[3]) {
     if (x < 0 || y < 0 || x >= W || y >= H) return;
@@ -24,6 +29,17 @@ static void line(uint8_t *img, int x0, int y0, int x1, int y1, const uint8_t rgb
     }
 }
 
+// Draws text with stb_easy_font's axis-aligned quads (4 vertices of 16 bytes each).
+static void text(uint8_t *img, int x, int y, const char *s, const uint8_t rgb[3]) {
+    static char buf[64 * 1024];
+    int quads = stb_easy_font_print((float)x, (float)y, (char *)s, NULL, buf, sizeof buf);
+    for (int q = 0; q < quads; q++) {
+        const float *v0 = (const float *)(buf + q * 64), *v2 = (const float *)(buf + q * 64 + 32);
+        for (int yy = (int)v0[1]; yy < (int)v2[1]; yy++)
+            for (int xx = (int)v0[0]; xx < (int)v2[0]; xx++) put(img, xx, yy, rgb);
+    }
+}
+
 int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, int n, MalaErr *err) {
     static const uint8_t axis[3] = {90, 90, 90}, grid[3] = {225, 225, 225}, curve[3] = {31, 119, 180};
     uint8_t *img = xmalloc((size_t)W * H * 3);
@@ -34,10 +50,13 @@ int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, i
     if (!(hi >= lo)) { lo = -2; hi = 0; }
     lo = floor(lo * 4) / 4; hi = ceil(hi * 4) / 4;
     if (hi - lo < 0.25) hi = lo + 0.25;
-    // horizontal grid lines at quarter decades
+    // horizontal grid lines at quarter decades, labelled with the loss
     for (double v = lo; v <= hi + 1e-9; v += 0.25) {
         int y = MT + (int)((hi - v) / (hi - lo) * (H - MT - MB));
         line(img, ML, y, W - MR, y, grid);
+        char lab[16];
+        snprintf(lab, sizeof lab, "%.3g", pow(10.0, v));
+        text(img, 2, y - 3, lab, axis);
     }
     line(img, ML, MT, ML, H - MB, axis);
     line(img, ML, H - MB, W - MR, H - MB, axis);
@@ -52,6 +71,12 @@ int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, i
         else put(img, x, y, curve);
         px = x; py = y;
     }
+    char lab[64];
+    snprintf(lab, sizeof lab, "step %llu", (unsigned long long)s0);
+    text(img, ML, H - MB + 8, lab, axis);
+    snprintf(lab, sizeof lab, "step %llu", (unsigned long long)s1);
+    text(img, W - MR - 6 * (int)strlen(lab), H - MB + 8, lab, axis);
+    text(img, W / 2 - 60, 2, "training loss (log scale)", axis);
     int rc = image_write_png(path, img, W, H, 3, err);
     free(img);
     return rc;
