@@ -15,22 +15,11 @@
 
 #define FIX "tests/fixtures/"
 
-static char g_tmp[256];
-
-static void make_tmpdir(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/mala_data_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
-}
-static void rm_tmpdir(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", g_tmp);
-}
 static const char *tp(const char *name) {   // path under the temp dir (64 rotating buffers)
     static char buf[64][400];
     static int k;
     k = (k + 1) % 64;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_tmp, name);
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tu_tmp, name);
     return buf[k];
 }
 static void mkdir_ok(const char *p) { ck_assert_msg(mkdir(p, 0755) == 0, "mkdir %s", p); }
@@ -213,7 +202,7 @@ static void expect_idx_error(const char *name, IdxSpec s, const char *needle) {
 }
 
 START_TEST(fmnist_synthetic_and_corrupt) {
-    make_tmpdir();
+    tu_make_tmpdir("data");
     MalaErr err = {{0}};
     // a valid small set, compressed and plain, by spec and by environment variable
     const char *good = tp("good");
@@ -291,7 +280,7 @@ START_TEST(fmnist_synthetic_and_corrupt) {
 
     ck_assert_ptr_null(open_dir(tp("nowhere"), &err));
     ck_assert_msg(strstr(err.msg, "cannot open"), "%s", err.msg);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -330,7 +319,7 @@ static void expect_fixture(const uint8_t *got, const char *key, int size, int c)
 }
 
 START_TEST(folder_dataset) {
-    make_tmpdir();
+    tu_make_tmpdir("data");
     const char *root = tp("imgs");
     mkdir_ok(root);
     mkdir_ok(tp("imgs/cat"));
@@ -448,12 +437,12 @@ START_TEST(folder_dataset) {
     ck_assert_int_eq(dataset_get_u8(d, 0, u40, &err), 0);
     expect_fixture(u40, "c300x260", 40, 3);
     dataset_close(d);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
 START_TEST(folder_errors) {
-    make_tmpdir();
+    tu_make_tmpdir("data");
     MalaErr err = {{0}};
     const char *missing = tp("missing");
     ck_assert_ptr_null(dataset_open(missing, 32, 3, &err));
@@ -494,7 +483,7 @@ START_TEST(folder_errors) {
     ck_assert_ptr_null(dataset_open(r, 32, 4, &err));
     ck_assert_msg(strstr(err.msg, "channels"), "%s", err.msg);
     ck_assert_ptr_null(dataset_open("", 32, 3, &err));
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -526,7 +515,7 @@ static void run_loader(Dataset *d, int B, uint64_t seed, int hflip, uint64_t see
 }
 
 START_TEST(loader_determinism_and_seek) {
-    make_tmpdir();
+    tu_make_tmpdir("data");
     Dataset *d = small_fmnist(10);                   // label i % 10 == index: samples are recognisable
     const int B = 3, NB = 10;                        // 30 positions = 3 epochs
     size_t per = 32 * 32, tot = (size_t)NB * B;
@@ -600,7 +589,7 @@ START_TEST(loader_determinism_and_seek) {
     ck_assert_ptr_null(loader_new(d, 0, 1, 0, &err));
     free(x1); free(x2);
     dataset_close(d);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -646,7 +635,7 @@ START_TEST(grid_matches_torchvision) {
     struct { const char *key; int n, c, h, w, nrow, pad; } cases[] = {
         { "g5x3", 5, 3, 6, 5, 2, 2 }, { "g3x1", 3, 1, 4, 4, 8, 1 }, { "g1x3", 1, 3, 5, 7, 8, 2 },
     };
-    make_tmpdir();
+    tu_make_tmpdir("data");
     for (int k = 0; k < 3; k++) {
         size_t cnt = (size_t)cases[k].n * cases[k].c * cases[k].h * cases[k].w;
         float *x = malloc(sizeof(float) * cnt);
@@ -675,12 +664,12 @@ START_TEST(grid_matches_torchvision) {
     float one = 0;
     ck_assert_int_ne(image_save_grid(tp("bad.png"), &one, 1, 2, 1, 1, 8, 2, &err), 0);
     ck_assert_msg(strstr(err.msg, "bad.png"), "%s", err.msg);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
 START_TEST(png_io) {
-    make_tmpdir();
+    tu_make_tmpdir("data");
     MalaErr err = {{0}};
     uint8_t g[6 * 5];
     for (int i = 0; i < 30; i++) g[i] = (uint8_t)(i * 8);
@@ -718,7 +707,7 @@ START_TEST(png_io) {
     ck_assert_msg(strstr(err.msg, "p.jpg") && strstr(err.msg, "truncated JPEG"), "%s", err.msg);
     ck_assert_int_ne(image_write_png(tp("nodir/x.png"), g, 6, 5, 1, &err), 0);
     ck_assert_msg(strstr(err.msg, "nodir/x.png"), "%s", err.msg);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 

@@ -11,16 +11,6 @@
 #define FIX "tests/fixtures/"
 #define D 2048
 
-static char g_tmp[256];
-static void make_tmpdir(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/mala_fid_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
-}
-static void rm_tmpdir(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", g_tmp);
-}
 
 // fid_ref.txt: "key v1 v2 ..." lines; returns the numbers after `key` (and the words between).
 static int ref_line(const char *key, char *line, size_t cap) {
@@ -153,9 +143,9 @@ END_TEST
 
 START_TEST(stats_file_round_trip) {
     FidStats *a = stats_of("fidC", 600);
-    make_tmpdir();
+    tu_make_tmpdir("fid");
     char path[300];
-    snprintf(path, sizeof path, "%s/stats.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/stats.npz", tu_tmp);
     MalaErr err = {{0}};
     ck_assert_msg(fid_stats_save(a, path, &err) == 0, "%s", err.msg);
     // pytorch-fid's format: mu float64 [2048], sigma float64 [2048, 2048]
@@ -175,7 +165,7 @@ START_TEST(stats_file_round_trip) {
     ck_assert(memcmp(a->sigma, b->sigma, (size_t)D * D * sizeof(double)) == 0);
     fid_stats_free(b);
     fid_stats_free(a);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -192,47 +182,47 @@ static void expect_load_fail(const char *path, const char *needle) {
 }
 
 START_TEST(bad_stats_files) {
-    make_tmpdir();
+    tu_make_tmpdir("fid");
     char path[300];
     double mu[4] = {0, 1, 2, 3}, sig[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}, sig3[9] = {0};
     NpyArray a[2];
     const char *k2[2] = {"mu", "sigma"}, *k1[1] = {"mu"};
 
-    snprintf(path, sizeof path, "%s/missing.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/missing.npz", tu_tmp);
     expect_load_fail(path, "missing.npz");
 
-    snprintf(path, sizeof path, "%s/nosigma.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/nosigma.npz", tu_tmp);
     npy_wrap(&a[0], "<f8", mu, 1, (int64_t[]){4});
     save_arrays(path, k1, a, 1);
     expect_load_fail(path, "sigma");
 
-    snprintf(path, sizeof path, "%s/mu2d.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/mu2d.npz", tu_tmp);
     npy_wrap(&a[0], "<f8", mu, 2, (int64_t[]){2, 2});
     npy_wrap(&a[1], "<f8", sig, 2, (int64_t[]){4, 4});
     save_arrays(path, k2, a, 2);
     expect_load_fail(path, "'mu' must be a 1-D vector");
 
-    snprintf(path, sizeof path, "%s/mismatch.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/mismatch.npz", tu_tmp);
     npy_wrap(&a[0], "<f8", mu, 1, (int64_t[]){4});
     npy_wrap(&a[1], "<f8", sig3, 2, (int64_t[]){3, 3});
     save_arrays(path, k2, a, 2);
     expect_load_fail(path, "'sigma' has shape [3, 3], expected [4, 4]");
 
-    snprintf(path, sizeof path, "%s/nan.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/nan.npz", tu_tmp);
     sig[5] = NAN;
     npy_wrap(&a[1], "<f8", sig, 2, (int64_t[]){4, 4});
     save_arrays(path, k2, a, 2);
     expect_load_fail(path, "non-finite value at [1, 1]");
     sig[5] = 1;
 
-    snprintf(path, sizeof path, "%s/text.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/text.npz", tu_tmp);
     FILE *f = fopen(path, "w");
     fputs("not a zip\n", f);
     fclose(f);
     expect_load_fail(path, "text.npz");
 
     // float32 stats (some tools write them) are accepted and widened
-    snprintf(path, sizeof path, "%s/f32.npz", g_tmp);
+    snprintf(path, sizeof path, "%s/f32.npz", tu_tmp);
     float mu32[4] = {0, 1, 2, 3}, sig32[16] = {2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2};
     npy_wrap(&a[0], "<f4", mu32, 1, (int64_t[]){4});
     npy_wrap(&a[1], "<f4", sig32, 2, (int64_t[]){4, 4});
@@ -261,7 +251,7 @@ START_TEST(bad_stats_files) {
     fid_stats_free(big);
     fid_stats_free(z);
     fid_stats_free(s4);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 

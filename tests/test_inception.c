@@ -13,16 +13,6 @@
 #define FIX "tests/fixtures/"
 #define FEAT_TOL 1e-4  // normalised error of pool3 / logits vs PyTorch
 
-static char g_tmp[256];
-static void make_tmpdir(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/mala_incep_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
-}
-static void rm_tmpdir(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", g_tmp);
-}
 
 static TorchLegacy *open_ok(const char *path) {
     MalaErr err = {{0}};
@@ -307,16 +297,16 @@ START_TEST(missing_file_names_the_standard_weights) {
     ck_assert_ptr_null(inception_load(FIX "incep_small.pth", NULL, 1, &err));
     ck_assert_ptr_nonnull(strstr(err.msg, "incep_small.pth: no tensor 'Conv2d_2a_3x3.bn.weight'"));
     // a wrong shape
-    make_tmpdir();
+    tu_make_tmpdir("incep");
     char path[300];
-    snprintf(path, sizeof path, "%s/wrong.pth", g_tmp);
+    snprintf(path, sizeof path, "%s/wrong.pth", tu_tmp);
     static float w[32 * 3 * 5 * 5];
     int64_t shape[4] = {32, 3, 5, 5};
     TorchSaveTensor s = {"Conv2d_1a_3x3.conv.weight", 4, shape, NULL, "94000", 32 * 3 * 5 * 5, w};
     ck_assert_int_eq(torch_legacy_save(path, &s, 1, &err), 0);
     ck_assert_ptr_null(inception_load(path, NULL, 1, &err));
     ck_assert_ptr_nonnull(strstr(err.msg, "'Conv2d_1a_3x3.conv.weight' has shape [32, 3, 5, 5], the FID Inception-v3 expects [32, 3, 3, 3]"));
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -409,16 +399,16 @@ static void check_against_torch(Inception *m, const char *label) {
 }
 
 START_TEST(full_network_from_legacy_file_matches_torch) {
-    make_tmpdir();
+    tu_make_tmpdir("incep");
     char path[300];
-    snprintf(path, sizeof path, "%s/pt_inception_random.pth", g_tmp);
+    snprintf(path, sizeof path, "%s/pt_inception_random.pth", tu_tmp);
     write_full_file(path);
     MalaErr err = {{0}};
     double t0 = now_seconds();
     Inception *m = inception_load(path, NULL, 2, &err);
     ck_assert_msg(m != NULL, "%s", err.msg);
     printf("inception: loaded the 91 MiB legacy file in %.2f s\n", now_seconds() - t0);
-    rm_tmpdir();
+    tu_rm_tmpdir();
     check_against_torch(m, "legacy");
 
     // batch invariance: the two-image group in one call vs one at a time, through max_batch 1
@@ -452,9 +442,9 @@ START_TEST(full_network_from_safetensors) {
         inception_random_tensor(t[i].name, t[i].ndim, t[i].shape, vals[i]);
         st_writer_add(wr, t[i].name, ST_F32, t[i].shape, t[i].ndim, vals[i]);
     }
-    make_tmpdir();
+    tu_make_tmpdir("incep");
     char path[300];
-    snprintf(path, sizeof path, "%s/inception.safetensors", g_tmp);
+    snprintf(path, sizeof path, "%s/inception.safetensors", tu_tmp);
     MalaErr err = {{0}};
     ck_assert_msg(st_writer_save(wr, path, &err) == 0, "%s", err.msg);
     st_writer_free(wr);
@@ -462,7 +452,7 @@ START_TEST(full_network_from_safetensors) {
     free(vals);
     Inception *m = inception_load(path, NULL, 4, &err);
     ck_assert_msg(m != NULL, "%s", err.msg);
-    rm_tmpdir();
+    tu_rm_tmpdir();
     Inception *r = inception_random(NULL, 4);
     float *img = npz_f32("images_g0", 2 * 28 * 28);
     for (int i = 0; i < 2 * 28 * 28; i++) img[i] /= 255.0f;

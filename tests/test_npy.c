@@ -11,18 +11,7 @@
 
 #define FIX "tests/fixtures/"
 
-static char g_tmp[256];
-
-static void make_tmpdir(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/mala_npy_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_tmp));
-}
-static void rm_tmpdir(void) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", g_tmp);
-}
-static void tmp_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_tmp, name); }
+static void tmp_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", tu_tmp, name); }
 
 static void write_bytes(const char *p, const void *b, size_t n) {
     unlink(p);   // a fresh inode: ext4 flushes files truncated and rewritten in place (slow)
@@ -195,7 +184,7 @@ END_TEST
 // writing
 
 START_TEST(write_matches_numpy_bytes) {
-    make_tmpdir();
+    tu_make_tmpdir("npy");
     float v[12];
     for (int i = 0; i < 12; i++) v[i] = i * 0.25f - 1.0f;
     NpyArray a;
@@ -235,12 +224,12 @@ START_TEST(write_matches_numpy_bytes) {
     free(mine); free(ref);
 
     ck_assert_int_ne(npy_wrap(&a, "<c8", v, 1, (int64_t[]){ 1 }), 0);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
 START_TEST(npz_round_trip) {
-    make_tmpdir();
+    tu_make_tmpdir("npy");
     uint8_t img[2 * 4 * 4 * 3];
     for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)(i * 13);
     int64_t lab[2] = { 7, 1 };
@@ -295,12 +284,12 @@ START_TEST(npz_round_trip) {
     NpyArray bad = arr[2];
     bad.nbytes = 7;
     ck_assert_int_ne(npy_save(p, &bad, &err), 0);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
 START_TEST(write_errors_are_reported) {
-    make_tmpdir();
+    tu_make_tmpdir("npy");
     float v[4] = { 1, 2, 3, 4 };
     NpyArray a;
     npy_wrap(&a, "<f4", v, 1, (int64_t[]){ 4 });
@@ -334,7 +323,7 @@ START_TEST(write_errors_are_reported) {
     char tmp[400];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", p, (long)getpid());
     ck_assert_int_ne(access(tmp, F_OK), 0);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -362,7 +351,7 @@ static void write_npy_with_header(const char *p, const char *dict, size_t data_b
 }
 
 START_TEST(malformed_npy) {
-    make_tmpdir();
+    tu_make_tmpdir("npy");
     char p[300];
     tmp_path(p, sizeof p, "bad.npy");
     size_t n;
@@ -417,8 +406,8 @@ START_TEST(malformed_npy) {
     write_bytes(p, hdr, 10);
     expect_npy_error(p, "header past end", "truncated");
     // a directory is not a file
-    expect_npy_error(g_tmp, "directory", "not a regular file");
-    rm_tmpdir();
+    expect_npy_error(tu_tmp, "directory", "not a regular file");
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -464,7 +453,7 @@ static void fuzz_npz(const char *fixture, const char *key) {
 }
 
 START_TEST(malformed_npz) {
-    make_tmpdir();
+    tu_make_tmpdir("npy");
     fuzz_npz(FIX "npy_samples.npz", "arr_0");
     fuzz_npz(FIX "npy_compressed.npz", "x");
     fuzz_npz(FIX "npy_zip64.npz", "b");
@@ -474,7 +463,7 @@ START_TEST(malformed_npz) {
     NpyArray a; MalaErr err = {{0}};
     ck_assert_int_ne(npz_load(p, "x", &a, &err), 0);
     ck_assert_msg(strstr(err.msg, "not a zip"), "%s", err.msg);
-    rm_tmpdir();
+    tu_rm_tmpdir();
 }
 END_TEST
 

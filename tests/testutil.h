@@ -47,6 +47,18 @@ static inline void tu_fd_check(const char *what, float *x, size_t n, const float
     }
 }
 
+// A temporary directory for the running test (tu_tmp), removed with everything in it.
+static char tu_tmp[256] __attribute__((unused));
+static inline void tu_make_tmpdir(const char *tag) {
+    snprintf(tu_tmp, sizeof tu_tmp, "/tmp/mala_%s_XXXXXX", tag);
+    ck_assert_ptr_nonnull(mkdtemp(tu_tmp));
+}
+static inline void tu_rm_tmpdir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tu_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", tu_tmp);
+}
+
 // Reads a whole fixture file; fails the test when absent.
 static inline void *tu_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
