@@ -106,7 +106,6 @@ typedef struct {
 static void preview_init(Preview *p, const DitConfig *c, const Backend *be) {
     MalaErr err;
     p->n = c->num_classes <= 16 ? 4 * c->num_classes : 64;
-    if (p->n > 64) p->n = 64;
     p->m = dit_create(c, be, 2 * p->n, DIT_INFER);
     denoiser_init(&p->dn, p->m);
     if (diffusion_init(&p->base, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);

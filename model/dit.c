@@ -3,7 +3,7 @@
 // step. Backward mirrors forward block by block; recomputable values (the modulated LayerNorm
 // output, GELU output, gated attention product) are recomputed into shared scratch instead of
 // being kept per block.
-// defines: dit_create, dit_free, dit_num_trainable, dit_find_param, dit_forward, dit_backward
+// defines: dit_create, dit_free, dit_find_param, dit_forward, dit_backward
 #include "dit.h"
 
 #include <stdint.h>
@@ -210,8 +210,6 @@ void dit_free(Dit *m) {
     free(m->params);
     free(m);
 }
-
-size_t dit_num_trainable(const Dit *m) { return m->n_trainable; }
 
 const ParamInfo *dit_find_param(const Dit *m, const char *name) {
     for (int i = 0; i < m->nparams; i++)

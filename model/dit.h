@@ -75,7 +75,6 @@ typedef struct {
 
 Dit *dit_create(const DitConfig *c, const Backend *be, int max_batch, int mode);
 void dit_free(Dit *m);
-size_t dit_num_trainable(const Dit *m);
 const ParamInfo *dit_find_param(const Dit *m, const char *name);
 // DiT's initialize_weights (Xavier-uniform linears, zero adaLN and final layer, N(0, 0.02)
 // embeddings and t-MLP, sin-cos pos_embed). Writes w (and ema = w in training mode).
