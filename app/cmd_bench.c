@@ -106,8 +106,6 @@ static int bench_sample(int argc, char **argv) {
     model_opts_config(&mo, &c);
     Dit *m = dit_create(&c, be, 2 * n, DIT_INFER);
     dit_init_weights(m, 0);
-    Denoiser dn;
-    denoiser_init(&dn, m);
     Diffusion base;
     MalaErr err;
     if (diffusion_init(&base, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
@@ -118,9 +116,9 @@ static int bench_sample(int argc, char **argv) {
     sc.learn_sigma = c.learn_sigma;
     sc.num_classes = c.num_classes;
     Sampler s;
-    if (sampler_init(&s, &base, &sc, n, c.in_channels, c.image_size, denoiser_fn, &dn, &err)) FATAL("%s", err.msg);
+    if (sampler_init(&s, be, &base, &sc, n, c.in_channels, c.image_size, denoiser_fn, m, &err)) FATAL("%s", err.msg);
     size_t img = (size_t)n * c.in_channels * c.image_size * c.image_size;
-    float *x = xmalloc(img * sizeof(float));
+    float *x = xmalloc(img * sizeof(float)), *d_x = be->alloc(img * sizeof(float));
     int32_t *y = xmalloc(n * sizeof(int32_t));
     double rate[2];
     float scales[2] = {1.0f, cfg};
@@ -128,7 +126,9 @@ static int bench_sample(int argc, char **argv) {
         s.cfg.cfg_scale = scales[g];
         random_batch(x, y, img, n, c.num_classes, 2);
         double t0 = now_seconds();
-        if (sampler_run(&s, x, y, n, &err) < 0) FATAL("%s", err.msg);
+        be->to_device(d_x, x, img * sizeof(float));
+        if (sampler_run(&s, d_x, y, n, &err) < 0) FATAL("%s", err.msg);
+        be->to_host(x, d_x, img * sizeof(float));
         rate[g] = n / (now_seconds() - t0);
     }
     printf("{\"bench\":\"sample\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"sampler\":\"%s\","
@@ -136,10 +136,10 @@ static int bench_sample(int argc, char **argv) {
            "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
            mo.preset, mo.attn, be->name, num_threads(), sampler, steps, n, c.image_size, c.in_channels, rate[0],
            rate[1], cfg, peak_rss_bytes() / 1048576.0);
+    be->release(d_x);
     free(x); free(y);
     sampler_free(&s);
     diffusion_free(&base);
-    denoiser_free(&dn);
     dit_free(m);
     return 0;
 }

@@ -95,11 +95,10 @@ static void history_load(History *h, const char *csv, uint64_t upto) {
 
 typedef struct {
     Dit *m;           // inference copy fed with the EMA weights
-    Denoiser dn;
     Diffusion base;
     Sampler s;
     int n;
-    float *x;
+    float *x, *d_x;   // host and backend copies of the images
     int32_t *y;
 } Preview;
 
@@ -107,7 +106,6 @@ static void preview_init(Preview *p, const DitConfig *c, const Backend *be) {
     MalaErr err;
     p->n = c->num_classes <= 16 ? 4 * c->num_classes : 64;
     p->m = dit_create(c, be, 2 * p->n, DIT_INFER);
-    denoiser_init(&p->dn, p->m);
     if (diffusion_init(&p->base, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
     SamplerConfig sc = sampler_config_default();
     sc.kind = SAMPLER_DDIM;
@@ -115,9 +113,11 @@ static void preview_init(Preview *p, const DitConfig *c, const Backend *be) {
     sc.cfg_scale = 4.0f;
     sc.learn_sigma = c->learn_sigma;
     sc.num_classes = c->num_classes;
-    if (sampler_init(&p->s, &p->base, &sc, p->n, c->in_channels, c->image_size, denoiser_fn, &p->dn, &err))
+    if (sampler_init(&p->s, be, &p->base, &sc, p->n, c->in_channels, c->image_size, denoiser_fn, p->m, &err))
         FATAL("%s", err.msg);
-    p->x = xmalloc((size_t)p->n * c->in_channels * c->image_size * c->image_size * sizeof(float));
+    size_t bytes = (size_t)p->n * c->in_channels * c->image_size * c->image_size * sizeof(float);
+    p->x = xmalloc(bytes);
+    p->d_x = be->alloc(bytes);
     p->y = xmalloc(p->n * sizeof(int32_t));
 }
 
@@ -131,16 +131,19 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
     rng_normal_fill(&r, p->x, per * p->n);
     int per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
     for (int i = 0; i < p->n; i++) p->y[i] = (i / per_class) % c->num_classes;
-    if (sampler_run(&p->s, p->x, p->y, p->n, &err) < 0 ||
+    tr->be->to_device(p->d_x, p->x, per * p->n * sizeof(float));
+    int rc = sampler_run(&p->s, p->d_x, p->y, p->n, &err);
+    if (rc >= 0) tr->be->to_host(p->x, p->d_x, per * p->n * sizeof(float));
+    if (rc < 0 ||
         image_save_grid(path, p->x, p->n, c->in_channels, c->image_size, c->image_size, per_class, 2, &err))
         fprintf(stderr, "\nwarning: sample grid: %s\n", err.msg);
 }
 
 static void preview_free(Preview *p) {
+    p->m->be->release(p->d_x);
     free(p->x); free(p->y);
     sampler_free(&p->s);
     diffusion_free(&p->base);
-    denoiser_free(&p->dn);
     dit_free(p->m);
 }
 

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "diffusion_math.h"
+
 typedef struct Backend Backend;
 
 // Per-call attention geometry. qkv rows have stride 3H; qkr (roped q', k') rows have stride 2H;
@@ -77,7 +79,9 @@ struct Backend {
     void (*rope_fwd)(float *qkr, const float *qkv, AttnShape s);
     // dqkv (q,k parts) += R^T dqkr
     void (*rope_bwd)(float *dqkv, const float *dqkr, AttnShape s);
-    // Scratch floats the attention kinds keep between forward and backward.
+    // Floats of the `cache` each attention kind needs: what the forward keeps for the backward plus
+    // the backward's scratch. The backward may overwrite the scratch part but leaves the forward's
+    // part intact (running it twice gives the same gradients).
     size_t (*mala_cache_floats)(AttnShape s);
     size_t (*linattn_cache_floats)(AttnShape s);
     size_t (*softmax_cache_floats)(AttnShape s);
@@ -85,15 +89,15 @@ struct Backend {
     // or is NULL (no RoPE: q', k' are used). out[B,L,H] is overwritten.
     void (*mala_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
     void (*mala_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                     const float *cache, AttnShape s);
+                     float *cache, AttnShape s);
     // Plain linear attention: out_i = rope(q'_i) sum_j rope(k'_j) v_j^T / (q'_i . sum_j k'_j + 1e-6).
     void (*linattn_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
     void (*linattn_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                        const float *cache, AttnShape s);
+                        float *cache, AttnShape s);
     // Softmax attention (DiT): softmax(q k^T / sqrt(d)) v on raw q, k (or on qkr when non-NULL).
     void (*softmax_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
     void (*softmax_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                        const float *cache, AttnShape s);
+                        float *cache, AttnShape s);
     // LePE: out[B,L,H] += dwconv_kxk(v) + bias, v = the v part of qkv (stride 3H), zero padding k/2,
     // weight [H,1,k,k], bias [H].
     void (*lepe_fwd)(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);
@@ -126,6 +130,33 @@ struct Backend {
     // Sum of squares of x into *out (host double), for the gradient norm.
     double (*sumsq)(const float *x, size_t n);
     void (*scale)(float *x, float a, size_t n);  // x *= a
+    void (*fill)(float *x, float v, size_t n);   // x = v
+
+    // ---- randomness (counter-based: the same seed and stream give the same numbers on the same
+    // backend, whatever the launch; the CPU's Philox and cuRAND's give different numbers) ----
+    // Row r of out [rows, cols]: standard normals of stream stream0 + r * stride.
+    void (*rand_normal)(float *out, int rows, size_t cols, uint64_t seed, uint64_t stream0, uint64_t stride);
+    // Uniform 32-bit words of one stream.
+    void (*rand_bits)(uint32_t *out, size_t n, uint64_t seed, uint64_t stream);
+
+    // ---- diffusion (coefs: [T][DIFF_COEFS] per-timestep rows, diffusion_math.h) ----
+    // One training step's inputs for B samples of `per` floats: t[b] = timestep_from_bits(bits[b], T),
+    // y[b] = null_class when label_dropped(bits[B + b], drop) else y_in[b], tf[b] = the network's
+    // timestep of t[b], xt = q_sample(x0, noise) at t[b].
+    void (*diffusion_prepare)(float *xt, float *tf, int32_t *t, int32_t *y, const uint32_t *bits,
+                              const float *x0, const float *noise, const int32_t *y_in, const double *coefs,
+                              int T, float drop, int null_class, int B, size_t per);
+    // ADM training loss (diffusion.h, diffusion_training_loss) of model output out [B, Cout, hw]
+    // (Cout = 2C when learn_sigma): mse[b], vb[b] per-sample terms (double, overwritten), grad =
+    // d(mean_b (mse_b + vb_b)) / d out (overwritten). x_t is recomputed from x0 and noise.
+    void (*diffusion_loss)(float *grad, double *mse, double *vb, const float *out, const float *x0,
+                           const float *noise, const int32_t *t, const double *coefs, double vb_scale,
+                           int B, int C, size_t hw, int learn_sigma);
+    // One sampler update (sampler_update in diffusion_math.h) of x [n, C, hw] in place; x0 [n, C, hw]
+    // gets the predicted x0. out: model output of the step, [n, Cout, hw] or, guided, [2n, Cout, hw]
+    // (conditional rows, then unconditional); z: noise [n, C, hw] (read only when k->noisy).
+    void (*sampler_step)(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k,
+                         int n, int C, size_t hw);
 };
 
 const Backend *backend_cpu(void);

@@ -41,7 +41,10 @@ static const Backend CPU = {
     .unpatchify_fwd = cpu_unpatchify_fwd, .unpatchify_bwd = cpu_unpatchify_bwd,
     .add_pos = cpu_add_pos, .timestep_embed = cpu_timestep_embed,
     .embed_fwd = cpu_embed_fwd, .embed_bwd = cpu_embed_bwd,
-    .adamw = cpu_adamw, .ema = cpu_ema, .sumsq = cpu_sumsq, .scale = cpu_scale,
+    .adamw = cpu_adamw, .ema = cpu_ema, .sumsq = cpu_sumsq, .scale = cpu_scale, .fill = cpu_fill,
+    .rand_normal = cpu_rand_normal, .rand_bits = cpu_rand_bits,
+    .diffusion_prepare = cpu_diffusion_prepare, .diffusion_loss = cpu_diffusion_loss,
+    .sampler_step = cpu_sampler_step,
 };
 
 const Backend *backend_cpu(void) { return &CPU; }

@@ -1,6 +1,7 @@
 // CPU implementations of the op table (see backend.h for each op's contract). Split by topic:
-// ops_cpu_dense.c (linear, norms, adaLN, elementwise, embeddings, optimiser) and
-// ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, LePE).
+// ops_cpu_dense.c (linear, norms, adaLN, elementwise, embeddings, optimiser),
+// ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, LePE) and ops_cpu_diffusion.c
+// (randomness, training-loss and sampler-update ops).
 #ifndef MALA_OPS_CPU_H
 #define MALA_OPS_CPU_H
 
@@ -16,15 +17,28 @@ size_t cpu_linattn_cache_floats(AttnShape s);
 size_t cpu_softmax_cache_floats(AttnShape s);
 void cpu_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                  const float *cache, AttnShape s);
+                  float *cache, AttnShape s);
 void cpu_linattn_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                     const float *cache, AttnShape s);
+                     float *cache, AttnShape s);
 void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                     const float *cache, AttnShape s);
+                     float *cache, AttnShape s);
 void cpu_lepe_fwd(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);
 void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
                   const float *w, int k, AttnShape s);
+
+// ops_cpu_diffusion.c
+void cpu_fill(float *x, float v, size_t n);
+void cpu_rand_normal(float *out, int rows, size_t cols, uint64_t seed, uint64_t stream0, uint64_t stride);
+void cpu_rand_bits(uint32_t *out, size_t n, uint64_t seed, uint64_t stream);
+void cpu_diffusion_prepare(float *xt, float *tf, int32_t *t, int32_t *y, const uint32_t *bits, const float *x0,
+                           const float *noise, const int32_t *y_in, const double *coefs, int T, float drop,
+                           int null_class, int B, size_t per);
+void cpu_diffusion_loss(float *grad, double *mse, double *vb, const float *out, const float *x0, const float *noise,
+                        const int32_t *t, const double *coefs, double vb_scale, int B, int C, size_t hw,
+                        int learn_sigma);
+void cpu_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
+                      size_t hw);
 
 #endif

@@ -301,7 +301,7 @@ void cpu_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, 
 //   dq'_i += s dz_i kbar;  dkbar = s sum_i dz_i q'_i;
 //   dkr_j += (s/L) dKV v_j;  dv_j += (s/L) dKV^T kr_j + dvbar / L;  dk'_j += dkbar / L.
 void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                  const float *cache, AttnShape s) {
+                  float *cache, AttnShape s) {
     check_shape(s, "mala_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
@@ -393,7 +393,7 @@ void cpu_linattn_fwd(float *out, float *cache, const float *qkv, const float *qk
 //   dden_i = -(qr_i . P_i) / den_i^2;  dq'_i += dden_i ksum;  dksum = sum_i dden_i q'_i;
 //   dkr_j += dKV v_j;  dv_j += dKV^T kr_j;  dk'_j += dksum.
 void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                     const float *cache, AttnShape s) {
+                     float *cache, AttnShape s) {
     check_shape(s, "linattn_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const size_t per = lin_per_head(L, d);
@@ -486,7 +486,7 @@ void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qk
 //   dQ += s dS K;  dK += s dS^T Q;  dV += P^T G.
 #define SOFTMAX_SCRATCH 16384
 void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                     const float *cache, AttnShape s) {
+                     float *cache, AttnShape s) {
     check_shape(s, "softmax_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const float sc = 1.0f / sqrtf((float)d);

@@ -100,15 +100,15 @@ void cuda_rope_bwd(float *dqkv, const float *dqkr, AttnShape s);
 size_t cuda_mala_cache_floats(AttnShape s);
 void cuda_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cuda_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                   const float *cache, AttnShape s);
+                   float *cache, AttnShape s);
 size_t cuda_linattn_cache_floats(AttnShape s);
 void cuda_linattn_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cuda_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                      const float *cache, AttnShape s);
+                      float *cache, AttnShape s);
 size_t cuda_softmax_cache_floats(AttnShape s);
 void cuda_softmax_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cuda_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                      const float *cache, AttnShape s);
+                      float *cache, AttnShape s);
 
 // ---- ops_lepe.cu ----
 void cuda_lepe_fwd(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);

@@ -12,9 +12,8 @@
 // Cache layout (floats, each region rounded up to 64 floats). Kept from forward to backward:
 //   KV[B][heads][d][d] (scaled as above), stat[B*L][heads] (z or den), mean[B][2H] (MALA: kbar
 //   then vbar; linear: ksum in the first H).
-// Backward scratch (backend.h hands the backward a const cache; these regions are this backend's
-// own scratch, written through a cast, and the forward state above is never written there, so a
-// second backward on the same cache gives the same result):
+// Backward scratch (backend.h lets the backward overwrite this part of the cache; the forward
+// state above is never written, so a second backward gives the same result):
 //   da[B*L][H] (first a_i = qr_i KV, then the row-scaled dout), dstat[B*L][heads] (dz or dden),
 //   dKV[B][heads][d][d], dmean[B][2H].
 // defines: cuda_mala_cache_floats, cuda_mala_fwd, cuda_mala_bwd, cuda_linattn_cache_floats,
@@ -228,13 +227,13 @@ static void lin_fwd(int kind, float *out, float *cache, const float *qkv, const 
 }
 
 static void lin_bwd(int kind, float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                    const float *cache, AttnShape s) {
+                    float *cache, AttnShape s) {
     attn_check(s, kind == KIND_MALA ? "mala_bwd" : "linattn_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     if (B <= 0 || L <= 0) return;
     if (!dqkv && !(qkr && dqkr)) return;
     LinCache c;
-    lin_layout(const_cast<float *>(cache), s, &c);  // forward state is only read; scratch regions written
+    lin_layout(cache, s, &c);  // forward state is only read; scratch regions written
     const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
     // a_i = qr_i KV, then the per-row backward: dstat and da = row scale * dout
     kv_rows(c.da, c.KV, qkv, qkr, s);
@@ -262,13 +261,13 @@ void cuda_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr,
     lin_fwd(KIND_MALA, out, cache, qkv, qkr, s);
 }
 void cuda_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                   const float *cache, AttnShape s) {
+                   float *cache, AttnShape s) {
     lin_bwd(KIND_MALA, dqkv, dqkr, dout, qkv, qkr, cache, s);
 }
 void cuda_linattn_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
     lin_fwd(KIND_LIN, out, cache, qkv, qkr, s);
 }
 void cuda_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                      const float *cache, AttnShape s) {
+                      float *cache, AttnShape s) {
     lin_bwd(KIND_LIN, dqkv, dqkr, dout, qkv, qkr, cache, s);
 }

@@ -69,14 +69,14 @@ void cuda_softmax_fwd(float *out, float *cache, const float *qkv, const float *q
 
 // Per head: dV += P^T G;  dP = G V^T;  dS = P o (dP - rowsum(P o dP));  dQ += s dS K;  dK += s dS^T Q
 void cuda_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                      const float *cache, AttnShape s) {
+                      float *cache, AttnShape s) {
     attn_check(s, "softmax_bwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     if (B <= 0 || L <= 0) return;
     const float sc = 1.0f / sqrtf((float)d);
     const long long LL = (long long)L * L, sP = nh * LL, sG = (long long)L * H;
     const float *P = cache;
-    float *dP = const_cast<float *>(cache) + pl_floats(s);  // backward scratch region, one head
+    float *dP = cache + pl_floats(s);  // backward scratch region, one head
     const size_t rows = (size_t)B * L;
     for (int h = 0; h < nh; h++) {
         HeadPtrs p = head_ptrs(qkv, qkr, s, h);

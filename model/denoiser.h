@@ -1,5 +1,5 @@
-// Adapter from a Dit to the samplers' DenoiseFn: moves x, t, y to the backend, runs the forward
-// pass and brings the output back. Buffers are allocated once for max_n images.
+// Adapter from a Dit to the samplers' DenoiseFn: every array is already in the model's backend
+// memory (sampler.h), so it is the forward pass alone.
 #ifndef MALA_DENOISER_H
 #define MALA_DENOISER_H
 
@@ -7,16 +7,7 @@
 
 #include "dit.h"
 
-typedef struct {
-    Dit *m;
-    int max_n;
-    float *d_x, *d_t, *d_out;
-    int32_t *d_y;
-} Denoiser;
-
-void denoiser_init(Denoiser *d, Dit *m);  // max_n = m->max_batch
-void denoiser_free(Denoiser *d);
-// DenoiseFn signature (sampler.h): out [n, C_out, S, S] for x [n, C, S, S].
+// DenoiseFn signature (sampler.h) with ctx = the Dit: out [n, C_out, S, S] for x [n, C, S, S].
 void denoiser_fn(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n);
 
 #endif

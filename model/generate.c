@@ -13,13 +13,15 @@ int generator_open(Generator *g, const char *path, const Backend *be, int max_ba
     g->max_batch = max_batch;
     g->m = ckpt_load_model(path, be, 2 * max_batch, &g->classes, err);  // 2x: guided batches
     if (!g->m) return -1;
-    denoiser_init(&g->dn, g->m);
     if (diffusion_init(&g->base, BETA_LINEAR, 1000, err)) return -1;
+    size_t per = (size_t)g->m->cfg.in_channels * g->m->cfg.image_size * g->m->cfg.image_size;
+    g->d_x = be->alloc((size_t)max_batch * per * sizeof(float));
+    g->x0_host = xmalloc((size_t)max_batch * per * sizeof(float));
     SamplerConfig sc = sampler_config_default();
     sc.learn_sigma = g->m->cfg.learn_sigma;
     sc.num_classes = g->m->cfg.num_classes;
-    if (sampler_init(&g->s, &g->base, &sc, max_batch, g->m->cfg.in_channels, g->m->cfg.image_size, denoiser_fn,
-                     &g->dn, err))
+    if (sampler_init(&g->s, be, &g->base, &sc, max_batch, g->m->cfg.in_channels, g->m->cfg.image_size, denoiser_fn,
+                     g->m, err))
         return -1;
     return 0;
 }
@@ -28,7 +30,8 @@ void generator_close(Generator *g) {
     if (!g->m) return;
     sampler_free(&g->s);
     diffusion_free(&g->base);
-    denoiser_free(&g->dn);
+    g->m->be->release(g->d_x);
+    free(g->x0_host);
     dit_free(g->m);
     class_names_free(&g->classes);
     memset(g, 0, sizeof *g);
@@ -43,23 +46,30 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
     }
 }
 
-// Per-step noise: one Philox stream per (image, step), under a seed distinct from the initial
-// noise's (generator_noise uses stream = image index under `seed`).
+// Per-step noise: one stream per (image, step) of the backend's generator, under a seed distinct
+// from the initial noise's (generator_noise uses stream = image index under `seed`).
 static void step_noise(void *ctx, float *out, size_t count, int step) {
     Generator *g = ctx;
     const DitConfig *c = &g->m->cfg;
     size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
-    for (size_t i = 0; i < count / per; i++) {
-        Rng r;
-        rng_seed_stream(&r, g->noise_seed ^ 0x9e3779b97f4a7c15ull, (uint64_t)(g->noise_first + (int64_t)i) * 1024 + step);
-        rng_normal_fill(&r, out + i * per, per);
-    }
+    g->m->be->rand_normal(out, (int)(count / per), per, g->noise_seed ^ 0x9e3779b97f4a7c15ull,
+                          (uint64_t)g->noise_first * 1024 + (uint64_t)step, 1024);
+}
+
+// The caller's on_step with the predicted x0 brought to the host.
+static int host_step(void *ctx, int step, int nsteps, const float *x0) {
+    Generator *g = ctx;
+    const DitConfig *c = &g->m->cfg;
+    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
+    g->m->be->to_host(g->x0_host, x0, (size_t)g->run_n * per * sizeof(float));
+    return g->user_step(g->user_ctx, step, nsteps, g->x0_host);
 }
 
 int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err) {
     int T = g->base.num_timesteps;
     if (o->steps < 1 || o->steps > T) return mala_errf(err, "--steps %d: must be between 1 and %d", o->steps, T);
+    if (n < 1 || n > g->max_batch) return mala_errf(err, "generator: batch %d outside 1..%d", n, g->max_batch);
     for (int i = 0; i < n; i++)
         if (y[i] < 0 || y[i] > g->m->cfg.num_classes)
             return mala_errf(err, "label %d: the model has classes 0..%d", y[i], g->m->cfg.num_classes - 1);
@@ -70,7 +80,15 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     g->s.cfg.clip_denoised = o->clip;
     g->noise_seed = seed;
     g->noise_first = first;
+    g->run_n = n;
+    g->user_step = on_step;
+    g->user_ctx = ctx;
     sampler_set_noise(&g->s, step_noise, g);
-    sampler_set_progress(&g->s, on_step, ctx);
-    return sampler_run(&g->s, x, y, n, err);
+    sampler_set_progress(&g->s, on_step ? host_step : NULL, g);
+    const Backend *be = g->m->be;
+    size_t bytes = (size_t)n * g->m->cfg.in_channels * g->m->cfg.image_size * g->m->cfg.image_size * sizeof(float);
+    be->to_device(g->d_x, x, bytes);
+    int rc = sampler_run(&g->s, g->d_x, y, n, err);
+    if (rc >= 0) be->to_host(x, g->d_x, bytes);
+    return rc;
 }

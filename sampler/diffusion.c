@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "ops_cpu.h"
+
 #define N_TABLES 14   // double arrays of length T in Diffusion
 
 // ---------------------------------------------------------------------------------------------
@@ -52,6 +54,22 @@ int diffusion_make_betas(double *betas, BetaSchedule s, int T, MalaErr *err) {
 // ---------------------------------------------------------------------------------------------
 // Tables
 
+// The per-timestep rows the backend ops read (diffusion_math.h), from the tables and timestep_map.
+static void fill_coefs(Diffusion *d) {
+    for (int i = 0; i < d->num_timesteps; i++) {
+        double *k = d->coefs + (size_t)i * DIFF_COEFS;
+        k[DC_SQRT_AB] = d->sqrt_alphas_cumprod[i];
+        k[DC_SQRT_1M_AB] = d->sqrt_one_minus_alphas_cumprod[i];
+        k[DC_SQRT_RECIP_AB] = d->sqrt_recip_alphas_cumprod[i];
+        k[DC_SQRT_RECIPM1_AB] = d->sqrt_recipm1_alphas_cumprod[i];
+        k[DC_POST_C1] = d->posterior_mean_coef1[i];
+        k[DC_POST_C2] = d->posterior_mean_coef2[i];
+        k[DC_POST_LOGVAR] = d->posterior_log_variance_clipped[i];
+        k[DC_LOG_BETA] = d->log_betas[i];
+        k[DC_TIMESTEP] = d->timestep_map[i];
+    }
+}
+
 int diffusion_init_from_betas(Diffusion *d, const double *betas, int T, MalaErr *err) {
     memset(d, 0, sizeof *d);
     if (T < 1) return mala_errf(err, "diffusion: number of timesteps %d must be >= 1", T);
@@ -62,7 +80,8 @@ int diffusion_init_from_betas(Diffusion *d, const double *betas, int T, MalaErr 
     d->num_timesteps = T;
     d->original_num_timesteps = T;
     d->vb_scale = T / 1000.0;
-    d->mem_ = xmalloc((size_t)N_TABLES * T * sizeof(double));
+    d->mem_ = xmalloc((size_t)(N_TABLES + DIFF_COEFS) * T * sizeof(double));
+    d->coefs = d->mem_ + (size_t)N_TABLES * T;
     double **tab[N_TABLES] = {
         &d->betas, &d->log_betas, &d->alphas_cumprod, &d->alphas_cumprod_prev, &d->alphas_cumprod_next,
         &d->sqrt_alphas_cumprod, &d->sqrt_one_minus_alphas_cumprod, &d->log_one_minus_alphas_cumprod,
@@ -102,6 +121,7 @@ int diffusion_init_from_betas(Diffusion *d, const double *betas, int T, MalaErr 
         double pv = i > 0 ? d->posterior_variance[i] : (T > 1 ? d->posterior_variance[1] : betas[0]);
         d->posterior_log_variance_clipped[i] = log(pv);
     }
+    fill_coefs(d);
     return 0;
 }
 
@@ -160,6 +180,7 @@ int diffusion_init_respaced(Diffusion *d, const Diffusion *base, int n, MalaErr 
     free(betas);
     if (rc == 0) {
         for (int i = 0; i < n; i++) d->timestep_map[i] = base->timestep_map[ts[i]];
+        fill_coefs(d);
         d->original_num_timesteps = base->original_num_timesteps;
         d->vb_scale = base->vb_scale;
         d->schedule = base->schedule;
@@ -210,111 +231,31 @@ void diffusion_p_mean_variance(const Diffusion *d, float *mean, float *log_var, 
                 if (clip) px0 = px0 < -1.0 ? -1.0 : (px0 > 1.0 ? 1.0 : px0);
                 if (pred_x0) pred_x0[o + i] = (float)px0;
                 if (mean) mean[o + i] = (float)(c1 * px0 + c2 * x);
-                if (log_var) log_var[o + i] = (float)(v ? diffusion_learned_log_var(d, tb, v[i]) : fixed_lv);
+                if (log_var) log_var[o + i] = (float)(v ? learned_log_var(v[i], fixed_lv, d->log_betas[tb]) : fixed_lv);
             }
         }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Training loss
-
-// ADM's approx_standard_normal_cdf: 0.5 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its
-// derivative.
-static inline double approx_cdf(double x) {
-    return 0.5 * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-}
-static inline double approx_cdf_grad(double x) {
-    double th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
-    return 0.5 * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
-}
-
-// -log p(x0 in its 2/255 bin) under N(mean, exp(log_scale)^2) and d(nll)/d(log_scale).
-// ADM's edge bins: x0 < -0.999 integrates from -inf, x0 > 0.999 to +inf; probabilities are
-// clamped at 1e-12 (no gradient through the clamp). Thresholds compare in float32 like torch.
-static inline double discretized_nll(float x0, double mean, double log_scale, double *dnll_ds) {
-    double cx = (double)x0 - mean;
-    double inv = exp(-log_scale);
-    double plus_in = inv * (cx + 1.0 / 255.0), min_in = inv * (cx - 1.0 / 255.0);
-    double lp, dlp;
-    if (x0 < -0.999f) {
-        double cdf_plus = approx_cdf(plus_in);
-        lp = log(cdf_plus > 1e-12 ? cdf_plus : 1e-12);
-        dlp = cdf_plus > 1e-12 ? -approx_cdf_grad(plus_in) * plus_in / cdf_plus : 0.0;
-    } else if (x0 > 0.999f) {
-        double om = 1.0 - approx_cdf(min_in);
-        lp = log(om > 1e-12 ? om : 1e-12);
-        dlp = om > 1e-12 ? approx_cdf_grad(min_in) * min_in / om : 0.0;
-    } else {
-        double delta = approx_cdf(plus_in) - approx_cdf(min_in);
-        lp = log(delta > 1e-12 ? delta : 1e-12);
-        dlp = delta > 1e-12
-            ? (-approx_cdf_grad(plus_in) * plus_in + approx_cdf_grad(min_in) * min_in) / delta : 0.0;
-    }
-    *dnll_ds = -dlp;
-    return -lp;
-}
+// Training loss: the CPU op (core/ops_cpu_diffusion.c) on host memory.
 
 double diffusion_training_loss(const Diffusion *d, float *grad, double *loss_per, double *mse_per,
                                double *vb_per, const float *model_out, const float *x0,
                                const float *noise, const int32_t *t, int n, int C, size_t hw,
                                int learn_sigma) {
-    const int cout = learn_sigma ? 2 * C : C;
-    const size_t D = (size_t)C * hw;
-    const double ln2 = 0.6931471805599453;
-    const double g_mse = 2.0 / ((double)D * n);                    // d mean_b mse_b / d eps
-    const double g_vb = d->vb_scale / ((double)D * ln2 * n);      // d mean_b vb_b / d term
+    double *mse = xmalloc(2 * (size_t)n * sizeof(double)), *vb = mse + n;
+    float *g = grad ? grad : xmalloc((size_t)n * (learn_sigma ? 2 : 1) * C * hw * sizeof(float));
+    cpu_diffusion_loss(g, mse, vb, model_out, x0, noise, t, d->coefs, d->vb_scale, n, C, hw, learn_sigma);
     double total = 0.0;
     for (int b = 0; b < n; b++) {
-        const int tb = t[b];
-        const double sa = d->sqrt_alphas_cumprod[tb], s1m = d->sqrt_one_minus_alphas_cumprod[tb];
-        const double sra = d->sqrt_recip_alphas_cumprod[tb], srm1 = d->sqrt_recipm1_alphas_cumprod[tb];
-        const double c1 = d->posterior_mean_coef1[tb], c2 = d->posterior_mean_coef2[tb];
-        const double min_log = d->posterior_log_variance_clipped[tb], max_log = d->log_betas[tb];
-        const double dlv_dv = 0.5 * (max_log - min_log);
-        double mse = 0.0, vb = 0.0;
-        for (int c = 0; c < C; c++) {
-            const size_t o = ((size_t)b * C + c) * hw;
-            const float *eps = model_out + ((size_t)b * cout + c) * hw;
-            float *geps = grad ? grad + ((size_t)b * cout + c) * hw : NULL;
-            for (size_t i = 0; i < hw; i++) {
-                double diff = (double)noise[o + i] - eps[i];
-                mse += diff * diff;
-                if (geps) geps[i] = (float)(-g_mse * diff);
-            }
-            if (!learn_sigma) continue;
-            const float *v = model_out + ((size_t)b * cout + C + c) * hw;
-            float *gv = grad ? grad + ((size_t)b * cout + C + c) * hw : NULL;
-            for (size_t i = 0; i < hw; i++) {
-                double x0v = x0[o + i];
-                double xt = (float)(sa * x0v + s1m * noise[o + i]);   // what the network saw
-                double px0 = sra * xt - srm1 * eps[i];                // stop-gradient eps
-                double model_mean = c1 * px0 + c2 * xt;
-                double lv = diffusion_learned_log_var(d, tb, v[i]);
-                double term, dterm_dlv;
-                if (tb == 0) {
-                    double dnll_ds;
-                    term = discretized_nll(x0[o + i], model_mean, 0.5 * lv, &dnll_ds);
-                    dterm_dlv = 0.5 * dnll_ds;
-                } else {
-                    // normal_kl(true_mean, true_log_var_clipped, model_mean, lv)
-                    double true_mean = c1 * x0v + c2 * xt;
-                    double dm = true_mean - model_mean;
-                    double e1 = exp(min_log - lv), e2 = dm * dm * exp(-lv);
-                    term = 0.5 * (-1.0 + lv - min_log + e1 + e2);
-                    dterm_dlv = 0.5 * (1.0 - e1 - e2);
-                }
-                vb += term;
-                if (gv) gv[i] = (float)(g_vb * dterm_dlv * dlv_dv);
-            }
-        }
-        mse /= (double)D;
-        vb = learn_sigma ? d->vb_scale * vb / ((double)D * ln2) : 0.0;
-        if (mse_per) mse_per[b] = mse;
-        if (vb_per) vb_per[b] = vb;
-        if (loss_per) loss_per[b] = mse + vb;
-        total += mse + vb;
+        if (mse_per) mse_per[b] = mse[b];
+        if (vb_per) vb_per[b] = vb[b];
+        if (loss_per) loss_per[b] = mse[b] + vb[b];
+        total += mse[b] + vb[b];
     }
+    if (!grad) free(g);
+    free(mse);
     return total / n;
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "diffusion_math.h"
 #include "rng.h"
 
 typedef enum { BETA_LINEAR = 0, BETA_COSINE = 1 } BetaSchedule;
@@ -35,6 +36,7 @@ typedef struct {
     double *sqrt_recip_alphas_cumprod, *sqrt_recipm1_alphas_cumprod;
     double *posterior_variance, *posterior_log_variance_clipped;
     double *posterior_mean_coef1, *posterior_mean_coef2;
+    double *coefs;                // [T][DIFF_COEFS] rows for the backend ops (diffusion_math.h)
     double *mem_;                 // one block holding all the arrays above
 } Diffusion;
 
@@ -60,13 +62,6 @@ int diffusion_space_timesteps(int32_t *out, int T, int n, MalaErr *err);
 // The process over the n respaced timesteps of base: betas rebuilt from alpha-bar ratios
 // (beta_i = 1 - abar[t_i] / abar[t_{i-1}]), timestep_map[i] = base->timestep_map[t_i].
 int diffusion_init_respaced(Diffusion *d, const Diffusion *base, int n, MalaErr *err);
-
-// log variance of the learned-range model at index t for a network value v in [-1, 1]:
-// f = (v + 1) / 2, f log(beta_t) + (1 - f) log(posterior variance clipped).
-static inline double diffusion_learned_log_var(const Diffusion *d, int t, double v) {
-    double f = (v + 1.0) / 2.0;
-    return f * d->log_betas[t] + (1.0 - f) * d->posterior_log_variance_clipped[t];
-}
 
 // x_t = sqrt(abar_t) x0 + sqrt(1 - abar_t) noise, per sample t[b]; per = C * hw.
 void diffusion_q_sample(const Diffusion *d, float *xt, const float *x0, const float *noise,

@@ -29,8 +29,8 @@ int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr 
     return 0;
 }
 
-int sampler_init(Sampler *s, const Diffusion *base, const SamplerConfig *cfg, int max_n, int C, int S,
-                 DenoiseFn denoise, void *denoise_ctx, MalaErr *err) {
+int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const SamplerConfig *cfg, int max_n, int C,
+                 int S, DenoiseFn denoise, void *denoise_ctx, MalaErr *err) {
     memset(s, 0, sizeof *s);
     if (max_n < 1 || C < 1 || S < 1) return mala_errf(err, "sampler: bad shape n=%d C=%d S=%d", max_n, C, S);
     if (!denoise) return mala_errf(err, "sampler: no denoise callback");
@@ -41,14 +41,15 @@ int sampler_init(Sampler *s, const Diffusion *base, const SamplerConfig *cfg, in
     s->cout = cfg->learn_sigma ? 2 * C : C;
     s->hw = (size_t)S * S;
     s->denoise = denoise; s->denoise_ctx = denoise_ctx;
-    rng_seed(&s->rng, cfg->seed);
+    s->be = be;
     size_t img = (size_t)C * s->hw;
-    s->xin = xmalloc(2 * (size_t)max_n * img * sizeof(float));
-    s->out = xmalloc(2 * (size_t)max_n * s->cout * s->hw * sizeof(float));
-    s->tin = xmalloc(2 * (size_t)max_n * sizeof(float));
-    s->yin = xmalloc(2 * (size_t)max_n * sizeof(int32_t));
-    s->x0 = xmalloc((size_t)max_n * img * sizeof(float));
-    s->noise = xmalloc((size_t)max_n * img * sizeof(float));
+    s->xin = be->alloc(2 * (size_t)max_n * img * sizeof(float));
+    s->out = be->alloc(2 * (size_t)max_n * s->cout * s->hw * sizeof(float));
+    s->tin = be->alloc(2 * (size_t)max_n * sizeof(float));
+    s->yin = be->alloc(2 * (size_t)max_n * sizeof(int32_t));
+    s->x0 = be->alloc((size_t)max_n * img * sizeof(float));
+    s->noise = be->alloc((size_t)max_n * img * sizeof(float));
+    s->y_host = xmalloc(2 * (size_t)max_n * sizeof(int32_t));
     return 0;
 }
 
@@ -57,59 +58,30 @@ void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx) { s->nois
 
 void sampler_free(Sampler *s) {
     diffusion_free(&s->sp);
-    free(s->xin); free(s->out); free(s->tin); free(s->yin); free(s->x0); free(s->noise);
+    if (s->be) {
+        const Backend *be = s->be;
+        be->release(s->xin); be->release(s->out); be->release(s->tin); be->release(s->yin);
+        be->release(s->x0); be->release(s->noise);
+    }
+    free(s->y_host);
     memset(s, 0, sizeof *s);
 }
 
-// One step at respaced index i for the whole batch: x (in/out), x0 (out).
-//   eps    = guided eps (or the conditional one)
-//   x0     = sqrt(1/abar) x - sqrt(1/abar - 1) eps, clipped
-//   DDPM:  x' = coef1 x0 + coef2 x + [i > 0] exp(lv / 2) z, lv learned-range or posterior
-//   DDIM:  eps' = (sqrt(1/abar) x - x0) / sqrt(1/abar - 1)
-//          x' = sqrt(abar_prev) x0 + sqrt(1 - abar_prev - sigma^2) eps' + [i > 0] sigma z
-static void sampler_step(Sampler *s, float *x, int n, int i, int guided, const float *z) {
+// The constants of one step at respaced index i (sampler_update in diffusion_math.h).
+static SamplerStepCoefs step_coefs(const Sampler *s, int i, int guided, int noisy) {
     const Diffusion *d = &s->sp;
-    const int C = s->C, cout = s->cout;
-    const size_t hw = s->hw;
-    const double w = s->cfg.cfg_scale;
-    const double sra = d->sqrt_recip_alphas_cumprod[i], srm1 = d->sqrt_recipm1_alphas_cumprod[i];
-    const double c1 = d->posterior_mean_coef1[i], c2 = d->posterior_mean_coef2[i];
     const double ab = d->alphas_cumprod[i], abp = d->alphas_cumprod_prev[i];
-    const double eta = s->cfg.eta;
-    const double sigma = eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
-    const double sqrt_abp = sqrt(abp), c_eps = sqrt(1 - abp - sigma * sigma);
-    const double fixed_std = exp(0.5 * d->posterior_log_variance_clipped[i]);
-    const int ddim = s->cfg.kind == SAMPLER_DDIM, clip = s->cfg.clip_denoised;
-    for (int b = 0; b < n; b++) {
-        for (int c = 0; c < C; c++) {
-            const size_t o = ((size_t)b * C + c) * hw;
-            const float *ec = s->out + ((size_t)b * cout + c) * hw;
-            const float *eu = guided ? s->out + ((size_t)(n + b) * cout + c) * hw : NULL;
-            const float *v = s->cfg.learn_sigma ? s->out + ((size_t)b * cout + C + c) * hw : NULL;
-            float *xb = x + o, *x0b = s->x0 + o;
-            const float *zb = z ? z + o : NULL;
-            for (size_t p = 0; p < hw; p++) {
-                double eps = guided ? (double)eu[p] + w * ((double)ec[p] - eu[p]) : (double)ec[p];
-                double xv = xb[p];
-                double px0 = sra * xv - srm1 * eps;
-                if (clip) px0 = px0 < -1.0 ? -1.0 : (px0 > 1.0 ? 1.0 : px0);
-                double xn;
-                if (ddim) {
-                    double e2 = (sra * xv - px0) / srm1;
-                    xn = px0 * sqrt_abp + c_eps * e2;
-                    if (zb) xn += sigma * zb[p];
-                } else {
-                    xn = c1 * px0 + c2 * xv;
-                    if (zb) {
-                        double sd = v ? exp(0.5 * diffusion_learned_log_var(d, i, v[p])) : fixed_std;
-                        xn += sd * zb[p];
-                    }
-                }
-                x0b[p] = (float)px0;
-                xb[p] = (float)xn;
-            }
-        }
-    }
+    const double sigma = s->cfg.eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
+    SamplerStepCoefs k = {
+        .sra = d->sqrt_recip_alphas_cumprod[i], .srm1 = d->sqrt_recipm1_alphas_cumprod[i],
+        .c1 = d->posterior_mean_coef1[i], .c2 = d->posterior_mean_coef2[i],
+        .sqrt_abp = sqrt(abp), .c_eps = sqrt(1 - abp - sigma * sigma), .sigma = sigma,
+        .fixed_std = exp(0.5 * d->posterior_log_variance_clipped[i]),
+        .min_log = d->posterior_log_variance_clipped[i], .max_log = d->log_betas[i],
+        .w = s->cfg.cfg_scale, .ddim = s->cfg.kind == SAMPLER_DDIM, .clip = s->cfg.clip_denoised,
+        .guided = guided, .learn_sigma = s->cfg.learn_sigma, .noisy = noisy,
+    };
+    return k;
 }
 
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
@@ -120,22 +92,23 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
                              s->cfg.num_classes, s->cfg.num_classes);
     if (s->cfg.kind != SAMPLER_DDPM && s->cfg.kind != SAMPLER_DDIM)
         return mala_errf(err, "sampler: unknown kind %d", (int)s->cfg.kind);
+    const Backend *be = s->be;
     const int guided = s->cfg.cfg_scale != 1.0f;
     const int nb = guided ? 2 * n : n;
     const size_t img = (size_t)s->C * s->hw, count = (size_t)n * img;
     const int N = s->sp.num_timesteps;
     for (int b = 0; b < n; b++) {
-        s->yin[b] = y[b];
-        if (guided) s->yin[n + b] = s->cfg.num_classes;
+        s->y_host[b] = y[b];
+        s->y_host[n + b] = s->cfg.num_classes;
     }
+    be->to_device(s->yin, s->y_host, (size_t)nb * sizeof(int32_t));
     for (int step = 0; step < N; step++) {
         const int i = N - 1 - step;
-        const float tval = (float)s->sp.timestep_map[i];
-        for (int b = 0; b < nb; b++) s->tin[b] = tval;
+        be->fill(s->tin, (float)s->sp.timestep_map[i], (size_t)nb);
         const float *xin = x;
         if (guided) {
-            memcpy(s->xin, x, count * sizeof(float));
-            memcpy(s->xin + count, x, count * sizeof(float));
+            be->copy(s->xin, x, count * sizeof(float));
+            be->copy(s->xin + count, x, count * sizeof(float));
             xin = s->xin;
         }
         s->denoise(s->denoise_ctx, s->out, xin, s->tin, s->yin, nb);
@@ -143,10 +116,12 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
         const int noisy = i > 0 && (s->cfg.kind == SAMPLER_DDPM || s->cfg.eta > 0.0f);
         if (noisy) {
             if (s->noise_fn) s->noise_fn(s->noise_ctx, s->noise, count, step);
-            else rng_normal_fill(&s->rng, s->noise, count);
+            else be->rand_normal(s->noise, 1, count, s->cfg.seed, s->runs * 1024 + step, 1);
         }
-        sampler_step(s, x, n, i, guided, noisy ? s->noise : NULL);
-        if (s->on_step && s->on_step(s->step_ctx, step, N, s->x0)) return SAMPLER_CANCELLED;
+        SamplerStepCoefs k = step_coefs(s, i, guided, noisy);
+        be->sampler_step(x, s->x0, s->out, s->noise, &k, n, s->C, s->hw);
+        if (s->on_step && s->on_step(s->step_ctx, step, N, s->x0)) { s->runs++; return SAMPLER_CANCELLED; }
     }
+    s->runs++;
     return 0;
 }

@@ -5,14 +5,18 @@
 //   ORIGINAL timestep values, as floats) and labels y[n]; y == num_classes is the null class.
 //   Cout = 2C when learn_sigma (eps | v, learned range), else C (fixed-small variance).
 //
+// Every array the sampler and its callbacks see (x, out, t, y, noise, x0) lives in the backend's
+// memory (device memory on CUDA): a run copies only the labels in; the update of each step is
+// the backend's sampler_step op.
+//
 // Guidance with scale w != 1: one call per step on a batch of 2n = [x; x] with labels
 // [y; null]; eps = eps_u + w (eps_c - eps_u) on all C channels, the variance channels come from
 // the conditional half. w == 1 calls denoise with n only.
 //
 // Noise: the caller supplies x_T (in x). Per-step noise (DDPM; DDIM with eta > 0) comes from the
-// sampler's Philox stream `rng` (seeded from cfg.seed at init; reseed with rng_seed between
-// runs), or from a noise hook when one is set. No noise at the last step (t == 0). All buffers
-// are allocated once in sampler_init; a run allocates nothing.
+// backend's rand_normal under cfg.seed (stream 1024 * run + step, runs counted from init), or from
+// a noise hook when one is set. No noise at the last step (t == 0). All buffers are allocated
+// once in sampler_init; a run allocates nothing.
 #ifndef MALA_SAMPLER_H
 #define MALA_SAMPLER_H
 
@@ -20,15 +24,16 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "backend.h"
 #include "diffusion.h"
-#include "rng.h"
 
 typedef void (*DenoiseFn)(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n);
-// Called after every step with the current predicted x0 [n, C, S, S] (conditional, guided,
-// clipped when clipping is on). step_index counts 0 .. num_steps-1. Non-zero cancels the run.
+// Called after every step with the current predicted x0 [n, C, S, S] in backend memory
+// (conditional, guided, clipped when clipping is on). step_index counts 0 .. num_steps-1.
+// Non-zero cancels the run.
 typedef int (*SamplerStepFn)(void *ctx, int step_index, int num_steps, const float *x0_pred);
-// Optional replacement of the per-step noise: fill out[count] (count = n*C*S*S) with standard
-// normals for step step_index. Only called on steps that add noise.
+// Optional replacement of the per-step noise: fill out[count] (backend memory, count = n*C*S*S)
+// with standard normals for step step_index. Only called on steps that add noise.
 typedef void (*SamplerNoiseFn)(void *ctx, float *out, size_t count, int step_index);
 
 typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1 } SamplerKind;
@@ -45,7 +50,7 @@ typedef struct {
     int clip_denoised;    // clip predicted x0 to [-1, 1] (pixel models: on; latents: off)
     int learn_sigma;      // model output has 2C channels (eps | v)
     int num_classes;      // labels 0 .. num_classes-1; num_classes = null class
-    uint64_t seed;        // seeds `rng` at init
+    uint64_t seed;        // per-step noise without a noise hook
 } SamplerConfig;
 
 SamplerConfig sampler_config_default(void);   // DDPM, 250 steps, w 1, eta 0, clip on, learn_sigma on, 1000 classes
@@ -58,20 +63,22 @@ typedef struct {
     DenoiseFn denoise; void *denoise_ctx;
     SamplerStepFn on_step; void *step_ctx;
     SamplerNoiseFn noise_fn; void *noise_ctx;
-    Rng rng;
-    // workspace, allocated once: model input/output for 2*max_n, timesteps, labels, x0, noise
+    const Backend *be;
+    // backend workspace, allocated once: model input/output for 2*max_n, timesteps, labels, x0, noise
     float *xin, *out, *tin, *x0, *noise;
     int32_t *yin;
+    int32_t *y_host;         // host staging for the labels
     int64_t denoise_calls;   // callback calls made (all runs)
+    uint64_t runs;           // runs started (the default noise's stream)
 } Sampler;
 
-int sampler_init(Sampler *s, const Diffusion *base, const SamplerConfig *cfg, int max_n, int C, int S,
-                 DenoiseFn denoise, void *denoise_ctx, MalaErr *err);
+int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const SamplerConfig *cfg, int max_n, int C,
+                 int S, DenoiseFn denoise, void *denoise_ctx, MalaErr *err);
 void sampler_set_progress(Sampler *s, SamplerStepFn on_step, void *ctx);
 void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx);
 // Respace to another step count (rebuilds sp; the workspace stays).
 int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err);
-// x [n, C, S, S]: in x_T, out x_0. y[n] labels. Returns 0, SAMPLER_CANCELLED (x then holds the
+// x [n, C, S, S] (backend memory): in x_T, out x_0. y[n] labels (host). Returns 0, SAMPLER_CANCELLED (x then holds the
 // partially denoised state), or -1 with err set.
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err);
 void sampler_free(Sampler *s);

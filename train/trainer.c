@@ -1,5 +1,5 @@
 // defines: train_opts_default, trainer_new, trainer_free, trainer_init_weights, trainer_step,
-//          trainer_save, trainer_load, trainer_peek, trainer_export_ema
+//          trainer_step_given, trainer_save, trainer_load, trainer_peek, trainer_export_ema
 #include "trainer.h"
 
 #include <errno.h>
@@ -29,34 +29,34 @@ Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *
     tr->m = dit_create(c, be, batch, DIT_TRAIN);
     MalaErr err;
     if (diffusion_init(&tr->diff, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
-    rng_seed_stream(&tr->rng, o->seed, 1);
     size_t img = (size_t)batch * c->in_channels * c->image_size * c->image_size;
     size_t outn = (size_t)batch * tr->m->out_channels * c->image_size * c->image_size;
-    tr->x0 = xmalloc(img * sizeof(float));
-    tr->noise = xmalloc(img * sizeof(float));
-    tr->xt = xmalloc(img * sizeof(float));
-    tr->out = xmalloc(outn * sizeof(float));
-    tr->dout = xmalloc(outn * sizeof(float));
-    tr->tf = xmalloc(batch * sizeof(float));
-    tr->t = xmalloc(batch * sizeof(int32_t));
-    tr->y = xmalloc(batch * sizeof(int32_t));
-    tr->mse_b = xmalloc(batch * sizeof(double));
-    tr->vb_b = xmalloc(batch * sizeof(double));
-    tr->d_xt = be->alloc(img * sizeof(float));
-    tr->d_out = be->alloc(outn * sizeof(float));
-    tr->d_dout = be->alloc(outn * sizeof(float));
-    tr->d_tf = be->alloc(batch * sizeof(float));
-    tr->d_y = be->alloc(batch * sizeof(int32_t));
+    size_t coefs = (size_t)tr->diff.num_timesteps * DIFF_COEFS * sizeof(double);
+    tr->loss_host = xmalloc(2 * (size_t)batch * sizeof(double));
+    // one backend block for the step's inputs, draws, output, output gradient and loss terms
+    size_t f = 3 * img + 2 * outn + (size_t)batch, i32 = 4 * (size_t)batch;
+    tr->d_mem = be->alloc(coefs + 2 * batch * sizeof(double) + f * sizeof(float) + i32 * sizeof(int32_t));
+    char *p = tr->d_mem;
+    tr->d_coefs = (double *)p; p += coefs;
+    tr->d_loss = (double *)p; p += 2 * batch * sizeof(double);
+    tr->d_x0 = (float *)p; p += img * sizeof(float);
+    tr->d_noise = (float *)p; p += img * sizeof(float);
+    tr->d_xt = (float *)p; p += img * sizeof(float);
+    tr->d_out = (float *)p; p += outn * sizeof(float);
+    tr->d_dout = (float *)p; p += outn * sizeof(float);
+    tr->d_tf = (float *)p; p += batch * sizeof(float);
+    tr->d_bits = (uint32_t *)p; p += 2 * batch * sizeof(uint32_t);
+    tr->d_t = (int32_t *)p; p += batch * sizeof(int32_t);
+    tr->d_y = (int32_t *)p;
+    tr->d_y_in = tr->d_y;  // the labels are uploaded here, then dropped in place
+    be->to_device(tr->d_coefs, tr->diff.coefs, coefs);
     return tr;
 }
 
 void trainer_free(Trainer *tr) {
     if (!tr) return;
-    const Backend *be = tr->be;
-    be->release(tr->d_xt); be->release(tr->d_out); be->release(tr->d_dout);
-    be->release(tr->d_tf); be->release(tr->d_y);
-    free(tr->x0); free(tr->noise); free(tr->xt); free(tr->out); free(tr->dout);
-    free(tr->tf); free(tr->t); free(tr->y); free(tr->mse_b); free(tr->vb_b);
+    tr->be->release(tr->d_mem);
+    free(tr->loss_host);
     diffusion_free(&tr->diff);
     class_names_free(&tr->classes);
     dit_free(tr->m);
@@ -70,37 +70,28 @@ void trainer_init_weights(Trainer *tr) {
     tr->be->zero(m->v, m->n_floats * sizeof(float));
     tr->step = tr->batches = tr->skipped_total = 0;
     tr->bad_in_a_row = 0;
-    rng_seed_stream(&tr->rng, tr->opt.seed, 1);
 }
 
-StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
+// The step from the draws already in d_bits and d_noise and the batch in d_x0 / d_y_in.
+static StepStats step_drawn(Trainer *tr) {
     Dit *m = tr->m;
     const Backend *be = tr->be;
     const DitConfig *c = &m->cfg;
-    int B = tr->batch, C = c->in_channels;
-    size_t hw = (size_t)c->image_size * c->image_size, img = (size_t)B * C * hw;
-    size_t outn = (size_t)B * m->out_channels * hw;
+    const int B = tr->batch, C = c->in_channels;
+    const size_t hw = (size_t)c->image_size * c->image_size;
     StepStats st = {0};
 
-    // DiT's LabelEmbedder.token_drop, then t ~ U{0..T-1}, eps ~ N(0, I)
-    for (int b = 0; b < B; b++)
-        tr->y[b] = rng_uniform(&tr->rng) < tr->opt.label_drop ? c->num_classes : y[b];
-    diffusion_sample_timesteps(tr->t, B, tr->diff.num_timesteps, &tr->rng);
-    rng_normal_fill(&tr->rng, tr->noise, img);
-    for (int b = 0; b < B; b++) tr->tf[b] = (float)tr->diff.timestep_map[tr->t[b]];
-    diffusion_q_sample(&tr->diff, tr->xt, x0, tr->noise, tr->t, B, (size_t)C * hw);
+    // DiT's LabelEmbedder.token_drop, t ~ U{0..T-1}, x_t = q_sample(x0, t, eps)
+    be->diffusion_prepare(tr->d_xt, tr->d_tf, tr->d_t, tr->d_y, tr->d_bits, tr->d_x0, tr->d_noise, tr->d_y_in,
+                          tr->d_coefs, tr->diff.num_timesteps, tr->opt.label_drop, c->num_classes, B, (size_t)C * hw);
     tr->batches++;
-
-    be->to_device(tr->d_xt, tr->xt, img * sizeof(float));
-    be->to_device(tr->d_tf, tr->tf, B * sizeof(float));
-    be->to_device(tr->d_y, tr->y, B * sizeof(int32_t));
     dit_forward(m, tr->d_out, tr->d_xt, tr->d_tf, tr->d_y, B);
-    be->to_host(tr->out, tr->d_out, outn * sizeof(float));
-    st.loss = diffusion_training_loss(&tr->diff, tr->dout, NULL, tr->mse_b, tr->vb_b, tr->out, x0, tr->noise, tr->t,
-                                      B, C, hw, c->learn_sigma);
-    for (int b = 0; b < B; b++) { st.mse += tr->mse_b[b] / B; st.vb += tr->vb_b[b] / B; }
+    be->diffusion_loss(tr->d_dout, tr->d_loss, tr->d_loss + B, tr->d_out, tr->d_x0, tr->d_noise, tr->d_t, tr->d_coefs,
+                       tr->diff.vb_scale, B, C, hw, c->learn_sigma);
+    be->to_host(tr->loss_host, tr->d_loss, 2 * (size_t)B * sizeof(double));
+    for (int b = 0; b < B; b++) { st.mse += tr->loss_host[b] / B; st.vb += tr->loss_host[B + b] / B; }
+    st.loss = st.mse + st.vb;
     if (isfinite(st.loss)) {
-        be->to_device(tr->d_dout, tr->dout, outn * sizeof(float));
         be->zero(m->grad, m->n_floats * sizeof(float));
         dit_backward(m, tr->d_dout, B);
         st.grad_norm = sqrt(be->sumsq(m->grad, m->n_trainable));
@@ -123,23 +114,33 @@ StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
     return st;
 }
 
+static void upload_batch(Trainer *tr, const float *x0, const int32_t *y) {
+    const DitConfig *c = &tr->m->cfg;
+    size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
+    tr->be->to_device(tr->d_x0, x0, img * sizeof(float));
+    tr->be->to_device(tr->d_y_in, y, (size_t)tr->batch * sizeof(int32_t));
+}
+
+StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
+    const DitConfig *c = &tr->m->cfg;
+    const int B = tr->batch;
+    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
+    upload_batch(tr, x0, y);
+    tr->be->rand_bits(tr->d_bits, 2 * (size_t)B, tr->opt.seed, tr->batches);
+    tr->be->rand_normal(tr->d_noise, B, per, tr->opt.seed ^ TRAIN_NOISE_KEY, tr->batches * (uint64_t)B, 1);
+    return step_drawn(tr);
+}
+
+StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise) {
+    const DitConfig *c = &tr->m->cfg;
+    size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
+    upload_batch(tr, x0, y);
+    tr->be->to_device(tr->d_bits, bits, 2 * (size_t)tr->batch * sizeof(uint32_t));
+    tr->be->to_device(tr->d_noise, noise, img * sizeof(float));
+    return step_drawn(tr);
+}
+
 // ---- checkpoints ----
-
-static void hex_encode(char *dst, const void *src, size_t n) {
-    const unsigned char *p = src;
-    for (size_t i = 0; i < n; i++) sprintf(dst + 2 * i, "%02x", p[i]);
-}
-
-static int hex_decode(void *dst, const char *src, size_t n) {
-    if (strlen(src) != 2 * n) return -1;
-    unsigned char *p = dst;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(src + 2 * i, "%2x", &v) != 1) return -1;
-        p[i] = (unsigned char)v;
-    }
-    return 0;
-}
 
 static void meta_u64(StWriter *w, const char *key, uint64_t v) {
     char buf[32];
@@ -175,9 +176,6 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     meta_float(wr, "grad_clip", tr->opt.grad_clip);
     meta_float(wr, "ema_decay", tr->opt.ema_decay);
     meta_float(wr, "label_drop", tr->opt.label_drop);
-    char rng[2 * sizeof(Rng) + 1];
-    hex_encode(rng, &tr->rng, sizeof(Rng));
-    st_writer_meta(wr, "rng", rng);
     ckpt_add_tensors(wr, m, "", w, ST_F32);
     ckpt_add_tensors(wr, m, "ema.", ema, ST_F32);
     ckpt_add_tensors(wr, m, "opt.m.", mo, ST_F32);
@@ -236,15 +234,10 @@ int trainer_load(Trainer *tr, const char *path, MalaErr *err) {
     if (st_open(&f, path, err)) return -1;
     Dit *m = tr->m;
     uint64_t step, batches, skipped;
-    const char *rng = st_meta(&f, "rng");
     int rc = -1;
     if (meta_get_u64(&f, "step", &step, err) || meta_get_u64(&f, "batches", &batches, err) ||
         meta_get_u64(&f, "skipped", &skipped, err))
         goto done;
-    if (!rng || hex_decode(&tr->rng, rng, sizeof(Rng))) {
-        mala_errf(err, "%s: metadata 'rng' is missing or malformed", path);
-        goto done;
-    }
     if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", m->ema, err) ||
         ckpt_load_tensors(m, &f, "opt.m.", m->m, err) || ckpt_load_tensors(m, &f, "opt.v.", m->v, err))
         goto done;

@@ -2,6 +2,12 @@
 // q_sample, forward, ADM loss (MSE + VB), backward, optional clipping, AdamW, EMA; plus the
 // training checkpoint (DESIGN 2: plain = online weights, ema.*, opt.m.*, opt.v.*, and the
 // trainer state in metadata) for bit-exact resume.
+//
+// Everything runs in the backend's memory: the host copies in the batch (images and labels) and
+// copies out the per-sample loss terms and the gradient norm. The step's random draws come from
+// the backend's counter-based generator (cuRAND's Philox on CUDA) as a function of (seed, batch
+// index), so a checkpoint needs no generator state and resumes exactly on the device that wrote
+// it; checkpoints are the same format from either device.
 #ifndef MALA_TRAINER_H
 #define MALA_TRAINER_H
 
@@ -10,7 +16,6 @@
 #include "checkpoint.h"
 #include "diffusion.h"
 #include "dit.h"
-#include "rng.h"
 
 typedef struct {
     float lr;            // constant learning rate (DiT: 1e-4)
@@ -42,15 +47,16 @@ typedef struct {
     uint64_t batches;      // batches consumed (the data loader's position)
     uint64_t skipped_total;
     int bad_in_a_row;
-    Rng rng;               // label dropout, timesteps, noise
-    // host workspace
-    float *x0, *noise, *xt, *tf, *out, *dout;
-    int32_t *t, *y;
-    double *mse_b, *vb_b;  // per-sample loss terms of the last step
-    // backend copies of the model's inputs and output gradient
-    float *d_xt, *d_tf, *d_out, *d_dout;
-    int32_t *d_y;
+    double *loss_host;     // [2B] per-sample mse then vb of the last step
+    // backend memory (one block, d_mem): coefficient rows, loss terms, batch, draws, model io
+    void *d_mem;
+    double *d_coefs, *d_loss;
+    float *d_x0, *d_noise, *d_xt, *d_tf, *d_out, *d_dout;
+    uint32_t *d_bits;      // [2B]: timesteps, then label dropout
+    int32_t *d_t, *d_y, *d_y_in;
 } Trainer;
+
+#define TRAIN_NOISE_KEY 0x6a09e667f3bcc909ull  // seed ^ this: the noise's generator seed
 
 Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch);
 void trainer_free(Trainer *tr);
@@ -59,6 +65,9 @@ void trainer_init_weights(Trainer *tr);
 // One step on a batch x0 [B,C,S,S] in [-1,1] with labels y[B]. Returns the stats; a non-finite
 // loss or gradient leaves weights, EMA and moments untouched and sets stats.skipped.
 StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y);
+// The same step with the draws given (host): bits[2B] (timesteps, label dropout; see
+// diffusion_prepare in backend.h) and noise [B,C,S,S]. For tests that compare backends.
+StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise);
 
 // Training checkpoint (atomic). trainer_load restores everything trainer_save wrote.
 int trainer_save(const Trainer *tr, const char *path, MalaErr *err);
