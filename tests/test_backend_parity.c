@@ -282,7 +282,7 @@ static void attn_fwd(const Backend *b, int kind, float *out, float *cache, const
     else b->softmax_fwd(out, cache, qkv, qkr, s);
 }
 static void attn_bwd(const Backend *b, int kind, float *dqkv, float *dqkr, const float *dout, const float *qkv,
-                     const float *qkr, const float *cache, AttnShape s) {
+                     const float *qkr, float *cache, AttnShape s) {
     if (kind == K_MALA) b->mala_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s);
     else if (kind == K_LIN) b->linattn_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s);
     else b->softmax_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s);
