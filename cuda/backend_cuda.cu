@@ -26,7 +26,8 @@
 //   (ops_rope.cu); the token means, row statistics and row scalings of MALA and linear attention
 //   (ops_linear_attn.cu); the row softmax and its backward (ops_softmax.cu); LePE (ops_lepe.cu);
 //   patches and embeddings (ops_embed.cu); AdamW, EMA, sumsq (ops_optim.cu); cuRAND Philox fills
-//   (rng.cu).
+//   (rng.cu); the training step's draws, the ADM loss and its gradient and the sampler update,
+//   in double with diffusion_math.h shared with the CPU (ops_diffusion.cu).
 // - Determinism. The kernels' reductions are fixed-order trees (no float atomics), except
 //   embed_bwd, whose atomicAdd only reorders sums when a batch repeats a label.
 // - Errors: CUDA_CHECK / CUBLAS_CHECK print file:line, the call and the runtime's message, then
@@ -122,7 +123,10 @@ static void fill_table(Backend *t) {
     t->unpatchify_fwd = cuda_unpatchify_fwd; t->unpatchify_bwd = cuda_unpatchify_bwd;
     t->add_pos = cuda_add_pos; t->timestep_embed = cuda_timestep_embed;
     t->embed_fwd = cuda_embed_fwd; t->embed_bwd = cuda_embed_bwd;
-    t->adamw = cuda_adamw; t->ema = cuda_ema; t->sumsq = cuda_sumsq; t->scale = cuda_scale;
+    t->adamw = cuda_adamw; t->ema = cuda_ema; t->sumsq = cuda_sumsq; t->scale = cuda_scale; t->fill = cuda_fill;
+    t->rand_normal = cuda_rand_normal; t->rand_bits = cuda_rand_bits;
+    t->diffusion_prepare = cuda_diffusion_prepare; t->diffusion_loss = cuda_diffusion_loss;
+    t->sampler_step = cuda_sampler_step;
 }
 
 extern "C" const Backend *backend_cuda(const char **why) {

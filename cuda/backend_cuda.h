@@ -16,13 +16,6 @@ extern "C" {
 // May be called before or after backend_cuda().
 void cuda_set_precision_fp32(int on);
 
-// Device-side Philox4_32_10 fills (curand device API), deterministic in (seed, offset, n-index):
-// element i is output i % 4 of draw `offset` of Philox subsequence i / 4, so the same call gives
-// the same numbers whatever the launch, and offsets 0, 1, 2, ... give independent draws.
-// dst is device memory. normal: N(0, 1); uniform: (0, 1].
-void cuda_rng_normal(float *dst, size_t n, uint64_t seed, uint64_t offset);
-void cuda_rng_uniform(float *dst, size_t n, uint64_t seed, uint64_t offset);
-
 #ifdef __cplusplus
 }
 #endif

@@ -12,10 +12,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+// The shared math first: its headers (math.h) must not land inside the extern "C" block.
+#include "diffusion_math.h"
+#include "ops_math.h"
 extern "C" {
 #include "backend.h"
 }
-#include "ops_math.h"
 
 // ---- errors: print file:line, the failing call and the runtime's message, then exit ----
 #define CUDA_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
@@ -91,6 +93,7 @@ void cuda_mul_bwd(float *da, float *db, const float *dout, const float *a, const
 void cuda_elu1_fwd(float *x, int rows, int cols, int ld);
 void cuda_elu1_bwd(float *g, const float *y, int rows, int cols, int ld);
 void cuda_scale(float *x, float a, size_t n);
+void cuda_fill(float *x, float v, size_t n);
 
 // ---- ops_rope.cu ----
 void cuda_rope_fwd(float *qkr, const float *qkv, AttnShape s);
@@ -131,6 +134,20 @@ void cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr
 void cuda_ema(float *e, const float *p, size_t n, float decay);
 double cuda_sumsq(const float *x, size_t n);
 void cuda_optim_init(void);  // allocates the sumsq partials once (called by backend_cuda)
+
+// ---- rng.cu ----
+void cuda_rand_normal(float *out, int rows, size_t cols, uint64_t seed, uint64_t stream0, uint64_t stride);
+void cuda_rand_bits(uint32_t *out, size_t n, uint64_t seed, uint64_t stream);
+
+// ---- ops_diffusion.cu ----
+void cuda_diffusion_prepare(float *xt, float *tf, int32_t *t, int32_t *y, const uint32_t *bits, const float *x0,
+                            const float *noise, const int32_t *y_in, const double *coefs, int T, float drop,
+                            int null_class, int B, size_t per);
+void cuda_diffusion_loss(float *grad, double *mse, double *vb, const float *out, const float *x0, const float *noise,
+                         const int32_t *t, const double *coefs, double vb_scale, int B, int C, size_t hw,
+                         int learn_sigma);
+void cuda_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
+                       size_t hw);
 
 // ---- attention geometry shared by the attention files ----
 // Where head h's q, k (roped when qkr is given) and v start, and their row strides; batch b's

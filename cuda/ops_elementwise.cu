@@ -1,7 +1,7 @@
-// Element-wise ops: GELU (tanh), SiLU, add, mul, phi = ELU + 1 on strided rows, scale.
+// Element-wise ops: GELU (tanh), SiLU, add, mul, phi = ELU + 1 on strided rows, scale, fill.
 // The per-element formulas are the ones of ops_math.h, shared with the CPU.
 // defines: cuda_gelu_fwd, cuda_gelu_bwd, cuda_silu_fwd, cuda_silu_bwd, cuda_add, cuda_mul_fwd,
-//          cuda_mul_bwd, cuda_elu1_fwd, cuda_elu1_bwd, cuda_scale
+//          cuda_mul_bwd, cuda_elu1_fwd, cuda_elu1_bwd, cuda_scale, cuda_fill
 #include "cuda_common.cuh"
 
 __global__ void k_gelu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_f(x[i]); }
@@ -24,6 +24,7 @@ __global__ void k_mul_bwd(float *da, float *db, const float *dout, const float *
     }
 }
 __global__ void k_scale(float *x, float a, size_t n) { GRID_STRIDE(i, n) x[i] *= a; }
+__global__ void k_fill(float *x, float v, size_t n) { GRID_STRIDE(i, n) x[i] = v; }
 
 // rows x cols block of a matrix with row stride ld
 __global__ void k_elu1_fwd(float *x, int cols, int ld, size_t total) {
@@ -53,6 +54,7 @@ void cuda_mul_bwd(float *da, float *db, const float *dout, const float *a, const
     LAUNCH_N(k_mul_bwd, n, da, db, dout, a, b);
 }
 void cuda_scale(float *x, float a, size_t n) { LAUNCH_N(k_scale, n, x, a); }
+void cuda_fill(float *x, float v, size_t n) { LAUNCH_N(k_fill, n, x, v); }
 
 void cuda_elu1_fwd(float *x, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;

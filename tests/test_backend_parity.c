@@ -11,11 +11,18 @@
 //   TOL_GEMM 1e-4  ops built on cuBLAS products: linear, MALA, linear and softmax attention
 //   TOL_TIME 1e-4  timestep embedding: f_i may differ by an ulp and t f_i reaches ~1000
 //   sumsq: relative 1e-9 (double accumulation on both sides)
+//   TOL_LOSS 1e-9 relative: per-sample diffusion loss terms (double on both sides)
+//   TOL_MODEL / TOL_MODEL_GRAD / TOL_TRAIN: a whole tiny model and ten training steps (below)
+// Random numbers differ between backends by design; their tests check each backend's own
+// properties (moments, determinism, rows independent of the call).
 // Without a CUDA device (or in a build without CUDA) it prints "skipped: ..." and passes. CUDA
 // does not survive fork, so the suite runs with CK_NOFORK.
 #include "testutil.h"
 
 #include "backend.h"
+#include "dit.h"
+#include "sampler/diffusion.h"
+#include "trainer.h"
 #ifdef MALA_CUDA
 #include "cuda/backend_cuda.h"
 #endif
@@ -469,40 +476,286 @@ START_TEST(test_optim) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
-// cuRAND fills (GPU only): moments, determinism in (seed, offset), independence of the launch size.
+// Randomness (the GPU's own streams: moments, determinism in (seed, stream), rows independent of
+// the call that made them)
 
-#ifdef MALA_CUDA
-START_TEST(test_rng) {
-    const size_t n = 100003;
+START_TEST(test_rand) {
+    const int rows = 5;
+    const size_t cols = 20001, n = rows * cols;
     float *d = GPU->alloc(sizeof(float) * n), *h = malloc(sizeof(float) * n), *h2 = malloc(sizeof(float) * n);
-    cuda_rng_normal(d, n, 1234, 0);
+    GPU->rand_normal(d, rows, cols, 1234, 7, 3);
     GPU->to_host(h, d, sizeof(float) * n);
     double s = 0, s2 = 0;
     for (size_t i = 0; i < n; i++) { ck_assert(isfinite(h[i])); s += h[i]; s2 += (double)h[i] * h[i]; }
     double mean = s / n, var = s2 / n - mean * mean;
+    printf("  %-58s mean %+.4f var %.4f\n", "rand_normal (100005 draws)", mean, var);
     ck_assert_msg(fabs(mean) < 0.02 && fabs(var - 1) < 0.03, "normal: mean %g var %g", mean, var);
-    cuda_rng_normal(d, n, 1234, 0);
+    GPU->rand_normal(d, rows, cols, 1234, 7, 3);
     GPU->to_host(h2, d, sizeof(float) * n);
-    ck_assert_msg(!memcmp(h, h2, sizeof(float) * n), "normal fill is not deterministic");
-    cuda_rng_normal(d, 10, 1234, 0);  // a shorter call gives the same leading numbers
+    ck_assert_msg(!memcmp(h, h2, sizeof(float) * n), "rand_normal is not deterministic");
+    GPU->rand_normal(d, 1, cols, 1234, 7 + 3 * 3, 1);  // row 3 alone: its stream, same numbers
+    GPU->to_host(h2, d, sizeof(float) * cols);
+    ck_assert_msg(!memcmp(h + 3 * cols, h2, sizeof(float) * cols), "a row depends on the rows around it");
+    GPU->rand_normal(d, 1, 10, 1234, 7, 1);  // a shorter row gives the same leading numbers
     GPU->to_host(h2, d, sizeof(float) * 10);
     ck_assert(!memcmp(h, h2, sizeof(float) * 10));
-    cuda_rng_normal(d, n, 1234, 1);
-    GPU->to_host(h2, d, sizeof(float) * n);
     size_t same = 0;
-    for (size_t i = 0; i < n; i++) same += h[i] == h2[i];
-    ck_assert_msg(same < 10, "offset 1 repeats offset 0 (%zu equal)", same);
-    cuda_rng_uniform(d, n, 99, 3);
-    GPU->to_host(h, d, sizeof(float) * n);
-    s = 0;
-    for (size_t i = 0; i < n; i++) { ck_assert(h[i] > 0.0f && h[i] <= 1.0f); s += h[i]; }
-    ck_assert_msg(fabs(s / n - 0.5) < 0.01, "uniform mean %g", s / n);
-    GPU->release(d);
-    free(h);
-    free(h2);
+    for (size_t i = 0; i < cols; i++) same += h[i] == h[cols + i];
+    ck_assert_msg(same < 10, "streams 7 and 10 overlap (%zu equal)", same);
+
+    uint32_t *bd = GPU->alloc(sizeof(uint32_t) * n), *bh = malloc(sizeof(uint32_t) * n);
+    GPU->rand_bits(bd, n, 99, 3);
+    GPU->to_host(bh, bd, sizeof(uint32_t) * n);
+    double u = 0;
+    size_t top = 0;
+    for (size_t i = 0; i < n; i++) { u += bh[i] * (1.0 / 4294967296.0); top += bh[i] >> 31; }
+    printf("  %-58s mean %.4f top-bit %.4f\n", "rand_bits (100005 words)", u / n, (double)top / n);
+    ck_assert_msg(fabs(u / n - 0.5) < 0.01 && fabs((double)top / n - 0.5) < 0.01, "bits: mean %g", u / n);
+    GPU->release(d); GPU->release(bd);
+    free(h); free(h2); free(bh);
 }
 END_TEST
-#endif
+
+// ---------------------------------------------------------------------------------------------
+// Diffusion ops: the same draws give the same training inputs; loss terms and gradient; sampler
+// updates in every mode. Double math on both sides: tolerances are float32 rounding.
+
+#define TOL_LOSS 1e-9  // relative, per-sample loss terms (double sums in another order)
+
+static double *coefs_on_gpu(const Diffusion *d) {
+    size_t bytes = (size_t)d->num_timesteps * DIFF_COEFS * sizeof(double);
+    double *g = GPU->alloc(bytes);
+    GPU->to_device(g, d->coefs, bytes);
+    return g;
+}
+
+START_TEST(test_diffusion_ops) {
+    Diffusion diff;
+    MalaErr err;
+    ck_assert_int_eq(diffusion_init(&diff, BETA_LINEAR, 1000, &err), 0);
+    double *gcoefs = coefs_on_gpu(&diff);
+    enum { B = 6, C = 2, HW = 64 };
+    const size_t per = (size_t)C * HW;
+    // t: 0 (the discretised NLL), 999, and random; dropout: below and above 0.1 * 2^32
+    uint32_t bits[2 * B] = {0u, 0xffffffffu, 123456789u, 2u << 30, 3000000000u, 77777777u,
+                            0u, 429496729u, 429496730u, 4000000000u, 1u << 31, 5u};
+    const int32_t y_in[B] = {1, 2, 3, 4, 5, 6};
+    Buf x0 = buf_rand(B * per, -1, 1, 700), noise = buf_rand(B * per, -2.5f, 2.5f, 701);
+    for (size_t i = 0; i < per; i += 7) { x0.h[i] = -1.0f; x0.h[i + 3] = 1.0f; }  // ADM's edge bins at t = 0
+    buf_push(&x0);
+    uint32_t *gbits = GPU->alloc(sizeof bits);
+    int32_t *gi = GPU->alloc(4 * B * sizeof(int32_t));  // t, y, y_in copy
+    GPU->to_device(gbits, bits, sizeof bits);
+    GPU->to_device(gi + 2 * B, y_in, sizeof y_in);
+    Buf xt = buf_zeros(B * per), tf = buf_zeros(B);
+    int32_t t[B], y[B], tg[B], yg[B];
+    CPU->diffusion_prepare(xt.h, tf.h, t, y, bits, x0.h, noise.h, y_in, diff.coefs, 1000, 0.1f, 10, B, per);
+    GPU->diffusion_prepare(xt.d, tf.d, gi, gi + B, gbits, x0.d, noise.d, gi + 2 * B, gcoefs, 1000, 0.1f, 10, B, per);
+    GPU->to_host(tg, gi, sizeof tg);
+    GPU->to_host(yg, gi + B, sizeof yg);
+    ck_assert_int_eq(t[0], 0);
+    ck_assert_int_eq(t[1], 999);
+    ck_assert_int_eq(y[0], 10);   // bits 0 < 0.1 * 2^32: dropped
+    ck_assert_int_eq(y[3], 4);    // 4e9: kept
+    for (int b = 0; b < B; b++) {
+        ck_assert_msg(t[b] == tg[b] && y[b] == yg[b], "sample %d: cpu t %d y %d, gpu t %d y %d", b, t[b], y[b], tg[b], yg[b]);
+    }
+    buf_check("diffusion_prepare tf", &tf, 0.0);
+    buf_check("diffusion_prepare x_t", &xt, TOL_EW);
+
+    for (int ls = 1; ls >= 0; ls--) {
+        const int cout = ls ? 2 * C : C;
+        Buf out = buf_rand((size_t)B * cout * HW, -2, 2, 710 + ls), grad = buf_rand((size_t)B * cout * HW, -9, 9, 720);
+        double mh[2 * B], mg[2 * B];
+        double *gl = GPU->alloc(sizeof mg);
+        CPU->diffusion_loss(grad.h, mh, mh + B, out.h, x0.h, noise.h, t, diff.coefs, diff.vb_scale, B, C, HW, ls);
+        GPU->diffusion_loss(grad.d, gl, gl + B, out.d, x0.d, noise.d, gi, gcoefs, diff.vb_scale, B, C, HW, ls);
+        GPU->to_host(mg, gl, sizeof mg);
+        double worst = 0;
+        for (int i = 0; i < 2 * B; i++) {
+            ck_assert_msg(isfinite(mg[i]), "loss term %d not finite", i);
+            double e = fabs(mg[i] - mh[i]) / (fabs(mh[i]) > 1e-30 ? fabs(mh[i]) : 1.0);
+            worst = e > worst ? e : worst;
+        }
+        ck_assert(ls || mh[B] == 0.0);
+        char what[64];
+        snprintf(what, sizeof what, "diffusion_loss mse, vb (learn_sigma %d)", ls);
+        printf("  %-58s rel  %.2e (tol %.0e)\n", what, worst, TOL_LOSS);
+        ck_assert_msg(worst <= TOL_LOSS, "%s: %.3g", what, worst);
+        snprintf(what, sizeof what, "diffusion_loss gradient (learn_sigma %d)", ls);
+        buf_check(what, &grad, TOL_EW);
+        GPU->release(gl);
+        buf_free(&out); buf_free(&grad);
+    }
+
+    // sampler_step in each mode, at a middle index and at the last (noise-free) index
+    Diffusion sp;
+    ck_assert_int_eq(diffusion_init_respaced(&sp, &diff, 50, &err), 0);
+    const struct { int ddim, guided, ls, clip, i; float eta, w; } modes[] = {
+        {0, 1, 1, 1, 30, 0.0f, 4.0f}, {0, 0, 0, 1, 30, 0.0f, 1.0f}, {0, 1, 1, 1, 0, 0.0f, 1.5f},
+        {1, 1, 1, 0, 30, 0.5f, 4.0f}, {1, 0, 0, 1, 12, 0.0f, 1.0f}, {1, 1, 0, 1, 0, 1.0f, 2.0f},
+    };
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        const int i = modes[m].i, cout = modes[m].ls ? 2 * C : C, nb = modes[m].guided ? 2 * B : B;
+        const double ab = sp.alphas_cumprod[i], abp = sp.alphas_cumprod_prev[i];
+        const double sigma = modes[m].eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
+        SamplerStepCoefs k = {
+            .sra = sp.sqrt_recip_alphas_cumprod[i], .srm1 = sp.sqrt_recipm1_alphas_cumprod[i],
+            .c1 = sp.posterior_mean_coef1[i], .c2 = sp.posterior_mean_coef2[i], .sqrt_abp = sqrt(abp),
+            .c_eps = sqrt(1 - abp - sigma * sigma), .sigma = sigma,
+            .fixed_std = exp(0.5 * sp.posterior_log_variance_clipped[i]),
+            .min_log = sp.posterior_log_variance_clipped[i], .max_log = sp.log_betas[i], .w = modes[m].w,
+            .ddim = modes[m].ddim, .clip = modes[m].clip, .guided = modes[m].guided, .learn_sigma = modes[m].ls,
+            .noisy = i > 0 && (!modes[m].ddim || modes[m].eta > 0),
+        };
+        Buf x = buf_rand(B * per, -3, 3, 730 + m), xo = buf_zeros(B * per), z = buf_rand(B * per, -2, 2, 740 + m);
+        Buf out = buf_rand((size_t)nb * cout * HW, -2, 2, 750 + m);
+        CPU->sampler_step(x.h, xo.h, out.h, z.h, &k, B, C, HW);
+        GPU->sampler_step(x.d, xo.d, out.d, z.d, &k, B, C, HW);
+        char what[80];
+        snprintf(what, sizeof what, "sampler_step %s guided %d sigma %d clip %d i %d: x", modes[m].ddim ? "ddim" : "ddpm",
+                 modes[m].guided, modes[m].ls, modes[m].clip, i);
+        buf_check(what, &x, TOL_EW);
+        snprintf(what, sizeof what, "sampler_step %s guided %d sigma %d clip %d i %d: x0", modes[m].ddim ? "ddim" : "ddpm",
+                 modes[m].guided, modes[m].ls, modes[m].clip, i);
+        buf_check(what, &xo, TOL_EW);
+        buf_free(&x); buf_free(&xo); buf_free(&z); buf_free(&out);
+    }
+    Buf f = buf_rand(1001, -1, 1, 760);
+    CPU->fill(f.h, 0.25f, f.n); GPU->fill(f.d, 0.25f, f.n);
+    buf_check("fill", &f, 0.0);
+    buf_free(&f);
+    diffusion_free(&sp);
+    GPU->release(gbits); GPU->release(gi); GPU->release(gcoefs);
+    buf_free(&x0); buf_free(&noise); buf_free(&xt); buf_free(&tf);
+    diffusion_free(&diff);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// A whole tiny model: forward and every gradient, per attention kind, from the same random
+// weights (adaLN not zero, so every block's gradients are exercised); then ten training steps.
+//   TOL_MODEL      1e-4  forward output
+//   TOL_MODEL_GRAD 1e-3  each parameter's gradient, normalised by its largest entry (floor 1e-6)
+//   TOL_TRAIN      1e-4  loss terms of each step (relative) and the final weights, EMA and moments
+
+#define TOL_MODEL 1e-4
+#define TOL_MODEL_GRAD 1e-3
+#define TOL_TRAIN 1e-4
+
+static void tiny_config(DitConfig *c, AttnKind k) {
+    dit_config_default(c);
+    c->depth = 2; c->hidden = 32; c->heads = 2; c->patch = 2;
+    c->image_size = 8; c->in_channels = 2; c->num_classes = 5;
+    dit_config_attn_defaults(c, k);
+    if (k == ATTN_MALA) c->lepe = 3;
+}
+
+// Fails when the GPU copy of n floats at g differs from the CPU's h by more than tol.
+static double dev_nerr(const float *g_dev, const float *h, size_t n) {
+    float *g = malloc(sizeof(float) * (n ? n : 1));
+    GPU->to_host(g, g_dev, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(isfinite(g[i]), "GPU value [%zu] = %g is not finite", i, g[i]);
+    double e = tu_nerr(g, h, n, 1e-6);
+    free(g);
+    return e;
+}
+
+START_TEST(test_model) {
+    const AttnKind kinds[3] = {ATTN_MALA, ATTN_LINEAR, ATTN_SOFTMAX};
+    const int B = 3;
+    for (int ki = 0; ki < 3; ki++) {
+        DitConfig c;
+        tiny_config(&c, kinds[ki]);
+        Dit *mc = dit_create(&c, CPU, B, DIT_TRAIN), *mg = dit_create(&c, GPU, B, DIT_TRAIN);
+        tu_fill(mc->w, mc->n_floats, -0.15f, 0.15f, 800 + ki);
+        GPU->to_device(mg->w, mc->w, mc->n_floats * sizeof(float));
+        const size_t img = (size_t)B * c.in_channels * c.image_size * c.image_size;
+        const size_t outn = (size_t)B * mc->out_channels * c.image_size * c.image_size;
+        const float tv[3] = {0.0f, 417.0f, 999.0f};
+        const int32_t y[3] = {4, 0, 5};  // 5 = the null class
+        Buf x = buf_rand(img, -1, 1, 810), t = buf_from(tv, 3), out = buf_zeros(outn), dout = buf_rand(outn, -1, 1, 811);
+        int32_t *yd = GPU->alloc(sizeof y);
+        GPU->to_device(yd, y, sizeof y);
+        dit_forward(mc, out.h, x.h, t.h, y, B);
+        dit_forward(mg, out.d, x.d, t.d, yd, B);
+        char what[160];
+        snprintf(what, sizeof what, "model %s: forward output", attn_kind_name(kinds[ki]));
+        buf_check(what, &out, TOL_MODEL);
+        CPU->zero(mc->grad, mc->n_floats * sizeof(float));
+        GPU->zero(mg->grad, mg->n_floats * sizeof(float));
+        dit_backward(mc, dout.h, B);
+        dit_backward(mg, dout.d, B);
+        double worst = 0;
+        const char *worst_name = "";
+        for (int p = 0; p < mc->nparams; p++) {
+            const ParamInfo *pi = &mc->params[p];
+            if (pi->offset >= mc->n_trainable) continue;
+            double e = dev_nerr(mg->grad + pi->offset, mc->grad + pi->offset, pi->numel);
+            if (e > worst) { worst = e; worst_name = pi->name; }
+        }
+        snprintf(what, sizeof what, "model %s: %d gradients (worst %s)", attn_kind_name(kinds[ki]), mc->nparams - 1,
+                 worst_name);
+        printf("  %-58s nerr %.2e (tol %.0e)\n", what, worst, TOL_MODEL_GRAD);
+        ck_assert_msg(worst <= TOL_MODEL_GRAD, "%s: %.3g", what, worst);
+        GPU->release(yd);
+        buf_free(&x); buf_free(&t); buf_free(&out); buf_free(&dout);
+        dit_free(mc); dit_free(mg);
+    }
+}
+END_TEST
+
+START_TEST(test_train_steps) {
+    DitConfig c;
+    tiny_config(&c, ATTN_MALA);
+    ClassNames cn;
+    class_names_default(&cn, c.num_classes);
+    TrainOpts o;
+    train_opts_default(&o);
+    o.lr = 1e-3f; o.ema_decay = 0.9f; o.grad_clip = 1.0f; o.warmup = 3; o.seed = 5;
+    const int B = 4;
+    Trainer *tc = trainer_new(&c, &cn, &o, CPU, B), *tg = trainer_new(&c, &cn, &o, GPU, B);
+    trainer_init_weights(tc);
+    trainer_init_weights(tg);
+    Dit *mc = tc->m, *mg = tg->m;
+    const size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
+    float *x0 = malloc(B * per * sizeof(float)), *noise = malloc(B * per * sizeof(float));
+    uint32_t bits[2 * B];
+    int32_t y[B];
+    double worst = 0;
+    for (int step = 0; step < 10; step++) {
+        tu_fill(x0, B * per, -1, 1, 900 + step);
+        tu_fill(noise, B * per, -2, 2, 950 + step);
+        uint64_t st = 1000 + step;
+        for (int i = 0; i < 2 * B; i++) bits[i] = (uint32_t)(tu_next(&st) >> 32);
+        if (step == 2) bits[0] = 0;  // one step with t = 0 (the discretised NLL term)
+        for (int b = 0; b < B; b++) y[b] = (b + step) % c.num_classes;
+        StepStats a = trainer_step_given(tc, x0, y, bits, noise), g = trainer_step_given(tg, x0, y, bits, noise);
+        ck_assert(!a.skipped && !g.skipped);
+        double e = fmax(fmax(fabs(a.mse - g.mse) / a.mse, fabs(a.vb - g.vb) / fmax(a.vb, 1e-12)),
+                        fabs(a.grad_norm - g.grad_norm) / a.grad_norm);
+        worst = fmax(worst, e);
+        printf("  train step %2d: loss cpu %.6f gpu %.6f, grad norm cpu %.5f gpu %.5f\n", step + 1, a.loss, g.loss,
+               a.grad_norm, g.grad_norm);
+    }
+    printf("  %-58s rel  %.2e (tol %.0e)\n", "10 train steps: loss terms and grad norms", worst, TOL_TRAIN);
+    ck_assert_msg(worst <= TOL_TRAIN, "loss terms differ by %.3g", worst);
+    const size_t n = mc->n_trainable;
+    const struct { const char *what; float *h, *d; } st[4] = {
+        {"10 train steps: weights", mc->w, mg->w}, {"10 train steps: EMA", mc->ema, mg->ema},
+        {"10 train steps: AdamW m", mc->m, mg->m}, {"10 train steps: AdamW v", mc->v, mg->v},
+    };
+    for (int k = 0; k < 4; k++) {
+        double e = dev_nerr(st[k].d, st[k].h, n);
+        printf("  %-58s nerr %.2e (tol %.0e)\n", st[k].what, e, TOL_TRAIN);
+        ck_assert_msg(e <= TOL_TRAIN, "%s: %.3g", st[k].what, e);
+    }
+    ck_assert(tc->step == 10 && tg->step == 10);
+    free(x0); free(noise);
+    class_names_free(&cn);
+    trainer_free(tc); trainer_free(tg);
+}
+END_TEST
 
 int main(void) {
     CPU = backend_cpu();
@@ -522,8 +775,8 @@ int main(void) {
     tcase_add_test(tc, test_linear);
 #ifdef MALA_CUDA
     tcase_add_test(tc, test_linear_tf32);
-    tcase_add_test(tc, test_rng);
 #endif
+    tcase_add_test(tc, test_rand);
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_modulate_gate);
     tcase_add_test(tc, test_elementwise);
@@ -535,6 +788,9 @@ int main(void) {
     tcase_add_test(tc, test_patches);
     tcase_add_test(tc, test_embeddings);
     tcase_add_test(tc, test_optim);
+    tcase_add_test(tc, test_diffusion_ops);
+    tcase_add_test(tc, test_model);
+    tcase_add_test(tc, test_train_steps);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);  // CUDA does not survive fork
