@@ -9,6 +9,9 @@
 #include "rng.h"
 #include "sampler.h"
 #include "trainer.h"
+#ifdef MALA_CUDA
+#include "cuda/backend_cuda.h"
+#endif
 
 // OpenBLAS sgemm rate on a DiT-S/2-shaped product (8192x384 . 384x1152), the ceiling the
 // training step is compared against.
@@ -25,6 +28,20 @@ static double sgemm_gflops(void) {
     return 2.0 * M * K * N * reps / dt / 1e9;
 }
 
+// The product rate the training step is compared against: OpenBLAS sgemm on the CPU, cuBLAS
+// (in the chosen precision) on CUDA, both on the same DiT-S/2-shaped product.
+static double gemm_ceiling(const Backend *be) {
+#ifdef MALA_CUDA
+    if (!strcmp(be->name, "cuda")) return cuda_gemm_gflops();
+#endif
+    return sgemm_gflops();
+}
+
+static const char *precision_name(const Backend *be, const char *precision) {
+    if (strcmp(be->name, "cuda")) return "fp32";
+    return precision ? precision : "tf32";
+}
+
 static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
@@ -36,19 +53,20 @@ static int bench_train(int argc, char **argv) {
     ModelOpts mo;
     model_opts_default(&mo, "DiT-S/2");
     int batch = 32, steps = 5, threads = 0;
-    const char *device = NULL;
-    Opt opts[MODEL_OPTS_N + 4];
+    const char *device = NULL, *precision = NULL;
+    Opt opts[MODEL_OPTS_N + 5];
     model_opts_table(&mo, opts);
     opts[MODEL_OPTS_N + 0] = (Opt){"--batch", OPT_INT, &batch, "B", "batch size"};
     opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "timed steps (after one warm-up step)"};
     opts[MODEL_OPTS_N + 2] = (Opt){"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"};
     opts[MODEL_OPTS_N + 3] = (Opt){"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"};
+    opts[MODEL_OPTS_N + 4] = (Opt){"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"};
     args_parse("usage: mala bench train [flags]\n\nTimes the full training step (forward, loss, backward, AdamW, EMA)\n"
                "on random data and prints one JSON line.",
-               opts, MODEL_OPTS_N + 4, argc, argv, 1);
+               opts, MODEL_OPTS_N + 5, argc, argv, 1);
     if (batch < 1 || steps < 1) FATAL("--batch and --steps must be positive");
     set_threads(threads);
-    const Backend *be = backend_select(device);
+    const Backend *be = backend_select(device, precision);
     DitConfig c;
     model_opts_config(&mo, &c);
     ClassNames cn;
@@ -68,12 +86,14 @@ static int bench_train(int argc, char **argv) {
     be->sync();
     double dt = (now_seconds() - t0) / steps;
     double flops = 3.0 * dit_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
-    double ref = be == backend_cpu() ? sgemm_gflops() : 0.0;
-    printf("{\"bench\":\"train\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"batch\":%d,"
+    double ref = gemm_ceiling(be);
+    printf("{\"bench\":\"train\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+           "\"threads\":%d,\"batch\":%d,"
            "\"image_size\":%d,\"channels\":%d,\"params\":%zu,\"img_per_s\":%.3f,\"s_per_step\":%.4f,"
            "\"gflop_per_img\":%.2f,\"gflops\":%.1f,\"sgemm_gflops\":%.1f,\"fraction_of_sgemm\":%.3f,"
            "\"peak_rss_mb\":%.0f}\n",
-           mo.preset, mo.attn, be->name, num_threads(), batch, c.image_size, c.in_channels, tr->m->n_trainable,
+           mo.preset, mo.attn, be->name, precision_name(be, precision), num_threads(), batch, c.image_size,
+           c.in_channels, tr->m->n_trainable,
            batch / dt, dt, 3.0 * dit_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
            peak_rss_bytes() / 1048576.0);
     free(x); free(y);
@@ -87,8 +107,8 @@ static int bench_sample(int argc, char **argv) {
     model_opts_default(&mo, "DiT-S/2");
     int n = 16, steps = 10, threads = 0;
     float cfg = 4.0f;
-    const char *device = NULL, *sampler = "ddim";
-    Opt opts[MODEL_OPTS_N + 6];
+    const char *device = NULL, *sampler = "ddim", *precision = NULL;
+    Opt opts[MODEL_OPTS_N + 7];
     model_opts_table(&mo, opts);
     opts[MODEL_OPTS_N + 0] = (Opt){"--n", OPT_INT, &n, "N", "images per run"};
     opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "sampling steps"};
@@ -96,12 +116,13 @@ static int bench_sample(int argc, char **argv) {
     opts[MODEL_OPTS_N + 3] = (Opt){"--cfg-scale", OPT_FLOAT, &cfg, "W", "guidance scale of the guided run"};
     opts[MODEL_OPTS_N + 4] = (Opt){"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"};
     opts[MODEL_OPTS_N + 5] = (Opt){"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"};
+    opts[MODEL_OPTS_N + 6] = (Opt){"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"};
     args_parse("usage: mala bench sample [flags]\n\nTimes sampling with a randomly initialised model of the given\n"
                "shape, without guidance and with --cfg-scale, and prints one JSON line.",
-               opts, MODEL_OPTS_N + 6, argc, argv, 1);
+               opts, MODEL_OPTS_N + 7, argc, argv, 1);
     if (n < 1 || steps < 1) FATAL("--n and --steps must be positive");
     set_threads(threads);
-    const Backend *be = backend_select(device);
+    const Backend *be = backend_select(device, precision);
     DitConfig c;
     model_opts_config(&mo, &c);
     Dit *m = dit_create(&c, be, 2 * n, DIT_INFER);
@@ -131,10 +152,12 @@ static int bench_sample(int argc, char **argv) {
         be->to_host(x, d_x, img * sizeof(float));
         rate[g] = n / (now_seconds() - t0);
     }
-    printf("{\"bench\":\"sample\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"sampler\":\"%s\","
+    printf("{\"bench\":\"sample\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+           "\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
            "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
-           mo.preset, mo.attn, be->name, num_threads(), sampler, steps, n, c.image_size, c.in_channels, rate[0],
+           mo.preset, mo.attn, be->name, precision_name(be, precision), num_threads(), sampler, steps, n, c.image_size,
+           c.in_channels, rate[0],
            rate[1], cfg, peak_rss_bytes() / 1048576.0);
     be->release(d_x);
     free(x); free(y);

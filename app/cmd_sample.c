@@ -57,7 +57,7 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
 
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
-    const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL;
+    const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL;
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0;
     uint64_t seed = 0;
@@ -81,6 +81,7 @@ int cmd_sample(int argc, char **argv) {
         {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
         {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
         {"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"},
+        {"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"},
     };
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
                "or --save-npy it writes samples.png.",
@@ -93,7 +94,7 @@ int cmd_sample(int argc, char **argv) {
     if (cls && labels) FATAL("--class and --labels exclude each other");
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
     set_threads(threads);
-    const Backend *be = backend_select(device);
+    const Backend *be = backend_select(device, precision);
     if (!ckpt) ckpt = default_model_path();
 
     MalaErr err;

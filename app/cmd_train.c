@@ -158,13 +158,11 @@ int cmd_train(int argc, char **argv) {
     model_opts_default(&mo, "DiT-S/2");
     TrainOpts to;
     train_opts_default(&to);
-    const char *data = "fashion-mnist", *out = "runs/mala", *device = NULL;
+    const char *data = "fashion-mnist", *out = "runs/mala", *device = NULL, *precision = NULL;
     int batch = 256, ckpt_every = 5000, sample_every = 5000, log_every = 100, keep = 3, resume = 0;
     int hflip = -1, limit = 0, threads = 0;
     uint64_t iters = 400000;
     float lr = -1.0f, ema_decay = -1.0f;  // -1: the default, or the checkpoint's value on --resume
-    Opt opts[MODEL_OPTS_N + 21];
-    model_opts_table(&mo, opts);
     Opt rest[] = {
         {"--data", OPT_STR, &data, "SRC", "fashion-mnist or an image folder root/<class>/<image>"},
         {"--batch", OPT_INT, &batch, "B", "batch size"},
@@ -187,15 +185,19 @@ int cmd_train(int argc, char **argv) {
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
         {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
         {"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"},
+        {"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"},
     };
+    enum { N_OPTS = MODEL_OPTS_N + sizeof rest / sizeof *rest };
+    Opt opts[N_OPTS];
+    model_opts_table(&mo, opts);
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
                "batch 256, label dropout 0.1). With --resume the model and optimiser settings come from the\n"
                "checkpoint; --iters may extend the run.",
-               opts, MODEL_OPTS_N + 21, argc, argv, 1);
+               opts, N_OPTS, argc, argv, 1);
     if (batch < 1 || log_every < 1 || ckpt_every < 1 || keep < 1) FATAL("--batch, --log-every, --ckpt-every and --keep must be positive");
     set_threads(threads);
-    const Backend *be = backend_select(device);
+    const Backend *be = backend_select(device, precision);
     MalaErr err;
 
     char dir[4096], path[4200], csv[4200], plot[4200];

@@ -15,7 +15,7 @@
 #define FRAME_S (1.0 / 60)  // at most 60 redraws a second, however fast the steps come
 
 typedef struct {
-    const char *ckpt, *device, *script, *screenshot, *save_dir;
+    const char *ckpt, *device, *precision, *script, *screenshot, *save_dir;
     int threads, width, height;
 } ViewArgs;
 
@@ -270,6 +270,7 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
     Opt opts[] = {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model)"},
         {"--device", OPT_STR, &a->device, "cpu|cuda", "op backend (default: cuda if present)"},
+        {"--precision", OPT_STR, &a->precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"},
         {"--threads", OPT_INT, &a->threads, "N", "CPU threads for generation (0 = all cores)"},
         {"--script", OPT_STR, &a->script, "CMDS", "run commands, e.g. \"class=Sneaker;generate;wait;save=a.png;quit\""},
         {"--screenshot", OPT_STR, &a->screenshot, "FILE", "save the window as PNG when the script ends"},
@@ -297,7 +298,7 @@ int cmd_view(int argc, char **argv) {
         fprintf(stderr, "error: --script: %s\n", err.msg);
         return 2;
     }
-    const Backend *be = backend_select(a.device);
+    const Backend *be = backend_select(a.device, a.precision);
     const char *path = a.ckpt ? a.ckpt : default_model_path();
     if (access(path, R_OK)) {
         fprintf(stderr, "error: %s: cannot read the model file%s\n", path,

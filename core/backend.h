@@ -162,8 +162,10 @@ struct Backend {
 const Backend *backend_cpu(void);
 // NULL with a one-line reason in *why when this build or machine has no CUDA device.
 const Backend *backend_cuda(const char **why);
-// "cpu", "cuda" or NULL (auto: cuda when present, else cpu). Exits with a clear message when
-// cuda is asked for and unavailable.
-const Backend *backend_select(const char *name);
+// device: "cpu", "cuda" or NULL (auto: cuda when present, else cpu); precision: NULL or "tf32"
+// (CUDA's matrix products on TF32 tensor cores, the default) or "fp32" (full fp32 products);
+// the CPU always computes in fp32. Exits with a clear message when cuda is asked for and
+// unavailable, or on an unknown name.
+const Backend *backend_select(const char *device, const char *precision);
 
 #endif

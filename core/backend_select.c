@@ -4,6 +4,9 @@
 
 #include "backend.h"
 #include "common.h"
+#ifdef MALA_CUDA
+#include "cuda/backend_cuda.h"
+#endif
 
 #ifndef MALA_CUDA
 const Backend *backend_cuda(const char **why) {
@@ -12,7 +15,7 @@ const Backend *backend_cuda(const char **why) {
 }
 #endif
 
-const Backend *backend_select(const char *name) {
+static const Backend *select_device(const char *name) {
     const char *why = NULL;
     if (!name || !strcmp(name, "auto")) {
         const Backend *cu = backend_cuda(&why);
@@ -25,4 +28,16 @@ const Backend *backend_select(const char *name) {
         return cu;
     }
     FATAL("--device %s: unknown device (expected cpu or cuda)", name);
+}
+
+const Backend *backend_select(const char *device, const char *precision) {
+    int fp32 = 0;
+    if (precision && !strcmp(precision, "fp32")) fp32 = 1;
+    else if (precision && strcmp(precision, "tf32")) FATAL("--precision %s: unknown precision (expected tf32 or fp32)", precision);
+    const Backend *be = select_device(device);
+#ifdef MALA_CUDA
+    if (!strcmp(be->name, "cuda")) cuda_set_precision_fp32(fp32);
+#endif
+    (void)fp32;
+    return be;
 }

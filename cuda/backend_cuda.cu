@@ -1,5 +1,5 @@
 // The CUDA backend: the op table of backend.h on one NVIDIA GPU.
-// defines: backend_cuda, cuda_set_precision_fp32, cuda_blas, gemm_rm
+// defines: backend_cuda, cuda_set_precision_fp32, cuda_gemm_gflops, cuda_blas, gemm_rm
 //
 // Design
 // - One arena, no per-step allocation. Pointers given to the ops are plain device pointers from
@@ -62,6 +62,30 @@ void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
     else
         CUBLAS_CHECK(cublasSgemmStridedBatched(g_blas, opB, opA, N, M, K, &alpha, B, ldb, sB, A, lda, sA, &beta,
                                                C, ldc, sC, batch));
+}
+
+extern "C" double cuda_gemm_gflops(void) {
+    const int M = 8192, K = 384, N = 1152, reps = 20;
+    float *a, *b, *c;
+    CUDA_CHECK(cudaMalloc(&a, sizeof(float) * M * K));
+    CUDA_CHECK(cudaMalloc(&b, sizeof(float) * K * N));
+    CUDA_CHECK(cudaMalloc(&c, sizeof(float) * M * N));
+    CUDA_CHECK(cudaMemset(a, 0, sizeof(float) * M * K));
+    CUDA_CHECK(cudaMemset(b, 0, sizeof(float) * K * N));
+    gemm_rm(false, false, M, N, K, 1.0f, a, K, 0, b, N, 0, 0.0f, c, N, 0, 1);  // warm-up
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    CUDA_CHECK(cudaEventRecord(e0, 0));
+    for (int r = 0; r < reps; r++) gemm_rm(false, false, M, N, K, 1.0f, a, K, 0, b, N, 0, 0.0f, c, N, 0, 1);
+    CUDA_CHECK(cudaEventRecord(e1, 0));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaFree(a)); CUDA_CHECK(cudaFree(b)); CUDA_CHECK(cudaFree(c));
+    return 2.0 * M * K * N * reps / (ms * 1e-3) / 1e9;
 }
 
 // ---------------------------------------------------------------------------------------------

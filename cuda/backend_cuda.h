@@ -16,6 +16,10 @@ extern "C" {
 // May be called before or after backend_cuda().
 void cuda_set_precision_fp32(int on);
 
+// GFLOP/s of cuBLAS, in the current precision, on a DiT-S/2-shaped product (8192x384 times
+// 384x1152): the ceiling `mala bench train` compares the training step against.
+double cuda_gemm_gflops(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -93,7 +93,7 @@ typedef struct {
 
 // What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
 typedef struct {
-    const char *ckpt, *device;
+    const char *ckpt, *device, *precision;
     int num, batch;
     uint64_t seed;
     GenOpts opts;
@@ -142,7 +142,7 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     memset(s, 0, sizeof *s);
     s->path = sp->ckpt;
     s->gen = xcalloc(1, sizeof *s->gen);
-    if (generator_open(s->gen, sp->ckpt, backend_select(sp->device), sp->batch, err)) return -1;
+    if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
     const DitConfig *c = &s->gen->m->cfg;
     s->gopts = &sp->opts;
     s->seed = sp->seed;
@@ -518,6 +518,7 @@ int cmd_eval(int argc, char **argv) {
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta"},
         {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed"},
         {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "--ckpt: sampling backend (default: cuda if present)"},
+        {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products (default tf32)"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     if (!sub || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
