@@ -67,9 +67,12 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS) $(CHECK_LIBS)
 
+include tests/cuda_emu/emu.mk
+
 # Each suite runs from the repository root so fixture paths are stable.
-test: $(MALA_BIN) $(TEST_BIN)
-	@set -e; for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; echo "all suites passed"
+test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
+	echo "== $(EMU_TEST) (CUDA kernels on the host emulator)"; CK_FORK=no OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive ./$(EMU_TEST); echo "all suites passed"
 
 sanitize:
 	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 test

@@ -1,0 +1,112 @@
+// The CUDA emulator's cuBLAS (declared in cublas_v2.h): column-major SGEMM, single and strided
+// batched, as packed double-precision loops.
+#include <cstdarg>
+#include <vector>
+
+#include "cublas_v2.h"
+
+struct EmuBlas {
+    cublasMath_t mode;
+};
+
+static char g_msg[512];  // what the last failing call found
+
+static cublasStatus_t failed(cublasStatus_t s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static cublasStatus_t failed(cublasStatus_t s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+    *handle = new EmuBlas{CUBLAS_DEFAULT_MATH};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+    if (!handle) return failed(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode: no handle");
+    handle->mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t status) {
+    return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : g_msg;
+}
+
+// Rounds to TF32 (10 explicit mantissa bits), to nearest with ties away from zero.
+static float tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// Whether the batch of rows x cols matrices (column-major, leading dimension ld, stride s) at X lies
+// in device memory.
+static bool in_device(const float *X, int rows, int cols, int ld, long long s, int batch) {
+    const long long span = (long long)(batch - 1) * s, last = (rows - 1) + (long long)(cols - 1) * ld;
+    const long long lo = span < 0 ? span : 0, hi = last + (span > 0 ? span : 0);
+    return emu_is_device(X + lo, (size_t)(hi - lo + 1) * sizeof(float));
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                         int n, int k, const float *alpha, const float *A, int lda, long long sA,
+                                         const float *B, int ldb, long long sB, const float *beta, float *C,
+                                         int ldc, long long sC, int batch) {
+    if (!handle) return failed(CUBLAS_STATUS_NOT_INITIALIZED, "cuBLAS GEMM: no handle");
+    const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;  // stored rows of A, B
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) || m < 0 || n < 0 ||
+        k < 0 || batch < 0 || lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) || ldc < (m > 1 ? m : 1))
+        return failed(CUBLAS_STATUS_INVALID_VALUE,
+                      "CUBLAS_STATUS_INVALID_VALUE (GEMM ta %d tb %d m %d n %d k %d lda %d ldb %d ldc %d batch %d)",
+                      (int)ta, (int)tb, m, n, k, lda, ldb, ldc, batch);
+    if (!m || !n || !batch) return CUBLAS_STATUS_SUCCESS;
+    const bool product = k > 0 && *alpha != 0.0f;
+    const char *outside = !in_device(C, m, n, ldc, sC, batch) ? "C"
+                          : product && !in_device(A, ar, ta == CUBLAS_OP_N ? k : m, lda, sA, batch) ? "A"
+                          : product && !in_device(B, br, tb == CUBLAS_OP_N ? n : k, ldb, sB, batch) ? "B"
+                          : nullptr;
+    if (outside)
+        return failed(CUBLAS_STATUS_INVALID_VALUE,
+                      "cuBLAS GEMM: matrix %s reaches outside device memory (m %d n %d k %d lda %d ldb %d ldc %d "
+                      "strides %lld %lld %lld batch %d)", outside, m, n, k, lda, ldb, ldc, sA, sB, sC, batch);
+    const bool round = handle->mode == CUBLAS_TF32_TENSOR_OP_MATH;
+    // the rows of op(A) and the columns of op(B), contiguous
+    std::vector<double> Ap(product ? (size_t)m * k : 0), Bp(product ? (size_t)n * k : 0);
+    for (int b = 0; b < batch; b++) {
+        const float *a = A + b * sA, *bb = B + b * sB;
+        float *c = C + b * sC;
+        if (product) {
+            for (int i = 0; i < m; i++)
+                for (int l = 0; l < k; l++) {
+                    const float v = ta == CUBLAS_OP_N ? a[i + (size_t)l * lda] : a[l + (size_t)i * lda];
+                    Ap[(size_t)i * k + l] = round ? tf32(v) : v;
+                }
+            for (int j = 0; j < n; j++)
+                for (int l = 0; l < k; l++) {
+                    const float v = tb == CUBLAS_OP_N ? bb[l + (size_t)j * ldb] : bb[j + (size_t)l * ldb];
+                    Bp[(size_t)j * k + l] = round ? tf32(v) : v;
+                }
+        }
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double s = 0.0;
+                if (product) {
+                    const double *x = &Ap[(size_t)i * k], *y = &Bp[(size_t)j * k];
+                    for (int l = 0; l < k; l++) s += x[l] * y[l];
+                }
+                float &cv = c[i + (size_t)j * ldc];
+                cv = *beta == 0.0f ? (float)(*alpha * s) : (float)(*alpha * s + (double)*beta * cv);
+            }
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                           float *C, int ldc) {
+    return cublasSgemmStridedBatched(handle, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
