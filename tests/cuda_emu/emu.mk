@@ -4,10 +4,14 @@
 # CUDA headers of tests/cuda_emu force-included; the library's C objects in $(BUILD) are reused,
 # except those of sources that mention MALA_CUDA, which are rebuilt with it (so backend_cuda()
 # comes from the emulated cuda/backend_cuda.cu even when CUDA=0). Neither the CUDA runtime nor
-# cuBLAS nor cuRAND is linked. Included by the Makefile, which runs $(EMU_TEST) in `make test`.
+# cuBLAS nor cuRAND is linked. The same objects also make $(EMU_MALA), the mala program on the
+# emulator, which $(EMU_CLI_TEST) runs against the CPU build's mala. Included by the Makefile,
+# which runs $(EMU_TEST) and $(EMU_CLI_TEST) in `make test`.
 EMU_DIR      = tests/cuda_emu
 EMU_OUT      = $(BUILD)/cuda_emu
 EMU_TEST     = $(BUILD)/tests/test_backend_parity_emu
+EMU_MALA     = $(EMU_OUT)/mala
+EMU_CLI_TEST = $(BUILD)/tests/test_cli_emu
 EMU_REWRITE  = $(EMU_OUT)/launch_rewrite
 EMU_CXXFLAGS = $(OPT) -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -MMD -MP -I$(EMU_DIR) -I. -Icore -Icuda
 EMU_GEN      = $(patsubst cuda/%.cu,$(EMU_OUT)/cuda/%.cpp,$(wildcard cuda/*.cu))
@@ -47,3 +51,12 @@ $(EMU_OUT)/%.o: %.c
 $(EMU_TEST): $(EMU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(CHECK_LIBS)
+
+$(EMU_MALA): $(BUILD)/app/main.o $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
+	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(SDL_LIBS)
+
+# Runs the two mala programs; it takes only the npy and safetensors readers from the library (so
+# no CUDA library is linked in a CUDA=1 build either).
+$(EMU_CLI_TEST): $(EMU_DIR)/test_cli_emu.c $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(EMU_LDLIBS) $(CHECK_LIBS)
