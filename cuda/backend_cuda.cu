@@ -8,8 +8,8 @@
 //   it needs between forward and backward, and the backward's own scratch, in the caller's `cache`
 //   buffer, sized by this backend's *_cache_floats (which therefore include the backward scratch;
 //   layouts in ops_linear_attn.cu and ops_softmax.cu). The only memory the backend owns is the
-//   cuBLAS handle's workspace and 1024 doubles for the sumsq partials, both created once in
-//   backend_cuda().
+//   cuBLAS handle's workspace, 1024 doubles for the sumsq partials and a vector of 2^20 ones for
+//   the bias-gradient GEMVs, all created once in backend_cuda().
 // - Ordering. Everything (kernels, cuBLAS, memsets, device-to-device copies) is issued on the
 //   legacy default stream, so ops run in call order; the host waits only in to_host, sumsq and
 //   sync.
@@ -172,6 +172,7 @@ extern "C" const Backend *backend_cuda(const char **why) {
             CUBLAS_CHECK(cublasCreate(&g_blas));
             apply_math_mode();
             cuda_optim_init();
+            cuda_dense_init();
             fill_table(&g_cuda);
             g_state = 1;
         }

@@ -67,6 +67,8 @@ void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
 // dst[b*dstride + c] (=|+=) alpha * sum_{r < rows} src[b*sstride + r*ld + c], c < cols, b < batch.
 void cuda_colsum(float *dst, long long dstride, const float *src, int rows, int cols, int ld,
                  long long sstride, int batch, float alpha, bool accumulate);
+void cuda_dense_init(void);  // the ones vector of cuda_rowsum_add (called by backend_cuda)
+void cuda_rowsum_add(float *dst, const float *src, int rows, int cols);  // dst[cols] += column sums
 void cuda_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O);
 void cuda_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
                      int N, int I, int O);

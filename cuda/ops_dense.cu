@@ -1,6 +1,6 @@
-// Linear layers (cuBLAS) and the column-sum reduction that their bias gradient, LePE's bias
-// gradient and the attention means use.
-// defines: cuda_colsum, cuda_linear_fwd, cuda_linear_bwd
+// Linear layers (cuBLAS) and the column sums that their bias gradient, LePE's bias gradient and
+// the attention means use.
+// defines: cuda_colsum, cuda_dense_init, cuda_rowsum_add, cuda_linear_fwd, cuda_linear_bwd
 #include "cuda_common.cuh"
 
 // ---------------------------------------------------------------------------------------------
@@ -36,6 +36,33 @@ void cuda_colsum(float *dst, long long dstride, const float *src, int rows, int 
     KERNEL_CHECK();
 }
 
+// Sums of many rows (bias gradients: N = B*L rows of one matrix). k_colsum would put only
+// cols/32 blocks on the GPU there, so the sum is a cuBLAS GEMV against a vector of ones
+// (deterministic, full fp32 whatever the math mode); longer than the ones vector, k_colsum.
+#define ONES_MAX (1 << 20)
+static float *g_ones;
+
+__global__ void k_fill_ones(float *x, size_t n) { GRID_STRIDE(i, n) x[i] = 1.0f; }
+
+void cuda_dense_init(void) {
+    if (g_ones) return;
+    CUDA_CHECK(cudaMalloc(&g_ones, ONES_MAX * sizeof(float)));
+    k_fill_ones<<<grid1d(ONES_MAX), CU_BLOCK>>>(g_ones, ONES_MAX);
+    KERNEL_CHECK();
+}
+
+// dst[cols] += sum over rows of src[rows, cols] (row-major, contiguous rows)
+void cuda_rowsum_add(float *dst, const float *src, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    if (rows > ONES_MAX) {
+        cuda_colsum(dst, 0, src, rows, cols, cols, 0, 1, 1.0f, true);
+        return;
+    }
+    const float one = 1.0f;
+    // column-major view of src: cols x rows, leading dimension cols; y = A * ones + y
+    CUBLAS_CHECK(cublasSgemv(cuda_blas(), CUBLAS_OP_N, cols, rows, &one, src, cols, g_ones, 1, &one, dst, 1));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Linear: out[N,O] = in[N,I] W[O,I]^T + b
 
@@ -59,5 +86,5 @@ void cuda_linear_bwd(float *din, float *dw, float *db, const float *dout, const 
     if (N <= 0) return;
     if (din) gemm_rm(false, false, N, I, O, 1.0f, dout, O, 0, w, I, 0, 1.0f, din, I, 0, 1);
     if (dw) gemm_rm(true, false, O, I, N, 1.0f, dout, O, 0, in, I, 0, 1.0f, dw, I, 0, 1);
-    if (db) cuda_colsum(db, 0, dout, N, O, O, 0, 1, 1.0f, true);
+    if (db) cuda_rowsum_add(db, dout, N, O);
 }

@@ -107,5 +107,5 @@ void cuda_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const f
         k_lepe_bwd_dw<<<grid, block>>>(dw, dout, qkv, k, s.B, s.L, s.H, s.gh, s.gw);
         KERNEL_CHECK();
     }
-    if (db) cuda_colsum(db, 0, dout, s.B * s.L, s.H, s.H, 0, 1, 1.0f, true);
+    if (db) cuda_rowsum_add(db, dout, s.B * s.L, s.H);
 }

@@ -1,5 +1,5 @@
 // Fake cuBLAS header for the host emulator (tests/cuda_emu): the subset cuda/*.cu uses, implemented
-// in emu_cublas.cpp. GEMMs are plain loops accumulating in double (so they are more accurate than
+// in emu_cublas.cpp. GEMMs (and GEMV) are plain loops accumulating in double (so they are more accurate than
 // cuBLAS, and slow for large products); in CUBLAS_TF32_TENSOR_OP_MATH the inputs are first rounded
 // to TF32 (10-bit mantissa, to nearest). The arguments are checked as cuBLAS does
 // (CUBLAS_STATUS_INVALID_VALUE), and the matrices must lie inside live device allocations.
@@ -34,5 +34,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int n, int k, const float *alpha, const float *A, int lda, long long sA,
                                          const float *B, int ldb, long long sB, const float *beta, float *C,
                                          int ldc, long long sC, int batch);
+cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float *alpha,
+                           const float *A, int lda, const float *x, int incx, const float *beta, float *y, int incy);
 
 #endif

@@ -1,5 +1,5 @@
 // The CUDA emulator's cuBLAS (declared in cublas_v2.h): column-major SGEMM, single and strided
-// batched, as packed double-precision loops.
+// batched, and SGEMV, as packed double-precision loops.
 #include <cstdarg>
 #include <vector>
 
@@ -52,10 +52,10 @@ static bool in_device(const float *X, int rows, int cols, int ld, long long s, i
     return emu_is_device(X + lo, (size_t)(hi - lo + 1) * sizeof(float));
 }
 
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
-                                         int n, int k, const float *alpha, const float *A, int lda, long long sA,
-                                         const float *B, int ldb, long long sB, const float *beta, float *C,
-                                         int ldc, long long sC, int batch) {
+// The GEMMs; tf32_ok: the routine honours CUBLAS_TF32_TENSOR_OP_MATH (GEMV does not).
+static cublasStatus_t gemm(cublasHandle_t handle, bool tf32_ok, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda, long long sA, const float *B,
+                           int ldb, long long sB, const float *beta, float *C, int ldc, long long sC, int batch) {
     if (!handle) return failed(CUBLAS_STATUS_NOT_INITIALIZED, "cuBLAS GEMM: no handle");
     const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;  // stored rows of A, B
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) || m < 0 || n < 0 ||
@@ -73,7 +73,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
         return failed(CUBLAS_STATUS_INVALID_VALUE,
                       "cuBLAS GEMM: matrix %s reaches outside device memory (m %d n %d k %d lda %d ldb %d ldc %d "
                       "strides %lld %lld %lld batch %d)", outside, m, n, k, lda, ldb, ldc, sA, sB, sC, batch);
-    const bool round = handle->mode == CUBLAS_TF32_TENSOR_OP_MATH;
+    const bool round = tf32_ok && handle->mode == CUBLAS_TF32_TENSOR_OP_MATH;
     // the rows of op(A) and the columns of op(B), contiguous
     std::vector<double> Ap(product ? (size_t)m * k : 0), Bp(product ? (size_t)n * k : 0);
     for (int b = 0; b < batch; b++) {
@@ -105,8 +105,27 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     return CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                         int n, int k, const float *alpha, const float *A, int lda, long long sA,
+                                         const float *B, int ldb, long long sB, const float *beta, float *C,
+                                         int ldc, long long sC, int batch) {
+    return gemm(handle, true, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+}
+
 cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc) {
-    return cublasSgemmStridedBatched(handle, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    return gemm(handle, true, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+// y = alpha op(A) x + beta y as the GEMM with one column (unit increments only).
+cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float *alpha,
+                           const float *A, int lda, const float *x, int incx, const float *beta, float *y, int incy) {
+    if (incx != 1 || incy != 1)
+        return failed(CUBLAS_STATUS_INVALID_VALUE, "cuBLAS GEMV: increments %d, %d (only 1 is emulated)", incx, incy);
+    if (m < 0 || n < 0 || lda < (m > 1 ? m : 1))
+        return failed(CUBLAS_STATUS_INVALID_VALUE, "CUBLAS_STATUS_INVALID_VALUE (GEMV m %d n %d lda %d)", m, n, lda);
+    const int rows = trans == CUBLAS_OP_N ? m : n, len = trans == CUBLAS_OP_N ? n : m;  // of y, of x
+    return gemm(handle, false, trans, CUBLAS_OP_N, rows, 1, len, alpha, A, lda, 0, x, len > 1 ? len : 1, 0, beta, y,
+                rows > 1 ? rows : 1, 0, 1);
 }
