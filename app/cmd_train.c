@@ -15,6 +15,7 @@
 #include "denoiser.h"
 #include "image_io.h"
 #include "loss_plot.h"
+#include "rng.h"
 #include "sampler.h"
 #include "trainer.h"
 

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "rng.h"
+
 GenOpts gen_opts_default(void) {
     GenOpts o = {SAMPLER_DDPM, 250, 4.0f, 0.0f, 1};
     return o;

@@ -1,7 +1,7 @@
 // defines: beta_schedule_parse, beta_schedule_name, diffusion_make_betas, diffusion_init,
 //          diffusion_init_from_betas, diffusion_free, diffusion_space_timesteps,
 //          diffusion_init_respaced, diffusion_q_sample, diffusion_q_posterior_mean,
-//          diffusion_p_mean_variance, diffusion_training_loss, diffusion_sample_timesteps
+//          diffusion_p_mean_variance, diffusion_training_loss
 #include "diffusion.h"
 
 #include <string.h>
@@ -257,8 +257,4 @@ double diffusion_training_loss(const Diffusion *d, float *grad, double *loss_per
     if (!grad) free(g);
     free(mse);
     return total / n;
-}
-
-void diffusion_sample_timesteps(int32_t *t, int n, int T, Rng *rng) {
-    for (int b = 0; b < n; b++) t[b] = (int32_t)rng_below(rng, (uint64_t)T);
 }

@@ -20,7 +20,6 @@
 
 #include "common.h"
 #include "diffusion_math.h"
-#include "rng.h"
 
 typedef enum { BETA_LINEAR = 0, BETA_COSINE = 1 } BetaSchedule;
 
@@ -91,8 +90,5 @@ double diffusion_training_loss(const Diffusion *d, float *grad, double *loss_per
                                double *vb_per, const float *model_out, const float *x0,
                                const float *noise, const int32_t *t, int n, int C, size_t hw,
                                int learn_sigma);
-
-// t[b] uniform in [0, T) (ADM's UniformSampler).
-void diffusion_sample_timesteps(int32_t *t, int n, int T, Rng *rng);
 
 #endif

@@ -119,9 +119,20 @@ START_TEST(test_rng_streams) {
     double bm = 0;
     for (int i = 0; i < 100000; i++) { uint64_t v = rng_below(&a, 1000); ck_assert(v < 1000); bm += v; }
     ck_assert(fabs(bm / 100000 - 499.5) < 5 * 288.7 / sqrt(100000));
-    int32_t t[64];
-    diffusion_sample_timesteps(t, 64, 1000, &a);
-    for (int i = 0; i < 64; i++) ck_assert(t[i] >= 0 && t[i] < 1000);
+    // the training draws (diffusion_math.h): t = floor(bits T / 2^32) covers 0..T-1 evenly;
+    // label dropout below p 2^32
+    ck_assert_int_eq(timestep_from_bits(0u, 1000), 0);
+    ck_assert_int_eq(timestep_from_bits(0xffffffffu, 1000), 999);
+    int count[1000] = {0}, dropped = 0;
+    for (int i = 0; i < 200000; i++) {
+        count[timestep_from_bits(rng_u32(&a), 1000)]++;
+        dropped += label_dropped(rng_u32(&a), 0.1f);
+    }
+    int lo = count[0], hi = count[0];
+    for (int i = 1; i < 1000; i++) { lo = count[i] < lo ? count[i] : lo; hi = count[i] > hi ? count[i] : hi; }
+    ck_assert_msg(lo > 120 && hi < 280, "timestep counts %d..%d (expected 200 +- 5 sigma)", lo, hi);
+    ck_assert_msg(abs(dropped - 20000) < 5 * 134, "dropped %d of 200000 at p 0.1", dropped);
+    ck_assert(!label_dropped(0u, 0.0f) && label_dropped(0xffffffffu, 1.0f));
 }
 END_TEST
 
