@@ -58,12 +58,6 @@ static float *load_images(const char *path) {
     return x;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
 static GenOpts ddim_opts(void) {
     GenOpts o = gen_opts_default();
     o.kind = SAMPLER_DDIM;
@@ -171,7 +165,7 @@ START_TEST(test_library_vs_pytorch) {
     GenOpts o = ddim_opts();
     StepLog log = {0};
     ck_assert_msg(generator_run(&g, &o, x, LABELS, N, 0, 0, log_step, &log, &err) == 0, "%s", err.msg);
-    double e = max_abs_diff(x, ref, N * PER);
+    double e = tu_max_abs_diff(x, ref, N * PER);
     ck_assert_msg(e < TOL, "DDIM samples differ from PyTorch by %.3g (max abs)", e);
     // one progress call per step; at the last step (abar_prev = 1) the sample is the clipped x0
     ck_assert_int_eq(log.calls, 10);
@@ -189,7 +183,7 @@ START_TEST(test_library_vs_pytorch) {
     // the float rounding, depends on the batch: about 1e-5 apart)
     memcpy(x2, noise + 2 * PER, 2 * PER * sizeof(float));
     ck_assert(generator_run(&g, &o, x2, LABELS + 2, 2, 0, 0, NULL, NULL, &err) == 0);
-    e = max_abs_diff(x2, x + 2 * PER, 2 * PER);
+    e = tu_max_abs_diff(x2, x + 2 * PER, 2 * PER);
     ck_assert_msg(e < TOL, "batch of 2 vs batch of 4: %.3g", e);
 
     // guidance matters (w = 1 is one unguided pass and gives other images)
@@ -197,7 +191,7 @@ START_TEST(test_library_vs_pytorch) {
     o1.cfg_scale = 1.0f;
     memcpy(x2, noise, sizeof x2);
     ck_assert(generator_run(&g, &o1, x2, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
-    ck_assert(max_abs_diff(x2, ref, N * PER) > 0.1);
+    ck_assert(tu_max_abs_diff(x2, ref, N * PER) > 0.1);
 
     // cancel from the progress callback
     memcpy(x2, noise, sizeof x2);
@@ -240,7 +234,7 @@ START_TEST(test_cli_outputs) {
     run_cli_ok(argv);
 
     float *x = load_images(npy), *ref = load_images(REF);
-    double e = max_abs_diff(x, ref, N * PER);
+    double e = tu_max_abs_diff(x, ref, N * PER);
     ck_assert_msg(e < TOL, "mala sample --save-npy differs from PyTorch by %.3g (max abs)", e);
 
     // ADM evaluator batch: arr_0 uint8 NHWC = clamp(127.5 x + 128, 0, 255) truncated (DiT's
@@ -330,7 +324,7 @@ START_TEST(test_seeds) {
     generator_noise(&g, part, 7, 2, 2);
     ck_assert_int_eq(memcmp(part, a + 2 * PER, sizeof part), 0);
     generator_noise(&g, b, 8, 0, N);
-    ck_assert(max_abs_diff(a, b, N * PER) > 0.5);
+    ck_assert(tu_max_abs_diff(a, b, N * PER) > 0.5);
     double mean = 0, var = 0;
     for (int i = 0; i < N * PER; i++) mean += a[i] / (N * PER);
     for (int i = 0; i < N * PER; i++) var += (a[i] - mean) * (a[i] - mean) / (N * PER);
@@ -346,19 +340,19 @@ START_TEST(test_seeds) {
     ck_assert(generator_run(&g, &o, s2, LABELS, N, 7, 0, NULL, NULL, &err) == 0);
     ck_assert_int_eq(memcmp(s1, s2, sizeof s1), 0);
     ck_assert(generator_run(&g, &o, s3, LABELS, N, 8, 0, NULL, NULL, &err) == 0);  // other step noise
-    ck_assert(max_abs_diff(s1, s3, N * PER) > 1e-3);
+    ck_assert(tu_max_abs_diff(s1, s3, N * PER) > 1e-3);
     // DDPM in two batches of 2 (images 0-1, then 2-3) gives the images of one batch of 4
     generator_noise(&g, s3, 7, 0, N);
     ck_assert(generator_run(&g, &o, s3, LABELS, 2, 7, 0, NULL, NULL, &err) == 0);
     ck_assert(generator_run(&g, &o, s3 + 2 * PER, LABELS + 2, 2, 7, 2, NULL, NULL, &err) == 0);
-    ck_assert_msg(max_abs_diff(s1, s3, N * PER) < 1e-4, "DDPM depends on batching: %.3g", max_abs_diff(s1, s3, N * PER));
+    ck_assert_msg(tu_max_abs_diff(s1, s3, N * PER) < 1e-4, "DDPM depends on batching: %.3g", tu_max_abs_diff(s1, s3, N * PER));
     generator_close(&g);
 
     float *c1 = load_images(p1), *c2 = load_images(p2), *c3 = load_images(p3);
     ck_assert_int_eq(memcmp(c1, c2, sizeof(float) * N * PER), 0);
-    ck_assert(max_abs_diff(c1, c3, N * PER) > 1e-3);
+    ck_assert(tu_max_abs_diff(c1, c3, N * PER) > 1e-3);
     // names resolve case-insensitively, numbers as indices: the labels are 0,2,1,2 as above
-    double e = max_abs_diff(c1, s1, N * PER);
+    double e = tu_max_abs_diff(c1, s1, N * PER);
     ck_assert_msg(e == 0, "mala sample --seed 7 vs generator_noise + generator_run: %.3g", e);
     free(c1);
     free(c2);

@@ -127,21 +127,9 @@ START_TEST(test_loss_goes_down) {
 }
 END_TEST
 
-static void *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing %s", path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(*n);
-    ck_assert(fread(buf, 1, *n, f) == *n);
-    fclose(f);
-    return buf;
-}
-
 static void same_file(const char *a, const char *b) {
     size_t na, nb;
-    void *x = slurp(a, &na), *y = slurp(b, &nb);
+    void *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
     ck_assert_msg(na == nb && !memcmp(x, y, na), "%s and %s differ", a, b);
     free(x); free(y);
 }
@@ -178,7 +166,7 @@ START_TEST(test_resume_bit_exact) {
     char log[300];
     snprintf(log, sizeof log, "%s/log.csv", b);
     size_t n;
-    char *csv = slurp(log, &n);
+    char *csv = tu_read_file(log, &n);
     int rows = 0;
     for (size_t i = 0; i < n; i++) rows += csv[i] == '\n';
     ck_assert_int_eq(rows, 1 + 4);  // header + steps 2, 4, 6, 8 (rows after step 4 were replaced)

@@ -59,10 +59,16 @@ static inline void tu_rm_tmpdir(void) {
     if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", tu_tmp);
 }
 
-// Reads a whole fixture file; fails the test when absent.
+static inline double tu_max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+// Reads a whole file (a fixture or a test's output); fails the test when absent.
 static inline void *tu_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing fixture %s (run tools/ scripts with /usr/bin/python3)", path);
+    ck_assert_msg(f != NULL, "missing %s (a fixture: run the tools/ scripts with /usr/bin/python3)", path);
     fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
     void *buf = malloc(n > 0 ? (size_t)n : 1);
     ck_assert(fread(buf, 1, (size_t)n, f) == (size_t)n);

@@ -74,12 +74,6 @@ static float *load_images(const char *name, int n) {
     return x;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
 // a. The initial noise is the host's Philox on both devices and DDIM at eta 0 adds none, so the
 // images differ only by float rounding: OpenBLAS's float-accumulated GEMMs against the emulated
 // cuBLAS's double-accumulated ones, other reduction orders in the kernels, amplified by guidance
@@ -91,7 +85,7 @@ START_TEST(test_ddim_matches_cpu) {
     RUN_OK(cpu_bin(), "%s --device cpu --precision fp32 --save-npy %s/cpu.npy", same, tu_tmp);
     RUN_OK(emu_bin(), "%s --device cuda --save-npy %s/tf32.npy", same, tu_tmp);
     float *cu = load_images("cuda.npy", 2), *cpu = load_images("cpu.npy", 2), *tf = load_images("tf32.npy", 2);
-    double e = max_abs_diff(cu, cpu, 2 * PER), etf = max_abs_diff(tf, cpu, 2 * PER);
+    double e = tu_max_abs_diff(cu, cpu, 2 * PER), etf = tu_max_abs_diff(tf, cpu, 2 * PER);
     printf("a. DDIM-5, w 4: CUDA fp32 vs CPU max |diff| %.3g (tolerance 1e-4); CUDA tf32 vs CPU %.3g\n", e, etf);
     ck_assert_msg(e <= 1e-4, "DDIM on CUDA (fp32) differs from the CPU by %.3g (max abs)", e);
     // TF32 rounds the GEMM inputs to 10 mantissa bits (2^-11 relative): ~1e-2 here
@@ -128,7 +122,7 @@ START_TEST(test_ddpm_device_noise) {
         lo = fminf(lo, b3[i]);
         hi = fmaxf(hi, b3[i]);
     }
-    double eb = max_abs_diff(b1, b3, 3 * PER), es = max_abs_diff(n5, n6, 3 * PER);
+    double eb = tu_max_abs_diff(b1, b3, 3 * PER), es = tu_max_abs_diff(n5, n6, 3 * PER);
     printf("b. DDPM-4 on CUDA: range [%g, %g], %d non-finite; --batch 1 vs 3 max |diff| %g; "
            "same x_T, --seed 5 vs 6: %.3g\n", lo, hi, bad, eb, es);
     ck_assert_msg(bad == 0 && lo >= -1 && hi <= 1, "DDPM samples: %d non-finite, range [%g, %g]", bad, lo, hi);
@@ -138,18 +132,6 @@ START_TEST(test_ddpm_device_noise) {
     tu_rm_tmpdir();
 }
 END_TEST
-
-static void *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing %s", path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(*n);
-    ck_assert(fread(buf, 1, *n, f) == *n);
-    fclose(f);
-    return buf;
-}
 
 static void ckpt(char *buf, size_t n, const char *run_dir, int step) {
     snprintf(buf, n, "%s/%s/checkpoints/%07d.safetensors", tu_tmp, run_dir, step);
@@ -167,7 +149,7 @@ START_TEST(test_train_resume_bit_exact) {
     ckpt(pa, sizeof pa, "a", 4);
     ckpt(pb, sizeof pb, "b", 4);
     size_t na, nb;
-    char *a = slurp(pa, &na), *b = slurp(pb, &nb);
+    char *a = tu_read_file(pa, &na), *b = tu_read_file(pb, &nb);
     size_t first = 0;
     while (first < na && first < nb && a[first] == b[first]) first++;
     printf("c. train on CUDA, 4 steps vs 2 + --resume + 2: %zu vs %zu bytes, %s\n", na, nb,
@@ -193,7 +175,7 @@ static double weight_step(const char *from, const char *to) {
         size_t n = (size_t)st_numel(t);
         float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
         ck_assert_msg(!st_read_f32(&f, t, x, &err) && !st_read_f32(&g, u, y, &err), "%s", err.msg);
-        m = fmax(m, max_abs_diff(x, y, n));
+        m = fmax(m, tu_max_abs_diff(x, y, n));
         for (size_t k = 0; k < n; k++) ck_assert_msg(isfinite(y[k]), "%s: %s[%zu] = %g", to, u->name, k, y[k]);
         free(x); free(y);
         tensors++;
