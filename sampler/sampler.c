@@ -1,5 +1,5 @@
 // defines: sampler_kind_parse, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
-//          sampler_set_steps, sampler_run, sampler_free
+//          sampler_set_steps, sampler_step_coefs, sampler_run, sampler_free
 #include "sampler.h"
 
 #include <math.h>
@@ -67,19 +67,17 @@ void sampler_free(Sampler *s) {
     memset(s, 0, sizeof *s);
 }
 
-// The constants of one step at respaced index i (sampler_update in diffusion_math.h).
-static SamplerStepCoefs step_coefs(const Sampler *s, int i, int guided, int noisy) {
-    const Diffusion *d = &s->sp;
+SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg, int i, int guided, int noisy) {
     const double ab = d->alphas_cumprod[i], abp = d->alphas_cumprod_prev[i];
-    const double sigma = s->cfg.eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
+    const double sigma = cfg->eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
     SamplerStepCoefs k = {
         .sra = d->sqrt_recip_alphas_cumprod[i], .srm1 = d->sqrt_recipm1_alphas_cumprod[i],
         .c1 = d->posterior_mean_coef1[i], .c2 = d->posterior_mean_coef2[i],
         .sqrt_abp = sqrt(abp), .c_eps = sqrt(1 - abp - sigma * sigma), .sigma = sigma,
         .fixed_std = exp(0.5 * d->posterior_log_variance_clipped[i]),
         .min_log = d->posterior_log_variance_clipped[i], .max_log = d->log_betas[i],
-        .w = s->cfg.cfg_scale, .ddim = s->cfg.kind == SAMPLER_DDIM, .clip = s->cfg.clip_denoised,
-        .guided = guided, .learn_sigma = s->cfg.learn_sigma, .noisy = noisy,
+        .w = cfg->cfg_scale, .ddim = cfg->kind == SAMPLER_DDIM, .clip = cfg->clip_denoised,
+        .guided = guided, .learn_sigma = cfg->learn_sigma, .noisy = noisy,
     };
     return k;
 }
@@ -118,7 +116,7 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
             if (s->noise_fn) s->noise_fn(s->noise_ctx, s->noise, count, step);
             else be->rand_normal(s->noise, 1, count, s->cfg.seed, s->runs * 1024 + step, 1);
         }
-        SamplerStepCoefs k = step_coefs(s, i, guided, noisy);
+        SamplerStepCoefs k = sampler_step_coefs(&s->sp, &s->cfg, i, guided, noisy);
         be->sampler_step(x, s->x0, s->out, s->noise, &k, n, s->C, s->hw);
         if (s->on_step && s->on_step(s->step_ctx, step, N, s->x0)) { s->runs++; return SAMPLER_CANCELLED; }
     }

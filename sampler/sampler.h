@@ -81,6 +81,9 @@ int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr 
 // x [n, C, S, S] (backend memory): in x_T, out x_0. y[n] labels (host). Returns 0, SAMPLER_CANCELLED (x then holds the
 // partially denoised state), or -1 with err set.
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err);
+// The constants of the update at index i of the process d (sampler_update in diffusion_math.h):
+// kind, eta, cfg_scale, clip_denoised and learn_sigma from cfg.
+SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg, int i, int guided, int noisy);
 void sampler_free(Sampler *s);
 
 #endif

@@ -22,6 +22,7 @@
 #include "backend.h"
 #include "dit.h"
 #include "sampler/diffusion.h"
+#include "sampler/sampler.h"
 #include "trainer.h"
 #ifdef MALA_CUDA
 #include "cuda/backend_cuda.h"
@@ -600,17 +601,12 @@ START_TEST(test_diffusion_ops) {
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         const int i = modes[m].i, cout = modes[m].ls ? 2 * C : C, nb = modes[m].guided ? 2 * B : B;
-        const double ab = sp.alphas_cumprod[i], abp = sp.alphas_cumprod_prev[i];
-        const double sigma = modes[m].eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
-        SamplerStepCoefs k = {
-            .sra = sp.sqrt_recip_alphas_cumprod[i], .srm1 = sp.sqrt_recipm1_alphas_cumprod[i],
-            .c1 = sp.posterior_mean_coef1[i], .c2 = sp.posterior_mean_coef2[i], .sqrt_abp = sqrt(abp),
-            .c_eps = sqrt(1 - abp - sigma * sigma), .sigma = sigma,
-            .fixed_std = exp(0.5 * sp.posterior_log_variance_clipped[i]),
-            .min_log = sp.posterior_log_variance_clipped[i], .max_log = sp.log_betas[i], .w = modes[m].w,
-            .ddim = modes[m].ddim, .clip = modes[m].clip, .guided = modes[m].guided, .learn_sigma = modes[m].ls,
-            .noisy = i > 0 && (!modes[m].ddim || modes[m].eta > 0),
-        };
+        SamplerConfig cfg = sampler_config_default();
+        cfg.kind = modes[m].ddim ? SAMPLER_DDIM : SAMPLER_DDPM;
+        cfg.eta = modes[m].eta; cfg.cfg_scale = modes[m].w; cfg.clip_denoised = modes[m].clip;
+        cfg.learn_sigma = modes[m].ls;
+        SamplerStepCoefs k = sampler_step_coefs(&sp, &cfg, i, modes[m].guided,
+                                                i > 0 && (!modes[m].ddim || modes[m].eta > 0));
         Buf x = buf_rand(B * per, -3, 3, 730 + m), xo = buf_zeros(B * per), z = buf_rand(B * per, -2, 2, 740 + m);
         Buf out = buf_rand((size_t)nb * cout * HW, -2, 2, 750 + m);
         CPU->sampler_step(x.h, xo.h, out.h, z.h, &k, B, C, HW);
