@@ -17,6 +17,11 @@ typedef struct {
 // Parses argv[first..argc) into the table's destinations (which hold the defaults). --help prints
 // usage and exits 0; an unknown flag, a missing or malformed value, or a stray argument prints a
 // one-line error and exits 2. OPT_BOOL takes true/false/on/off/1/0; --no-X sets a bool X to 0.
+// The rows every command that computes shares: the op backend and CUDA's product precision.
+#define OPT_DEVICE(var) {"--device", OPT_STR, (var), "cpu|cuda", "op backend (default: cuda if present)"}
+#define OPT_PRECISION(var) \
+    {"--precision", OPT_STR, (var), "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"}
+
 void args_parse(const char *usage, const Opt *opts, int n, int argc, char **argv, int first);
 void args_usage(const char *usage, const Opt *opts, int n);
 // Applies --threads to OpenMP and OpenBLAS (0 = all cores).

@@ -59,8 +59,8 @@ static int bench_train(int argc, char **argv) {
     opts[MODEL_OPTS_N + 0] = (Opt){"--batch", OPT_INT, &batch, "B", "batch size"};
     opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "timed steps (after one warm-up step)"};
     opts[MODEL_OPTS_N + 2] = (Opt){"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"};
-    opts[MODEL_OPTS_N + 3] = (Opt){"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"};
-    opts[MODEL_OPTS_N + 4] = (Opt){"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"};
+    opts[MODEL_OPTS_N + 3] = (Opt)OPT_DEVICE(&device);
+    opts[MODEL_OPTS_N + 4] = (Opt)OPT_PRECISION(&precision);
     args_parse("usage: mala bench train [flags]\n\nTimes the full training step (forward, loss, backward, AdamW, EMA)\n"
                "on random data and prints one JSON line.",
                opts, MODEL_OPTS_N + 5, argc, argv, 1);
@@ -115,8 +115,8 @@ static int bench_sample(int argc, char **argv) {
     opts[MODEL_OPTS_N + 2] = (Opt){"--sampler", OPT_STR, &sampler, "ddpm|ddim", "sampler"};
     opts[MODEL_OPTS_N + 3] = (Opt){"--cfg-scale", OPT_FLOAT, &cfg, "W", "guidance scale of the guided run"};
     opts[MODEL_OPTS_N + 4] = (Opt){"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"};
-    opts[MODEL_OPTS_N + 5] = (Opt){"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"};
-    opts[MODEL_OPTS_N + 6] = (Opt){"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"};
+    opts[MODEL_OPTS_N + 5] = (Opt)OPT_DEVICE(&device);
+    opts[MODEL_OPTS_N + 6] = (Opt)OPT_PRECISION(&precision);
     args_parse("usage: mala bench sample [flags]\n\nTimes sampling with a randomly initialised model of the given\n"
                "shape, without guidance and with --cfg-scale, and prints one JSON line.",
                opts, MODEL_OPTS_N + 7, argc, argv, 1);

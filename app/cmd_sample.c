@@ -80,8 +80,8 @@ int cmd_sample(int argc, char **argv) {
         {"--save-npy", OPT_STR, &npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
         {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
         {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
-        {"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"},
-        {"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"},
+        OPT_DEVICE(&device),
+        OPT_PRECISION(&precision),
     };
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
                "or --save-npy it writes samples.png.",

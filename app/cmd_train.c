@@ -185,8 +185,8 @@ int cmd_train(int argc, char **argv) {
         {"--keep", OPT_INT, &keep, "K", "keep the last K checkpoints"},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
         {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
-        {"--device", OPT_STR, &device, "cpu|cuda", "op backend (default: cuda if present)"},
-        {"--precision", OPT_STR, &precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"},
+        OPT_DEVICE(&device),
+        OPT_PRECISION(&precision),
     };
     enum { N_OPTS = MODEL_OPTS_N + sizeof rest / sizeof *rest };
     Opt opts[N_OPTS];

@@ -269,8 +269,8 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
     *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720};
     Opt opts[] = {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model)"},
-        {"--device", OPT_STR, &a->device, "cpu|cuda", "op backend (default: cuda if present)"},
-        {"--precision", OPT_STR, &a->precision, "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"},
+        OPT_DEVICE(&a->device),
+        OPT_PRECISION(&a->precision),
         {"--threads", OPT_INT, &a->threads, "N", "CPU threads for generation (0 = all cores)"},
         {"--script", OPT_STR, &a->script, "CMDS", "run commands, e.g. \"class=Sneaker;generate;wait;save=a.png;quit\""},
         {"--screenshot", OPT_STR, &a->screenshot, "FILE", "save the window as PNG when the script ends"},

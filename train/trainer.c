@@ -47,8 +47,7 @@ Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *
     tr->d_tf = (float *)p; p += batch * sizeof(float);
     tr->d_bits = (uint32_t *)p; p += 2 * batch * sizeof(uint32_t);
     tr->d_t = (int32_t *)p; p += batch * sizeof(int32_t);
-    tr->d_y = (int32_t *)p;
-    tr->d_y_in = tr->d_y;  // the labels are uploaded here, then dropped in place
+    tr->d_y = (int32_t *)p;  // the batch's labels, then the dropout in place
     be->to_device(tr->d_coefs, tr->diff.coefs, coefs);
     return tr;
 }
@@ -72,7 +71,7 @@ void trainer_init_weights(Trainer *tr) {
     tr->bad_in_a_row = 0;
 }
 
-// The step from the draws already in d_bits and d_noise and the batch in d_x0 / d_y_in.
+// The step from the draws already in d_bits and d_noise and the batch in d_x0 / d_y.
 static StepStats step_drawn(Trainer *tr) {
     Dit *m = tr->m;
     const Backend *be = tr->be;
@@ -82,7 +81,7 @@ static StepStats step_drawn(Trainer *tr) {
     StepStats st = {0};
 
     // DiT's LabelEmbedder.token_drop, t ~ U{0..T-1}, x_t = q_sample(x0, t, eps)
-    be->diffusion_prepare(tr->d_xt, tr->d_tf, tr->d_t, tr->d_y, tr->d_bits, tr->d_x0, tr->d_noise, tr->d_y_in,
+    be->diffusion_prepare(tr->d_xt, tr->d_tf, tr->d_t, tr->d_y, tr->d_bits, tr->d_x0, tr->d_noise, tr->d_y,
                           tr->d_coefs, tr->diff.num_timesteps, tr->opt.label_drop, c->num_classes, B, (size_t)C * hw);
     tr->batches++;
     dit_forward(m, tr->d_out, tr->d_xt, tr->d_tf, tr->d_y, B);
@@ -118,7 +117,7 @@ static void upload_batch(Trainer *tr, const float *x0, const int32_t *y) {
     const DitConfig *c = &tr->m->cfg;
     size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
     tr->be->to_device(tr->d_x0, x0, img * sizeof(float));
-    tr->be->to_device(tr->d_y_in, y, (size_t)tr->batch * sizeof(int32_t));
+    tr->be->to_device(tr->d_y, y, (size_t)tr->batch * sizeof(int32_t));
 }
 
 StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {

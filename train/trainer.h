@@ -53,7 +53,7 @@ typedef struct {
     double *d_coefs, *d_loss;
     float *d_x0, *d_noise, *d_xt, *d_tf, *d_out, *d_dout;
     uint32_t *d_bits;      // [2B]: timesteps, then label dropout
-    int32_t *d_t, *d_y, *d_y_in;
+    int32_t *d_t, *d_y;
 } Trainer;
 
 #define TRAIN_NOISE_KEY 0x6a09e667f3bcc909ull  // seed ^ this: the noise's generator seed
