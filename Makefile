@@ -5,7 +5,7 @@ OPT      ?= -O3 -march=x86-64-v3 -ffp-contract=off -fno-math-errno -fno-trapping
 # -fno-math-errno / -fno-trapping-math let loops with sqrtf and clamps vectorise; no IEEE
 # semantics change (no fast-math).
 CFLAGS   += $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fopenmp -MMD -MP \
-            -I. -Icore -Imodel -Isampler -Itrain -Ieval -Iapp -I$(BLAS_DIR:/usr/lib/%=/usr/include/%) -I/usr/include/stb
+            -I. -Icore -Imodel -Ipipeline -Isampler -Itrain -Ieval -Iapp -I$(BLAS_DIR:/usr/lib/%=/usr/include/%) -I/usr/include/stb
 # OpenBLAS's OpenMP build shares our OpenMP thread pool: the pthread build's threads and
 # libgomp's spinning workers fight over the cores (6x slower steps measured on 2 cores).
 BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
@@ -30,7 +30,7 @@ else
   $(info mala: CUDA backend OFF ($(if $(NVCC),CUDA=0 given,nvcc not found)))
 endif
 
-LIB_SRC  = $(wildcard core/*.c model/*.c sampler/*.c train/*.c eval/*.c) $(filter-out app/main.c app/viewer%.c,$(wildcard app/*.c))
+LIB_SRC  = $(wildcard core/*.c model/*.c sampler/*.c pipeline/*.c train/*.c eval/*.c) $(filter-out app/main.c app/viewer%.c,$(wildcard app/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 VIEW_SRC = $(wildcard app/viewer*.c)
 VIEW_OBJ = $(VIEW_SRC:%.c=$(BUILD)/%.o)

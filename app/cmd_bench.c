@@ -4,10 +4,9 @@
 #include <string.h>
 
 #include "commands.h"
-#include "denoiser.h"
 #include "eval_cli.h"
+#include "generate.h"
 #include "rng.h"
-#include "sampler.h"
 #include "trainer.h"
 #ifdef MALA_CUDA
 #include "cuda/backend_cuda.h"
@@ -42,6 +41,11 @@ static const char *precision_name(const Backend *be, const char *precision) {
     return precision ? precision : "tf32";
 }
 
+// The token mixer a JSON line reports: DiT's attention kind, else the backbone's own.
+static const char *bench_attn(const NetConfig *c) {
+    return c->backbone == BACKBONE_DIT ? attn_kind_name(c->dit.attn) : backbone_name(c->backbone);
+}
+
 static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
@@ -67,7 +71,7 @@ static int bench_train(int argc, char **argv) {
     if (batch < 1 || steps < 1) FATAL("--batch and --steps must be positive");
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
-    DitConfig c;
+    NetConfig c;
     model_opts_config(&mo, &c);
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
@@ -85,16 +89,16 @@ static int bench_train(int argc, char **argv) {
     for (int s = 0; s < steps; s++) trainer_step(tr, x, y);
     be->sync();
     double dt = (now_seconds() - t0) / steps;
-    double flops = 3.0 * dit_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
+    double flops = 3.0 * net_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
     double ref = gemm_ceiling(be);
-    printf("{\"bench\":\"train\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+    printf("{\"bench\":\"train\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
            "\"threads\":%d,\"batch\":%d,"
            "\"image_size\":%d,\"channels\":%d,\"params\":%zu,\"img_per_s\":%.3f,\"s_per_step\":%.4f,"
            "\"gflop_per_img\":%.2f,\"gflops\":%.1f,\"sgemm_gflops\":%.1f,\"fraction_of_sgemm\":%.3f,"
            "\"peak_rss_mb\":%.0f}\n",
-           mo.preset, mo.attn, be->name, precision_name(be, precision), num_threads(), batch, c.image_size,
-           c.in_channels, tr->m->n_trainable,
-           batch / dt, dt, 3.0 * dit_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
+           mo.preset, backbone_name(c.backbone), bench_attn(&c), be->name, precision_name(be, precision),
+           num_threads(), batch, c.image_size, c.in_channels, tr->net->n_trainable,
+           batch / dt, dt, 3.0 * net_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
            peak_rss_bytes() / 1048576.0);
     free(x); free(y);
     class_names_free(&cn);
@@ -123,47 +127,42 @@ static int bench_sample(int argc, char **argv) {
     if (n < 1 || steps < 1) FATAL("--n and --steps must be positive");
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
-    DitConfig c;
+    NetConfig c;
     model_opts_config(&mo, &c);
-    Dit *m = dit_create(&c, be, 2 * n, DIT_INFER);
-    dit_init_weights(m, 0);
-    Diffusion base;
+    SamplerKind kind;
+    if (sampler_kind_parse(sampler, &kind)) FATAL("--sampler %s: expected ddpm or ddim", sampler);
+    ClassNames cn;
+    class_names_default(&cn, c.num_classes);
+    Generator g;
+    generator_new(&g, &c, &cn, be, n);
+    net_init_weights(g.net, 0);
     MalaErr err;
-    if (diffusion_init(&base, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
-    SamplerConfig sc = sampler_config_default();
-    if (!strcmp(sampler, "ddim")) sc.kind = SAMPLER_DDIM;
-    else if (strcmp(sampler, "ddpm")) FATAL("--sampler %s: expected ddpm or ddim", sampler);
-    sc.num_steps = steps;
-    sc.learn_sigma = c.learn_sigma;
-    sc.num_classes = c.num_classes;
-    Sampler s;
-    if (sampler_init(&s, be, &base, &sc, n, c.in_channels, c.image_size, denoiser_fn, m, &err)) FATAL("%s", err.msg);
-    size_t img = (size_t)n * c.in_channels * c.image_size * c.image_size;
-    float *x = xmalloc(img * sizeof(float)), *d_x = be->alloc(img * sizeof(float));
+    size_t img = (size_t)n * generator_image_floats(&g);
+    float *x = xmalloc(img * sizeof(float));
     int32_t *y = xmalloc(n * sizeof(int32_t));
     double rate[2];
     float scales[2] = {1.0f, cfg};
-    for (int g = 0; g < 2; g++) {
-        s.cfg.cfg_scale = scales[g];
+    GenOpts o = gen_opts_default();
+    o.kind = kind;
+    o.steps = steps;
+    for (int r = 0; r < 2; r++) {
+        o.cfg_scale = scales[r];
         random_batch(x, y, img, n, c.num_classes, 2);
         double t0 = now_seconds();
-        be->to_device(d_x, x, img * sizeof(float));
-        if (sampler_run(&s, d_x, y, n, &err) < 0) FATAL("%s", err.msg);
-        be->to_host(x, d_x, img * sizeof(float));
-        rate[g] = n / (now_seconds() - t0);
+        if (generator_run(&g, &o, x, y, n, 2, 0, NULL, NULL, &err) < 0) FATAL("%s", err.msg);
+        rate[r] = n / (now_seconds() - t0);
     }
-    printf("{\"bench\":\"sample\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+    printf("{\"bench\":\"sample\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
            "\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
            "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
-           mo.preset, mo.attn, be->name, precision_name(be, precision), num_threads(), sampler, steps, n, c.image_size,
+           mo.preset, backbone_name(c.backbone), bench_attn(&c), be->name, precision_name(be, precision),
+           num_threads(), sampler, steps, n, c.image_size,
            c.in_channels, rate[0],
            rate[1], cfg, peak_rss_bytes() / 1048576.0);
-    be->release(d_x);
     free(x); free(y);
-    sampler_free(&s);
-    diffusion_free(&base);
-    dit_free(m);
+    class_names_free(&cn);
+    generator_close(&g);
     return 0;
 }
 

@@ -24,11 +24,11 @@ int cmd_export(int argc, char **argv) {
     else FATAL("--dtype %s: expected f16, bf16 or f32", dtype);
     MalaErr err;
     ClassNames cn;
-    Dit *m = ckpt_load_model(ckpt, backend_cpu(), 1, &cn, &err);
+    Net *m = ckpt_load_model(ckpt, backend_cpu(), 1, &cn, &err);
     if (!m) FATAL("%s", err.msg);
     if (ckpt_save_weights(m, &cn, m->w, dt, out, &err)) FATAL("%s", err.msg);
     fprintf(stderr, "wrote %s (%zu parameters, %s)\n", out, m->n_trainable, dtype);
     class_names_free(&cn);
-    dit_free(m);
+    net_free(m);
     return 0;
 }

@@ -13,11 +13,11 @@ int cmd_info(int argc, char **argv) {
     MalaErr err;
     StFile f;
     if (st_open(&f, path, &err)) FATAL("%s", err.msg);
-    DitConfig c;
+    NetConfig c;
     ClassNames cn;
     if (ckpt_read_config(&f, &c, &cn, &err)) FATAL("%s", err.msg);
     char desc[256];
-    dit_config_describe(&c, desc, sizeof desc);
+    net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  classes:", path, desc);
     for (int i = 0; i < cn.n; i++) printf(" %s%s", cn.names[i], i + 1 < cn.n ? "," : "\n");
     const char *step = st_meta(&f, "step");

@@ -100,7 +100,7 @@ int cmd_sample(int argc, char **argv) {
     MalaErr err;
     Generator g;
     if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
-    const DitConfig *c = &g.m->cfg;
+    const NetConfig *c = &g.net->cfg;
     int K = c->num_classes;
     int32_t *y = NULL;
     if (labels) {

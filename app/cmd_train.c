@@ -12,11 +12,9 @@
 
 #include "commands.h"
 #include "data.h"
-#include "denoiser.h"
+#include "generate.h"
 #include "image_io.h"
 #include "loss_plot.h"
-#include "rng.h"
-#include "sampler.h"
 #include "trainer.h"
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -94,58 +92,41 @@ static void history_load(History *h, const char *csv, uint64_t upto) {
     if (truncate(csv, (off_t)keep_bytes)) fprintf(stderr, "warning: %s: cannot trim: %s\n", csv, strerror(errno));
 }
 
+// The sample grid of the EMA weights, through the one sampling API (DDIM-50, guidance 4, a fixed
+// seed, so grids of one run are comparable).
 typedef struct {
-    Dit *m;           // inference copy fed with the EMA weights
-    Diffusion base;
-    Sampler s;
-    int n;
-    float *x, *d_x;   // host and backend copies of the images
+    Generator g;
+    int n, per_class;
+    float *x;
     int32_t *y;
 } Preview;
 
-static void preview_init(Preview *p, const DitConfig *c, const Backend *be) {
-    MalaErr err;
+static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be) {
     p->n = c->num_classes <= 16 ? 4 * c->num_classes : 64;
-    p->m = dit_create(c, be, 2 * p->n, DIT_INFER);
-    if (diffusion_init(&p->base, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
-    SamplerConfig sc = sampler_config_default();
-    sc.kind = SAMPLER_DDIM;
-    sc.num_steps = 50;
-    sc.cfg_scale = 4.0f;
-    sc.learn_sigma = c->learn_sigma;
-    sc.num_classes = c->num_classes;
-    if (sampler_init(&p->s, be, &p->base, &sc, p->n, c->in_channels, c->image_size, denoiser_fn, p->m, &err))
-        FATAL("%s", err.msg);
-    size_t bytes = (size_t)p->n * c->in_channels * c->image_size * c->image_size * sizeof(float);
-    p->x = xmalloc(bytes);
-    p->d_x = be->alloc(bytes);
+    generator_new(&p->g, c, cn, be, p->n);
+    p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
     p->y = xmalloc(p->n * sizeof(int32_t));
+    p->per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
+    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % c->num_classes;
 }
 
 static void preview_write(Preview *p, const Trainer *tr, const char *path) {
-    const DitConfig *c = &p->m->cfg;
+    const NetConfig *c = &tr->net->cfg;
     MalaErr err;
-    tr->be->copy(p->m->w, tr->m->ema, tr->m->n_floats * sizeof(float));
-    Rng r;
-    rng_seed(&r, 1234);
-    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
-    rng_normal_fill(&r, p->x, per * p->n);
-    int per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
-    for (int i = 0; i < p->n; i++) p->y[i] = (i / per_class) % c->num_classes;
-    tr->be->to_device(p->d_x, p->x, per * p->n * sizeof(float));
-    int rc = sampler_run(&p->s, p->d_x, p->y, p->n, &err);
-    if (rc >= 0) tr->be->to_host(p->x, p->d_x, per * p->n * sizeof(float));
-    if (rc < 0 ||
-        image_save_grid(path, p->x, p->n, c->in_channels, c->image_size, c->image_size, per_class, 2, &err))
+    tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
+    GenOpts o = gen_opts_default();
+    o.kind = SAMPLER_DDIM;
+    o.steps = 50;
+    generator_noise(&p->g, p->x, 1234, 0, p->n);
+    if (generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, NULL, NULL, &err) < 0 ||
+        image_save_grid(path, p->x, p->n, c->in_channels, c->image_size, c->image_size, p->per_class, 2, &err))
         fprintf(stderr, "\nwarning: sample grid: %s\n", err.msg);
 }
 
 static void preview_free(Preview *p) {
-    p->m->be->release(p->d_x);
-    free(p->x); free(p->y);
-    sampler_free(&p->s);
-    diffusion_free(&p->base);
-    dit_free(p->m);
+    free(p->x);
+    free(p->y);
+    generator_close(&p->g);
 }
 
 static void format_eta(char *buf, size_t n, double s) {
@@ -208,7 +189,7 @@ int cmd_train(int argc, char **argv) {
     snprintf(csv, sizeof csv, "%s/log.csv", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
 
-    DitConfig c;
+    NetConfig c;
     ClassNames cn = {0};
     Trainer *tr = NULL;
     History hist = {0};
@@ -270,15 +251,15 @@ int cmd_train(int argc, char **argv) {
     loader_seek(ld, tr->batches);
 
     char desc[256];
-    dit_config_describe(&c, desc, sizeof desc);
-    fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->m->n_trainable / 1e6, be->name,
+    net_config_describe(&c, desc, sizeof desc);
+    fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
             num_threads());
     fprintf(stderr, "data: %s, %lld images, %d classes; batch %d, lr %g, EMA %g; run dir %s\n", data,
             (long long)ds->n, ds->num_classes, batch, to.lr, to.ema_decay, out);
 
     Preview pv = {0};
     if (sample_every > 0) {
-        preview_init(&pv, &c, be);
+        preview_init(&pv, &c, &tr->classes, be);
         snprintf(path, sizeof path, "%s/samples", out);
         make_dir(path);
     }

@@ -3,7 +3,7 @@
 #define MALA_COMMANDS_H
 
 #include "args.h"
-#include "dit.h"
+#include "net.h"
 
 int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
@@ -13,18 +13,18 @@ int cmd_export(int argc, char **argv);
 int cmd_view(int argc, char **argv);
 
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,
-// --image-size, --channels, --classes, --learn-sigma.
+// --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.
 typedef struct {
-    const char *preset, *attn;
+    const char *preset, *attn, *backbone;
     int rope, lepe, gate;      // -1 = the attention kind's default
     int image_size, channels, classes, learn_sigma;
 } ModelOpts;
 
-#define MODEL_OPTS_N 9
+#define MODEL_OPTS_N 10
 void model_opts_default(ModelOpts *mo, const char *preset);
 void model_opts_table(ModelOpts *mo, Opt *out);  // fills MODEL_OPTS_N entries
 // Builds the configuration; exits with a one-line error on a bad preset or combination.
-void model_opts_config(const ModelOpts *mo, DitConfig *c);
+void model_opts_config(const ModelOpts *mo, NetConfig *c);
 
 // The bundled Fashion-MNIST model (assets/), relative to the executable's directory or the cwd.
 const char *default_model_path(void);

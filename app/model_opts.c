@@ -7,6 +7,7 @@
 
 void model_opts_default(ModelOpts *mo, const char *preset) {
     mo->preset = preset;
+    mo->backbone = NULL;
     mo->attn = "mala";
     mo->rope = mo->lepe = mo->gate = -1;
     mo->image_size = 32;
@@ -17,6 +18,7 @@ void model_opts_default(ModelOpts *mo, const char *preset) {
 
 void model_opts_table(ModelOpts *mo, Opt *o) {
     o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", "DiT-{T,XS,S,B,L,XL}/{2,4,8}"};
+    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, "NAME", "dit (default: the --model preset's)"};
     o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "mala, softmax or linear"};
     o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (-1: on for mala/linear)"};
     o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (-1: 5 for mala/linear)"};
@@ -27,21 +29,28 @@ void model_opts_table(ModelOpts *mo, Opt *o) {
     o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
 }
 
-void model_opts_config(const ModelOpts *mo, DitConfig *c) {
+void model_opts_config(const ModelOpts *mo, NetConfig *c) {
     MalaErr err;
-    dit_config_default(c);
-    if (dit_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
-    AttnKind k;
-    if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
-    dit_config_attn_defaults(c, k);
-    if (mo->rope >= 0) c->rope = mo->rope != 0;
-    if (mo->lepe >= 0) c->lepe = mo->lepe;
-    if (mo->gate >= 0) c->gate = mo->gate != 0;
+    net_config_default(c, BACKBONE_DIT);
+    if (net_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
+    BackboneKind bk;
+    if (mo->backbone && backbone_parse(mo->backbone, &bk)) FATAL("--backbone %s: unknown backbone", mo->backbone);
+    if (mo->backbone && bk != c->backbone)
+        FATAL("--backbone %s contradicts --model %s (a %s preset)", mo->backbone, mo->preset, backbone_name(c->backbone));
+    if (c->backbone == BACKBONE_DIT) {
+        DitConfig *d = &c->dit;
+        AttnKind k;
+        if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
+        dit_config_attn_defaults(d, k);
+        if (mo->rope >= 0) d->rope = mo->rope != 0;
+        if (mo->lepe >= 0) d->lepe = mo->lepe;
+        if (mo->gate >= 0) d->gate = mo->gate != 0;
+    }
     c->image_size = mo->image_size;
     c->in_channels = mo->channels;
     c->num_classes = mo->classes;
     c->learn_sigma = mo->learn_sigma;
-    if (dit_config_validate(c, &err)) FATAL("%s", err.msg);
+    if (net_config_validate(c, &err)) FATAL("%s", err.msg);
 }
 
 const char *default_model_path(void) {

@@ -31,9 +31,9 @@ struct Worker {
 
 static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
 
-static void describe(ModelInfo *mi, const DitConfig *c) {
-    snprintf(mi->arch, sizeof mi->arch, "depth %d, hidden %d, patch %d", c->depth, c->hidden, c->patch);
-    snprintf(mi->data, sizeof mi->data, "%s, %dx%dx%d, %d classes", attn_kind_name(c->attn), c->image_size,
+static void describe(ModelInfo *mi, const NetConfig *c) {
+    net_backbone(c->backbone)->describe(c, mi->arch, sizeof mi->arch);
+    snprintf(mi->data, sizeof mi->data, "%s, %dx%dx%d, %d classes", backbone_name(c->backbone), c->image_size,
              c->image_size, c->in_channels, c->num_classes);
 }
 
@@ -44,9 +44,9 @@ static void publish_open(Worker *w, const Generator *g, int rc, const MalaErr *e
         w->st.phase = WORKER_FAILED;
         snprintf(w->st.msg, sizeof w->st.msg, "%s", err->msg);
     } else {
-        w->model.C = g->m->cfg.in_channels;
-        w->model.S = g->m->cfg.image_size;
-        describe(&w->model, &g->m->cfg);
+        w->model.C = g->net->cfg.in_channels;
+        w->model.S = g->net->cfg.image_size;
+        describe(&w->model, &g->net->cfg);
         class_names_copy(&w->model.classes, &g->classes);
         w->frame.x = xcalloc(VIEW_MAX_IMAGES * image_floats(&w->model), sizeof(float));
         w->loaded = 1;

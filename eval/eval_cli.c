@@ -143,7 +143,7 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     s->path = sp->ckpt;
     s->gen = xcalloc(1, sizeof *s->gen);
     if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
-    const DitConfig *c = &s->gen->m->cfg;
+    const NetConfig *c = &s->gen->net->cfg;
     s->gopts = &sp->opts;
     s->seed = sp->seed;
     s->n = sp->num;
@@ -223,7 +223,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     *c = s->c; *h = s->h; *w = s->w;
     *n = 0;
     if (k <= 0) return NULL;
-    int K = s->gen->m->cfg.num_classes;
+    int K = s->gen->net->cfg.num_classes;
     for (int i = 0; i < k; i++) s->y[i] = (s->next + i) % K;
     MalaErr err;
     generator_noise(s->gen, s->x, s->seed, s->next, k);

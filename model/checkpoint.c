@@ -3,7 +3,6 @@
 //          ckpt_add_tensors, ckpt_load_model, ckpt_save_weights
 #include "checkpoint.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -43,27 +42,6 @@ int class_names_find(const ClassNames *cn, const char *s) {
     return -1;
 }
 
-static int meta_int(const StFile *f, const char *key, int *out, int required, MalaErr *err) {
-    const char *v = st_meta(f, key);
-    if (!v) return required ? mala_errf(err, "%s: metadata '%s' is missing", f->path, key) : 1;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < 0 || x > 1000000)
-        return mala_errf(err, "%s: metadata '%s' = '%s' is not a non-negative integer", f->path, key, v);
-    *out = (int)x;
-    return 0;
-}
-
-static int meta_bool(const StFile *f, const char *key, int *out, MalaErr *err) {
-    const char *v = st_meta(f, key);
-    if (!v) return 1;
-    if (!strcasecmp(v, "true") || !strcmp(v, "1")) *out = 1;
-    else if (!strcasecmp(v, "false") || !strcmp(v, "0")) *out = 0;
-    else return mala_errf(err, "%s: metadata '%s' = '%s' is not true or false", f->path, key, v);
-    return 0;
-}
-
 static int read_class_names(const StFile *f, int k, ClassNames *cn, MalaErr *err) {
     const char *v = st_meta(f, "class_names");
     if (!v) { class_names_default(cn, k); return 0; }
@@ -83,41 +61,13 @@ static int read_class_names(const StFile *f, int k, ClassNames *cn, MalaErr *err
     return 0;
 }
 
-int ckpt_read_config(const StFile *f, DitConfig *c, ClassNames *cn, MalaErr *err) {
-    dit_config_default(c);
-    static const char *need[] = {"depth", "hidden", "heads", "patch", "image_size", "in_channels", "num_classes"};
-    int *dst[] = {&c->depth, &c->hidden, &c->heads, &c->patch, &c->image_size, &c->in_channels, &c->num_classes};
-    for (int i = 0; i < 7; i++)
-        if (meta_int(f, need[i], dst[i], 1, err)) return -1;
-    const char *attn = st_meta(f, "attn");
-    AttnKind k = ATTN_SOFTMAX;  // a DiT file without the key is plain DiT
-    if (attn && attn_kind_parse(attn, &k))
-        return mala_errf(err, "%s: metadata 'attn' = '%s' (expected mala, softmax or linear)", f->path, attn);
-    dit_config_attn_defaults(c, k);
-    if (meta_bool(f, "learn_sigma", &c->learn_sigma, err) < 0 || meta_bool(f, "rope", &c->rope, err) < 0 ||
-        meta_bool(f, "gate", &c->gate, err) < 0 || meta_int(f, "lepe", &c->lepe, 0, err) < 0)
-        return -1;
-    MalaErr verr;
-    if (dit_config_validate(c, &verr)) return mala_errf(err, "%s: %s", f->path, verr.msg);
+int ckpt_read_config(const StFile *f, NetConfig *c, ClassNames *cn, MalaErr *err) {
+    if (net_config_read(f, c, err)) return -1;
     return read_class_names(f, c->num_classes, cn, err);
 }
 
-void ckpt_write_config(StWriter *w, const DitConfig *c, const ClassNames *cn) {
-    char buf[32];
-#define META_INT(key, val) do { snprintf(buf, sizeof buf, "%d", (val)); st_writer_meta(w, key, buf); } while (0)
-    META_INT("depth", c->depth);
-    META_INT("hidden", c->hidden);
-    META_INT("heads", c->heads);
-    META_INT("patch", c->patch);
-    META_INT("image_size", c->image_size);
-    META_INT("in_channels", c->in_channels);
-    META_INT("num_classes", c->num_classes);
-    META_INT("lepe", c->lepe);
-#undef META_INT
-    st_writer_meta(w, "learn_sigma", c->learn_sigma ? "true" : "false");
-    st_writer_meta(w, "rope", c->rope ? "true" : "false");
-    st_writer_meta(w, "gate", c->gate ? "true" : "false");
-    st_writer_meta(w, "attn", attn_kind_name(c->attn));
+void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn) {
+    net_config_write(w, c);
     JsonBuf jb = {0};
     json_buf_puts(&jb, "[");
     for (int i = 0; i < cn->n; i++) {
@@ -130,22 +80,24 @@ void ckpt_write_config(StWriter *w, const DitConfig *c, const ClassNames *cn) {
 }
 
 // A tensor name the model's files may hold besides the table: prefixed copies and trainer state.
-static int known_name(const Dit *m, const char *name) {
+static int known_name(const Net *m, const char *name) {
     static const char *prefixes[] = {"", "ema.", "opt.m.", "opt.v."};
     if (!strncmp(name, "train.", 6)) return 1;
     for (int i = 0; i < 4; i++) {
         size_t n = strlen(prefixes[i]);
-        if (!strncmp(name, prefixes[i], n) && dit_find_param(m, name + n)) return 1;
+        if (!strncmp(name, prefixes[i], n) && net_find_param(m, name + n)) return 1;
     }
     return 0;
 }
 
-int ckpt_load_tensors(const Dit *m, const StFile *f, const char *prefix, float *dst, MalaErr *err) {
+int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *dst, MalaErr *err) {
     for (int i = 0; i < f->n; i++)
-        if (!known_name(m, f->tensors[i].name))
-            return mala_errf(err, "%s: tensor '%s' does not belong to this model (%s attention, gate %s, lepe %d)",
-                             f->path, f->tensors[i].name, attn_kind_name(m->cfg.attn), m->cfg.gate ? "on" : "off",
-                             m->cfg.lepe);
+        if (!known_name(m, f->tensors[i].name)) {
+            char desc[256];
+            net_config_describe(&m->cfg, desc, sizeof desc);
+            return mala_errf(err, "%s: tensor '%s' does not belong to this model (%s)", f->path, f->tensors[i].name,
+                             desc);
+        }
     float *host = xmalloc(m->n_floats * sizeof(float));
     char name[128];
     for (int i = 0; i < m->nparams; i++) {
@@ -158,7 +110,7 @@ int ckpt_load_tensors(const Dit *m, const StFile *f, const char *prefix, float *
     return 0;
 }
 
-void ckpt_add_tensors(StWriter *w, const Dit *m, const char *prefix, const float *host, StDtype dtype) {
+void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype) {
     char name[128];
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
@@ -167,15 +119,15 @@ void ckpt_add_tensors(StWriter *w, const Dit *m, const char *prefix, const float
     }
 }
 
-Dit *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err) {
+Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err) {
     StFile f;
     if (st_open(&f, path, err)) return NULL;
-    DitConfig c;
+    NetConfig c;
     if (ckpt_read_config(&f, &c, cn, err)) { st_close(&f); return NULL; }
-    Dit *m = dit_create(&c, be, max_batch, DIT_INFER);
-    const char *prefix = st_find(&f, "ema.pos_embed") || st_find(&f, "ema.final_layer.linear.weight") ? "ema." : "";
+    Net *m = net_create(&c, be, max_batch, NET_INFER);
+    const char *prefix = ckpt_has_ema(m, &f) ? "ema." : "";
     if (ckpt_load_tensors(m, &f, prefix, m->w, err)) {
-        dit_free(m);
+        net_free(m);
         class_names_free(cn);
         st_close(&f);
         return NULL;
@@ -184,7 +136,13 @@ Dit *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNa
     return m;
 }
 
-int ckpt_save_weights(const Dit *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
+int ckpt_has_ema(const Net *m, const StFile *f) {
+    char name[128];
+    snprintf(name, sizeof name, "ema.%s", m->params[0].name);
+    return st_find(f, name) != NULL;
+}
+
+int ckpt_save_weights(const Net *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
                       MalaErr *err) {
     StWriter *w = st_writer_new();
     ckpt_write_config(w, &m->cfg, cn);

@@ -3,7 +3,7 @@
 #ifndef MALA_CHECKPOINT_H
 #define MALA_CHECKPOINT_H
 
-#include "dit.h"
+#include "net.h"
 #include "safetensors.h"
 
 typedef struct {
@@ -18,20 +18,22 @@ void class_names_free(ClassNames *cn);
 int class_names_find(const ClassNames *cn, const char *s);
 
 // Reads the model configuration and class names from the file's metadata.
-int ckpt_read_config(const StFile *f, DitConfig *c, ClassNames *cn, MalaErr *err);
+int ckpt_read_config(const StFile *f, NetConfig *c, ClassNames *cn, MalaErr *err);
 // Writes the configuration and class names as metadata.
-void ckpt_write_config(StWriter *w, const DitConfig *c, const ClassNames *cn);
+void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn);
 // Copies every tensor of the model's table from `prefix + name` into dst (backend memory of
 // m->n_floats floats). Missing tensors, wrong shapes and tensors the model does not know are
 // refused, naming the first offending tensor.
-int ckpt_load_tensors(const Dit *m, const StFile *f, const char *prefix, float *dst, MalaErr *err);
+int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *dst, MalaErr *err);
 // Adds the table's tensors from a host buffer under `prefix + name`.
-void ckpt_add_tensors(StWriter *w, const Dit *m, const char *prefix, const float *host, StDtype dtype);
+void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype);
 
 // Opens a model for sampling: configuration from the metadata, EMA weights when present.
-Dit *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err);
+Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err);
 // Saves weights (host buffer of m->n_floats floats) as a sampling file.
-int ckpt_save_weights(const Dit *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
+// 1 when the file holds EMA copies (ema.<name>) of the network's tensors.
+int ckpt_has_ema(const Net *m, const StFile *f);
+int ckpt_save_weights(const Net *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
                       MalaErr *err);
 
 #endif

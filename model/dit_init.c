@@ -36,15 +36,15 @@ void dit_pos_embed(float *pos, int H, int grid) {
         }
 }
 
-void dit_init_weights(Dit *m, uint64_t seed) {
-    const DitConfig *c = &m->cfg;
+void dit_init_weights(const Net *n, float *w, uint64_t seed) {
+    const DitConfig *c = &n->cfg.dit;
+    const Dit *m = n->impl;
     size_t H = c->hidden;
-    float *w = xcalloc(m->n_floats, sizeof(float));  // host copy, zero = every zero-initialised tensor
     Rng r;
     rng_seed(&r, seed);
-    size_t K = (size_t)c->in_channels * c->patch * c->patch;
+    size_t K = (size_t)n->cfg.in_channels * c->patch * c->patch;
     xavier_uniform(&r, w + m->x_w, H, K);
-    normal(&r, w + m->y_tab, (c->num_classes + 1) * H, 0.02f);
+    normal(&r, w + m->y_tab, (n->cfg.num_classes + 1) * H, 0.02f);
     normal(&r, w + m->t0_w, H * DIT_FREQ_DIM, 0.02f);
     normal(&r, w + m->t2_w, H * H, 0.02f);
     for (int i = 0; i < c->depth; i++) {
@@ -63,7 +63,4 @@ void dit_init_weights(Dit *m, uint64_t seed) {
     }
     // final_layer.linear and final_layer.adaLN_modulation stay zero
     dit_pos_embed(w + m->pos, (int)H, m->gh);
-    m->be->to_device(m->w, w, m->n_floats * sizeof(float));
-    if (m->ema) m->be->to_device(m->ema, w, m->n_floats * sizeof(float));
-    free(w);
 }

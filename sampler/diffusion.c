@@ -1,5 +1,5 @@
 // defines: beta_schedule_parse, beta_schedule_name, diffusion_make_betas, diffusion_init,
-//          diffusion_init_from_betas, diffusion_free, diffusion_space_timesteps,
+//          diffusion_init_from_betas, diffusion_init_dit, diffusion_free, diffusion_space_timesteps,
 //          diffusion_init_respaced, diffusion_q_sample, diffusion_q_posterior_mean,
 //          diffusion_p_mean_variance, diffusion_training_loss
 #include "diffusion.h"
@@ -134,6 +134,11 @@ int diffusion_init(Diffusion *d, BetaSchedule s, int T, MalaErr *err) {
     free(betas);
     if (rc == 0) d->schedule = s;
     return rc;
+}
+
+void diffusion_init_dit(Diffusion *d) {
+    MalaErr err;
+    if (diffusion_init(d, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
 }
 
 void diffusion_free(Diffusion *d) {

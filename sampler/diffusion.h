@@ -50,6 +50,9 @@ int diffusion_make_betas(double *betas, BetaSchedule s, int T, MalaErr *err);
 // Build / free. All init functions leave *d zeroed on failure; diffusion_free(zeroed) is fine.
 int diffusion_init(Diffusion *d, BetaSchedule s, int T, MalaErr *err);
 int diffusion_init_from_betas(Diffusion *d, const double *betas, int T, MalaErr *err);
+// The process every model of this program is trained and sampled with: DiT's create_diffusion
+// (linear betas, T = 1000).
+void diffusion_init_dit(Diffusion *d);
 void diffusion_free(Diffusion *d);
 
 // ADM's space_timesteps(T, [n]) for one section: out[n] ascending original timesteps

@@ -20,7 +20,7 @@
 #include "testutil.h"
 
 #include "backend.h"
-#include "dit.h"
+#include "net.h"
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
 #include "trainer.h"
@@ -536,7 +536,7 @@ static double *coefs_on_gpu(const Diffusion *d) {
 START_TEST(test_diffusion_ops) {
     Diffusion diff;
     MalaErr err;
-    ck_assert_int_eq(diffusion_init(&diff, BETA_LINEAR, 1000, &err), 0);
+    diffusion_init_dit(&diff);
     double *gcoefs = coefs_on_gpu(&diff);
     enum { B = 6, C = 2, HW = 64 };
     const size_t per = (size_t)C * HW;
@@ -642,12 +642,12 @@ END_TEST
 #define TOL_MODEL_GRAD 1e-3
 #define TOL_TRAIN 1e-4
 
-static void tiny_config(DitConfig *c, AttnKind k) {
-    dit_config_default(c);
-    c->depth = 2; c->hidden = 32; c->heads = 2; c->patch = 2;
+static void tiny_config(NetConfig *c, AttnKind k) {
+    net_config_default(c, BACKBONE_DIT);
+    c->dit.depth = 2; c->dit.hidden = 32; c->dit.heads = 2; c->dit.patch = 2;
     c->image_size = 8; c->in_channels = 2; c->num_classes = 5;
-    dit_config_attn_defaults(c, k);
-    if (k == ATTN_MALA) c->lepe = 3;
+    dit_config_attn_defaults(&c->dit, k);
+    if (k == ATTN_MALA) c->dit.lepe = 3;
 }
 
 // Fails when the GPU copy of n floats at g differs from the CPU's h by more than tol.
@@ -667,9 +667,10 @@ START_TEST(test_model) {
     const AttnKind kinds[3] = {ATTN_MALA, ATTN_LINEAR, ATTN_SOFTMAX};
     const int B = 3;
     for (int ki = 0; ki < 3; ki++) {
-        DitConfig c;
+        NetConfig c;
         tiny_config(&c, kinds[ki]);
-        Dit *mc = dit_create(&c, CPU, B, DIT_TRAIN), *mg = dit_create(&c, GPU, B, DIT_TRAIN);
+        Net *mc = net_create(&c, CPU, B, NET_TRAIN), *mg = net_create(&c, GPU, B, NET_TRAIN);
+        float *gc = CPU->alloc(mc->n_floats * sizeof(float)), *gg = GPU->alloc(mg->n_floats * sizeof(float));
         tu_fill(mc->w, mc->n_floats, -0.15f, 0.15f, 800 + ki);
         GPU->to_device(mg->w, mc->w, mc->n_floats * sizeof(float));
         const size_t img = (size_t)B * c.in_channels * c.image_size * c.image_size;
@@ -679,21 +680,21 @@ START_TEST(test_model) {
         Buf x = buf_rand(img, -1, 1, 810), t = buf_from(tv, 3), out = buf_zeros(outn), dout = buf_rand(outn, -1, 1, 811);
         int32_t *yd = GPU->alloc(sizeof y);
         GPU->to_device(yd, y, sizeof y);
-        dit_forward(mc, out.h, x.h, t.h, y, B);
-        dit_forward(mg, out.d, x.d, t.d, yd, B);
+        net_forward(mc, out.h, x.h, t.h, y, B);
+        net_forward(mg, out.d, x.d, t.d, yd, B);
         char what[160];
         snprintf(what, sizeof what, "model %s: forward output", attn_kind_name(kinds[ki]));
         buf_check(what, &out, TOL_MODEL);
-        CPU->zero(mc->grad, mc->n_floats * sizeof(float));
-        GPU->zero(mg->grad, mg->n_floats * sizeof(float));
-        dit_backward(mc, dout.h, B);
-        dit_backward(mg, dout.d, B);
+        CPU->zero(gc, mc->n_floats * sizeof(float));
+        GPU->zero(gg, mg->n_floats * sizeof(float));
+        net_backward(mc, gc, dout.h, B);
+        net_backward(mg, gg, dout.d, B);
         double worst = 0;
         const char *worst_name = "";
         for (int p = 0; p < mc->nparams; p++) {
             const ParamInfo *pi = &mc->params[p];
             if (pi->offset >= mc->n_trainable) continue;
-            double e = dev_nerr(mg->grad + pi->offset, mc->grad + pi->offset, pi->numel);
+            double e = dev_nerr(gg + pi->offset, gc + pi->offset, pi->numel);
             if (e > worst) { worst = e; worst_name = pi->name; }
         }
         snprintf(what, sizeof what, "model %s: %d gradients (worst %s)", attn_kind_name(kinds[ki]), mc->nparams - 1,
@@ -702,13 +703,14 @@ START_TEST(test_model) {
         ck_assert_msg(worst <= TOL_MODEL_GRAD, "%s: %.3g", what, worst);
         GPU->release(yd);
         buf_free(&x); buf_free(&t); buf_free(&out); buf_free(&dout);
-        dit_free(mc); dit_free(mg);
+        CPU->release(gc); GPU->release(gg);
+        net_free(mc); net_free(mg);
     }
 }
 END_TEST
 
 START_TEST(test_train_steps) {
-    DitConfig c;
+    NetConfig c;
     tiny_config(&c, ATTN_MALA);
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
@@ -719,7 +721,7 @@ START_TEST(test_train_steps) {
     Trainer *tc = trainer_new(&c, &cn, &o, CPU, B), *tg = trainer_new(&c, &cn, &o, GPU, B);
     trainer_init_weights(tc);
     trainer_init_weights(tg);
-    Dit *mc = tc->m, *mg = tg->m;
+    const Net *mc = tc->net, *mg = tg->net;
     const size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
     float *x0 = malloc(B * per * sizeof(float)), *noise = malloc(B * per * sizeof(float));
     uint32_t bits[2 * B];
@@ -744,8 +746,8 @@ START_TEST(test_train_steps) {
     ck_assert_msg(worst <= TOL_TRAIN, "loss terms differ by %.3g", worst);
     const size_t n = mc->n_trainable;
     const struct { const char *what; float *h, *d; } st[4] = {
-        {"10 train steps: weights", mc->w, mg->w}, {"10 train steps: EMA", mc->ema, mg->ema},
-        {"10 train steps: AdamW m", mc->m, mg->m}, {"10 train steps: AdamW v", mc->v, mg->v},
+        {"10 train steps: weights", mc->w, mg->w}, {"10 train steps: EMA", tc->ema, tg->ema},
+        {"10 train steps: AdamW m", tc->m, tg->m}, {"10 train steps: AdamW v", tc->v, tg->v},
     };
     for (int k = 0; k < 4; k++) {
         double e = dev_nerr(st[k].d, st[k].h, n);

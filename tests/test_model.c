@@ -4,12 +4,13 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "dit.h"
+#include "net.h"
 #include "safetensors.h"
 #include "testutil.h"
 
 typedef struct {
-    Dit *m;
+    Net *m;
+    float *grad;
     StFile f;
     int B;
     float *x, *t, *dout, *out_ref, *out;
@@ -29,12 +30,13 @@ static float *read_tensor(const StFile *f, const char *name, size_t *n) {
 static void fixture_open(Fixture *fx, const char *path) {
     MalaErr err;
     ck_assert_msg(st_open(&fx->f, path, &err) == 0, "%s", err.msg);
-    DitConfig c;
+    NetConfig c;
     ClassNames cn;
     ck_assert_msg(ckpt_read_config(&fx->f, &c, &cn, &err) == 0, "%s", err.msg);
     class_names_free(&cn);
     fx->B = (int)st_find(&fx->f, "in.x")->shape[0];
-    fx->m = dit_create(&c, backend_cpu(), fx->B, DIT_TRAIN);
+    fx->m = net_create(&c, backend_cpu(), fx->B, NET_TRAIN);
+    fx->grad = calloc(fx->m->n_floats, sizeof(float));
     for (int i = 0; i < fx->m->nparams; i++) {
         const ParamInfo *p = &fx->m->params[i];
         ck_assert_msg(st_load_f32(&fx->f, p->name, p->shape, p->ndim, fx->m->w + p->offset, &err) == 0, "%s", err.msg);
@@ -53,7 +55,8 @@ static void fixture_open(Fixture *fx, const char *path) {
 
 static void fixture_close(Fixture *fx) {
     free(fx->x); free(fx->t); free(fx->y); free(fx->dout); free(fx->out_ref); free(fx->out);
-    dit_free(fx->m);
+    net_free(fx->m);
+    free(fx->grad);
     st_close(&fx->f);
 }
 
@@ -69,13 +72,13 @@ static const char *FIXTURES[] = {
 START_TEST(test_forward_backward_vs_pytorch) {
     Fixture fx;
     fixture_open(&fx, FIXTURES[_i]);
-    Dit *m = fx.m;
+    Net *m = fx.m;
     size_t nout = (size_t)fx.B * m->out_channels * m->cfg.image_size * m->cfg.image_size;
-    dit_forward(m, fx.out, fx.x, fx.t, fx.y, fx.B);
+    net_forward(m, fx.out, fx.x, fx.t, fx.y, fx.B);
     double e = tu_nerr(fx.out, fx.out_ref, nout, 1e-3);
     ck_assert_msg(e < 1e-4, "%s: output normalised error %.3g", FIXTURES[_i], e);
-    memset(m->grad, 0, m->n_floats * sizeof(float));
-    dit_backward(m, fx.dout, fx.B);
+    memset(fx.grad, 0, m->n_floats * sizeof(float));
+    net_backward(m, fx.grad, fx.dout, fx.B);
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
         if (!strcmp(p->name, "pos_embed")) continue;
@@ -84,7 +87,7 @@ START_TEST(test_forward_backward_vs_pytorch) {
         size_t n;
         float *g = read_tensor(&fx.f, name, &n);
         ck_assert_uint_eq(n, p->numel);
-        double ge = tu_nerr(m->grad + p->offset, g, n, 1e-6);
+        double ge = tu_nerr(fx.grad + p->offset, g, n, 1e-6);
         ck_assert_msg(ge < 1e-3, "%s: gradient of %s normalised error %.3g", FIXTURES[_i], p->name, ge);
         free(g);
     }
@@ -97,13 +100,13 @@ END_TEST
 START_TEST(test_forward_repeatable) {
     Fixture fx;
     fixture_open(&fx, FIXTURES[0]);
-    Dit *m = fx.m;
+    Net *m = fx.m;
     size_t per = (size_t)m->out_channels * m->cfg.image_size * m->cfg.image_size;
     float *again = calloc(per * fx.B, sizeof(float));
-    dit_forward(m, fx.out, fx.x, fx.t, fx.y, fx.B);
-    dit_forward(m, again, fx.x, fx.t, fx.y, fx.B);
+    net_forward(m, fx.out, fx.x, fx.t, fx.y, fx.B);
+    net_forward(m, again, fx.x, fx.t, fx.y, fx.B);
     ck_assert_int_eq(memcmp(again, fx.out, per * fx.B * sizeof(float)), 0);
-    dit_forward(m, again, fx.x, fx.t, fx.y, 1);
+    net_forward(m, again, fx.x, fx.t, fx.y, 1);
     ck_assert(tu_nerr(again, fx.out, per, 1e-3) < 1e-6);
     free(again);
     fixture_close(&fx);
@@ -113,17 +116,17 @@ END_TEST
 // DiT's initialisation: adaLN-Zero and a zero final layer make the initial output exactly 0;
 // the table has PyTorch's names and shapes.
 START_TEST(test_init_and_table) {
-    DitConfig c;
-    dit_config_default(&c);
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
     MalaErr err;
-    ck_assert_int_eq(dit_config_preset(&c, "DiT-T/4", &err), 0);
-    Dit *m = dit_create(&c, backend_cpu(), 2, DIT_INFER);
-    dit_init_weights(m, 1);
-    const ParamInfo *q = dit_find_param(m, "blocks.3.attn.qkv.weight");
+    ck_assert_int_eq(net_config_preset(&c, "DiT-T/4", &err), 0);
+    Net *m = net_create(&c, backend_cpu(), 2, NET_INFER);
+    net_init_weights(m, 1);
+    const ParamInfo *q = net_find_param(m, "blocks.3.attn.qkv.weight");
     ck_assert(q != NULL);
     ck_assert_int_eq(q->shape[0], 3 * 128);
-    ck_assert(dit_find_param(m, "blocks.0.attn.lepe.weight") != NULL);
-    ck_assert(dit_find_param(m, "blocks.0.attn.gate.weight") == NULL);
+    ck_assert(net_find_param(m, "blocks.0.attn.lepe.weight") != NULL);
+    ck_assert(net_find_param(m, "blocks.0.attn.gate.weight") == NULL);
     // Xavier bound for qkv: sqrt(6 / (128 + 384))
     double bound = sqrt(6.0 / 512), mx = 0;
     for (size_t i = 0; i < q->numel; i++) mx = fmax(mx, fabs(m->w[q->offset + i]));
@@ -131,12 +134,12 @@ START_TEST(test_init_and_table) {
     float x[2 * 32 * 32], t[2] = {10, 900}, out[2 * 2 * 32 * 32];
     int32_t y[2] = {3, 10};
     tu_fill(x, 2 * 32 * 32, -1, 1, 5);
-    dit_forward(m, out, x, t, y, 2);
+    net_forward(m, out, x, t, y, 2);
     for (int i = 0; i < 2 * 2 * 32 * 32; i++) ck_assert(out[i] == 0.0f);
-    ck_assert_int_ne(dit_config_preset(&c, "DiT-Q/2", &err), 0);
+    ck_assert_int_ne(net_config_preset(&c, "DiT-Q/2", &err), 0);
     ck_assert(strstr(err.msg, "unknown preset") != NULL);
-    ck_assert_int_ne(dit_config_preset(&c, "DiT-S/3", &err), 0);
-    dit_free(m);
+    ck_assert_int_ne(net_config_preset(&c, "DiT-S/3", &err), 0);
+    net_free(m);
 }
 END_TEST
 
@@ -148,13 +151,13 @@ START_TEST(test_model_file_round_trip) {
     char path[256], bad[256];
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
-    DitConfig c;
-    dit_config_default(&c);
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
     MalaErr err;
-    dit_config_preset(&c, "DiT-T/4", &err);
-    c.gate = 1;
-    Dit *m = dit_create(&c, backend_cpu(), 1, DIT_INFER);
-    dit_init_weights(m, 7);
+    net_config_preset(&c, "DiT-T/4", &err);
+    c.dit.gate = 1;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    net_init_weights(m, 7);
     tu_fill(m->w, m->n_trainable, -0.5f, 0.5f, 3);
     ClassNames cn;
     class_names_default(&cn, 10);
@@ -162,16 +165,16 @@ START_TEST(test_model_file_round_trip) {
     cn.names[7] = strdup("Sneaker \"quoted\"");
     ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, path, &err) == 0, "%s", err.msg);
     ClassNames cn2;
-    Dit *m2 = ckpt_load_model(path, backend_cpu(), 1, &cn2, &err);
+    Net *m2 = ckpt_load_model(path, backend_cpu(), 1, &cn2, &err);
     ck_assert_msg(m2 != NULL, "%s", err.msg);
     ck_assert_int_eq(memcmp(m2->w, m->w, m->n_floats * sizeof(float)), 0);
     ck_assert_str_eq(cn2.names[7], "Sneaker \"quoted\"");
     ck_assert_int_eq(class_names_find(&cn2, "sneaker \"QUOTED\""), 7);
     ck_assert_int_eq(class_names_find(&cn2, "3"), 3);
     ck_assert_int_eq(class_names_find(&cn2, "Boot"), -1);
-    ck_assert(m2->cfg.gate == 1 && m2->cfg.lepe == 5 && m2->cfg.attn == ATTN_MALA);
+    ck_assert(m2->cfg.dit.gate == 1 && m2->cfg.dit.lepe == 5 && m2->cfg.dit.attn == ATTN_MALA);
     class_names_free(&cn2);
-    dit_free(m2);
+    net_free(m2);
 
     // a tensor with the wrong shape
     StWriter *w = st_writer_new();
@@ -186,7 +189,7 @@ START_TEST(test_model_file_round_trip) {
     ck_assert_msg(strstr(err.msg, "blocks.0.attn.extra") && strstr(err.msg, bad), "%s", err.msg);
 
     // the configuration says no gate: the gate tensors are foreign
-    c.gate = 0;
+    c.dit.gate = 0;
     w = st_writer_new();
     ckpt_write_config(w, &c, &cn);
     ckpt_add_tensors(w, m, "", m->w, ST_F16);
@@ -196,8 +199,8 @@ START_TEST(test_model_file_round_trip) {
     ck_assert_msg(strstr(err.msg, "attn.gate"), "%s", err.msg);
 
     // hidden disagrees with the tensors
-    c.gate = 1;
-    c.hidden = 64;
+    c.dit.gate = 1;
+    c.dit.hidden = 64;
     w = st_writer_new();
     ckpt_write_config(w, &c, &cn);
     ckpt_add_tensors(w, m, "", m->w, ST_F16);
@@ -206,9 +209,12 @@ START_TEST(test_model_file_round_trip) {
     ck_assert(ckpt_load_model(bad, backend_cpu(), 1, &cn2, &err) == NULL);
     ck_assert_msg(strstr(err.msg, "x_embedder.proj.weight") && strstr(err.msg, "expects"), "%s", err.msg);
 
-    // metadata missing a key
+    // metadata missing a key (the data keys present, DiT's 'hidden' absent)
     w = st_writer_new();
     st_writer_meta(w, "depth", "4");
+    st_writer_meta(w, "image_size", "32");
+    st_writer_meta(w, "in_channels", "1");
+    st_writer_meta(w, "num_classes", "10");
     ckpt_add_tensors(w, m, "", m->w, ST_F16);
     ck_assert_int_eq(st_writer_save(w, bad, &err), 0);
     st_writer_free(w);
@@ -216,7 +222,7 @@ START_TEST(test_model_file_round_trip) {
     ck_assert_msg(strstr(err.msg, "'hidden' is missing"), "%s", err.msg);
 
     class_names_free(&cn);
-    dit_free(m);
+    net_free(m);
     unlink(path);
     unlink(bad);
     rmdir(dir);

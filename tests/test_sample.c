@@ -152,10 +152,10 @@ START_TEST(test_library_vs_pytorch) {
     MalaErr err;
     Generator g;
     ck_assert_msg(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0, "%s", err.msg);
-    const DitConfig *c = &g.m->cfg;
-    ck_assert(c->depth == 2 && c->hidden == 32 && c->heads == 2 && c->patch == 2 && c->image_size == S);
+    const NetConfig *c = &g.net->cfg;
+    ck_assert(c->dit.depth == 2 && c->dit.hidden == 32 && c->dit.heads == 2 && c->dit.patch == 2 && c->image_size == S);
     ck_assert(c->in_channels == 1 && c->num_classes == 3 && c->learn_sigma == 1);
-    ck_assert(c->attn == ATTN_MALA && c->rope == 1 && c->lepe == 5 && c->gate == 0);
+    ck_assert(c->dit.attn == ATTN_MALA && c->dit.rope == 1 && c->dit.lepe == 5 && c->dit.gate == 0);
     ck_assert_int_eq(g.classes.n, 3);
     for (int k = 0; k < 3; k++) ck_assert_str_eq(g.classes.names[k], NAMES[k]);
 

@@ -53,13 +53,13 @@ START_TEST(test_adamw_ema_vs_pytorch) {
 END_TEST
 
 static Trainer *tiny_trainer(float lr, int batch) {
-    DitConfig c;
-    dit_config_default(&c);
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
     MalaErr err;
-    ck_assert(dit_config_preset(&c, "DiT-T/4", &err) == 0);
-    c.depth = 2;
-    c.hidden = 64;
-    c.heads = 2;
+    ck_assert(net_config_preset(&c, "DiT-T/4", &err) == 0);
+    c.dit.depth = 2;
+    c.dit.hidden = 64;
+    c.dit.heads = 2;
     ClassNames cn;
     class_names_default(&cn, 10);
     TrainOpts o;
@@ -76,21 +76,21 @@ static Trainer *tiny_trainer(float lr, int batch) {
 // A batch with a NaN is skipped: weights, EMA and moments are untouched and the step is counted.
 START_TEST(test_nonfinite_step_skipped) {
     Trainer *tr = tiny_trainer(1e-3f, 2);
-    size_t img = 2 * 32 * 32, bytes = tr->m->n_floats * sizeof(float);
+    size_t img = 2 * 32 * 32, bytes = tr->net->n_floats * sizeof(float);
     float *x = calloc(img, sizeof(float));
     int32_t y[2] = {1, 2};
     trainer_step(tr, x, y);
     float *before = malloc(4 * bytes);
-    memcpy(before, tr->m->w, bytes); memcpy((char *)before + bytes, tr->m->ema, bytes);
-    memcpy((char *)before + 2 * bytes, tr->m->m, bytes); memcpy((char *)before + 3 * bytes, tr->m->v, bytes);
+    memcpy(before, tr->net->w, bytes); memcpy((char *)before + bytes, tr->ema, bytes);
+    memcpy((char *)before + 2 * bytes, tr->m, bytes); memcpy((char *)before + 3 * bytes, tr->v, bytes);
     x[5] = NAN;
     StepStats st = trainer_step(tr, x, y);
     ck_assert(st.skipped);
     ck_assert_int_eq(tr->bad_in_a_row, 1);
     ck_assert_int_eq(tr->skipped_total, 1);
     ck_assert_int_eq(tr->step, 1);
-    ck_assert(!memcmp(before, tr->m->w, bytes) && !memcmp((char *)before + bytes, tr->m->ema, bytes));
-    ck_assert(!memcmp((char *)before + 2 * bytes, tr->m->m, bytes) && !memcmp((char *)before + 3 * bytes, tr->m->v, bytes));
+    ck_assert(!memcmp(before, tr->net->w, bytes) && !memcmp((char *)before + bytes, tr->ema, bytes));
+    ck_assert(!memcmp((char *)before + 2 * bytes, tr->m, bytes) && !memcmp((char *)before + 3 * bytes, tr->v, bytes));
     x[5] = 0;
     st = trainer_step(tr, x, y);
     ck_assert(!st.skipped && tr->bad_in_a_row == 0 && tr->step == 2);
@@ -178,12 +178,12 @@ START_TEST(test_resume_bit_exact) {
     ck_assert_int_eq(cmd_export(5, xargv), 0);
     ClassNames cn;
     MalaErr err;
-    Dit *m = ckpt_load_model(exported, backend_cpu(), 1, &cn, &err);
+    Net *m = ckpt_load_model(exported, backend_cpu(), 1, &cn, &err);
     ck_assert_msg(m != NULL, "%s", err.msg);
     ck_assert_str_eq(cn.names[7], "Sneaker");
     StFile f;
     ck_assert(st_open(&f, fa, &err) == 0);
-    const ParamInfo *p = dit_find_param(m, "blocks.1.mlp.fc1.weight");
+    const ParamInfo *p = net_find_param(m, "blocks.1.mlp.fc1.weight");
     float *ema = malloc(p->numel * sizeof(float));
     ck_assert(st_load_f32(&f, "ema.blocks.1.mlp.fc1.weight", p->shape, p->ndim, ema, &err) == 0);
     for (size_t i = 0; i < p->numel; i++)
@@ -191,7 +191,7 @@ START_TEST(test_resume_bit_exact) {
     free(ema);
     st_close(&f);
     class_names_free(&cn);
-    dit_free(m);
+    net_free(m);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert(system(cmd) == 0);

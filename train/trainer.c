@@ -2,9 +2,10 @@
 //          trainer_step_given, trainer_save, trainer_load, trainer_peek, trainer_export_ema
 #include "trainer.h"
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
+
+#include "st_meta.h"
 
 void train_opts_default(TrainOpts *o) {
     o->lr = 1e-4f;
@@ -20,17 +21,22 @@ void train_opts_default(TrainOpts *o) {
     o->seed = 0;
 }
 
-Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch) {
+Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch) {
     Trainer *tr = xcalloc(1, sizeof *tr);
     tr->be = be;
     tr->opt = *o;
     tr->batch = batch;
     class_names_copy(&tr->classes, cn);
-    tr->m = dit_create(c, be, batch, DIT_TRAIN);
-    MalaErr err;
-    if (diffusion_init(&tr->diff, BETA_LINEAR, 1000, &err)) FATAL("%s", err.msg);
+    tr->net = net_create(c, be, batch, NET_TRAIN);
+    size_t nf = tr->net->n_floats;
+    tr->d_opt = be->alloc(4 * nf * sizeof(float));
+    tr->grad = tr->d_opt;
+    tr->m = tr->grad + nf;
+    tr->v = tr->m + nf;
+    tr->ema = tr->v + nf;
+    diffusion_init_dit(&tr->diff);
     size_t img = (size_t)batch * c->in_channels * c->image_size * c->image_size;
-    size_t outn = (size_t)batch * tr->m->out_channels * c->image_size * c->image_size;
+    size_t outn = (size_t)batch * tr->net->out_channels * c->image_size * c->image_size;
     size_t coefs = (size_t)tr->diff.num_timesteps * DIFF_COEFS * sizeof(double);
     tr->loss_host = xmalloc(2 * (size_t)batch * sizeof(double));
     // one backend block for the step's inputs, draws, output, output gradient and loss terms
@@ -55,27 +61,30 @@ Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *
 void trainer_free(Trainer *tr) {
     if (!tr) return;
     tr->be->release(tr->d_mem);
+    tr->be->release(tr->d_opt);
     free(tr->loss_host);
     diffusion_free(&tr->diff);
     class_names_free(&tr->classes);
-    dit_free(tr->m);
+    net_free(tr->net);
     free(tr);
 }
 
 void trainer_init_weights(Trainer *tr) {
-    Dit *m = tr->m;
-    dit_init_weights(m, tr->opt.seed);  // also sets ema = w
-    tr->be->zero(m->m, m->n_floats * sizeof(float));
-    tr->be->zero(m->v, m->n_floats * sizeof(float));
+    Net *n = tr->net;
+    size_t bytes = n->n_floats * sizeof(float);
+    net_init_weights(n, tr->opt.seed);
+    tr->be->copy(tr->ema, n->w, bytes);
+    tr->be->zero(tr->m, bytes);
+    tr->be->zero(tr->v, bytes);
     tr->step = tr->batches = tr->skipped_total = 0;
     tr->bad_in_a_row = 0;
 }
 
 // The step from the draws already in d_bits and d_noise and the batch in d_x0 / d_y.
 static StepStats step_drawn(Trainer *tr) {
-    Dit *m = tr->m;
+    Net *n = tr->net;
     const Backend *be = tr->be;
-    const DitConfig *c = &m->cfg;
+    const NetConfig *c = &n->cfg;
     const int B = tr->batch, C = c->in_channels;
     const size_t hw = (size_t)c->image_size * c->image_size;
     StepStats st = {0};
@@ -84,16 +93,16 @@ static StepStats step_drawn(Trainer *tr) {
     be->diffusion_prepare(tr->d_xt, tr->d_tf, tr->d_t, tr->d_y, tr->d_bits, tr->d_x0, tr->d_noise, tr->d_y,
                           tr->d_coefs, tr->diff.num_timesteps, tr->opt.label_drop, c->num_classes, B, (size_t)C * hw);
     tr->batches++;
-    dit_forward(m, tr->d_out, tr->d_xt, tr->d_tf, tr->d_y, B);
+    net_forward(n, tr->d_out, tr->d_xt, tr->d_tf, tr->d_y, B);
     be->diffusion_loss(tr->d_dout, tr->d_loss, tr->d_loss + B, tr->d_out, tr->d_x0, tr->d_noise, tr->d_t, tr->d_coefs,
                        tr->diff.vb_scale, B, C, hw, c->learn_sigma);
     be->to_host(tr->loss_host, tr->d_loss, 2 * (size_t)B * sizeof(double));
     for (int b = 0; b < B; b++) { st.mse += tr->loss_host[b] / B; st.vb += tr->loss_host[B + b] / B; }
     st.loss = st.mse + st.vb;
     if (isfinite(st.loss)) {
-        be->zero(m->grad, m->n_floats * sizeof(float));
-        dit_backward(m, tr->d_dout, B);
-        st.grad_norm = sqrt(be->sumsq(m->grad, m->n_trainable));
+        be->zero(tr->grad, n->n_floats * sizeof(float));
+        net_backward(n, tr->grad, tr->d_dout, B);
+        st.grad_norm = sqrt(be->sumsq(tr->grad, n->n_trainable));
     }
     if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
         st.skipped = 1;
@@ -103,25 +112,25 @@ static StepStats step_drawn(Trainer *tr) {
     }
     tr->bad_in_a_row = 0;
     if (tr->opt.grad_clip > 0 && st.grad_norm > tr->opt.grad_clip)  // torch clip_grad_norm_
-        be->scale(m->grad, (float)(tr->opt.grad_clip / (st.grad_norm + 1e-6)), m->n_trainable);
+        be->scale(tr->grad, (float)(tr->opt.grad_clip / (st.grad_norm + 1e-6)), n->n_trainable);
     tr->step++;
     float lr = tr->opt.lr;
     if (tr->opt.warmup > 0 && tr->step < (uint64_t)tr->opt.warmup) lr *= (float)tr->step / tr->opt.warmup;
-    be->adamw(m->w, m->grad, m->m, m->v, m->n_trainable, lr, tr->opt.beta1, tr->opt.beta2, tr->opt.eps,
+    be->adamw(n->w, tr->grad, tr->m, tr->v, n->n_trainable, lr, tr->opt.beta1, tr->opt.beta2, tr->opt.eps,
               tr->opt.weight_decay, (int)tr->step);
-    be->ema(m->ema, m->w, m->n_trainable, tr->opt.ema_decay);
+    be->ema(tr->ema, n->w, n->n_trainable, tr->opt.ema_decay);
     return st;
 }
 
 static void upload_batch(Trainer *tr, const float *x0, const int32_t *y) {
-    const DitConfig *c = &tr->m->cfg;
+    const NetConfig *c = &tr->net->cfg;
     size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
     tr->be->to_device(tr->d_x0, x0, img * sizeof(float));
     tr->be->to_device(tr->d_y, y, (size_t)tr->batch * sizeof(int32_t));
 }
 
 StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
-    const DitConfig *c = &tr->m->cfg;
+    const NetConfig *c = &tr->net->cfg;
     const int B = tr->batch;
     size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
     upload_batch(tr, x0, y);
@@ -131,7 +140,7 @@ StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
 }
 
 StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise) {
-    const DitConfig *c = &tr->m->cfg;
+    const NetConfig *c = &tr->net->cfg;
     size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
     upload_batch(tr, x0, y);
     tr->be->to_device(tr->d_bits, bits, 2 * (size_t)tr->batch * sizeof(uint32_t));
@@ -141,40 +150,28 @@ StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, con
 
 // ---- checkpoints ----
 
-static void meta_u64(StWriter *w, const char *key, uint64_t v) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    st_writer_meta(w, key, buf);
-}
-
-static void meta_float(StWriter *w, const char *key, float v) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.9g", v);
-    st_writer_meta(w, key, buf);
-}
-
 int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
-    const Dit *m = tr->m;
+    const Net *m = tr->net;
     size_t bytes = m->n_floats * sizeof(float);
     float *host = xmalloc(4 * bytes);
     float *w = host, *ema = host + m->n_floats, *mo = ema + m->n_floats, *vo = mo + m->n_floats;
     tr->be->to_host(w, m->w, bytes);
-    tr->be->to_host(ema, m->ema, bytes);
-    tr->be->to_host(mo, m->m, bytes);
-    tr->be->to_host(vo, m->v, bytes);
+    tr->be->to_host(ema, tr->ema, bytes);
+    tr->be->to_host(mo, tr->m, bytes);
+    tr->be->to_host(vo, tr->v, bytes);
     StWriter *wr = st_writer_new();
     ckpt_write_config(wr, &m->cfg, &tr->classes);
-    meta_u64(wr, "step", tr->step);
-    meta_u64(wr, "batches", tr->batches);
-    meta_u64(wr, "skipped", tr->skipped_total);
-    meta_u64(wr, "seed", tr->opt.seed);
-    meta_u64(wr, "batch", (uint64_t)tr->batch);
-    meta_float(wr, "lr", tr->opt.lr);
-    meta_u64(wr, "warmup", (uint64_t)tr->opt.warmup);
-    meta_float(wr, "weight_decay", tr->opt.weight_decay);
-    meta_float(wr, "grad_clip", tr->opt.grad_clip);
-    meta_float(wr, "ema_decay", tr->opt.ema_decay);
-    meta_float(wr, "label_drop", tr->opt.label_drop);
+    st_writer_meta_u64(wr, "step", tr->step);
+    st_writer_meta_u64(wr, "batches", tr->batches);
+    st_writer_meta_u64(wr, "skipped", tr->skipped_total);
+    st_writer_meta_u64(wr, "seed", tr->opt.seed);
+    st_writer_meta_u64(wr, "batch", (uint64_t)tr->batch);
+    st_writer_meta_float(wr, "lr", tr->opt.lr);
+    st_writer_meta_u64(wr, "warmup", (uint64_t)tr->opt.warmup);
+    st_writer_meta_float(wr, "weight_decay", tr->opt.weight_decay);
+    st_writer_meta_float(wr, "grad_clip", tr->opt.grad_clip);
+    st_writer_meta_float(wr, "ema_decay", tr->opt.ema_decay);
+    st_writer_meta_float(wr, "label_drop", tr->opt.label_drop);
     ckpt_add_tensors(wr, m, "", w, ST_F32);
     ckpt_add_tensors(wr, m, "ema.", ema, ST_F32);
     ckpt_add_tensors(wr, m, "opt.m.", mo, ST_F32);
@@ -185,33 +182,23 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     return rc;
 }
 
-static int meta_get_u64(const StFile *f, const char *key, uint64_t *out, MalaErr *err) {
-    const char *v = st_meta(f, key);
-    if (!v) return mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key);
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || errno) return mala_errf(err, "%s: metadata '%s' = '%s' is not an integer", f->path, key, v);
-    *out = x;
-    return 0;
+// A key every training checkpoint has.
+static int need_u64(const StFile *f, const char *key, uint64_t *out, MalaErr *err) {
+    int rc = st_meta_u64(f, key, out, err);
+    return rc == 1 ? mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key) : rc;
 }
 
-static int meta_get_float(const StFile *f, const char *key, float *out, MalaErr *err) {
-    const char *v = st_meta(f, key);
-    if (!v) return mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key);
-    char *end;
-    float x = strtof(v, &end);
-    if (!*v || *end) return mala_errf(err, "%s: metadata '%s' = '%s' is not a number", f->path, key, v);
-    *out = x;
-    return 0;
+static int need_float(const StFile *f, const char *key, float *out, MalaErr *err) {
+    int rc = st_meta_float(f, key, out, err);
+    return rc == 1 ? mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key) : rc;
 }
 
 static int read_train_meta(const StFile *f, TrainOpts *o, int *batch, MalaErr *err) {
     uint64_t seed, b, warmup;
-    if (meta_get_u64(f, "seed", &seed, err) || meta_get_u64(f, "batch", &b, err) ||
-        meta_get_u64(f, "warmup", &warmup, err) || meta_get_float(f, "lr", &o->lr, err) ||
-        meta_get_float(f, "weight_decay", &o->weight_decay, err) || meta_get_float(f, "grad_clip", &o->grad_clip, err) ||
-        meta_get_float(f, "ema_decay", &o->ema_decay, err) || meta_get_float(f, "label_drop", &o->label_drop, err))
+    if (need_u64(f, "seed", &seed, err) || need_u64(f, "batch", &b, err) ||
+        need_u64(f, "warmup", &warmup, err) || need_float(f, "lr", &o->lr, err) ||
+        need_float(f, "weight_decay", &o->weight_decay, err) || need_float(f, "grad_clip", &o->grad_clip, err) ||
+        need_float(f, "ema_decay", &o->ema_decay, err) || need_float(f, "label_drop", &o->label_drop, err))
         return -1;
     o->seed = seed;
     o->warmup = (int)warmup;
@@ -219,7 +206,7 @@ static int read_train_meta(const StFile *f, TrainOpts *o, int *batch, MalaErr *e
     return 0;
 }
 
-int trainer_peek(const char *path, DitConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err) {
+int trainer_peek(const char *path, NetConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err) {
     StFile f;
     if (st_open(&f, path, err)) return -1;
     int rc = ckpt_read_config(&f, c, cn, err);
@@ -231,14 +218,14 @@ int trainer_peek(const char *path, DitConfig *c, ClassNames *cn, TrainOpts *o, i
 int trainer_load(Trainer *tr, const char *path, MalaErr *err) {
     StFile f;
     if (st_open(&f, path, err)) return -1;
-    Dit *m = tr->m;
+    Net *m = tr->net;
     uint64_t step, batches, skipped;
     int rc = -1;
-    if (meta_get_u64(&f, "step", &step, err) || meta_get_u64(&f, "batches", &batches, err) ||
-        meta_get_u64(&f, "skipped", &skipped, err))
+    if (need_u64(&f, "step", &step, err) || need_u64(&f, "batches", &batches, err) ||
+        need_u64(&f, "skipped", &skipped, err))
         goto done;
-    if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", m->ema, err) ||
-        ckpt_load_tensors(m, &f, "opt.m.", m->m, err) || ckpt_load_tensors(m, &f, "opt.v.", m->v, err))
+    if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", tr->ema, err) ||
+        ckpt_load_tensors(m, &f, "opt.m.", tr->m, err) || ckpt_load_tensors(m, &f, "opt.v.", tr->v, err))
         goto done;
     tr->step = step;
     tr->batches = batches;
@@ -251,9 +238,9 @@ done:
 }
 
 int trainer_export_ema(const Trainer *tr, const char *path, StDtype dtype, MalaErr *err) {
-    const Dit *m = tr->m;
+    const Net *m = tr->net;
     float *host = xmalloc(m->n_floats * sizeof(float));
-    tr->be->to_host(host, m->ema, m->n_floats * sizeof(float));
+    tr->be->to_host(host, tr->ema, m->n_floats * sizeof(float));
     int rc = ckpt_save_weights(m, &tr->classes, host, dtype, path, err);
     free(host);
     return rc;

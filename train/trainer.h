@@ -15,7 +15,7 @@
 
 #include "checkpoint.h"
 #include "diffusion.h"
-#include "dit.h"
+#include "net.h"
 
 typedef struct {
     float lr;            // constant learning rate (DiT: 1e-4)
@@ -37,8 +37,11 @@ typedef struct {
 } StepStats;
 
 typedef struct {
-    Dit *m;
+    Net *net;
     const Backend *be;
+    // optimiser state, backend memory (one block, d_opt): [n_floats] each
+    void *d_opt;
+    float *grad, *m, *v, *ema;
     TrainOpts opt;
     Diffusion diff;
     ClassNames classes;
@@ -58,7 +61,7 @@ typedef struct {
 
 #define TRAIN_NOISE_KEY 0x6a09e667f3bcc909ull  // seed ^ this: the noise's generator seed
 
-Trainer *trainer_new(const DitConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch);
+Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch);
 void trainer_free(Trainer *tr);
 // Fresh weights (DiT init from opt.seed), EMA = weights, zero moments.
 void trainer_init_weights(Trainer *tr);
@@ -73,7 +76,7 @@ StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, con
 int trainer_save(const Trainer *tr, const char *path, MalaErr *err);
 int trainer_load(Trainer *tr, const char *path, MalaErr *err);
 // Reads only the configuration and class names of a training checkpoint (to build a Trainer).
-int trainer_peek(const char *path, DitConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err);
+int trainer_peek(const char *path, NetConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err);
 // Saves the EMA weights alone as a sampling file (dtype F32 or F16).
 int trainer_export_ema(const Trainer *tr, const char *path, StDtype dtype, MalaErr *err);
 

@@ -1,16 +1,16 @@
-// Image generation from a model file: the one sampling API that `mala sample`, `mala eval` and
-// the viewer call. Holds the model, the denoise adapter and a sampler sized for max_batch images.
+// Image generation: a network, the diffusion and a sampler joined. The one sampling API that
+// `mala sample`, `mala eval`, `mala bench sample`, the training preview and the viewer call; it
+// sits above model/ and sampler/ and is the only place that wires them together.
 #ifndef MALA_GENERATE_H
 #define MALA_GENERATE_H
 
 #include <stdint.h>
 
 #include "checkpoint.h"
-#include "denoiser.h"
 #include "sampler.h"
 
 typedef struct {
-    Dit *m;
+    Net *net;
     ClassNames classes;
     Diffusion base;
     Sampler s;
@@ -33,6 +33,11 @@ typedef struct {
 GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4, clip on
 // Opens `path` (EMA weights when present) for batches of up to max_batch images.
 int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err);
+// A generator over a new network of configuration c with zero weights: the caller fills g->net->w
+// (net_init_weights, or a copy of a trainer's EMA).
+void generator_new(Generator *g, const NetConfig *c, const ClassNames *cn, const Backend *be, int max_batch);
+// Floats of one image [C, S, S].
+size_t generator_image_floats(const Generator *g);
 void generator_close(Generator *g);
 // Fills noise [n, C, S, S] (host) for images first..first+n-1 of a run seeded by seed: image i's
 // noise depends only on (seed, i), so batching does not change the images, and it is the host's

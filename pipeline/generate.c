@@ -1,4 +1,5 @@
-// defines: gen_opts_default, generator_open, generator_close, generator_noise, generator_run
+// defines: gen_opts_default, generator_open, generator_new, generator_image_floats, generator_close,
+//          generator_noise, generator_run
 #include "generate.h"
 
 #include <string.h>
@@ -10,37 +11,61 @@ GenOpts gen_opts_default(void) {
     return o;
 }
 
-int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err) {
-    memset(g, 0, sizeof *g);
+// The samplers' DenoiseFn (sampler.h): every array is already in the network's backend memory.
+static void denoise(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n) {
+    net_forward(ctx, out, x, t, y, n);
+}
+
+size_t generator_image_floats(const Generator *g) {
+    const NetConfig *c = &g->net->cfg;
+    return (size_t)c->in_channels * c->image_size * c->image_size;
+}
+
+// Everything but the network and the class names.
+static void generator_wire(Generator *g, int max_batch) {
+    const NetConfig *c = &g->net->cfg;
+    const Backend *be = g->net->be;
+    MalaErr err;
     g->max_batch = max_batch;
-    g->m = ckpt_load_model(path, be, 2 * max_batch, &g->classes, err);  // 2x: guided batches
-    if (!g->m) return -1;
-    if (diffusion_init(&g->base, BETA_LINEAR, 1000, err)) return -1;
-    size_t per = (size_t)g->m->cfg.in_channels * g->m->cfg.image_size * g->m->cfg.image_size;
+    diffusion_init_dit(&g->base);
+    size_t per = generator_image_floats(g);
     g->d_x = be->alloc((size_t)max_batch * per * sizeof(float));
     g->x0_host = xmalloc((size_t)max_batch * per * sizeof(float));
     SamplerConfig sc = sampler_config_default();
-    sc.learn_sigma = g->m->cfg.learn_sigma;
-    sc.num_classes = g->m->cfg.num_classes;
-    if (sampler_init(&g->s, be, &g->base, &sc, max_batch, g->m->cfg.in_channels, g->m->cfg.image_size, denoiser_fn,
-                     g->m, err))
-        return -1;
+    sc.learn_sigma = c->learn_sigma;
+    sc.num_classes = c->num_classes;
+    if (sampler_init(&g->s, be, &g->base, &sc, max_batch, c->in_channels, c->image_size, denoise, g->net, &err))
+        FATAL("%s", err.msg);
+}
+
+int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err) {
+    memset(g, 0, sizeof *g);
+    g->net = ckpt_load_model(path, be, 2 * max_batch, &g->classes, err);  // 2x: guided batches
+    if (!g->net) return -1;
+    generator_wire(g, max_batch);
     return 0;
 }
 
+void generator_new(Generator *g, const NetConfig *c, const ClassNames *cn, const Backend *be, int max_batch) {
+    memset(g, 0, sizeof *g);
+    g->net = net_create(c, be, 2 * max_batch, NET_INFER);
+    class_names_copy(&g->classes, cn);
+    generator_wire(g, max_batch);
+}
+
 void generator_close(Generator *g) {
-    if (!g->m) return;
+    if (!g->net) return;
     sampler_free(&g->s);
     diffusion_free(&g->base);
-    g->m->be->release(g->d_x);
+    g->net->be->release(g->d_x);
     free(g->x0_host);
-    dit_free(g->m);
+    net_free(g->net);
     class_names_free(&g->classes);
     memset(g, 0, sizeof *g);
 }
 
 void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t first, int n) {
-    size_t per = (size_t)g->m->cfg.in_channels * g->m->cfg.image_size * g->m->cfg.image_size;
+    size_t per = generator_image_floats(g);
     for (int i = 0; i < n; i++) {
         Rng r;
         rng_seed_stream(&r, seed, (uint64_t)(first + i));
@@ -52,18 +77,16 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
 // from the initial noise's (generator_noise uses stream = image index under `seed`).
 static void step_noise(void *ctx, float *out, size_t count, int step) {
     Generator *g = ctx;
-    const DitConfig *c = &g->m->cfg;
-    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
-    g->m->be->rand_normal(out, (int)(count / per), per, g->noise_seed ^ 0x9e3779b97f4a7c15ull,
+    size_t per = generator_image_floats(g);
+    g->net->be->rand_normal(out, (int)(count / per), per, g->noise_seed ^ 0x9e3779b97f4a7c15ull,
                           (uint64_t)g->noise_first * 1024 + (uint64_t)step, 1024);
 }
 
 // The caller's on_step with the predicted x0 brought to the host.
 static int host_step(void *ctx, int step, int nsteps, const float *x0) {
     Generator *g = ctx;
-    const DitConfig *c = &g->m->cfg;
-    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
-    g->m->be->to_host(g->x0_host, x0, (size_t)g->run_n * per * sizeof(float));
+    size_t per = generator_image_floats(g);
+    g->net->be->to_host(g->x0_host, x0, (size_t)g->run_n * per * sizeof(float));
     return g->user_step(g->user_ctx, step, nsteps, g->x0_host);
 }
 
@@ -73,8 +96,8 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     if (o->steps < 1 || o->steps > T) return mala_errf(err, "--steps %d: must be between 1 and %d", o->steps, T);
     if (n < 1 || n > g->max_batch) return mala_errf(err, "generator: batch %d outside 1..%d", n, g->max_batch);
     for (int i = 0; i < n; i++)
-        if (y[i] < 0 || y[i] > g->m->cfg.num_classes)
-            return mala_errf(err, "label %d: the model has classes 0..%d", y[i], g->m->cfg.num_classes - 1);
+        if (y[i] < 0 || y[i] > g->net->cfg.num_classes)
+            return mala_errf(err, "label %d: the model has classes 0..%d", y[i], g->net->cfg.num_classes - 1);
     if (g->s.sp.num_timesteps != o->steps && sampler_set_steps(&g->s, &g->base, o->steps, err)) return -1;
     g->s.cfg.kind = o->kind;
     g->s.cfg.cfg_scale = o->cfg_scale;
@@ -87,8 +110,8 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     g->user_ctx = ctx;
     sampler_set_noise(&g->s, step_noise, g);
     sampler_set_progress(&g->s, on_step ? host_step : NULL, g);
-    const Backend *be = g->m->be;
-    size_t bytes = (size_t)n * g->m->cfg.in_channels * g->m->cfg.image_size * g->m->cfg.image_size * sizeof(float);
+    const Backend *be = g->net->be;
+    size_t bytes = (size_t)n * generator_image_floats(g) * sizeof(float);
     be->to_device(g->d_x, x, bytes);
     int rc = sampler_run(&g->s, g->d_x, y, n, err);
     if (rc >= 0) be->to_host(x, g->d_x, bytes);

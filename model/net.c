@@ -1,0 +1,202 @@
+// The backbone registry and what every network shares: configuration metadata, the parameter
+// table, the arena, and the calls that dispatch to a backbone.
+// defines: net_backbone, backbone_parse, backbone_name, net_config_*, net_arena_bytes, net_create,
+//          net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
+//          arena_take
+#include "net.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "st_meta.h"
+
+extern const NetOps DIT_NET_OPS;
+
+static const NetOps *const BACKBONES[] = {[BACKBONE_DIT] = &DIT_NET_OPS};
+enum { N_BACKBONES = sizeof BACKBONES / sizeof BACKBONES[0] };
+
+const NetOps *net_backbone(BackboneKind k) {
+    return (int)k >= 0 && (int)k < N_BACKBONES ? BACKBONES[k] : NULL;
+}
+
+int backbone_parse(const char *s, BackboneKind *k) {
+    for (int i = 0; i < N_BACKBONES; i++)
+        if (!strcasecmp(s, BACKBONES[i]->name)) { *k = (BackboneKind)i; return 0; }
+    return -1;
+}
+
+const char *backbone_name(BackboneKind k) { return net_backbone(k) ? net_backbone(k)->name : "?"; }
+
+// ---- configuration ----
+
+void net_config_default(NetConfig *c, BackboneKind k) {
+    memset(c, 0, sizeof *c);
+    c->backbone = k;
+    c->image_size = 32;
+    c->in_channels = 1;
+    c->num_classes = 10;
+    c->learn_sigma = 1;
+    net_backbone(k)->config_default(c);
+}
+
+int net_config_preset(NetConfig *c, const char *name, MalaErr *err) {
+    for (int i = 0; i < N_BACKBONES; i++) {
+        NetConfig t = *c;
+        if (t.backbone != (BackboneKind)i) {
+            t.backbone = (BackboneKind)i;
+            BACKBONES[i]->config_default(&t);
+        }
+        int rc = BACKBONES[i]->preset(&t, name, err);
+        if (rc < 0) return -1;
+        if (rc == 0) { *c = t; return 0; }
+    }
+    char all[256] = "";
+    for (int i = 0; i < N_BACKBONES; i++)
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "", BACKBONES[i]->presets);
+    return mala_errf(err, "--model %s: unknown preset (expected %s)", name, all);
+}
+
+int net_config_validate(const NetConfig *c, MalaErr *err) {
+    const NetOps *ops = net_backbone(c->backbone);
+    if (!ops) return mala_errf(err, "model: unknown backbone %d", (int)c->backbone);
+    if (c->image_size < 1) return mala_errf(err, "model: image size must be positive");
+    if (c->in_channels < 1) return mala_errf(err, "model: in_channels must be positive");
+    if (c->num_classes < 1) return mala_errf(err, "model: num_classes must be positive");
+    return ops->validate(c, err);
+}
+
+void net_config_describe(const NetConfig *c, char *buf, size_t n) {
+    char own[224];
+    net_backbone(c->backbone)->describe(c, own, sizeof own);
+    snprintf(buf, n, "%s %s, %dx%dx%d, %d classes%s", backbone_name(c->backbone), own, c->image_size, c->image_size,
+             c->in_channels, c->num_classes, c->learn_sigma ? ", learned sigma" : "");
+}
+
+double net_flops_per_image(const NetConfig *c) { return net_backbone(c->backbone)->flops_per_image(c); }
+
+int net_config_read(const StFile *f, NetConfig *c, MalaErr *err) {
+    BackboneKind k = BACKBONE_DIT;
+    const char *bb = st_meta(f, "backbone");
+    if (bb && backbone_parse(bb, &k)) return mala_errf(err, "%s: metadata 'backbone' = '%s' is unknown", f->path, bb);
+    net_config_default(c, k);
+    if (st_meta_need_int(f, "image_size", &c->image_size, err) ||
+        st_meta_need_int(f, "in_channels", &c->in_channels, err) ||
+        st_meta_need_int(f, "num_classes", &c->num_classes, err))
+        return -1;
+    if (st_meta_bool(f, "learn_sigma", &c->learn_sigma, err) < 0) return -1;
+    if (net_backbone(k)->read_meta(f, c, err)) return -1;
+    MalaErr verr;
+    if (net_config_validate(c, &verr)) return mala_errf(err, "%s: %s", f->path, verr.msg);
+    return 0;
+}
+
+void net_config_write(StWriter *w, const NetConfig *c) {
+    st_writer_meta(w, "backbone", backbone_name(c->backbone));
+    st_writer_meta_int(w, "image_size", c->image_size);
+    st_writer_meta_int(w, "in_channels", c->in_channels);
+    st_writer_meta_int(w, "num_classes", c->num_classes);
+    st_writer_meta(w, "learn_sigma", c->learn_sigma ? "true" : "false");
+    net_backbone(c->backbone)->write_meta(w, c);
+}
+
+// ---- the network ----
+
+float *arena_take(Arena *a, size_t floats) {
+    size_t bytes = (floats * sizeof(float) + 255) & ~(size_t)255;
+    float *p = a->base ? (float *)(a->base + a->used) : NULL;
+    a->used += bytes;
+    return p;
+}
+
+size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape) {
+    if (n->nparams == n->params_cap) {
+        n->params_cap = n->params_cap ? 2 * n->params_cap : 64;
+        ParamInfo *np = xcalloc((size_t)n->params_cap, sizeof *np);
+        if (n->params) memcpy(np, n->params, sizeof *np * n->nparams);
+        free(n->params);
+        n->params = np;
+    }
+    ParamInfo *p = &n->params[n->nparams++];
+    CHECK(strlen(name) < sizeof p->name, "parameter name %s is too long", name);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int i = 0; i < ndim; i++) { p->shape[i] = shape[i]; p->numel *= (size_t)shape[i]; }
+    p->offset = n->n_floats;
+    n->n_floats += p->numel;
+    return p->offset;
+}
+
+static void net_layout(Net *n, Arena *a) {
+    n->w = arena_take(a, n->n_floats);
+    n->ops->layout(n, a);
+}
+
+// The table and the backbone state, without the backend allocation.
+static Net *net_build(const NetConfig *c, const Backend *be, int max_batch, int mode) {
+    MalaErr err;
+    if (net_config_validate(c, &err)) FATAL("%s", err.msg);
+    CHECK(max_batch >= 1, "network batch %d must be positive", max_batch);
+    Net *n = xcalloc(1, sizeof *n);
+    n->ops = net_backbone(c->backbone);
+    n->cfg = *c;
+    n->be = be;
+    n->mode = mode;
+    n->max_batch = max_batch;
+    n->out_channels = c->in_channels * (c->learn_sigma ? 2 : 1);
+    n->ops->build(n);
+    Arena count = {NULL, 0};
+    net_layout(n, &count);
+    n->arena_bytes = count.used;
+    return n;
+}
+
+static void net_release_host(Net *n) {
+    n->ops->destroy(n);
+    free(n->params);
+    free(n);
+}
+
+size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int mode) {
+    Net *n = net_build(c, be, max_batch, mode);
+    size_t bytes = n->arena_bytes;
+    net_release_host(n);
+    return bytes;
+}
+
+Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode) {
+    Net *n = net_build(c, be, max_batch, mode);
+    n->arena = be->alloc(n->arena_bytes);
+    Arena real = {n->arena, 0};
+    net_layout(n, &real);
+    return n;
+}
+
+void net_free(Net *n) {
+    if (!n) return;
+    n->be->release(n->arena);
+    net_release_host(n);
+}
+
+const ParamInfo *net_find_param(const Net *n, const char *name) {
+    for (int i = 0; i < n->nparams; i++)
+        if (!strcmp(n->params[i].name, name)) return &n->params[i];
+    return NULL;
+}
+
+void net_init_weights(Net *n, uint64_t seed) {
+    float *w = xcalloc(n->n_floats, sizeof(float));
+    n->ops->init_weights(n, w, seed);
+    n->be->to_device(n->w, w, n->n_floats * sizeof(float));
+    free(w);
+}
+
+void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B) {
+    CHECK(B >= 1 && B <= n->max_batch, "batch %d exceeds the network's capacity %d", B, n->max_batch);
+    n->ops->forward(n, out, x, t, y, B);
+}
+
+void net_backward(Net *n, float *grad, const float *dout, int B) {
+    CHECK(n->mode == NET_TRAIN, "net_backward needs a network created with NET_TRAIN");
+    n->ops->backward(n, grad, dout, B);
+}

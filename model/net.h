@@ -1,0 +1,128 @@
+// The network interface every backbone implements (DESIGN 7): the configuration and its metadata,
+// the parameter table with PyTorch's state_dict names, arena sizing, initialisation, forward and
+// backward through the op table, and FLOPs. The trainer, the generator, model files, bench, eval and
+// the viewer see only this header; a backbone lives in model/<name>*.c and registers in net.c.
+#ifndef MALA_NET_H
+#define MALA_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "common.h"
+#include "safetensors.h"
+
+typedef enum { BACKBONE_DIT = 0 } BackboneKind;
+
+typedef enum { ATTN_MALA = 0, ATTN_SOFTMAX = 1, ATTN_LINEAR = 2 } AttnKind;
+
+// DiT's own settings (DESIGN 1-2).
+typedef struct {
+    int depth, hidden, heads, patch;
+    AttnKind attn;
+    int rope, gate, lepe;  // lepe = kernel size, 0 = off
+} DitConfig;
+
+typedef struct {
+    BackboneKind backbone;
+    int image_size, in_channels, num_classes;  // what the data fixes
+    int learn_sigma;                           // output 2C channels (eps and variance)
+    DitConfig dit;                             // backbone "dit"
+} NetConfig;
+
+// One row of the parameter table; names are PyTorch's state_dict names.
+typedef struct {
+    char name[72];
+    int ndim;
+    int64_t shape[4];
+    size_t offset, numel;  // in floats, into the parameter buffer
+} ParamInfo;
+
+enum { NET_INFER = 0, NET_TRAIN = 1 };  // NET_TRAIN keeps every layer's activations for backward
+
+// A bump allocator over one backend block: a first pass with base NULL counts the bytes, the second
+// hands out pointers (256-byte aligned).
+typedef struct { char *base; size_t used; } Arena;
+float *arena_take(Arena *a, size_t floats);
+
+typedef struct Net Net;
+
+typedef struct {
+    const char *name;         // the metadata value of `backbone`
+    const char *presets;      // for messages: "DiT-{T,XS,S,B,L,XL}/{2,4,8}"
+    void (*config_default)(NetConfig *c);  // the backbone's fields only
+    // Sets the architecture fields from a preset name; 1 when the name is not this backbone's.
+    int (*preset)(NetConfig *c, const char *name, MalaErr *err);
+    int (*validate)(const NetConfig *c, MalaErr *err);
+    void (*describe)(const NetConfig *c, char *buf, size_t n);
+    // The backbone's metadata keys (the common ones are read by net_config_read).
+    int (*read_meta)(const StFile *f, NetConfig *c, MalaErr *err);
+    void (*write_meta)(StWriter *w, const NetConfig *c);
+    double (*flops_per_image)(const NetConfig *c);  // forward, multiply-add = 2
+    void (*build)(Net *n);              // the parameter table (net_add_param) and n->impl
+    void (*layout)(Net *n, Arena *a);   // activations and scratch for n->max_batch images
+    void (*destroy)(Net *n);            // frees n->impl
+    // The official initialisation into a host buffer of n_floats (zeroed by the caller).
+    void (*init_weights)(const Net *n, float *host, uint64_t seed);
+    void (*forward)(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B);
+    void (*backward)(Net *n, float *grad, const float *dout, int B);
+} NetOps;
+
+struct Net {
+    const NetOps *ops;
+    NetConfig cfg;
+    const Backend *be;
+    int mode, max_batch;
+    int out_channels;          // C_out = C or 2C
+    int nparams;
+    ParamInfo *params;         // trainable tensors first, then fixed ones (pos_embed)
+    size_t n_trainable, n_floats;
+    void *arena;
+    size_t arena_bytes;
+    float *w;                  // parameters [n_floats], backend memory
+    void *impl;                // the backbone's offsets and activations
+    int params_cap;
+};
+
+// ---- configuration ----
+const NetOps *net_backbone(BackboneKind k);
+int backbone_parse(const char *s, BackboneKind *k);
+const char *backbone_name(BackboneKind k);
+// DiT-S/2 MALA, 32x32x1, 10 classes, learned sigma.
+void net_config_default(NetConfig *c, BackboneKind k);
+// A preset of any backbone ("DiT-S/2", ...): sets the backbone and its architecture fields.
+int net_config_preset(NetConfig *c, const char *name, MalaErr *err);
+int net_config_validate(const NetConfig *c, MalaErr *err);
+void net_config_describe(const NetConfig *c, char *buf, size_t n);
+double net_flops_per_image(const NetConfig *c);
+// Model-file metadata: `backbone` (absent = dit), image_size in_channels num_classes learn_sigma,
+// then the backbone's keys. Keys nobody uses are ignored.
+int net_config_read(const StFile *f, NetConfig *c, MalaErr *err);
+void net_config_write(StWriter *w, const NetConfig *c);
+
+// ---- the network ----
+// Backend bytes a network of this configuration allocates for max_batch images.
+size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int mode);
+Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode);
+void net_free(Net *n);
+const ParamInfo *net_find_param(const Net *n, const char *name);
+// Writes the official initialisation into n->w.
+void net_init_weights(Net *n, uint64_t seed);
+// out [B, C_out, S, S] = net(x [B,C,S,S], t [B] (float timesteps), y [B] (K = the null class)).
+// Backend pointers; B <= max_batch.
+void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B);
+// Adds d(loss)/d(params) into grad [n_floats] given dout = d(loss)/d(out) of the last forward.
+void net_backward(Net *n, float *grad, const float *dout, int B);
+
+// For backbones: appends a row to the parameter table, returns its offset.
+size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape);
+#define NET_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define NET_NDIM(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+
+// ---- attention kinds (DiT's token mixers) ----
+const char *attn_kind_name(AttnKind k);
+int attn_kind_parse(const char *s, AttnKind *k);
+// Default attention flags for a kind: mala rope on + lepe 5; softmax none; linear rope on + lepe 5.
+void dit_config_attn_defaults(DitConfig *c, AttnKind k);
+
+#endif
