@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "commands.h"
-#include "eval_cli.h"
 #include "generate.h"
 #include "rng.h"
 #include "trainer.h"

@@ -11,6 +11,11 @@ int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_view(int argc, char **argv);
+// mala eval stats|fid|is (argv[0] is "eval"): one JSON line on stdout, a readable summary and
+// progress on stderr.
+int cmd_eval(int argc, char **argv);
+// FID Inception forward throughput: one JSON line with img/s. argv[0] is the command name.
+int cmd_bench_inception(int argc, char **argv);
 
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,
 // --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.

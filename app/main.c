@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "eval_cli.h"
 
 typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
 

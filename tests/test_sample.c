@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "commands.h"
-#include "eval_cli.h"
 #include "generate.h"
 #include "image_io.h"
 #include "npy.h"

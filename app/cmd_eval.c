@@ -2,7 +2,6 @@
 // `mala eval stats|fid|is` and `mala bench inception`: image batches (ADM .npz or a folder) through
 // the FID Inception, then statistics, FID and IS. Results: one JSON line on stdout; progress and a
 // readable summary on stderr.
-#include "eval_cli.h"
 
 #include <dirent.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "app/args.h"   // defines: args_parse, set_threads
+#include "commands.h"   // defines: args_parse, set_threads, cmd_eval
 #include "backend.h"    // defines: backend_select
 #include "fid.h"
 #include "data.h"       // defines: Dataset (eval stats --data fashion-mnist)
