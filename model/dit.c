@@ -28,8 +28,6 @@ struct BlockActs {
 
 // ---- the parameter table ----
 
-#define ADD(name, ...) net_add_param(n, name, NET_NDIM(__VA_ARGS__), NET_SHAPE(__VA_ARGS__))
-
 static void dit_build(Net *n) {
     const DitConfig *c = &n->cfg.dit;
     Dit *m = xcalloc(1, sizeof *m);
@@ -37,15 +35,9 @@ static void dit_build(Net *n) {
     m->gh = n->cfg.image_size / c->patch;
     m->T = m->gh * m->gh;
     m->acts.blk = xcalloc((size_t)(n->mode == NET_TRAIN ? c->depth : 1), sizeof(BlockActs));
-    int64_t H = c->hidden, C = n->cfg.in_channels, p = c->patch, K = n->cfg.num_classes;
+    int64_t H = c->hidden;
     char name[72];
-    m->x_w = ADD("x_embedder.proj.weight", H, C, p, p);
-    m->x_b = ADD("x_embedder.proj.bias", H);
-    m->t0_w = ADD("t_embedder.mlp.0.weight", H, DIT_FREQ_DIM);
-    m->t0_b = ADD("t_embedder.mlp.0.bias", H);
-    m->t2_w = ADD("t_embedder.mlp.2.weight", H, H);
-    m->t2_b = ADD("t_embedder.mlp.2.bias", H);
-    m->y_tab = ADD("y_embedder.embedding_table.weight", K + 1, H);
+    dit_embed_params_in(n, &m->e, c->hidden, c->patch);
     m->blk = xcalloc((size_t)c->depth, sizeof *m->blk);
     for (int i = 0; i < c->depth; i++) {
         BlockOffsets *b = &m->blk[i];
@@ -72,12 +64,9 @@ static void dit_build(Net *n) {
         BLK(ada_b, "adaLN_modulation.1.bias", 6 * H);
 #undef BLK
     }
-    m->f_lin_w = ADD("final_layer.linear.weight", p * p * n->out_channels, H);
-    m->f_lin_b = ADD("final_layer.linear.bias", p * p * n->out_channels);
-    m->f_ada_w = ADD("final_layer.adaLN_modulation.1.weight", 2 * H, H);
-    m->f_ada_b = ADD("final_layer.adaLN_modulation.1.bias", 2 * H);
+    dit_embed_params_out(n, &m->e);
     n->n_trainable = n->n_floats;
-    m->pos = ADD("pos_embed", 1, m->T, H);
+    dit_embed_params_fixed(n, &m->e);
 }
 
 static void dit_destroy(Net *n) {
@@ -115,20 +104,15 @@ static void dit_layout(Net *n, Arena *a) {
         b->h1 = arena_take(a, BL * 4 * H);
         b->mo = arena_take(a, BL * H);
     }
-    size_t K = (size_t)n->cfg.in_channels * c->patch * c->patch, KO = (size_t)n->out_channels * c->patch * c->patch;
-    A->patches = arena_take(a, BL * K);
+    dit_embed_layout(n, &m->e, a);
     A->x = arena_take(a, BL * H);
-    A->tfreq = arena_take(a, B * DIT_FREQ_DIM);
-    A->th = arena_take(a, B * H); A->ths = arena_take(a, B * H); A->temb = arena_take(a, B * H);
-    A->yemb = arena_take(a, B * H); A->c = arena_take(a, B * H); A->sc = arena_take(a, B * H);
-    A->fada = arena_take(a, B * 2 * H);
-    A->fxhat = arena_take(a, BL * H); A->frstd = arena_take(a, BL); A->fxm = arena_take(a, BL * H);
-    A->ftok = arena_take(a, BL * KO);
     A->xm = arena_take(a, BL * H);
     A->y = c->gate ? arena_take(a, BL * H) : NULL;
     A->h2 = arena_take(a, BL * 4 * H);
     if (train) {
-        A->dx = arena_take(a, BL * H); A->dxm = arena_take(a, BL * H); A->dxhat = arena_take(a, BL * H);
+        A->dx = arena_take(a, BL * H);
+        A->dxm = m->e.dxm;
+        A->dxhat = m->e.dxhat;
         A->dmo = arena_take(a, BL * H); A->dh2 = arena_take(a, BL * 4 * H); A->dao = arena_take(a, BL * H);
         A->dy = c->gate ? arena_take(a, BL * H) : NULL;
         A->do_ = arena_take(a, BL * H);
@@ -136,8 +120,6 @@ static void dit_layout(Net *n, Arena *a) {
         A->dqkv = arena_take(a, BL * 3 * H);
         A->dqkr = c->rope ? arena_take(a, BL * 2 * H) : NULL;
         A->dada = arena_take(a, B * 6 * H);
-        A->dsc = arena_take(a, B * H); A->dc = arena_take(a, B * H); A->dths = arena_take(a, B * H); A->dth = arena_take(a, B * H);
-        A->dtok = arena_take(a, BL * KO);
     }
 }
 
@@ -180,7 +162,7 @@ static void block_forward(Net *n, int i, int B) {
     int H = c->hidden, L = m->T, BL = B * L;
     float *ada = b->ada;  // shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
 
-    be->linear_fwd(ada, A->sc, W + o->ada_w, W + o->ada_b, B, H, 6 * H);
+    be->linear_fwd(ada, m->e.sc, W + o->ada_w, W + o->ada_b, B, H, 6 * H);
     // x = x + gate_msa * attn(modulate(LN(x), shift_msa, scale_msa))
     be->layernorm_fwd(b->xhat1, b->rstd1, A->x, BL, H);
     be->modulate_fwd(A->xm, b->xhat1, ada, ada + H, B, L, H, 6 * H);
@@ -204,34 +186,10 @@ static void block_forward(Net *n, int i, int B) {
 }
 
 static void dit_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B) {
-    const Backend *be = n->be;
-    const DitConfig *c = &n->cfg.dit;
     Dit *m = n->impl;
-    DitActs *A = &m->acts;
-    const float *W = n->w;
-    int H = c->hidden, L = m->T, BL = B * L, p = c->patch, S = n->cfg.image_size, C = n->cfg.in_channels;
-    int K = C * p * p, KO = n->out_channels * p * p;
-
-    be->patchify_fwd(A->patches, x, B, C, S, p);
-    be->linear_fwd(A->x, A->patches, W + m->x_w, W + m->x_b, BL, K, H);
-    be->add_pos(A->x, W + m->pos, B, L, H);
-    // c = t_embedder(t) + y_embedder(y); every adaLN layer sees SiLU(c)
-    be->timestep_embed(A->tfreq, t, B, DIT_FREQ_DIM);
-    be->linear_fwd(A->th, A->tfreq, W + m->t0_w, W + m->t0_b, B, DIT_FREQ_DIM, H);
-    be->silu_fwd(A->ths, A->th, (size_t)B * H);
-    be->linear_fwd(A->temb, A->ths, W + m->t2_w, W + m->t2_b, B, H, H);
-    be->embed_fwd(A->yemb, W + m->y_tab, y, B, H);
-    A->labels = y;
-    be->add(A->c, A->temb, A->yemb, (size_t)B * H);
-    be->silu_fwd(A->sc, A->c, (size_t)B * H);
-
-    for (int i = 0; i < c->depth; i++) block_forward(n, i, B);
-
-    be->linear_fwd(A->fada, A->sc, W + m->f_ada_w, W + m->f_ada_b, B, H, 2 * H);
-    be->layernorm_fwd(A->fxhat, A->frstd, A->x, BL, H);
-    be->modulate_fwd(A->fxm, A->fxhat, A->fada, A->fada + H, B, L, H, 2 * H);
-    be->linear_fwd(A->ftok, A->fxm, W + m->f_lin_w, W + m->f_lin_b, BL, H, KO);
-    be->unpatchify_fwd(out, A->ftok, B, n->out_channels, S, p);
+    dit_embed_fwd(n, &m->e, m->acts.x, x, t, y, B);
+    for (int i = 0; i < n->cfg.dit.depth; i++) block_forward(n, i, B);
+    dit_final_fwd(n, &m->e, out, m->acts.x, B);
 }
 
 // ---- backward ----
@@ -305,45 +263,14 @@ static void block_backward(Net *n, float *G, int i, int B) {
     be->modulate_bwd(A->dxhat, dada, dada + H, A->dxm, b->xhat1, ada + H, B, L, H, 6 * H);
     be->layernorm_bwd(A->dx, A->dxhat, b->xhat1, b->rstd1, BL, H);
     // adaLN: ada = Linear(SiLU(c))
-    be->linear_bwd(A->dsc, G + o->ada_w, G + o->ada_b, dada, A->sc, W + o->ada_w, B, H, 6 * H);
+    be->linear_bwd(m->e.dsc, G + o->ada_w, G + o->ada_b, dada, m->e.sc, W + o->ada_w, B, H, 6 * H);
 }
 
 static void dit_backward(Net *n, float *G, const float *dout, int B) {
-    const Backend *be = n->be;
-    const DitConfig *c = &n->cfg.dit;
     Dit *m = n->impl;
-    DitActs *A = &m->acts;
-    const float *W = n->w;
-    int H = c->hidden, L = m->T, BL = B * L, p = c->patch, S = n->cfg.image_size;
-    int K = n->cfg.in_channels * p * p, KO = n->out_channels * p * p;
-    size_t nBLH = (size_t)BL * H * sizeof(float), nBH = (size_t)B * H * sizeof(float);
-
-    // final layer
-    be->zero(A->dtok, (size_t)BL * KO * sizeof(float));
-    be->unpatchify_bwd(A->dtok, dout, B, n->out_channels, S, p);
-    be->zero(A->dxm, nBLH);
-    be->linear_bwd(A->dxm, G + m->f_lin_w, G + m->f_lin_b, A->dtok, A->fxm, W + m->f_lin_w, BL, H, KO);
-    be->zero(A->dada, (size_t)B * 2 * H * sizeof(float));
-    be->zero(A->dxhat, nBLH);
-    be->modulate_bwd(A->dxhat, A->dada, A->dada + H, A->dxm, A->fxhat, A->fada + H, B, L, H, 2 * H);
-    be->zero(A->dx, nBLH);
-    be->layernorm_bwd(A->dx, A->dxhat, A->fxhat, A->frstd, BL, H);
-    be->zero(A->dsc, nBH);
-    be->linear_bwd(A->dsc, G + m->f_ada_w, G + m->f_ada_b, A->dada, A->sc, W + m->f_ada_w, B, H, 2 * H);
-
-    for (int i = c->depth - 1; i >= 0; i--) block_backward(n, G, i, B);
-
-    // conditioning: c = mlp(freq(t)) + table[y]
-    be->zero(A->dc, nBH);
-    be->silu_bwd(A->dc, A->dsc, A->c, (size_t)B * H);
-    be->embed_bwd(G + m->y_tab, A->dc, A->labels, B, H);
-    be->zero(A->dths, nBH);
-    be->linear_bwd(A->dths, G + m->t2_w, G + m->t2_b, A->dc, A->ths, W + m->t2_w, B, H, H);
-    be->zero(A->dth, nBH);
-    be->silu_bwd(A->dth, A->dths, A->th, (size_t)B * H);
-    be->linear_bwd(NULL, G + m->t0_w, G + m->t0_b, A->dth, A->tfreq, W + m->t0_w, B, DIT_FREQ_DIM, H);
-    // patch embedding (pos_embed is fixed)
-    be->linear_bwd(NULL, G + m->x_w, G + m->x_b, A->dx, A->patches, W + m->x_w, BL, K, H);
+    dit_final_bwd(n, &m->e, G, m->acts.dx, dout, B);
+    for (int i = n->cfg.dit.depth - 1; i >= 0; i--) block_backward(n, G, i, B);
+    dit_embed_bwd(n, &m->e, G, m->acts.dx, B);
 }
 
 const NetOps DIT_NET_OPS = {

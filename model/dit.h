@@ -5,9 +5,8 @@
 #ifndef MALA_DIT_H
 #define MALA_DIT_H
 
+#include "dit_embed.h"
 #include "net.h"
-
-#define DIT_FREQ_DIM 256  // timestep frequency embedding size
 
 // Offsets (in floats) of one block's tensors in the parameter buffer; SIZE_MAX when absent.
 typedef struct {
@@ -20,21 +19,16 @@ typedef struct BlockActs BlockActs;
 // Per-network activations (dit.c); BlockActs has depth entries in training, one in inference.
 typedef struct {
     BlockActs *blk;
-    const int32_t *labels;  // y of the last forward (backend memory), for the label-table gradient
-    float *patches;         // [BL, C p p]
     float *x;               // [BL, H] residual stream
-    float *tfreq, *th, *ths, *temb, *yemb, *c, *sc;  // conditioning [B, *]
-    float *fada, *fxhat, *frstd, *fxm, *ftok;       // final layer
     float *xm, *y, *h2;     // shared scratch
-    // backward (training only)
-    float *dx, *dxm, *dxhat, *dmo, *dh2, *dao, *dy, *do_, *dg, *dqkv, *dqkr, *dada, *dsc, *dc, *dths, *dth,
-        *dtok;
+    // backward (training only); dxm, dxhat are the embedder's (DitEmbed) scratch
+    float *dx, *dxm, *dxhat, *dmo, *dh2, *dao, *dy, *do_, *dg, *dqkv, *dqkr, *dada;
 } DitActs;
 
 // The backbone state behind Net.impl.
 typedef struct {
     int T, gh;  // tokens, grid side
-    size_t x_w, x_b, pos, t0_w, t0_b, t2_w, t2_b, y_tab, f_lin_w, f_lin_b, f_ada_w, f_ada_b;
+    DitEmbed e; // embedders, final layer and their activations
     BlockOffsets *blk;
     DitActs acts;
 } Dit;
@@ -50,7 +44,5 @@ double dit_flops_per_image(const NetConfig *c);
 
 // dit_init.c
 void dit_init_weights(const Net *n, float *w, uint64_t seed);
-// Fills a pos_embed [grid*grid, H] (MAE 2-D sin-cos).
-void dit_pos_embed(float *pos, int H, int grid);
 
 #endif

@@ -2,9 +2,10 @@
 // table, the arena, and the calls that dispatch to a backbone.
 // defines: net_backbone, backbone_parse, backbone_name, net_config_*, net_arena_bytes, net_create,
 //          net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
-//          arena_take
+//          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "net.h"
 
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 
@@ -106,6 +107,19 @@ float *arena_take(Arena *a, size_t floats) {
     float *p = a->base ? (float *)(a->base + a->used) : NULL;
     a->used += bytes;
     return p;
+}
+
+void init_xavier_uniform(Rng *r, float *w, size_t fan_out, size_t fan_in, double gain) {
+    double a = gain * sqrt(6.0 / (double)(fan_in + fan_out));
+    for (size_t i = 0; i < fan_out * fan_in; i++) w[i] = (float)((2.0 * rng_uniform(r) - 1.0) * a);
+}
+
+void init_normal(Rng *r, float *w, size_t n, float std) {
+    for (size_t i = 0; i < n; i++) w[i] = std * rng_normal(r);
+}
+
+void init_uniform(Rng *r, float *w, size_t n, double bound) {
+    for (size_t i = 0; i < n; i++) w[i] = (float)((2.0 * rng_uniform(r) - 1.0) * bound);
 }
 
 size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape) {

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "rng.h"
 #include "safetensors.h"
 
 typedef enum { BACKBONE_DIT = 0 } BackboneKind;
@@ -113,6 +114,11 @@ void net_init_weights(Net *n, uint64_t seed);
 void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B);
 // Adds d(loss)/d(params) into grad [n_floats] given dout = d(loss)/d(out) of the last forward.
 void net_backward(Net *n, float *grad, const float *dout, int B);
+
+// For backbones: the initialisation distributions (PyTorch's nn.init, our Philox stream).
+void init_xavier_uniform(Rng *r, float *w, size_t fan_out, size_t fan_in, double gain);
+void init_normal(Rng *r, float *w, size_t n, float std);
+void init_uniform(Rng *r, float *w, size_t n, double bound);
 
 // For backbones: appends a row to the parameter table, returns its offset.
 size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape);
