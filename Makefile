@@ -92,6 +92,7 @@ gpu-check:
 # Regenerates the PyTorch-written fixtures (needs Debian's python3-torch; CI does not).
 fixtures:
 	/usr/bin/python3 tools/ref_dit.py
+	/usr/bin/python3 tools/ref_dig.py
 	/usr/bin/python3 tools/ref_diffusion.py
 	/usr/bin/python3 tools/ref_adamw.py
 	/usr/bin/python3 tools/ref_sample.py

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/bench_sample_torch.py --model DiT-S/2 --sampler ddim --steps 10 --n 8 \\
         --threads 2
+    /usr/bin/python3 tools/bench_sample_torch.py --backbone dig --model DiG-S/2 --steps 10 --n 8
 
 As the C bench (app/cmd_bench.c): a randomly initialised model (DESIGN 2's DiT init) of the given
 shape, linear betas T = 1000 respaced to --steps (ADM space_timesteps), n images from a fixed
@@ -10,8 +11,8 @@ random batch (seed 2); one run without guidance (w = 1: one pass of n per step) 
 --cfg-scale (one pass of 2n per step: [x; x] with [y; null], eps guided on all channels,
 variance from the conditional half), each timed from start to end with no warm-up run; clip on,
 DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's ddim_sample / p_sample in
-float32 under torch.inference_mode(). Model flags, --threads and --device as in
-tools/bench_train_torch.py.
+float32 under torch.inference_mode(). Model flags (--backbone dit|dig included), --threads and
+--device as in tools/bench_train_torch.py; DiG is tools/ref_dig.DiG with its official init.
 """
 import argparse
 import json
@@ -26,7 +27,6 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_train_torch as btt  # noqa: E402  (model flags, presets, helpers)
 import ref_diffusion  # noqa: E402
-import ref_dit  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
 
@@ -81,7 +81,7 @@ def main():
     dev = btt.setup(a)
     kw = btt.model_config(a)
     torch.manual_seed(0)
-    model = ref_dit.DiT(**kw).to(dev).eval()
+    model = btt.build_model(a, kw).to(dev).eval()
     base = ref_diffusion.Diffusion(ref_diffusion.named_betas("linear", 1000))
     d = ref_diffusion.respaced(base, a.steps)
     rates = []
@@ -94,8 +94,8 @@ def main():
             btt.sync(dev)
             rates.append(a.n / (time.perf_counter() - t0))
     print(json.dumps({
-        "bench": "sample", "impl": "torch-eager", "torch": torch.__version__, "model": a.model,
-        "attn": a.attn, "device": a.device, "threads": torch.get_num_threads(), "sampler": a.sampler,
+        "bench": "sample", "impl": "torch-eager", "torch": torch.__version__, "backbone": a.backbone,
+        "model": a.model, "attn": btt.mixer(a), "device": a.device, "threads": torch.get_num_threads(), "sampler": a.sampler,
         "steps": a.steps, "n": a.n, "image_size": a.image_size, "channels": a.channels,
         "img_per_s": round(rates[0], 3), "img_per_s_cfg": round(rates[1], 3), "cfg_scale": a.cfg_scale,
         "peak_rss_mb": round(btt.peak_rss_mb()),

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/bench_train_torch.py --model DiT-S/2 --attn mala --batch 32 --steps 2 \\
         --threads 2 --image-size 32 --channels 1
+    /usr/bin/python3 tools/bench_train_torch.py --backbone dig --model DiG-S/2 --batch 32 --steps 2
 
 One training step is DiT's train.py step on a fixed random batch (x uniform in [-1, 1], random
 labels, seed 1), as trainer_step does it in C:
@@ -12,7 +13,9 @@ labels, seed 1), as trainer_step does it in C:
   AdamW(lr 1e-4, weight decay 0, betas 0.9/0.999, eps 1e-8), EMA update (decay 0.9999, DiT's
   update_ema loop).
 The model is tools/ref_dit.DiT with DESIGN 2's DiT initialisation (adaLN-Zero), configured from
-the same presets and defaults as the C program (app/model_opts.c, model/dit_config.c).
+the same presets and defaults as the C program (app/model_opts.c, model/dit_config.c); with
+--backbone dig it is tools/ref_dig.DiG (official DiG initialisation, chunked GLA in plain torch,
+presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply).
 One warm-up step, then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
 passive unless the environment sets it. Prints one JSON line.
 """
@@ -31,6 +34,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_diffusion  # noqa: E402  (sets the default dtype to float64)
+import ref_dig  # noqa: E402
 import ref_dit  # noqa: E402
 
 torch.set_default_dtype(torch.float32)
@@ -53,7 +57,8 @@ def parse_bool(s):
 def add_model_args(p):
     """app/model_opts.c: --model, --attn, --rope, --lepe, --gate, --image-size, --channels,
     --classes, --learn-sigma with the C defaults."""
-    p.add_argument("--model", default="DiT-S/2", help="DiT-{T,XS,S,B,L,XL}/{2,4,8}")
+    p.add_argument("--backbone", default="dit", choices=["dit", "dig"])
+    p.add_argument("--model", default=None, help="DiT-{T,XS,S,B,L,XL}/{2,4,8} or DiG-...; default S/2")
     p.add_argument("--attn", default="mala", choices=["mala", "softmax", "linear"])
     p.add_argument("--rope", type=int, default=-1, help="0|1 (-1: on for mala/linear)")
     p.add_argument("--lepe", type=int, default=-1, help="LePE kernel, 0 = off (-1: 5 for mala/linear)")
@@ -67,7 +72,22 @@ def add_model_args(p):
 
 
 def model_config(a):
-    """Returns the DiT kwargs the C program would build from the same flags."""
+    """Returns the DiT kwargs the C program would build from the same flags (DiG: see build_model)."""
+    if a.model is None:
+        a.model = "DiG-S/2" if a.backbone == "dig" else "DiT-S/2"
+    if a.backbone == "dig":
+        if a.model.startswith("DiT-"):
+            sys.exit(f"error: --model {a.model}: not a DiG preset (--backbone dig)")
+        s = a.model[4:] if a.model.startswith("DiG-") else a.model
+        name, _, patch = s.partition("/")
+        if name not in ref_dig.PRESETS or patch not in ("", "2", "4", "8"):
+            sys.exit(f"error: --model {a.model}: unknown preset (expected DiG-{{T,XS,S,B,L,XL}}/{{2,4,8}})")
+        depth, hidden, heads = ref_dig.PRESETS[name]
+        return dict(depth=depth, hidden_size=hidden, num_heads=heads, patch_size=int(patch or 2),
+                    input_size=a.image_size, in_channels=a.channels, num_classes=a.classes,
+                    learn_sigma=a.learn_sigma)
+    if a.model.startswith("DiG-"):
+        sys.exit(f"error: --model {a.model}: a DiG preset needs --backbone dig")
     s = a.model[4:] if a.model.startswith("DiT-") else a.model
     name, _, patch = s.partition("/")
     if name not in PRESETS:
@@ -100,6 +120,21 @@ def dit_flops_per_image(kw):
     mac = (kw["depth"] * per_block + T * p * p * kw["in_channels"] * H + (DIT_FREQ_DIM * H + H * H)
            + 2 * H * H + T * H * p * p * cout)
     return 2.0 * mac
+
+
+def build_model(a, kw):
+    return ref_dig.DiG(**kw) if a.backbone == "dig" else ref_dit.DiT(**kw)
+
+
+def flops_per_image(a, kw):
+    if a.backbone == "dig":
+        return ref_dig.flops_per_image(kw["depth"], kw["hidden_size"], kw["num_heads"], kw["patch_size"],
+                                       kw["in_channels"], kw["learn_sigma"], kw["input_size"])
+    return dit_flops_per_image(kw)
+
+
+def mixer(a):
+    return "gla" if a.backbone == "dig" else a.attn
 
 
 def setup(a):
@@ -167,7 +202,7 @@ def main():
     dev = setup(a)
     kw = model_config(a)
     torch.manual_seed(0)
-    model = ref_dit.DiT(**kw).to(dev)  # DESIGN 2 DiT init (adaLN-Zero)
+    model = build_model(a, kw).to(dev)  # DiT: DESIGN 2 init (adaLN-Zero); DiG: official init
     ema = copy.deepcopy(model).requires_grad_(False)
     model.train()
     ema.eval()
@@ -182,11 +217,11 @@ def main():
         loss, gn = train_step(model, ema, opt, diff, x, y, a.learn_sigma)
     sync(dev)
     dt = (time.perf_counter() - t0) / a.steps
-    fl = 3.0 * dit_flops_per_image(kw)
+    fl = 3.0 * flops_per_image(a, kw)
     params = sum(q.numel() for q in model.parameters() if q.requires_grad)
     print(json.dumps({
-        "bench": "train", "impl": "torch-eager", "torch": torch.__version__, "model": a.model,
-        "attn": a.attn, "device": a.device, "threads": torch.get_num_threads(), "batch": a.batch,
+        "bench": "train", "impl": "torch-eager", "torch": torch.__version__, "backbone": a.backbone,
+        "model": a.model, "attn": mixer(a), "device": a.device, "threads": torch.get_num_threads(), "batch": a.batch,
         "image_size": a.image_size, "channels": a.channels, "params": params,
         "img_per_s": round(a.batch / dt, 3), "s_per_step": round(dt, 4),
         "gflop_per_img": round(fl / 1e9, 2), "gflops": round(fl * a.batch / dt / 1e9, 1),
