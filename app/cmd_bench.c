@@ -40,11 +40,6 @@ static const char *precision_name(const Backend *be, const char *precision) {
     return precision ? precision : "tf32";
 }
 
-// The token mixer a JSON line reports: DiT's attention kind, else the backbone's own.
-static const char *bench_attn(const NetConfig *c) {
-    return c->backbone == BACKBONE_DIT ? attn_kind_name(c->dit.attn) : backbone_name(c->backbone);
-}
-
 static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
@@ -95,7 +90,7 @@ static int bench_train(int argc, char **argv) {
            "\"image_size\":%d,\"channels\":%d,\"params\":%zu,\"img_per_s\":%.3f,\"s_per_step\":%.4f,"
            "\"gflop_per_img\":%.2f,\"gflops\":%.1f,\"sgemm_gflops\":%.1f,\"fraction_of_sgemm\":%.3f,"
            "\"peak_rss_mb\":%.0f}\n",
-           mo.preset, backbone_name(c.backbone), bench_attn(&c), be->name, precision_name(be, precision),
+           mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, precision_name(be, precision),
            num_threads(), batch, c.image_size, c.in_channels, tr->net->n_trainable,
            batch / dt, dt, 3.0 * net_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
            peak_rss_bytes() / 1048576.0);
@@ -155,7 +150,7 @@ static int bench_sample(int argc, char **argv) {
            "\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
            "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
-           mo.preset, backbone_name(c.backbone), bench_attn(&c), be->name, precision_name(be, precision),
+           mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, precision_name(be, precision),
            num_threads(), sampler, steps, n, c.image_size,
            c.in_channels, rate[0],
            rate[1], cfg, peak_rss_bytes() / 1048576.0);

@@ -280,6 +280,7 @@ const NetOps DIT_NET_OPS = {
     .preset = dit_config_preset,
     .validate = dit_config_validate,
     .describe = dit_config_describe,
+    .mixer = dit_mixer,
     .read_meta = dit_read_meta,
     .write_meta = dit_write_meta,
     .flops_per_image = dit_flops_per_image,

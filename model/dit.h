@@ -38,6 +38,7 @@ void dit_config_default(NetConfig *c);
 int dit_config_preset(NetConfig *c, const char *preset, MalaErr *err);
 int dit_config_validate(const NetConfig *c, MalaErr *err);
 void dit_config_describe(const NetConfig *c, char *buf, size_t n);
+const char *dit_mixer(const NetConfig *c);
 int dit_read_meta(const StFile *f, NetConfig *c, MalaErr *err);
 void dit_write_meta(StWriter *w, const NetConfig *c);
 double dit_flops_per_image(const NetConfig *c);

@@ -88,6 +88,8 @@ void dit_config_describe(const NetConfig *nc, char *buf, size_t n) {
              c->heads, c->patch, attn_kind_name(c->attn), c->rope ? " +rope" : "", c->gate ? " +gate" : "", c->lepe);
 }
 
+const char *dit_mixer(const NetConfig *c) { return attn_kind_name(c->dit.attn); }
+
 int dit_read_meta(const StFile *f, NetConfig *nc, MalaErr *err) {
     DitConfig *c = &nc->dit;
     if (st_meta_need_int(f, "depth", &c->depth, err) || st_meta_need_int(f, "hidden", &c->hidden, err) ||

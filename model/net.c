@@ -11,9 +11,9 @@
 
 #include "st_meta.h"
 
-extern const NetOps DIT_NET_OPS;
+extern const NetOps DIT_NET_OPS, DIG_NET_OPS;
 
-static const NetOps *const BACKBONES[] = {[BACKBONE_DIT] = &DIT_NET_OPS};
+static const NetOps *const BACKBONES[] = {[BACKBONE_DIT] = &DIT_NET_OPS, [BACKBONE_DIG] = &DIG_NET_OPS};
 enum { N_BACKBONES = sizeof BACKBONES / sizeof BACKBONES[0] };
 
 const NetOps *net_backbone(BackboneKind k) {
@@ -74,6 +74,8 @@ void net_config_describe(const NetConfig *c, char *buf, size_t n) {
 }
 
 double net_flops_per_image(const NetConfig *c) { return net_backbone(c->backbone)->flops_per_image(c); }
+
+const char *net_mixer_name(const NetConfig *c) { return net_backbone(c->backbone)->mixer(c); }
 
 int net_config_read(const StFile *f, NetConfig *c, MalaErr *err) {
     BackboneKind k = BACKBONE_DIT;

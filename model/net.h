@@ -13,7 +13,7 @@
 #include "rng.h"
 #include "safetensors.h"
 
-typedef enum { BACKBONE_DIT = 0 } BackboneKind;
+typedef enum { BACKBONE_DIT = 0, BACKBONE_DIG = 1 } BackboneKind;
 
 typedef enum { ATTN_MALA = 0, ATTN_SOFTMAX = 1, ATTN_LINEAR = 2 } AttnKind;
 
@@ -24,11 +24,18 @@ typedef struct {
     int rope, gate, lepe;  // lepe = kernel size, 0 = off
 } DitConfig;
 
+// DiG's own settings (DESIGN 7): the DiT keys it shares; the rest is fixed by the official preset
+// DiG_*_bid_layer_dwconv_qdir (GLA q/k width H/2, SwiGLU MLP, 3x3 depthwise conv, 4 scan directions).
+typedef struct {
+    int depth, hidden, heads, patch;
+} DigConfig;
+
 typedef struct {
     BackboneKind backbone;
     int image_size, in_channels, num_classes;  // what the data fixes
     int learn_sigma;                           // output 2C channels (eps and variance)
     DitConfig dit;                             // backbone "dit"
+    DigConfig dig;                             // backbone "dig"
 } NetConfig;
 
 // One row of the parameter table; names are PyTorch's state_dict names.
@@ -56,6 +63,7 @@ typedef struct {
     int (*preset)(NetConfig *c, const char *name, MalaErr *err);
     int (*validate)(const NetConfig *c, MalaErr *err);
     void (*describe)(const NetConfig *c, char *buf, size_t n);
+    const char *(*mixer)(const NetConfig *c);  // the token mixer: "mala", "softmax", "linear", "gla"
     // The backbone's metadata keys (the common ones are read by net_config_read).
     int (*read_meta)(const StFile *f, NetConfig *c, MalaErr *err);
     void (*write_meta)(StWriter *w, const NetConfig *c);
@@ -96,6 +104,7 @@ int net_config_preset(NetConfig *c, const char *name, MalaErr *err);
 int net_config_validate(const NetConfig *c, MalaErr *err);
 void net_config_describe(const NetConfig *c, char *buf, size_t n);
 double net_flops_per_image(const NetConfig *c);
+const char *net_mixer_name(const NetConfig *c);
 // Model-file metadata: `backbone` (absent = dit), image_size in_channels num_classes learn_sigma,
 // then the backbone's keys. Keys nobody uses are ignored.
 int net_config_read(const StFile *f, NetConfig *c, MalaErr *err);

@@ -1,6 +1,8 @@
-// The whole DiT against PyTorch (tools/ref_dit.py writes tests/fixtures/dit_*.safetensors):
-// forward output and every parameter gradient of loss = sum(out * dout), for each attention kind
-// and flag combination; plus initialisation and model-file round trips.
+// Every backbone against PyTorch (tools/ref_dit.py and tools/ref_dig.py write
+// tests/fixtures/{dit,dig}_*.safetensors): forward output and every parameter gradient of
+// loss = sum(out * dout), for each DiT attention kind and flag combination and for DiG's scan
+// directions; DiG-S/2's table against the official state_dict; initialisation and model-file
+// round trips.
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -63,7 +65,8 @@ static void fixture_close(Fixture *fx) {
 static const char *FIXTURES[] = {
     "tests/fixtures/dit_mala_full.safetensors", "tests/fixtures/dit_mala_plain.safetensors",
     "tests/fixtures/dit_softmax.safetensors",   "tests/fixtures/dit_linear.safetensors",
-    "tests/fixtures/dit_mala_rect.safetensors",
+    "tests/fixtures/dit_mala_rect.safetensors", "tests/fixtures/dig_t2.safetensors",
+    "tests/fixtures/dig_t4.safetensors",        "tests/fixtures/dig_init.safetensors",
 };
 #define NFIX ((int)(sizeof FIXTURES / sizeof FIXTURES[0]))
 
@@ -229,6 +232,80 @@ START_TEST(test_model_file_round_trip) {
 }
 END_TEST
 
+// DiG-S/2 (32x32x4 latents, 1000 classes, learned sigma) has exactly the official state_dict:
+// every name and shape of tests/fixtures/dig_s2_names.txt (written from hustvl/DiG's class by
+// tools/ref_dig.py) and the same parameter count.
+START_TEST(test_dig_s2_names_vs_official) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    MalaErr err;
+    ck_assert_msg(net_config_preset(&c, "DiG-S/2", &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.backbone, BACKBONE_DIG);
+    c.in_channels = 4;
+    c.num_classes = 1000;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    FILE *f = fopen("tests/fixtures/dig_s2_names.txt", "r");
+    ck_assert(f != NULL);
+    char line[512];
+    ck_assert(fgets(line, sizeof line, f) && line[0] == '#');
+    const char *cnt = strstr(line, "tensors, ");
+    ck_assert(cnt != NULL);
+    size_t want_params = strtoull(cnt + 9, NULL, 10), total = 0;
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        char name[128];
+        int off;
+        if (sscanf(line, "%127s%n", name, &off) != 1) continue;
+        const ParamInfo *p = net_find_param(m, name);
+        ck_assert_msg(p != NULL, "official tensor %s is missing", name);
+        int64_t d[4];
+        int nd = sscanf(line + off, "%ld %ld %ld %ld", &d[0], &d[1], &d[2], &d[3]);
+        ck_assert_msg(nd == p->ndim, "%s: %d dims, official %d", name, p->ndim, nd);
+        for (int i = 0; i < nd; i++) ck_assert_msg(d[i] == p->shape[i], "%s: dim %d is %ld, official %ld", name, i,
+                                                   (long)p->shape[i], (long)d[i]);
+        total += p->numel;
+        rows++;
+    }
+    fclose(f);
+    ck_assert_int_eq(rows, m->nparams);
+    ck_assert_uint_eq(total, want_params);
+    ck_assert_uint_eq(m->n_floats, want_params);
+    printf("DiG-S/2: %d tensors, %zu parameters (official: %zu)\n", rows, m->n_floats, want_params);
+    net_free(m);
+}
+END_TEST
+
+// DiG's official initialisation: every block is the identity map and the output exactly 0; the
+// GLA gain, the RMSNorm weight and the identity conv are in place.
+START_TEST(test_dig_init) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIG);
+    MalaErr err;
+    ck_assert_int_eq(net_config_preset(&c, "DiG-T/4", &err), 0);
+    Net *m = net_create(&c, backend_cpu(), 2, NET_INFER);
+    net_init_weights(m, 3);
+    const ParamInfo *q = net_find_param(m, "blocks.1.attn.q_proj.weight");
+    const ParamInfo *conv = net_find_param(m, "blocks.3.dw_conv.weight");
+    const ParamInfo *nw = net_find_param(m, "blocks.2.attn.g_norm_swish_gate.weight");
+    ck_assert(q && conv && nw);
+    double bound = pow(2.0, -2.5) * sqrt(6.0 / (128 + 64)), mx = 0;  // xavier, gain 2^-2.5
+    for (size_t i = 0; i < q->numel; i++) mx = fmax(mx, fabs(m->w[q->offset + i]));
+    ck_assert_msg(mx <= bound && mx > 0.9 * bound, "q_proj max %g, bound %g", mx, bound);
+    for (size_t i = 0; i < conv->numel; i++) ck_assert(m->w[conv->offset + i] == (i % 9 == 4 ? 1.0f : 0.0f));
+    for (size_t i = 0; i < nw->numel; i++) ck_assert(m->w[nw->offset + i] == 1.0f);
+    float x[2 * 32 * 32], t[2] = {3, 700}, out[2 * 2 * 32 * 32];
+    int32_t y[2] = {1, 10};
+    tu_fill(x, 2 * 32 * 32, -1, 1, 6);
+    net_forward(m, out, x, t, y, 2);
+    for (int i = 0; i < 2 * 2 * 32 * 32; i++) ck_assert(out[i] == 0.0f);
+    ck_assert_int_ne(net_config_preset(&c, "DiG-Q/2", &err), 0);
+    ck_assert(strstr(err.msg, "unknown preset") && strstr(err.msg, "DiG-"));
+    c.dig.heads = 3;  // key width 64 is not divisible by 3
+    ck_assert_int_ne(net_config_validate(&c, &err), 0);
+    net_free(m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -237,6 +314,8 @@ int main(void) {
     tcase_add_test(tc, test_forward_repeatable);
     tcase_add_test(tc, test_init_and_table);
     tcase_add_test(tc, test_model_file_round_trip);
+    tcase_add_test(tc, test_dig_s2_names_vs_official);
+    tcase_add_test(tc, test_dig_init);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
