@@ -26,6 +26,15 @@ typedef struct {
     int gh, gw;          // token grid (gh * gw == L), for RoPE and LePE
 } AttnShape;
 
+// Gated linear attention geometry (DiG's token mixer: fla's GLA). Head h of a q, k or g row owns
+// channels h*dk .. h*dk+dk-1, of a v or o row channels h*dv .. h*dv+dv-1. Every tensor has its own
+// row stride (floats), so q, k, v, g can be column slices of one fused projection's output; each
+// gradient has the stride of its tensor (dout that of o).
+typedef struct {
+    int B, L, heads, dk, dv;      // batch, tokens, heads, per-head key and value widths
+    int ldq, ldk, ldv, ldg, ldo;  // row strides of q, k, v, g and o
+} GlaShape;
+
 struct Backend {
     const char *name;
 
@@ -98,12 +107,61 @@ struct Backend {
     void (*softmax_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
     void (*softmax_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                         float *cache, AttnShape s);
-    // LePE: out[B,L,H] += dwconv_kxk(v) + bias, v = the v part of qkv (stride 3H), zero padding k/2,
-    // weight [H,1,k,k], bias [H].
-    void (*lepe_fwd)(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);
-    // dqkv (v part) += ..., dw += ..., db += ...
-    void (*lepe_bwd)(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
-                     const float *w, int k, AttnShape s);
+    // Depthwise k x k cross-correlation over the gh x gw token grid (odd k, zero padding k/2) plus
+    // bias, ADDED to out [B, gh*gw, C] (rows of stride C); x rows have stride ldx; weight [C,1,k,k]
+    // (PyTorch's Conv2d(C, C, k, groups=C)), bias [C] or NULL:
+    //   out[b,(r,c),ch] += bias[ch] + sum_{ky,kx} w[ch,ky,kx] x[b,(r+ky-k/2, c+kx-k/2),ch]
+    // LePE passes the v part of qkv (x = qkv + 2H, ldx = 3H); DiG's conv after each block passes
+    // its activations (ldx = C) into a zeroed out.
+    void (*dwconv_fwd)(float *out, const float *x, int ldx, const float *w, const float *b, int k, int B,
+                       int gh, int gw, int C);
+    // dx (stride ldx) += ..., dw += ..., db += ...
+    void (*dwconv_bwd)(float *dx, float *dw, float *db, const float *dout, const float *x, int ldx,
+                       const float *w, int k, int B, int gh, int gw, int C);
+
+    // ---- gated linear attention and the rest of DiG's block ----
+    // The forget gate's log-decay, in place on `cols` leading channels of `rows` rows with stride
+    // ld: x = logsigmoid(x) / norm (fla: F.logsigmoid(gk) / gate_logit_normalizer, 16 in DiG).
+    void (*logsigmoid_fwd)(float *x, int rows, int cols, int ld, float norm);
+    // In place: g = g * sigmoid(-x) / norm, from y = logsigmoid(x) / norm (sigmoid(-x) = -expm1(norm y)).
+    void (*logsigmoid_bwd)(float *g, const float *y, int rows, int cols, int ld, float norm);
+    // Floats of gla's cache: the forward's chunk-start states plus the backward's scratch (which
+    // the backward may overwrite; the forward's part stays intact).
+    size_t (*gla_cache_floats)(GlaShape s);
+    // GLA core per (batch, head), with g <= 0 the log-decay (from logsigmoid_fwd), scale = dk^-1/2:
+    //   S_t = diag(exp(g_t)) S_{t-1} + k_t^T v_t   (S_0 = 0, S_t dk x dv),   o_t = scale q_t S_t
+    // (o overwritten). Computed in chunks with state passing, O(L dk dv); the chunked form and why
+    // it cannot overflow for any g <= 0 are in the backends' GLA files.
+    void (*gla_fwd)(float *o, float *cache, const float *q, const float *k, const float *v, const float *g,
+                    GlaShape s);
+    // dq, dk, dv, dg += the gradients of sum(o * dout); with b_t = sum_{s<=t} g_s the whole-sequence
+    // log-decay, dL/db_t = q_t dq_t - k_t dk_t, so dg_t = sum_{s>=t} (q_s dq_s - k_s dk_s).
+    void (*gla_bwd)(float *dq, float *dk, float *dv, float *dg, const float *dout, const float *q,
+                    const float *k, const float *v, const float *g, float *cache, GlaShape s);
+    // RMSNorm with swish output gate per head-row of width d (fla's FusedRMSNormSwishGate); x and
+    // out are [N, heads*d] (contiguous), gate rows have stride ldg, w [d] is shared by the heads:
+    //   out = y w silu(gate),  y = x r,  r = 1 / sqrt(mean_c x^2 + eps)   (rstd[N*heads] = r kept)
+    void (*rmsnorm_gate_fwd)(float *out, float *rstd, const float *x, const float *gate, const float *w,
+                             int N, int heads, int d, int ldg, float eps);
+    // With u = dout w silu(gate):  dx += r (u - y mean_c(u y));  dgate += dout y w silu'(gate);
+    // dw += sum over rows and heads of dout y silu(gate).
+    void (*rmsnorm_gate_bwd)(float *dx, float *dgate, float *dw, const float *dout, const float *x,
+                             const float *gate, const float *w, const float *rstd, int N, int heads, int d,
+                             int ldg);
+    // SwiGLU on one fused [N, 2F] projection (fla's GLAMLP: gate, y = gate_proj(x).chunk(2, -1)):
+    //   out[n,f] = silu(ab[n,f]) * ab[n,F+f]   (out [N,F])
+    void (*swiglu_fwd)(float *out, const float *ab, int N, int F);
+    // dab[n,f] += dout silu'(a) b;  dab[n,F+f] += dout silu(a)
+    void (*swiglu_bwd)(float *dab, const float *dout, const float *ab, int N, int F);
+    // DiG's scan directions on [B, L, C] (L = gh*gw; out != x): flip reverses the token order; then
+    // transpose reads the gh x gw grid by columns, so out is a gw x gh grid:
+    //   y[l] = flip ? x[L-1-l] : x[l];   out[l] = transpose ? y[(l % gh) * gw + l / gh] : y[l]
+    // (PyTorch: x.flip(1), then x.reshape(B, gh, gw, C).transpose(1, 2).flatten(1, 2)).
+    void (*permute_tokens_fwd)(float *out, const float *x, int B, int gh, int gw, int C, int flip,
+                               int transpose);
+    // The inverse permutation, added: dx[b, src(l)] += dout[b, l]  (same gh, gw, flip, transpose)
+    void (*permute_tokens_bwd)(float *dx, const float *dout, int B, int gh, int gw, int C, int flip,
+                               int transpose);
 
     // ---- embeddings and patches ----
     // img [B,C,S,S] -> patches [B, T, C*p*p] with T = (S/p)^2, each row ordered (c, i, j) as a

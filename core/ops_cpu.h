@@ -1,6 +1,7 @@
 // CPU implementations of the op table (see backend.h for each op's contract). Split by topic:
 // ops_cpu_dense.c (linear, norms, adaLN, elementwise, embeddings, optimiser),
-// ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, LePE) and ops_cpu_diffusion.c
+// ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, the depthwise conv),
+// ops_cpu_gla.c (gated linear attention, its logsigmoid gate) and ops_cpu_diffusion.c
 // (randomness, training-loss and sampler-update ops).
 #ifndef MALA_OPS_CPU_H
 #define MALA_OPS_CPU_H
@@ -24,9 +25,19 @@ void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
 void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                      float *cache, AttnShape s);
-void cpu_lepe_fwd(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);
-void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
-                  const float *w, int k, AttnShape s);
+void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *b, int k, int B, int gh,
+                    int gw, int C);
+void cpu_dwconv_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, int ldx, const float *w,
+                    int k, int B, int gh, int gw, int C);
+
+// ops_cpu_gla.c
+void cpu_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm);
+void cpu_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm);
+size_t cpu_gla_cache_floats(GlaShape s);
+void cpu_gla_fwd(float *o, float *cache, const float *q, const float *k, const float *v, const float *g,
+                 GlaShape s);
+void cpu_gla_bwd(float *dq, float *dk, float *dv, float *dg, const float *dout, const float *q, const float *k,
+                 const float *v, const float *g, float *cache, GlaShape s);
 
 // ops_cpu_diffusion.c
 void cpu_fill(float *x, float v, size_t n);

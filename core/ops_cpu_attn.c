@@ -1,20 +1,20 @@
 // CPU attention ops: phi = ELU+1, 2-D RoPE, the MALA core, plain linear attention, softmax
-// attention (DiT baseline) and LePE. Contracts are in backend.h, the math in DESIGN.md section 1.
+// attention (DiT baseline) and the depthwise conv of LePE (also DiG's conv after each block). Contracts are in backend.h, the math in DESIGN.md section 1.
 // defines: cpu_elu1_fwd, cpu_elu1_bwd, cpu_rope_fwd, cpu_rope_bwd, cpu_mala_cache_floats,
 //          cpu_linattn_cache_floats, cpu_softmax_cache_floats, cpu_mala_fwd, cpu_mala_bwd,
-//          cpu_linattn_fwd, cpu_linattn_bwd, cpu_softmax_fwd, cpu_softmax_bwd, cpu_lepe_fwd,
-//          cpu_lepe_bwd
+//          cpu_linattn_fwd, cpu_linattn_bwd, cpu_softmax_fwd, cpu_softmax_bwd, cpu_dwconv_fwd,
+//          cpu_dwconv_bwd
 //
 // Layout reminders (backend.h): qkv rows are [q(H) | k(H) | v(H)] with stride 3H, qkr rows are
 // [rope(q') (H) | rope(k') (H)] with stride 2H, out rows have stride H; head h owns channels
 // h*d .. h*d+d-1 of each part.
 //
-// Parallelism: the linear attentions (MALA, linear) and LePE run their own vectorised loops in
+// Parallelism: the linear attentions (MALA, linear) and the depthwise conv run their own vectorised loops in
 // one OpenMP region over (batch, head) / (batch, channel block); softmax attention calls the
 // (multi-threaded) OpenBLAS sgemm sequentially per head, never from inside an OpenMP region.
 // Calls below ~64K multiply-adds stay on the calling thread. Nothing is allocated per call:
 // scratch lives on the stack (the linear attentions' backward: 2 d^2 + 4 d floats per thread;
-// softmax backward: at most max(16K, L) floats on the calling thread; LePE: 2 k^2 * 32 floats).
+// softmax backward: at most max(16K, L) floats on the calling thread; dwconv: 2 k^2 * 32 floats).
 #include "ops_cpu.h"
 
 #include <cblas.h>
@@ -525,18 +525,19 @@ void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
 }
 
 // ---------------------------------------------------------------------------------------------
-// LePE: depthwise k x k cross-correlation over the gh x gw grid of v (zero padding k/2), plus bias:
-//   out[b, (r,c), ch] += bias[ch] + sum_{ky,kx} w[ch, ky, kx] v[b, (r+ky-k/2, c+kx-k/2), ch].
-// Work is split over (batch, block of LEPE_CB channels); each task keeps its weights transposed
+// Depthwise k x k cross-correlation over the gh x gw token grid of x (rows of stride ld: LePE's v
+// part of qkv, or plain activations), zero padding k/2, plus bias:
+//   out[b, (r,c), ch] += bias[ch] + sum_{ky,kx} w[ch, ky, kx] x[b, (r+ky-k/2, c+kx-k/2), ch].
+// Work is split over (batch, block of DW_CB channels); each task keeps its weights transposed
 // to [tap][channel] so the inner loops run contiguously over channels.
-#define LEPE_CB 32
+#define DW_CB 32
 
-// One (batch, channel block) task of the forward. Called with cb == LEPE_CB (a compile-time
+// One (batch, channel block) task of the forward. Called with cb == DW_CB (a compile-time
 // constant after inlining, so the channel loops unroll) or with the tail width.
-static inline void lepe_fwd_block(float *restrict out, const float *restrict v0, const float *restrict wt,
-                                  const float *restrict bias, int k, int gh, int gw, size_t ld, int H, int cb) {
+static inline void dwconv_fwd_block(float *restrict out, const float *restrict v0, const float *restrict wt,
+                                    const float *restrict bias, int k, int gh, int gw, size_t ld, int H, int cb) {
     const int pad = k / 2;
-    float acc[LEPE_CB], acc2[LEPE_CB];  // two accumulators (even / odd kx) halve the add chains
+    float acc[DW_CB], acc2[DW_CB];  // two accumulators (even / odd kx) halve the add chains
     for (int r = 0; r < gh; r++) {
         const int ky0 = pad - r > 0 ? pad - r : 0, ky1 = gh - 1 - r + pad < k - 1 ? gh - 1 - r + pad : k - 1;
         for (int col = 0; col < gw; col++) {
@@ -546,13 +547,13 @@ static inline void lepe_fwd_block(float *restrict out, const float *restrict v0,
                 const int nrow = (r + ky - pad) * gw + col - pad;  // + kx >= 0 for valid taps
                 int kx = kx0;
                 for (; kx + 1 <= kx1; kx += 2) {
-                    const float *src = v0 + (size_t)(nrow + kx) * ld, *wr = wt + (ky * k + kx) * LEPE_CB;
-                    const float *src2 = src + ld, *wr2 = wr + LEPE_CB;
+                    const float *src = v0 + (size_t)(nrow + kx) * ld, *wr = wt + (ky * k + kx) * DW_CB;
+                    const float *src2 = src + ld, *wr2 = wr + DW_CB;
                     #pragma omp simd
                     for (int c = 0; c < cb; c++) { acc[c] += wr[c] * src[c]; acc2[c] += wr2[c] * src2[c]; }
                 }
                 if (kx <= kx1) {
-                    const float *src = v0 + (size_t)(nrow + kx) * ld, *wr = wt + (ky * k + kx) * LEPE_CB;
+                    const float *src = v0 + (size_t)(nrow + kx) * ld, *wr = wt + (ky * k + kx) * DW_CB;
                     #pragma omp simd
                     for (int c = 0; c < cb; c++) acc[c] += wr[c] * src[c];
                 }
@@ -564,40 +565,46 @@ static inline void lepe_fwd_block(float *restrict out, const float *restrict v0,
     }
 }
 
-static void lepe_transpose_w(float *wt, const float *w, int c0, int cb, int kk) {
+static void dwconv_transpose_w(float *wt, const float *w, int c0, int cb, int kk) {
     for (int c = 0; c < cb; c++)
-        for (int t = 0; t < kk; t++) wt[t * LEPE_CB + c] = w[(size_t)(c0 + c) * kk + t];
+        for (int t = 0; t < kk; t++) wt[t * DW_CB + c] = w[(size_t)(c0 + c) * kk + t];
 }
 
-void cpu_lepe_fwd(float *out, const float *qkv, const float *w, const float *bias, int k, AttnShape s) {
-    check_shape(s, "lepe_fwd");
-    CHECK(k >= 1 && k % 2 == 1, "lepe_fwd: kernel size %d must be odd", k);
-    const int B = s.B, L = s.L, H = s.H, kk = k * k;
-    const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
-    const size_t ld = (size_t)3 * H;
+static void check_dwconv(int k, int ldx, int B, int gh, int gw, int C, const char *op) {
+    CHECK(k >= 1 && k % 2 == 1, "%s: kernel size %d must be odd", op, k);
+    CHECK(B >= 0 && gh >= 0 && gw >= 0 && C > 0 && ldx >= C, "%s: bad shape B%d grid %dx%d C%d ldx %d", op, B, gh,
+          gw, C, ldx);
+}
+
+void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *bias, int k, int B, int gh,
+                    int gw, int C) {
+    check_dwconv(k, ldx, B, gh, gw, C, "dwconv_fwd");
+    const int L = gh * gw, H = C, kk = k * k;
+    const int nblk = (H + DW_CB - 1) / DW_CB;
+    const size_t ld = (size_t)ldx;
     #pragma omp parallel for collapse(2) schedule(static) if (small_work((size_t)B * L * H * kk) == 0)
     for (int b = 0; b < B; b++) {
         for (int blk = 0; blk < nblk; blk++) {
-            const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
-            float wt[kk * LEPE_CB];
-            lepe_transpose_w(wt, w, c0, cb, kk);
-            const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
+            const int c0 = blk * DW_CB, cb = H - c0 < DW_CB ? H - c0 : DW_CB;
+            float wt[kk * DW_CB];
+            dwconv_transpose_w(wt, w, c0, cb, kk);
+            const float *v0 = x + (size_t)b * L * ld + c0;
             float *o0 = out + (size_t)b * L * H + c0;
             const float *b0 = bias ? bias + c0 : NULL;
-            if (cb == LEPE_CB) lepe_fwd_block(o0, v0, wt, b0, k, s.gh, s.gw, ld, H, LEPE_CB);
-            else lepe_fwd_block(o0, v0, wt, b0, k, s.gh, s.gw, ld, H, cb);
+            if (cb == DW_CB) dwconv_fwd_block(o0, v0, wt, b0, k, gh, gw, ld, H, DW_CB);
+            else dwconv_fwd_block(o0, v0, wt, b0, k, gh, gw, ld, H, cb);
         }
     }
 }
 
 // One (batch, channel block) task of the backward: dbl/dwl get the block's bias and weight
-// gradients (summed over this batch's tokens), dv (may be NULL) the v gradient.
+// gradients (summed over this batch's tokens), dv (may be NULL) the x gradient.
 //   dw[t] += sum_(r,c) dout(r,c) v(r+ky-k/2, c+kx-k/2);   dv(r,c) += sum_t w[t] dout(r-ky+k/2, c-kx+k/2)
-static inline void lepe_bwd_block(float *restrict dv, float *restrict dwl, float *restrict dbl,
-                                  const float *restrict g0, const float *restrict v0, const float *restrict wt,
-                                  int k, int gh, int gw, size_t ld, int H, int cb) {
+static inline void dwconv_bwd_block(float *restrict dv, float *restrict dwl, float *restrict dbl,
+                                    const float *restrict g0, const float *restrict v0, const float *restrict wt,
+                                    int k, int gh, int gw, size_t ld, int H, int cb) {
     const int pad = k / 2;
-    float acc[LEPE_CB];
+    float acc[DW_CB];
     for (int r = 0; r < gh; r++) {
         const int ky0 = pad - r > 0 ? pad - r : 0, ky1 = gh - 1 - r + pad < k - 1 ? gh - 1 - r + pad : k - 1;
         for (int col = 0; col < gw; col++) {
@@ -614,8 +621,8 @@ static inline void lepe_bwd_block(float *restrict dv, float *restrict dwl, float
                 for (int kx = kx0; kx <= kx1; kx++) {
                     const size_t nb = (size_t)(nrow + kx);  // neighbour token (r + ky - pad, col + kx - pad)
                     const float *src = v0 + nb * ld, *gn = g0 + nb * H;
-                    float *dwr = dwl + (ky * k + kx) * LEPE_CB;
-                    const float *wr = wt + ((k - 1 - ky) * k + (k - 1 - kx)) * LEPE_CB;
+                    float *dwr = dwl + (ky * k + kx) * DW_CB;
+                    const float *wr = wt + ((k - 1 - ky) * k + (k - 1 - kx)) * DW_CB;
                     #pragma omp simd
                     for (int c = 0; c < cb; c++) {
                         dwr[c] += g[c] * src[c];
@@ -634,31 +641,30 @@ static inline void lepe_bwd_block(float *restrict dv, float *restrict dwl, float
 
 // Backward: one task per 32-channel block, looping over the batch inside, so each task owns its
 // channels' dw and db outright (no atomics: the sums come out in the same order on every run,
-// which bit-exact resume needs); dv is gathered per output token.
-void cpu_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv,
-                  const float *w, int k, AttnShape s) {
-    check_shape(s, "lepe_bwd");
-    CHECK(k >= 1 && k % 2 == 1, "lepe_bwd: kernel size %d must be odd", k);
-    const int B = s.B, L = s.L, H = s.H, kk = k * k;
-    const int nblk = (H + LEPE_CB - 1) / LEPE_CB;
-    const size_t ld = (size_t)3 * H;
+// which bit-exact resume needs); dx is gathered per output token.
+void cpu_dwconv_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, int ldx, const float *w,
+                    int k, int B, int gh, int gw, int C) {
+    check_dwconv(k, ldx, B, gh, gw, C, "dwconv_bwd");
+    const int L = gh * gw, H = C, kk = k * k;
+    const int nblk = (H + DW_CB - 1) / DW_CB;
+    const size_t ld = (size_t)ldx;
     #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * kk) == 0)
     for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * LEPE_CB, cb = H - c0 < LEPE_CB ? H - c0 : LEPE_CB;
-        float wt[kk * LEPE_CB], dwl[kk * LEPE_CB], dbl[LEPE_CB];
-        lepe_transpose_w(wt, w, c0, cb, kk);
+        const int c0 = blk * DW_CB, cb = H - c0 < DW_CB ? H - c0 : DW_CB;
+        float wt[kk * DW_CB], dwl[kk * DW_CB], dbl[DW_CB];
+        dwconv_transpose_w(wt, w, c0, cb, kk);
         memset(dwl, 0, sizeof dwl);
         memset(dbl, 0, sizeof dbl);
         for (int b = 0; b < B; b++) {
-            const float *v0 = qkv + (size_t)b * L * ld + 2 * (size_t)H + c0;
+            const float *v0 = x + (size_t)b * L * ld + c0;
             const float *g0 = dout + (size_t)b * L * H + c0;
-            float *dv = dqkv ? dqkv + (size_t)b * L * ld + 2 * (size_t)H + c0 : NULL;
-            if (cb == LEPE_CB) lepe_bwd_block(dv, dwl, dbl, g0, v0, wt, k, s.gh, s.gw, ld, H, LEPE_CB);
-            else lepe_bwd_block(dv, dwl, dbl, g0, v0, wt, k, s.gh, s.gw, ld, H, cb);
+            float *dv = dx ? dx + (size_t)b * L * ld + c0 : NULL;
+            if (cb == DW_CB) dwconv_bwd_block(dv, dwl, dbl, g0, v0, wt, k, gh, gw, ld, H, DW_CB);
+            else dwconv_bwd_block(dv, dwl, dbl, g0, v0, wt, k, gh, gw, ld, H, cb);
         }
         if (dw)
             for (int c = 0; c < cb; c++)
-                for (int t = 0; t < kk; t++) dw[(size_t)(c0 + c) * kk + t] += dwl[t * LEPE_CB + c];
+                for (int t = 0; t < kk; t++) dw[(size_t)(c0 + c) * kk + t] += dwl[t * DW_CB + c];
         if (db)
             for (int c = 0; c < cb; c++) db[c0 + c] += dbl[c];
     }

@@ -1,8 +1,10 @@
-// CPU ops: linear (OpenBLAS sgemm), LayerNorm, adaLN modulate / gated residual, activations,
-// patches, embeddings and the optimiser. Contracts are in backend.h; loops are OpenMP-parallel.
-// defines: cpu_linear_*, cpu_layernorm_*, cpu_modulate_*, cpu_gate_residual_*, cpu_gelu_*,
-//          cpu_silu_*, cpu_add, cpu_mul_*, cpu_patchify_*, cpu_unpatchify_*, cpu_add_pos,
-//          cpu_timestep_embed, cpu_embed_*, cpu_adamw, cpu_ema, cpu_sumsq, cpu_scale
+// CPU ops: linear (OpenBLAS sgemm), LayerNorm, RMSNorm with swish gate, adaLN modulate / gated
+// residual, activations (SwiGLU too), patches, token permutations, embeddings and the optimiser.
+// Contracts are in backend.h; loops are OpenMP-parallel.
+// defines: cpu_linear_*, cpu_layernorm_*, cpu_rmsnorm_gate_*, cpu_modulate_*, cpu_gate_residual_*,
+//          cpu_gelu_*, cpu_silu_*, cpu_swiglu_*, cpu_add, cpu_mul_*, cpu_patchify_*, cpu_unpatchify_*,
+//          cpu_permute_tokens_*, cpu_add_pos, cpu_timestep_embed, cpu_embed_*, cpu_adamw, cpu_ema,
+//          cpu_sumsq, cpu_scale
 #include "ops_cpu_dense.h"
 
 #include <cblas.h>
@@ -69,6 +71,64 @@ void cpu_layernorm_bwd(float *dx, const float *dout, const float *out, const flo
         mg /= C; mgy /= C;
         for (int c = 0; c < C; c++) d[c] += rstd[n] * (g[c] - mg - y[c] * mgy);
     }
+}
+
+// RMSNorm with swish gate, one (row, head) at a time: out = x r w silu(gate), r = rsqrt(mean x^2 + eps)
+void cpu_rmsnorm_gate_fwd(float *out, float *rstd, const float *x, const float *gate, const float *w, int N,
+                          int heads, int d, int ldg, float eps) {
+    const int H = heads * d;
+    const long rows = (long)N * heads;
+    #pragma omp parallel for schedule(static) if (rows * d >= (1L << 15))
+    for (long r = 0; r < rows; r++) {
+        const long n = r / heads, h = r % heads;
+        const float *xr = x + n * H + h * d, *gr = gate + n * ldg + h * d;
+        float *o = out + n * H + h * d;
+        float ss = 0.0f;
+        for (int c = 0; c < d; c++) ss += xr[c] * xr[c];
+        const float rs = 1.0f / sqrtf(ss / d + eps);
+        for (int c = 0; c < d; c++) o[c] = xr[c] * rs * w[c] * silu_f(gr[c]);
+        rstd[r] = rs;
+    }
+}
+
+// Backward, with y = x r and u = dout w silu(gate) (the gradient of y):
+//   dx += r (u - y mean(u y));  dgate += dout y w silu'(gate);  dw += sum_rows dout y silu(gate).
+// The rows are cut into RMS_PARTS fixed ranges whose dw partial sums are added in order, so dw does
+// not depend on the thread count.
+#define RMS_PARTS 16
+void cpu_rmsnorm_gate_bwd(float *dx, float *dgate, float *dw, const float *dout, const float *x,
+                          const float *gate, const float *w, const float *rstd, int N, int heads, int d, int ldg) {
+    if (!dx && !dgate && !dw) return;
+    const int H = heads * d;
+    const long rows = (long)N * heads, per = (rows + RMS_PARTS - 1) / RMS_PARTS;
+    float part[RMS_PARTS * d];
+    #pragma omp parallel for schedule(static) if (rows * d >= (1L << 15))
+    for (int p = 0; p < RMS_PARTS; p++) {
+        float *acc = part + (size_t)p * d;
+        for (int c = 0; c < d; c++) acc[c] = 0.0f;
+        const long r1 = (p + 1) * per < rows ? (p + 1) * per : rows;
+        for (long r = p * per; r < r1; r++) {
+            const long n = r / heads, h = r % heads;
+            const float *xr = x + n * H + h * d, *gr = gate + n * ldg + h * d, *go = dout + n * H + h * d;
+            const float rs = rstd[r];
+            float m = 0.0f;
+            for (int c = 0; c < d; c++) m += go[c] * w[c] * silu_f(gr[c]) * (xr[c] * rs);
+            m /= d;
+            float *dxr = dx ? dx + n * H + h * d : NULL, *dgr = dgate ? dgate + n * ldg + h * d : NULL;
+            for (int c = 0; c < d; c++) {
+                const float y = xr[c] * rs, sg = silu_f(gr[c]);
+                if (dxr) dxr[c] += rs * (go[c] * w[c] * sg - y * m);
+                if (dgr) dgr[c] += go[c] * y * w[c] * silu_grad_f(gr[c]);
+                acc[c] += go[c] * y * sg;
+            }
+        }
+    }
+    if (dw)
+        for (int c = 0; c < d; c++) {
+            float t = 0.0f;
+            for (int p = 0; p < RMS_PARTS; p++) t += part[(size_t)p * d + c];
+            dw[c] += t;
+        }
 }
 
 void cpu_modulate_fwd(float *out, const float *x, const float *shift, const float *scale,
@@ -157,6 +217,28 @@ void cpu_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) dx[i] += dout[i] * silu_grad_f(x[i]);
 }
 
+// SwiGLU on the fused [N, 2F] projection: a = ab[n, :F], b = ab[n, F:]
+void cpu_swiglu_fwd(float *out, const float *ab, int N, int F) {
+    #pragma omp parallel for schedule(static) if ((size_t)N * F >= ((size_t)1 << 15))
+    for (int n = 0; n < N; n++) {
+        const float *a = ab + (size_t)n * 2 * F, *b = a + F;
+        float *o = out + (size_t)n * F;
+        for (int f = 0; f < F; f++) o[f] = silu_f(a[f]) * b[f];
+    }
+}
+
+void cpu_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F) {
+    #pragma omp parallel for schedule(static) if ((size_t)N * F >= ((size_t)1 << 15))
+    for (int n = 0; n < N; n++) {
+        const float *a = ab + (size_t)n * 2 * F, *b = a + F, *g = dout + (size_t)n * F;
+        float *da = dab + (size_t)n * 2 * F, *db = da + F;
+        for (int f = 0; f < F; f++) {
+            da[f] += g[f] * silu_grad_f(a[f]) * b[f];
+            db[f] += g[f] * silu_f(a[f]);
+        }
+    }
+}
+
 void cpu_add(float *out, const float *a, const float *b, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
@@ -231,6 +313,32 @@ void cpu_unpatchify_bwd(float *dtokens, const float *dimg, int B, int C, int S, 
                         for (int c = 0; c < C; c++)
                             row[(i * p + j) * C + c] += dimg[(((size_t)b * C + c) * S + gi * p + i) * S + gj * p + j];
             }
+}
+
+// Token permutations (DiG's scan directions): the source token of output token l.
+static inline int perm_src(int l, int L, int gh, int gw, int flip, int transpose) {
+    const int m = transpose ? (l % gh) * gw + l / gh : l;
+    return flip ? L - 1 - m : m;
+}
+
+void cpu_permute_tokens_fwd(float *out, const float *x, int B, int gh, int gw, int C, int flip, int transpose) {
+    const int L = gh * gw;
+    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * L * C >= ((size_t)1 << 16))
+    for (int b = 0; b < B; b++)
+        for (int l = 0; l < L; l++)
+            memcpy(out + ((size_t)b * L + l) * C, x + ((size_t)b * L + perm_src(l, L, gh, gw, flip, transpose)) * C,
+                   sizeof(float) * C);
+}
+
+void cpu_permute_tokens_bwd(float *dx, const float *dout, int B, int gh, int gw, int C, int flip, int transpose) {
+    const int L = gh * gw;
+    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * L * C >= ((size_t)1 << 16))
+    for (int b = 0; b < B; b++)
+        for (int l = 0; l < L; l++) {
+            float *d = dx + ((size_t)b * L + perm_src(l, L, gh, gw, flip, transpose)) * C;
+            const float *g = dout + ((size_t)b * L + l) * C;
+            for (int c = 0; c < C; c++) d[c] += g[c];
+        }
 }
 
 void cpu_add_pos(float *x, const float *pos, int B, int L, int C) {

@@ -10,6 +10,10 @@ void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const f
                     int N, int I, int O);
 void cpu_layernorm_fwd(float *out, float *rstd, const float *x, int N, int C);
 void cpu_layernorm_bwd(float *dx, const float *dout, const float *out, const float *rstd, int N, int C);
+void cpu_rmsnorm_gate_fwd(float *out, float *rstd, const float *x, const float *gate, const float *w, int N,
+                          int heads, int d, int ldg, float eps);
+void cpu_rmsnorm_gate_bwd(float *dx, float *dgate, float *dw, const float *dout, const float *x,
+                          const float *gate, const float *w, const float *rstd, int N, int heads, int d, int ldg);
 void cpu_modulate_fwd(float *out, const float *x, const float *shift, const float *scale, int B, int L, int C, int ms);
 void cpu_modulate_bwd(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
                       const float *scale, int B, int L, int C, int ms);
@@ -20,6 +24,8 @@ void cpu_gelu_fwd(float *out, const float *x, size_t n);
 void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n);
 void cpu_silu_fwd(float *out, const float *x, size_t n);
 void cpu_silu_bwd(float *dx, const float *dout, const float *x, size_t n);
+void cpu_swiglu_fwd(float *out, const float *ab, int N, int F);
+void cpu_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F);
 void cpu_add(float *out, const float *a, const float *b, size_t n);
 void cpu_mul_fwd(float *out, const float *a, const float *b, size_t n);
 void cpu_mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n);
@@ -27,6 +33,8 @@ void cpu_patchify_fwd(float *patches, const float *img, int B, int C, int S, int
 void cpu_patchify_bwd(float *dimg, const float *dpatches, int B, int C, int S, int p);
 void cpu_unpatchify_fwd(float *img, const float *tokens, int B, int C, int S, int p);
 void cpu_unpatchify_bwd(float *dtokens, const float *dimg, int B, int C, int S, int p);
+void cpu_permute_tokens_fwd(float *out, const float *x, int B, int gh, int gw, int C, int flip, int transpose);
+void cpu_permute_tokens_bwd(float *dx, const float *dout, int B, int gh, int gw, int C, int flip, int transpose);
 void cpu_add_pos(float *x, const float *pos, int B, int L, int C);
 void cpu_timestep_embed(float *out, const float *t, int B, int dim);
 void cpu_embed_fwd(float *out, const float *table, const int32_t *y, int B, int C);

@@ -54,6 +54,10 @@ MALA_HD float silu_grad_f(float x) { float s = sigmoid_f(x); return s * (1.0f + 
 // phi(x) = ELU(x) + 1; its derivative from the output y = phi(x): 1 for x > 0 (y > 1), else exp(x) = y.
 MALA_HD float elu1_f(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
 MALA_HD float elu1_grad_from_y(float y) { return y > 1.0f ? 1.0f : y; }
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))  (PyTorch's stable form); its derivative
+// sigmoid(-x) from the output y = logsigmoid(x): 1 - exp(y) = -expm1(y).
+MALA_HD float logsigmoid_f(float x) { return fminf(x, 0.0f) - log1pf(expf(-fabsf(x))); }
+MALA_HD float logsigmoid_grad_from_y(float y) { return -expm1f(y); }
 
 // RoPE frequency m of a head of dimension d (d/4 frequencies, torch.linspace(0, 1, d/4)):
 // w_m = 10000^(-m / (d/4 - 1)); a single frequency (d == 4) is 1.

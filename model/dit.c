@@ -148,7 +148,9 @@ static void attention_forward(Net *n, BlockActs *b, const BlockOffsets *o, int B
     if (c->attn == ATTN_MALA) be->mala_fwd(b->o, b->cache, b->qkv, qkr, s);
     else if (c->attn == ATTN_LINEAR) be->linattn_fwd(b->o, b->cache, b->qkv, qkr, s);
     else be->softmax_fwd(b->o, b->cache, b->qkv, qkr, s);
-    if (c->lepe) be->lepe_fwd(b->o, b->qkv, n->w + o->lepe_w, n->w + o->lepe_b, c->lepe, s);
+    if (c->lepe)  // LePE: the depthwise conv of v, the last third of each qkv row
+        be->dwconv_fwd(b->o, b->qkv + 2 * s.H, 3 * s.H, n->w + o->lepe_w, n->w + o->lepe_b, c->lepe, s.B, s.gh,
+                       s.gw, s.H);
 }
 
 static void block_forward(Net *n, int i, int B) {
@@ -205,7 +207,9 @@ static void attention_backward(Net *n, float *G, BlockActs *b, const BlockOffset
     float *dqkr = c->rope ? A->dqkr : NULL;
     be->zero(A->dqkv, BL * 3 * H * sizeof(float));
     if (dqkr) be->zero(dqkr, BL * 2 * H * sizeof(float));
-    if (c->lepe) be->lepe_bwd(A->dqkv, G + o->lepe_w, G + o->lepe_b, A->do_, b->qkv, n->w + o->lepe_w, c->lepe, s);
+    if (c->lepe)
+        be->dwconv_bwd(A->dqkv + 2 * s.H, G + o->lepe_w, G + o->lepe_b, A->do_, b->qkv + 2 * s.H,
+                       3 * s.H, n->w + o->lepe_w, c->lepe, s.B, s.gh, s.gw, s.H);
     if (c->attn == ATTN_MALA) be->mala_bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);
     else if (c->attn == ATTN_LINEAR) be->linattn_bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);
     else be->softmax_bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);

@@ -168,8 +168,8 @@ static void ref_softmax(double *out, const float *qkv, const float *qkr, AttnSha
     free(p);
 }
 
-// PyTorch conv2d(groups=H, padding=k/2) on v viewed as [B, H, gh, gw], plus bias.
-static void ref_lepe(double *out, const float *qkv, const float *w, const float *bias, int k, AttnShape s) {
+// PyTorch conv2d(groups=H, padding=k/2) on x (rows of stride ldx) viewed as [B, H, gh, gw], plus bias.
+static void ref_dwconv(double *out, const float *src, int ldx, const float *w, const float *bias, int k, AttnShape s) {
     const int H = s.H, pad = k / 2;
     for (int b = 0; b < s.B; b++)
         for (int c = 0; c < H; c++)
@@ -180,8 +180,7 @@ static void ref_lepe(double *out, const float *qkv, const float *w, const float 
                         for (int j = 0; j < k; j++) {
                             int yy = y + i - pad, xx = x + j - pad;
                             if (yy < 0 || yy >= s.gh || xx < 0 || xx >= s.gw) continue;
-                            acc += (double)w[(c * k + i) * k + j] *
-                                   qkv[((size_t)b * s.L + yy * s.gw + xx) * 3 * H + 2 * H + c];
+                            acc += (double)w[(c * k + i) * k + j] * src[((size_t)b * s.L + yy * s.gw + xx) * ldx + c];
                         }
                     out[((size_t)b * s.L + y * s.gw + x) * H + c] = acc;
                 }
@@ -510,20 +509,24 @@ START_TEST(test_rope_properties) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
-// LePE
+// The depthwise conv: LePE's (on the v part of qkv, ldx = 3H) and DiG's (on plain activations)
 
-typedef struct { AttnShape s; int k; float *qkv, *w, *b, *out, *base, *G; } LepeCtx;
+typedef struct { AttnShape s; int k, ldx, x0; float *qkv, *w, *b, *out, *base, *G; } LepeCtx;
 static double lepe_loss(void *ctx) {
     LepeCtx *c = ctx;
     memcpy(c->out, c->base, sizeof(float) * nout(c->s));
-    cpu_lepe_fwd(c->out, c->qkv, c->w, c->b, c->k, c->s);
+    cpu_dwconv_fwd(c->out, c->qkv + c->x0, c->ldx, c->w, c->b, c->k, c->s.B, c->s.gh, c->s.gw, c->s.H);
     return tu_dot(c->out, c->G, nout(c->s));
 }
 
-static void check_lepe(AttnShape s, int k, uint64_t seed, int do_fd) {
+// plain = 0: x is the v part of qkv (LePE); plain = 1: x is a [B, L, H + 3] buffer's first H
+// channels (DiG's conv after a block, with a row stride above H to show it is honoured).
+static void check_lepe(AttnShape s, int k, uint64_t seed, int do_fd, int plain) {
     const int H = s.H, kk = k * k;
-    LepeCtx c = {s, k, fnew(nqkv(s)), fnew((size_t)H * kk), fnew(H), fnew(nout(s)), fnew(nout(s)), fnew(nout(s))};
-    tu_fill(c.qkv, nqkv(s), -1.0f, 1.0f, seed);
+    const int ldx = plain ? H + 3 : 3 * H, x0 = plain ? 0 : 2 * H;
+    const size_t nx = (size_t)s.B * s.L * ldx;
+    LepeCtx c = {s, k, ldx, x0, fnew(nx), fnew((size_t)H * kk), fnew(H), fnew(nout(s)), fnew(nout(s)), fnew(nout(s))};
+    tu_fill(c.qkv, nx, -1.0f, 1.0f, seed);
     tu_fill(c.w, (size_t)H * kk, -0.5f, 0.5f, seed + 1);
     tu_fill(c.b, H, -0.5f, 0.5f, seed + 2);
     tu_fill(c.base, nout(s), -1.0f, 1.0f, seed + 3);
@@ -531,55 +534,59 @@ static void check_lepe(AttnShape s, int k, uint64_t seed, int do_fd) {
     // forward adds onto out
     double *ref = dnew(nout(s));
     lepe_loss(&c);
-    ref_lepe(ref, c.qkv, c.w, c.b, k, s);
+    ref_dwconv(ref, c.qkv + x0, ldx, c.w, c.b, k, s);
     for (size_t i = 0; i < nout(s); i++) ref[i] += c.base[i];
     double e = nerr_fd(c.out, ref, nout(s));
-    ck_assert_msg(e < 1e-5, "lepe k=%d %dx%d H%d: normalised error %.3g vs reference", k, s.gh, s.gw, H, e);
+    ck_assert_msg(e < 1e-5, "dwconv k=%d %dx%d H%d ldx %d: normalised error %.3g vs reference", k, s.gh, s.gw, H, ldx, e);
     // backward adds onto junk
-    float *dqkv = fnew(nqkv(s)), *dw = fnew((size_t)H * kk), *db = fnew(H);
-    float *j1 = fnew(nqkv(s)), *j2 = fnew((size_t)H * kk), *j3 = fnew(H);
-    tu_fill(j1, nqkv(s), -2.0f, 2.0f, seed + 5);
+    float *dqkv = fnew(nx), *dw = fnew((size_t)H * kk), *db = fnew(H);
+    float *j1 = fnew(nx), *j2 = fnew((size_t)H * kk), *j3 = fnew(H);
+    tu_fill(j1, nx, -2.0f, 2.0f, seed + 5);
     tu_fill(j2, (size_t)H * kk, -2.0f, 2.0f, seed + 6);
     tu_fill(j3, H, -2.0f, 2.0f, seed + 7);
-    memcpy(dqkv, j1, sizeof(float) * nqkv(s));
+    memcpy(dqkv, j1, sizeof(float) * nx);
     memcpy(dw, j2, sizeof(float) * H * kk);
     memcpy(db, j3, sizeof(float) * H);
-    cpu_lepe_bwd(dqkv, dw, db, c.G, c.qkv, c.w, k, s);
-    for (size_t i = 0; i < nqkv(s); i++) {
-        if (i % (3 * H) < (size_t)2 * H) ck_assert_msg(dqkv[i] == j1[i], "lepe_bwd touched the q/k parts");
+    cpu_dwconv_bwd(dqkv + x0, dw, db, c.G, c.qkv + x0, ldx, c.w, k, s.B, s.gh, s.gw, H);
+    for (size_t i = 0; i < nx; i++) {
+        const size_t col = i % (size_t)ldx;
+        if (col < (size_t)x0 || col >= (size_t)x0 + H)
+            ck_assert_msg(dqkv[i] == j1[i], "dwconv_bwd touched channels outside x (column %zu)", col);
         dqkv[i] -= j1[i];
     }
     for (size_t i = 0; i < (size_t)H * kk; i++) dw[i] -= j2[i];
     for (int i = 0; i < H; i++) db[i] -= j3[i];
     if (do_fd) {
-        tu_fd_check("lepe d/dqkv", c.qkv, nqkv(s), dqkv, lepe_loss, &c, 1e-2f, 2e-4, 2e-3, 100000);
-        tu_fd_check("lepe d/dw", c.w, (size_t)H * kk, dw, lepe_loss, &c, 1e-2f, 2e-4, 2e-3, 100000);
-        tu_fd_check("lepe d/db", c.b, H, db, lepe_loss, &c, 1e-2f, 2e-4, 2e-3, 100000);
+        tu_fd_check("dwconv d/dx", c.qkv, nx, dqkv, lepe_loss, &c, 1e-2f, 2e-4, 2e-3, 100000);
+        tu_fd_check("dwconv d/dw", c.w, (size_t)H * kk, dw, lepe_loss, &c, 1e-2f, 2e-4, 2e-3, 100000);
+        tu_fd_check("dwconv d/db", c.b, H, db, lepe_loss, &c, 1e-2f, 2e-4, 2e-3, 100000);
     } else {
         // larger shapes: adjoint identities against the double reference (the conv is bilinear
         // in v and w: <G, conv(v, w) + b> = <dv, v> + <db, b> = <dw, w> + <db, b>)
         double lhs = 0;
-        ref_lepe(ref, c.qkv, c.w, c.b, k, s);
+        ref_dwconv(ref, c.qkv + x0, ldx, c.w, c.b, k, s);
         for (size_t i = 0; i < nout(s); i++) lhs += ref[i] * c.G[i];
         double bias_part = tu_dot(db, c.b, H);
-        double via_v = tu_dot(dqkv, c.qkv, nqkv(s)) + bias_part, via_w = tu_dot(dw, c.w, (size_t)H * kk) + bias_part;
-        ck_assert_msg(fabs(lhs - via_v) <= 1e-4 * fmax(1.0, fabs(lhs)), "lepe adjoint (dv) %.8g vs %.8g", via_v, lhs);
-        ck_assert_msg(fabs(lhs - via_w) <= 1e-4 * fmax(1.0, fabs(lhs)), "lepe adjoint (dw) %.8g vs %.8g", via_w, lhs);
+        double via_v = tu_dot(dqkv, c.qkv, nx) + bias_part, via_w = tu_dot(dw, c.w, (size_t)H * kk) + bias_part;
+        ck_assert_msg(fabs(lhs - via_v) <= 1e-4 * fmax(1.0, fabs(lhs)), "dwconv adjoint (dx) %.8g vs %.8g", via_v, lhs);
+        ck_assert_msg(fabs(lhs - via_w) <= 1e-4 * fmax(1.0, fabs(lhs)), "dwconv adjoint (dw) %.8g vs %.8g", via_w, lhs);
     }
     // NULL gradients are allowed
-    cpu_lepe_bwd(NULL, dw, NULL, c.G, c.qkv, c.w, k, s);
-    cpu_lepe_bwd(dqkv, NULL, NULL, c.G, c.qkv, c.w, k, s);
+    cpu_dwconv_bwd(NULL, dw, NULL, c.G, c.qkv + x0, ldx, c.w, k, s.B, s.gh, s.gw, H);
+    cpu_dwconv_bwd(dqkv + x0, NULL, NULL, c.G, c.qkv + x0, ldx, c.w, k, s.B, s.gh, s.gw, H);
     free(c.qkv); free(c.w); free(c.b); free(c.out); free(c.base); free(c.G); free(ref);
     free(dqkv); free(dw); free(db); free(j1); free(j2); free(j3);
 }
 
-START_TEST(test_lepe) {
-    check_lepe(shp(2, 2, 3, 16, 2), 3, 200, 1);
-    check_lepe(shp(2, 3, 3, 16, 2), 3, 210, 1);
-    check_lepe(shp(2, 2, 3, 16, 2), 5, 220, 1);
-    check_lepe(shp(2, 3, 3, 16, 2), 5, 230, 1);
-    check_lepe(shp(3, 7, 9, 80, 4), 5, 240, 0);  // channel blocks 32 + 32 + 16, grid larger than k
-    check_lepe(shp(2, 8, 8, 40, 4), 3, 250, 0);
+START_TEST(test_dwconv) {
+    for (int plain = 0; plain < 2; plain++) {
+        check_lepe(shp(2, 2, 3, 16, 2), 3, 200, 1, plain);
+        check_lepe(shp(2, 3, 3, 16, 2), 3, 210, 1, plain);
+        check_lepe(shp(2, 2, 3, 16, 2), 5, 220, 1, plain);
+        check_lepe(shp(2, 3, 3, 16, 2), 5, 230, 1, plain);
+        check_lepe(shp(3, 7, 9, 80, 4), 5, 240, 0, plain);  // channel blocks 32 + 32 + 16, grid larger than k
+        check_lepe(shp(2, 8, 8, 40, 4), 3, 250, 0, plain);
+    }
 }
 END_TEST
 
@@ -669,11 +676,11 @@ static void run_lepe_elu(Outs *o, AttnShape s, int k) {
     tu_fill(bias, H, -0.3f, 0.3f, 513);
     int c = 0;
     float *out = o->out[c] = fnew(o->n[c] = nout(s)); c++;
-    cpu_lepe_fwd(out, qkv, w, bias, k, s);
+    cpu_dwconv_fwd(out, qkv + 2 * H, 3 * H, w, bias, k, s.B, s.gh, s.gw, H);
     float *dq = o->out[c] = fnew(o->n[c] = nqkv(s)); c++;
     float *dw = o->out[c] = fnew(o->n[c] = (size_t)H * kk); c++;
     float *db = o->out[c] = fnew(o->n[c] = H); c++;
-    cpu_lepe_bwd(dq, dw, db, G, qkv, w, k, s);
+    cpu_dwconv_bwd(dq + 2 * H, dw, db, G, qkv + 2 * H, 3 * H, w, k, s.B, s.gh, s.gw, H);
     float *y = o->out[c] = fnew(o->n[c] = nqkv(s)); c++;
     memcpy(y, qkv, sizeof(float) * nqkv(s));
     cpu_elu1_fwd(y, s.B * s.L, 2 * H, 3 * H);
@@ -717,7 +724,7 @@ static Suite *attn_suite(void) {
     ADD(test_attn_reference);
     ADD(test_mala_rows_sum_to_one);
     ADD(test_scaling_property);
-    ADD(test_lepe);
+    ADD(test_dwconv);
     ADD(test_threads_consistent);
     return s;
 }

@@ -1,5 +1,8 @@
 // Backward of every dense CPU op (ops_cpu_dense.c) against central finite differences, plus
-// forward checks of the fixed-form ops (timestep embedding, pos embedding, patches, AdamW).
+// forward checks of the fixed-form ops (timestep embedding, pos embedding, patches, token
+// permutations, RMSNorm with swish gate, SwiGLU, AdamW).
+#include <omp.h>
+
 #include "backend.h"
 #include "dit.h"
 #include "ops_math.h"
@@ -139,6 +142,127 @@ START_TEST(test_elementwise) {
 }
 END_TEST
 
+// ---- RMSNorm with swish gate: x and out [N, heads*d], gate read at a row stride (a slice of a
+// fused projection), weight shared by the heads ----
+typedef struct { Probe base; float *x, *gate, *w, *rstd; int N, heads, d, ldg; } RmsP;
+static void rms_f(void *s) {
+    RmsP *p = s;
+    backend_cpu()->rmsnorm_gate_fwd(p->base.out, p->rstd, p->x, p->gate + 1, p->w, p->N, p->heads, p->d, p->ldg,
+                                    1e-5f);
+}
+
+START_TEST(test_rmsnorm_gate) {
+    const Backend *be = backend_cpu();
+    RmsP p = {.N = 5, .heads = 3, .d = 8, .ldg = 29};
+    const size_t n = 5 * 24, ng = 5 * 29;
+    p.x = rnd(n, -2, 2, 30); p.gate = rnd(ng, -3, 3, 31); p.w = rnd(8, 0.5f, 1.5f, 32); p.rstd = zeros(15);
+    p.base = (Probe){rms_f, zeros(n), rnd(n, -1, 1, 33), n};
+    rms_f(&p);
+    // one element by hand: row 2, head 1, channel 3
+    double ss = 0;
+    for (int c = 0; c < 8; c++) ss += (double)p.x[2 * 24 + 8 + c] * p.x[2 * 24 + 8 + c];
+    const double r = 1.0 / sqrt(ss / 8 + 1e-5), gv = p.gate[1 + 2 * 29 + 8 + 3];
+    const double want = p.x[2 * 24 + 8 + 3] * r * p.w[3] * gv / (1 + exp(-gv));
+    ck_assert_msg(fabs(p.base.out[2 * 24 + 8 + 3] - want) < 1e-5, "rmsnorm_gate %g vs %g", p.base.out[2 * 24 + 11], want);
+    ck_assert_float_eq_tol(p.rstd[2 * 3 + 1], r, 1e-5 * r);
+    float *dx = zeros(n), *dg = zeros(ng), *dw = zeros(8);
+    be->rmsnorm_gate_bwd(dx, dg + 1, dw, p.base.G, p.x, p.gate + 1, p.w, p.rstd, p.N, p.heads, p.d, p.ldg);
+    FD("rmsnorm_gate dx", p.x, n, dx, p);
+    FD("rmsnorm_gate dgate", p.gate, ng, dg, p);
+    FD("rmsnorm_gate dw", p.w, 8, dw, p);
+    ck_assert(dg[0] == 0.0f);  // before the gate slice
+    // NULLs: each gradient alone is the same
+    float *dw2 = zeros(8), *dx2 = zeros(n);
+    be->rmsnorm_gate_bwd(NULL, NULL, dw2, p.base.G, p.x, p.gate + 1, p.w, p.rstd, p.N, p.heads, p.d, p.ldg);
+    be->rmsnorm_gate_bwd(dx2, NULL, NULL, p.base.G, p.x, p.gate + 1, p.w, p.rstd, p.N, p.heads, p.d, p.ldg);
+    ck_assert(!memcmp(dw, dw2, sizeof(float) * 8) && !memcmp(dx, dx2, sizeof(float) * n));
+}
+END_TEST
+
+// dw is summed in fixed row ranges: the same bits on 1 and 3 threads on a shape that runs parallel
+START_TEST(test_rmsnorm_gate_threads) {
+    const Backend *be = backend_cpu();
+    const int N = 700, heads = 4, d = 32, ldg = 128;
+    const size_t n = (size_t)N * heads * d;
+    float *x = rnd(n, -2, 2, 34), *gate = rnd((size_t)N * ldg, -3, 3, 35), *w = rnd(d, 0.5f, 1.5f, 36);
+    float *out = zeros(n), *rstd = zeros((size_t)N * heads), *G = rnd(n, -1, 1, 37);
+    float *dw1 = zeros(d), *dw3 = zeros(d), *dx1 = zeros(n), *dx3 = zeros(n);
+    be->rmsnorm_gate_fwd(out, rstd, x, gate, w, N, heads, d, ldg, 1e-6f);
+    omp_set_num_threads(1);
+    be->rmsnorm_gate_bwd(dx1, NULL, dw1, G, x, gate, w, rstd, N, heads, d, ldg);
+    omp_set_num_threads(3);
+    be->rmsnorm_gate_bwd(dx3, NULL, dw3, G, x, gate, w, rstd, N, heads, d, ldg);
+    omp_set_num_threads(2);
+    ck_assert(!memcmp(dw1, dw3, sizeof(float) * d) && !memcmp(dx1, dx3, sizeof(float) * n));
+}
+END_TEST
+
+// ---- SwiGLU on one fused [N, 2F] buffer ----
+typedef struct { Probe base; float *ab; int N, F; } SwP;
+static void swiglu_f(void *s) { SwP *p = s; backend_cpu()->swiglu_fwd(p->base.out, p->ab, p->N, p->F); }
+
+START_TEST(test_swiglu) {
+    SwP p = {.N = 6, .F = 7};
+    p.ab = rnd(84, -4, 4, 38);
+    p.base = (Probe){swiglu_f, zeros(42), rnd(42, -1, 1, 39), 42};
+    swiglu_f(&p);
+    ck_assert_float_eq_tol(p.base.out[2 * 7 + 3], silu_f(p.ab[2 * 14 + 3]) * p.ab[2 * 14 + 7 + 3], 1e-7);
+    float *dab = rnd(84, -1, 1, 40), *junk = own(malloc(84 * sizeof(float)));
+    memcpy(junk, dab, 84 * sizeof(float));
+    backend_cpu()->swiglu_bwd(dab, p.base.G, p.ab, p.N, p.F);
+    for (int i = 0; i < 84; i++) dab[i] -= junk[i];  // the op adds
+    FD("swiglu dab", p.ab, 84, dab, p);
+}
+END_TEST
+
+// ---- token permutations: flips and grid transposes as DiG's forward applies them ----
+typedef struct { Probe base; float *x; int B, gh, gw, C, flip, tr; } PermP;
+static void perm_f(void *s) {
+    PermP *p = s;
+    backend_cpu()->permute_tokens_fwd(p->base.out, p->x, p->B, p->gh, p->gw, p->C, p->flip, p->tr);
+}
+
+START_TEST(test_permute_tokens) {
+    const Backend *be = backend_cpu();
+    const int B = 2, gh = 3, gw = 4, L = 12, C = 5;
+    const size_t n = (size_t)B * L * C;
+    PermP p = {.B = B, .gh = gh, .gw = gw, .C = C};
+    p.x = rnd(n, -1, 1, 41);
+    p.base = (Probe){perm_f, zeros(n), rnd(n, -1, 1, 42), n};
+    float *back = zeros(n), *dx = zeros(n);
+    for (p.flip = 0; p.flip < 2; p.flip++)
+        for (p.tr = 0; p.tr < 2; p.tr++) {
+            perm_f(&p);
+            // against the PyTorch reading: y = x.flip(1) if flip; y.reshape(B, gh, gw, C).transpose(1, 2)
+            for (int b = 0; b < B; b++)
+                for (int l = 0; l < L; l++) {
+                    int src = l;
+                    if (p.tr) { int col = l / gh, row = l % gh; src = row * gw + col; }
+                    if (p.flip) src = L - 1 - src;
+                    for (int c = 0; c < C; c++)
+                        ck_assert(p.base.out[((size_t)b * L + l) * C + c] == p.x[((size_t)b * L + src) * C + c]);
+                }
+            // the backward is the inverse permutation: applied to the output it gives x back
+            memset(back, 0, n * sizeof(float));
+            be->permute_tokens_bwd(back, p.base.out, B, gh, gw, C, p.flip, p.tr);
+            ck_assert(!memcmp(back, p.x, n * sizeof(float)));
+            memset(dx, 0, n * sizeof(float));
+            be->permute_tokens_bwd(dx, p.base.G, B, gh, gw, C, p.flip, p.tr);
+            FD("permute_tokens dx", p.x, n, dx, p);
+        }
+    // DiG's four directions: flip every block, transpose after every second (square grid): after
+    // four blocks the order is back to the start
+    const int g = 4, L2 = 16;
+    float *a = rnd((size_t)L2 * 3, -1, 1, 43), *b2 = zeros((size_t)L2 * 3), *a0 = zeros((size_t)L2 * 3);
+    memcpy(a0, a, sizeof(float) * L2 * 3);
+    for (int i = 0; i < 4; i++) {
+        be->permute_tokens_fwd(b2, a, 1, g, g, 3, 1, i % 2 == 1);
+        memcpy(a, b2, sizeof(float) * L2 * 3);
+    }
+    ck_assert(!memcmp(a, a0, sizeof(float) * L2 * 3));
+}
+END_TEST
+
 // ---- patches ----
 typedef struct { Probe base; float *x; int B, C, S, p, un; } PatchP;
 static void patch_f(void *s) {
@@ -228,6 +352,10 @@ int main(void) {
     tcase_add_test(tc, test_layernorm);
     tcase_add_test(tc, test_modulate_and_gate);
     tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_rmsnorm_gate);
+    tcase_add_test(tc, test_rmsnorm_gate_threads);
+    tcase_add_test(tc, test_swiglu);
+    tcase_add_test(tc, test_permute_tokens);
     tcase_add_test(tc, test_patches);
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_fixed_embeddings);
