@@ -20,7 +20,8 @@ int cmd_bench_inception(int argc, char **argv);
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,
 // --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.
 typedef struct {
-    const char *preset, *attn, *backbone;
+    const char *preset, *default_preset, *attn, *backbone;
+    char preset_buf[16];
     int rope, lepe, gate;      // -1 = the attention kind's default
     int image_size, channels, classes, learn_sigma;
 } ModelOpts;
@@ -29,7 +30,7 @@ typedef struct {
 void model_opts_default(ModelOpts *mo, const char *preset);
 void model_opts_table(ModelOpts *mo, Opt *out);  // fills MODEL_OPTS_N entries
 // Builds the configuration; exits with a one-line error on a bad preset or combination.
-void model_opts_config(const ModelOpts *mo, NetConfig *c);
+void model_opts_config(ModelOpts *mo, NetConfig *c);
 
 // The bundled Fashion-MNIST model (assets/), relative to the executable's directory or the cwd.
 const char *default_model_path(void);

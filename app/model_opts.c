@@ -6,7 +6,7 @@
 #include "commands.h"
 
 void model_opts_default(ModelOpts *mo, const char *preset) {
-    mo->preset = preset;
+    mo->preset = mo->default_preset = preset;
     mo->backbone = NULL;
     mo->attn = "mala";
     mo->rope = mo->lepe = mo->gate = -1;
@@ -17,9 +17,9 @@ void model_opts_default(ModelOpts *mo, const char *preset) {
 }
 
 void model_opts_table(ModelOpts *mo, Opt *o) {
-    o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", "DiT-{T,XS,S,B,L,XL}/{2,4,8}"};
-    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, "NAME", "dit (default: the --model preset's)"};
-    o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "mala, softmax or linear"};
+    o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", "DiT-{T,XS,S,B,L,XL}/{2,4,8} or DiG-{T,XS,S,B,L,XL}/{2,4,8}"};
+    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, "NAME", "dit or dig (default: the --model preset's)"};
+    o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "DiT's attention: mala, softmax or linear"};
     o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (-1: on for mala/linear)"};
     o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (-1: 5 for mala/linear)"};
     o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (-1: off)"};
@@ -29,12 +29,17 @@ void model_opts_table(ModelOpts *mo, Opt *o) {
     o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
 }
 
-void model_opts_config(const ModelOpts *mo, NetConfig *c) {
+void model_opts_config(ModelOpts *mo, NetConfig *c) {
     MalaErr err;
-    net_config_default(c, BACKBONE_DIT);
-    if (net_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
-    BackboneKind bk;
+    BackboneKind bk = BACKBONE_DIT;
     if (mo->backbone && backbone_parse(mo->backbone, &bk)) FATAL("--backbone %s: unknown backbone", mo->backbone);
+    net_config_default(c, bk);
+    // --backbone alone (the parser left the default preset's string in place): that backbone's S/2
+    if (mo->backbone && mo->preset == mo->default_preset) {
+        snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s-S/2", net_backbone(bk)->family);
+        mo->preset = mo->preset_buf;
+    }
+    if (net_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
     if (mo->backbone && bk != c->backbone)
         FATAL("--backbone %s contradicts --model %s (a %s preset)", mo->backbone, mo->preset, backbone_name(c->backbone));
     if (c->backbone == BACKBONE_DIT) {
@@ -45,6 +50,9 @@ void model_opts_config(const ModelOpts *mo, NetConfig *c) {
         if (mo->rope >= 0) d->rope = mo->rope != 0;
         if (mo->lepe >= 0) d->lepe = mo->lepe;
         if (mo->gate >= 0) d->gate = mo->gate != 0;
+    } else if (strcmp(mo->attn, "mala") || mo->rope >= 0 || mo->lepe >= 0 || mo->gate >= 0) {
+        FATAL("--attn, --rope, --lepe and --gate set DiT's attention; --model %s is a %s model", mo->preset,
+              backbone_name(c->backbone));
     }
     c->image_size = mo->image_size;
     c->in_channels = mo->channels;

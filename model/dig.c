@@ -321,6 +321,7 @@ static const char *dig_mixer(const NetConfig *c) { return "gla"; }
 
 const NetOps DIG_NET_OPS = {
     .name = "dig",
+    .family = "DiG",
     .presets = "DiG-{T,XS,S,B,L,XL}/{2,4,8}",
     .config_default = dig_config_default,
     .preset = dig_config_preset,

@@ -279,6 +279,7 @@ static void dit_backward(Net *n, float *G, const float *dout, int B) {
 
 const NetOps DIT_NET_OPS = {
     .name = "dit",
+    .family = "DiT",
     .presets = "DiT-{T,XS,S,B,L,XL}/{2,4,8}",
     .config_default = dit_config_default,
     .preset = dit_config_preset,

@@ -57,6 +57,7 @@ typedef struct Net Net;
 
 typedef struct {
     const char *name;         // the metadata value of `backbone`
+    const char *family;       // the preset prefix: "DiT" in "DiT-S/2"; the default is <family>-S/2
     const char *presets;      // for messages: "DiT-{T,XS,S,B,L,XL}/{2,4,8}"
     void (*config_default)(NetConfig *c);  // the backbone's fields only
     // Sets the architecture fields from a preset name; 1 when the name is not this backbone's.
