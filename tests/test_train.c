@@ -147,8 +147,11 @@ static void same_file(const char *a, const char *b) {
     free(x); free(y);
 }
 
-static int train_cli(const char *out, const char *iters, int resume) {
-    char *argv[] = {"train", "--model", "DiT-T/4", "--batch", "4", "--limit", "64", "--iters", (char *)iters,
+static const char *RESUME_MODELS[] = {"DiT-T/4", "DiG-T/4"};
+static const char *RESUME_PARAM[] = {"blocks.1.mlp.fc1.weight", "blocks.1.mlp.gate_proj.weight"};
+
+static int train_cli(const char *model, const char *out, const char *iters, int resume) {
+    char *argv[] = {"train", "--model", (char *)model, "--batch", "4", "--limit", "64", "--iters", (char *)iters,
                     "--ckpt-every", "4", "--log-every", "2", "--sample-every", "0", "--keep", "5", "--lr", "1e-3",
                     "--out", (char *)out, "--threads", "2", resume ? "--resume" : NULL, NULL};
     int argc = resume ? 24 : 23;
@@ -156,17 +159,19 @@ static int train_cli(const char *out, const char *iters, int resume) {
 }
 
 // 8 steps straight == 4 steps, stop, --resume, 4 more: identical checkpoint files byte for byte
-// (weights, EMA, AdamW moments, RNG state and counters). A checkpoint cut short on disk is passed
-// over by --resume, which continues from the previous one and arrives at the same bytes.
+// (weights, EMA, AdamW moments, RNG state and counters), for every backbone. A checkpoint cut
+// short on disk is passed over by --resume, which continues from the previous one and arrives at
+// the same bytes.
 START_TEST(test_resume_bit_exact) {
     char dir[] = "/tmp/mala_resume_XXXXXX";
     ck_assert(mkdtemp(dir) != NULL);
     char a[256], b[256], fa[300], fb[300];
     snprintf(a, sizeof a, "%s/a", dir);
     snprintf(b, sizeof b, "%s/b", dir);
-    ck_assert_int_eq(train_cli(a, "8", 0), 0);
-    ck_assert_int_eq(train_cli(b, "4", 0), 0);
-    ck_assert_int_eq(train_cli(b, "8", 1), 0);
+    const char *model = RESUME_MODELS[_i];
+    ck_assert_int_eq(train_cli(model, a, "8", 0), 0);
+    ck_assert_int_eq(train_cli(model, b, "4", 0), 0);
+    ck_assert_int_eq(train_cli(model, b, "8", 1), 0);
     snprintf(fa, sizeof fa, "%s/checkpoints/0000008.safetensors", a);
     snprintf(fb, sizeof fb, "%s/checkpoints/0000008.safetensors", b);
     same_file(fa, fb);
@@ -174,7 +179,7 @@ START_TEST(test_resume_bit_exact) {
     struct stat stt;
     ck_assert(stat(fb, &stt) == 0);
     ck_assert(truncate(fb, stt.st_size / 2) == 0);
-    ck_assert_int_eq(train_cli(b, "8", 1), 0);
+    ck_assert_int_eq(train_cli(model, b, "8", 1), 0);
     same_file(fa, fb);
     char log[300];
     snprintf(log, sizeof log, "%s/log.csv", b);
@@ -196,9 +201,12 @@ START_TEST(test_resume_bit_exact) {
     ck_assert_str_eq(cn.names[7], "Sneaker");
     StFile f;
     ck_assert(st_open(&f, fa, &err) == 0);
-    const ParamInfo *p = net_find_param(m, "blocks.1.mlp.fc1.weight");
+    const ParamInfo *p = net_find_param(m, RESUME_PARAM[_i]);
+    ck_assert(p != NULL);
     float *ema = malloc(p->numel * sizeof(float));
-    ck_assert(st_load_f32(&f, "ema.blocks.1.mlp.fc1.weight", p->shape, p->ndim, ema, &err) == 0);
+    char ema_name[128];
+    snprintf(ema_name, sizeof ema_name, "ema.%s", RESUME_PARAM[_i]);
+    ck_assert(st_load_f32(&f, ema_name, p->shape, p->ndim, ema, &err) == 0);
     for (size_t i = 0; i < p->numel; i++)
         ck_assert(fabsf(m->w[p->offset + i] - ema[i]) <= 1e-3f * fabsf(ema[i]) + 1e-7f);
     free(ema);
@@ -218,7 +226,7 @@ int main(void) {
     tcase_add_test(tc, test_adamw_ema_vs_pytorch);
     tcase_add_test(tc, test_nonfinite_step_skipped);
     tcase_add_loop_test(tc, test_loss_goes_down, 0, 2);
-    tcase_add_test(tc, test_resume_bit_exact);
+    tcase_add_loop_test(tc, test_resume_bit_exact, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
