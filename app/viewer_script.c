@@ -97,9 +97,11 @@ static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
     int on, x, y;
     char end;
     switch (c->op) {
-    case SC_SAMPLER:
-        if (strcasecmp(v, "ddpm") && strcasecmp(v, "ddim")) return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
+    case SC_SAMPLER: {
+        SamplerKind k;
+        if (sampler_kind_parse(v, &k)) return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
         return 0;
+    }
     case SC_SEED:
         if (strcasecmp(v, "random") && parse_u64(v, &seed))
             return mala_errf(err, "'%s': expected a non-negative integer or 'random'", item);
@@ -315,7 +317,7 @@ static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
         return CMD_DONE;
     case SC_CFG: v->opts.cfg_scale = (float)c->num; return CMD_DONE;
     case SC_STEPS: v->opts.steps = (int)c->num; return CMD_DONE;
-    case SC_SAMPLER: v->opts.kind = strcasecmp(c->arg, "ddim") ? SAMPLER_DDPM : SAMPLER_DDIM; return CMD_DONE;
+    case SC_SAMPLER: sampler_kind_parse(c->arg, &v->opts.kind); return CMD_DONE;
     case SC_ETA: v->opts.eta = (float)c->num; return CMD_DONE;
     case SC_N: v->n = (int)c->num; return CMD_DONE;
     case SC_SEED:

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "ops_cpu.h"
+#include "backend.h"
 
 #define N_TABLES 14   // double arrays of length T in Diffusion
 
@@ -243,7 +243,7 @@ void diffusion_p_mean_variance(const Diffusion *d, float *mean, float *log_var, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Training loss: the CPU op (core/ops_cpu_diffusion.c) on host memory.
+// Training loss on host memory: the CPU backend's diffusion_loss op.
 
 double diffusion_training_loss(const Diffusion *d, float *grad, double *loss_per, double *mse_per,
                                double *vb_per, const float *model_out, const float *x0,
@@ -251,7 +251,7 @@ double diffusion_training_loss(const Diffusion *d, float *grad, double *loss_per
                                int learn_sigma) {
     double *mse = xmalloc(2 * (size_t)n * sizeof(double)), *vb = mse + n;
     float *g = grad ? grad : xmalloc((size_t)n * (learn_sigma ? 2 : 1) * C * hw * sizeof(float));
-    cpu_diffusion_loss(g, mse, vb, model_out, x0, noise, t, d->coefs, d->vb_scale, n, C, hw, learn_sigma);
+    backend_cpu()->diffusion_loss(g, mse, vb, model_out, x0, noise, t, d->coefs, d->vb_scale, n, C, hw, learn_sigma);
     double total = 0.0;
     for (int b = 0; b < n; b++) {
         if (mse_per) mse_per[b] = mse[b];

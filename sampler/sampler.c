@@ -4,10 +4,11 @@
 
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 
 int sampler_kind_parse(const char *name, SamplerKind *out) {
-    if (!strcmp(name, "ddpm")) { *out = SAMPLER_DDPM; return 0; }
-    if (!strcmp(name, "ddim")) { *out = SAMPLER_DDIM; return 0; }
+    if (!strcasecmp(name, "ddpm")) { *out = SAMPLER_DDPM; return 0; }
+    if (!strcasecmp(name, "ddim")) { *out = SAMPLER_DDIM; return 0; }
     return -1;
 }
 

@@ -38,7 +38,7 @@ typedef void (*SamplerNoiseFn)(void *ctx, float *out, size_t count, int step_ind
 
 typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1 } SamplerKind;
 
-int sampler_kind_parse(const char *name, SamplerKind *out);   // "ddpm" / "ddim"; 0 on success
+int sampler_kind_parse(const char *name, SamplerKind *out);   // "ddpm" / "ddim" (any case); 0 on success
 
 #define SAMPLER_CANCELLED 1   // sampler_run's return when on_step asked to stop
 
