@@ -264,59 +264,91 @@ static void kv_accumulate(float *KV, float *ksum, float *vsum, const float *k, c
 }
 
 // ---------------------------------------------------------------------------------------------
-// MALA core (DESIGN 1):
-//   kbar = mean_j k'_j, z_i = s q'_i . kbar, KV = (s/L) sum_j kr_j v_j^T, vbar = mean_j v_j,
-//   out_i = beta_i (qr_i KV) - z_i vbar,  beta_i = 1 + 1/(z_i + eps).
+// The two kernelised linear attentions in one implementation, per (batch, head), with one kind
+// of constants each (DESIGN 1):
+//   MALA:   kvec = kbar = mean_j k'_j, z_i = s q'_i . kbar, KV = (s/L) sum_j kr_j v_j^T,
+//           vbar = mean_j v_j, out_i = beta_i (qr_i KV) - z_i vbar,  beta_i = 1 + 1/(z_i + eps)
+//   linear: kvec = ksum = sum_j k'_j, den_i = q'_i . ksum + eps, KV = sum_j kr_j v_j^T,
+//           out_i = (qr_i KV) / den_i
+// i.e. stat_i = zs q'_i . kvec + zoff and out_i = alpha(stat_i) (qr_i KV) - [MALA] stat_i vbar.
 
-void cpu_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
-    check_shape(s, "mala_fwd");
-    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+typedef struct {
+    int mala;            // MALA (beta, gamma) or plain division normalisation
+    float kv_scale;      // MALA s/L, linear 1
+    float kvec_scale;    // MALA 1/L (kbar), linear 1 (ksum)
+    float zs, zoff;      // stat_i = zs q'_i . kvec + zoff: MALA (s, 0), linear (1, eps)
+} LinAttn;
+
+static LinAttn lin_attn(int mala, int L, int d) {
     const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
-    const size_t per = mala_per_head(L, d);
+    if (mala) return (LinAttn){1, sc * invL, invL, sc, 0.0f};
+    return (LinAttn){0, 1.0f, 1.0f, 1.0f, MALA_ATTN_EPS};
+}
+
+// alpha(stat): MALA beta = 1 + 1/(z + eps), linear 1/den; inv = the reciprocal both use.
+static inline float lin_alpha(const LinAttn *k, float stat, float *inv) {
+    *inv = 1.0f / (k->mala ? stat + MALA_ATTN_EPS : stat);
+    return k->mala ? 1.0f + *inv : *inv;
+}
+
+// Cache per (batch, head): stat[L], KV[d*d] (scaled), kvec[d], and for MALA vbar[d].
+static void linear_family_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s,
+                              int mala) {
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
+    const LinAttn K = lin_attn(mala, L, d);
+    const size_t per = mala ? mala_per_head(L, d) : lin_per_head(L, d);
     #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
-        float *z = cache + (size_t)bh * per, *KV = z + L, *kbar = KV + (size_t)d * d, *vbar = kbar + d;
-        memset(KV, 0, sizeof(float) * ((size_t)d * d + 2 * (size_t)d));
-        kv_accumulate(KV, kbar, vbar, in.k, in.kr, in.ldr, in.v, in.ld, L, d);
-        const float kvs = sc * invL;
-        for (int i = 0; i < d * d; i++) KV[i] *= kvs;
-        for (int c = 0; c < d; c++) { kbar[c] *= invL; vbar[c] *= invL; }
+        float *stat = cache + (size_t)bh * per, *KV = stat + L, *kvec = KV + (size_t)d * d;
+        float *vbar = mala ? kvec + d : NULL;
+        memset(KV, 0, sizeof(float) * ((size_t)d * d + (mala ? 2 : 1) * (size_t)d));
+        kv_accumulate(KV, kvec, vbar, in.k, in.kr, in.ldr, in.v, in.ld, L, d);
+        if (mala) {
+            for (int i = 0; i < d * d; i++) KV[i] *= K.kv_scale;
+            for (int c = 0; c < d; c++) { kvec[c] *= K.kvec_scale; vbar[c] *= K.kvec_scale; }
+        }
         for (int i = 0; i < L; i++) {
-            const float zi = sc * dotf(in.q + (size_t)i * in.ld, kbar, d);
-            const float beta = 1.0f + 1.0f / (zi + MALA_ATTN_EPS);
-            z[i] = zi;
+            const float st = K.zs * dotf(in.q + (size_t)i * in.ld, kvec, d) + K.zoff;
+            float inv;
+            const float alpha = lin_alpha(&K, st, &inv);
+            stat[i] = st;
             float *o = out + ((size_t)b * L + i) * H + (size_t)h * d;
             vecmat(o, in.qr + (size_t)i * in.ldr, KV, d);
-            #pragma omp simd
-            for (int c = 0; c < d; c++) o[c] = beta * o[c] - zi * vbar[c];
+            if (mala) {
+                #pragma omp simd
+                for (int c = 0; c < d; c++) o[c] = alpha * o[c] - st * vbar[c];
+            } else {
+                #pragma omp simd
+                for (int c = 0; c < d; c++) o[c] *= alpha;
+            }
         }
     }
 }
 
-// Backward, with G_i = dout_i, num_i = qr_i KV, P_i = KV G_i (so G_i . num_i = qr_i . P_i):
-//   dqr_i += beta_i P_i;   dKV = sum_i qr_i (beta_i G_i)^T;   dvbar = -sum_i z_i G_i;
-//   dz_i = -(qr_i . P_i) / (z_i + eps)^2 - G_i . vbar;
-//   dq'_i += s dz_i kbar;  dkbar = s sum_i dz_i q'_i;
-//   dkr_j += (s/L) dKV v_j;  dv_j += (s/L) dKV^T kr_j + dvbar / L;  dk'_j += dkbar / L.
-void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
-                  float *cache, AttnShape s) {
-    check_shape(s, "mala_bwd");
+// Backward, with G_i = dout_i, P_i = KV G_i (so G_i . (qr_i KV) = qr_i . P_i):
+//   dqr_i += alpha_i P_i;   dKV = kv_scale sum_i qr_i (alpha_i G_i)^T;
+//   dstat_i = -(qr_i . P_i) inv_i^2  [MALA: - G_i . vbar];   [MALA: dvbar = -sum_i z_i G_i / L]
+//   dq'_i += zs dstat_i kvec;  dkvec = kvec_scale zs sum_i dstat_i q'_i;
+//   dkr_j += dKV v_j;  dv_j += dKV^T kr_j [+ dvbar];  dk'_j += dkvec.
+static void linear_family_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                              const float *cache, AttnShape s, int mala) {
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
-    const float sc = 1.0f / sqrtf((float)d), invL = 1.0f / (float)L;
-    const size_t per = mala_per_head(L, d);
+    const LinAttn K = lin_attn(mala, L, d);
+    const size_t per = mala ? mala_per_head(L, d) : lin_per_head(L, d);
     #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
         HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
-        const float *z = cache + (size_t)bh * per, *KV = z + L, *kbar = KV + (size_t)d * d, *vbar = kbar + d;
+        const float *stat = cache + (size_t)bh * per, *KV = stat + L, *kvec = KV + (size_t)d * d;
+        const float *vbar = mala ? kvec + d : NULL;
         const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
         const int need_dkv = g.dkr || g.dv;
-        float dKV[need_dkv ? d * d : 1], T[d * d], dkbar[d], dvbar[d], P[d];
+        float dKV[need_dkv ? d * d : 1], T[d * d], dkvec[d], dvbar[d], P[d];
         if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
-        memset(dkbar, 0, sizeof dkbar);
+        memset(dkvec, 0, sizeof dkvec);
         memset(dvbar, 0, sizeof dvbar);
         transpose(T, KV, d);  // P_i = KV G_i = vecmat(G_i, KV^T): contiguous axpys, no reductions
         for (int i0 = 0; i0 < L; i0 += 4) {
@@ -326,24 +358,28 @@ void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv,
             for (int t = 0; t < n; t++) {
                 const int i = i0 + t;
                 const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
-                const float zi = z[i], inv = 1.0f / (zi + MALA_ATTN_EPS), beta = 1.0f + inv;
+                float inv;
+                const float alpha = lin_alpha(&K, stat[i], &inv);
                 vecmat(P, G, T, d);
-                const float dz = -(inv * inv) * dotf(qri, P, d) - dotf(G, vbar, d);
-                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, beta, P, d);
-                axpyf(dvbar, -zi, G, d);
-                if (g.dq) axpyf(g.dq + (size_t)i * in.ld, sc * dz, kbar, d);
-                axpyf(dkbar, sc * dz, in.q + (size_t)i * in.ld, d);
+                float dstat = -(inv * inv) * dotf(qri, P, d);
+                if (mala) {
+                    dstat -= dotf(G, vbar, d);
+                    axpyf(dvbar, -stat[i], G, d);
+                }
+                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, alpha, P, d);
+                if (g.dq) axpyf(g.dq + (size_t)i * in.ld, K.zs * dstat, kvec, d);
+                axpyf(dkvec, K.zs * dstat, in.q + (size_t)i * in.ld, d);
                 xs[t] = qri;
                 ys[t] = G;
-                as[t] = beta;
+                as[t] = alpha;
             }
             if (need_dkv) outer4(dKV, xs, as, ys, n, d);
         }
-        if (need_dkv) {
-            const float kvs = sc * invL;
-            for (int i = 0; i < d * d; i++) dKV[i] *= kvs;
+        if (mala) {
+            if (need_dkv)
+                for (int i = 0; i < d * d; i++) dKV[i] *= K.kv_scale;
+            for (int c = 0; c < d; c++) { dkvec[c] *= K.kvec_scale; dvbar[c] *= K.kvec_scale; }
         }
-        for (int c = 0; c < d; c++) { dkbar[c] *= invL; dvbar[c] *= invL; }
         if (g.dkr) transpose(T, dKV, d);
         for (int j = 0; j < L; j++) {
             const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
@@ -357,92 +393,31 @@ void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv,
                 #pragma omp simd
                 for (int c = 0; c < d; c++) o[c] += P[c] + dvbar[c];
             }
-            if (g.dk) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dkbar, d);
+            if (g.dk) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dkvec, d);
         }
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Plain linear attention: ksum = sum_j k'_j, KV = sum_j kr_j v_j^T, den_i = q'_i . ksum + eps,
-// out_i = (qr_i KV) / den_i.
+void cpu_mala_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
+    check_shape(s, "mala_fwd");
+    linear_family_fwd(out, cache, qkv, qkr, s, 1);
+}
+
+void cpu_mala_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
+                  float *cache, AttnShape s) {
+    check_shape(s, "mala_bwd");
+    linear_family_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s, 1);
+}
 
 void cpu_linattn_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s) {
     check_shape(s, "linattn_fwd");
-    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
-    const size_t per = lin_per_head(L, d);
-    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
-    for (int bh = 0; bh < B * nh; bh++) {
-        const int b = bh / nh, h = bh % nh;
-        HeadIn in = head_in(qkv, qkr, s, b, h);
-        float *den = cache + (size_t)bh * per, *KV = den + L, *ksum = KV + (size_t)d * d;
-        memset(KV, 0, sizeof(float) * ((size_t)d * d + d));
-        kv_accumulate(KV, ksum, NULL, in.k, in.kr, in.ldr, in.v, in.ld, L, d);
-        for (int i = 0; i < L; i++) {
-            const float di = dotf(in.q + (size_t)i * in.ld, ksum, d) + MALA_ATTN_EPS;
-            const float inv = 1.0f / di;
-            den[i] = di;
-            float *o = out + ((size_t)b * L + i) * H + (size_t)h * d;
-            vecmat(o, in.qr + (size_t)i * in.ldr, KV, d);
-            #pragma omp simd
-            for (int c = 0; c < d; c++) o[c] *= inv;
-        }
-    }
+    linear_family_fwd(out, cache, qkv, qkr, s, 0);
 }
 
-// Backward, P_i = KV G_i:  dqr_i += P_i / den_i;  dKV = sum_i qr_i (G_i / den_i)^T;
-//   dden_i = -(qr_i . P_i) / den_i^2;  dq'_i += dden_i ksum;  dksum = sum_i dden_i q'_i;
-//   dkr_j += dKV v_j;  dv_j += dKV^T kr_j;  dk'_j += dksum.
 void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                      float *cache, AttnShape s) {
     check_shape(s, "linattn_bwd");
-    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
-    const size_t per = lin_per_head(L, d);
-    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H * d) == 0)
-    for (int bh = 0; bh < B * nh; bh++) {
-        const int b = bh / nh, h = bh % nh;
-        HeadIn in = head_in(qkv, qkr, s, b, h);
-        HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
-        const float *den = cache + (size_t)bh * per, *KV = den + L, *ksum = KV + (size_t)d * d;
-        const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
-        const int need_dkv = g.dkr || g.dv;
-        float dKV[need_dkv ? d * d : 1], T[d * d], dksum[d], P[d];
-        if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
-        memset(dksum, 0, sizeof dksum);
-        transpose(T, KV, d);  // P_i = KV G_i = vecmat(G_i, KV^T)
-        for (int i0 = 0; i0 < L; i0 += 4) {
-            const int n = L - i0 < 4 ? L - i0 : 4;
-            const float *xs[4], *ys[4];
-            float as[4];
-            for (int t = 0; t < n; t++) {
-                const int i = i0 + t;
-                const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
-                const float inv = 1.0f / den[i];
-                vecmat(P, G, T, d);
-                const float dden = -(inv * inv) * dotf(qri, P, d);
-                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, inv, P, d);
-                if (g.dq) axpyf(g.dq + (size_t)i * in.ld, dden, ksum, d);
-                axpyf(dksum, dden, in.q + (size_t)i * in.ld, d);
-                xs[t] = qri;
-                ys[t] = G;
-                as[t] = inv;
-            }
-            if (need_dkv) outer4(dKV, xs, as, ys, n, d);
-        }
-        if (g.dkr) transpose(T, dKV, d);
-        for (int j = 0; j < L; j++) {
-            const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
-            if (g.dkr) {
-                vecmat(P, vj, T, d);  // dKV v_j
-                axpyf(g.dkr + (size_t)j * in.ldr, 1.0f, P, d);
-            }
-            if (g.dv) {
-                float *o = g.dv + (size_t)j * in.ld;
-                vecmat(P, krj, dKV, d);
-                axpyf(o, 1.0f, P, d);
-            }
-            if (g.dk) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dksum, d);
-        }
-    }
+    linear_family_bwd(dqkv, dqkr, dout, qkv, qkr, cache, s, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,6 +26,16 @@ struct BlockActs {
     float *mo;            // [BL, H] fc2 output
 };
 
+// The backend's ops of an attention kind: the one place a kind is dispatched.
+static DitAttnOps attn_ops(const Backend *be, AttnKind k) {
+    switch (k) {
+    case ATTN_MALA: return (DitAttnOps){1, be->mala_cache_floats, be->mala_fwd, be->mala_bwd};
+    case ATTN_LINEAR: return (DitAttnOps){1, be->linattn_cache_floats, be->linattn_fwd, be->linattn_bwd};
+    case ATTN_SOFTMAX: break;
+    }
+    return (DitAttnOps){0, be->softmax_cache_floats, be->softmax_fwd, be->softmax_bwd};
+}
+
 // ---- the parameter table ----
 
 static void dit_build(Net *n) {
@@ -34,6 +44,7 @@ static void dit_build(Net *n) {
     n->impl = m;
     m->gh = n->cfg.image_size / c->patch;
     m->T = m->gh * m->gh;
+    m->attn = attn_ops(n->be, c->attn);
     m->acts.blk = xcalloc((size_t)(n->mode == NET_TRAIN ? c->depth : 1), sizeof(BlockActs));
     int64_t H = c->hidden;
     char name[72];
@@ -85,8 +96,7 @@ static void dit_layout(Net *n, Arena *a) {
     DitActs *A = &m->acts;
     size_t B = n->max_batch, L = m->T, H = c->hidden, BL = B * L;
     AttnShape s = {(int)B, (int)L, (int)H, c->heads, m->gh, m->gh};
-    size_t cache = c->attn == ATTN_MALA ? n->be->mala_cache_floats(s)
-                 : c->attn == ATTN_LINEAR ? n->be->linattn_cache_floats(s) : n->be->softmax_cache_floats(s);
+    size_t cache = m->attn.cache_floats(s);
     int train = n->mode == NET_TRAIN;
 
     int nb = train ? c->depth : 1;
@@ -143,11 +153,9 @@ static void attention_forward(Net *n, BlockActs *b, const BlockOffsets *o, int B
     AttnShape s = attn_shape(n, B);
     int BL = B * m->T, H = c->hidden;
     const float *qkr = c->rope ? b->qkr : NULL;
-    if (c->attn != ATTN_SOFTMAX) be->elu1_fwd(b->qkv, BL, 2 * H, 3 * H);
+    if (m->attn.kernel) be->elu1_fwd(b->qkv, BL, 2 * H, 3 * H);
     if (c->rope) be->rope_fwd(b->qkr, b->qkv, s);
-    if (c->attn == ATTN_MALA) be->mala_fwd(b->o, b->cache, b->qkv, qkr, s);
-    else if (c->attn == ATTN_LINEAR) be->linattn_fwd(b->o, b->cache, b->qkv, qkr, s);
-    else be->softmax_fwd(b->o, b->cache, b->qkv, qkr, s);
+    m->attn.fwd(b->o, b->cache, b->qkv, qkr, s);
     if (c->lepe)  // LePE: the depthwise conv of v, the last third of each qkv row
         be->dwconv_fwd(b->o, b->qkv + 2 * s.H, 3 * s.H, n->w + o->lepe_w, n->w + o->lepe_b, c->lepe, s.B, s.gh,
                        s.gw, s.H);
@@ -210,11 +218,9 @@ static void attention_backward(Net *n, float *G, BlockActs *b, const BlockOffset
     if (c->lepe)
         be->dwconv_bwd(A->dqkv + 2 * s.H, G + o->lepe_w, G + o->lepe_b, A->do_, b->qkv + 2 * s.H,
                        3 * s.H, n->w + o->lepe_w, c->lepe, s.B, s.gh, s.gw, s.H);
-    if (c->attn == ATTN_MALA) be->mala_bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);
-    else if (c->attn == ATTN_LINEAR) be->linattn_bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);
-    else be->softmax_bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);
+    m->attn.bwd(A->dqkv, dqkr, A->do_, b->qkv, qkr, b->cache, s);
     if (c->rope) be->rope_bwd(A->dqkv, dqkr, s);
-    if (c->attn != ATTN_SOFTMAX) be->elu1_bwd(A->dqkv, b->qkv, (int)BL, 2 * (int)H, 3 * (int)H);
+    if (m->attn.kernel) be->elu1_bwd(A->dqkv, b->qkv, (int)BL, 2 * (int)H, 3 * (int)H);
 }
 
 // On entry A->dx holds d(loss)/d(block output); on exit d(loss)/d(block input).

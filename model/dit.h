@@ -25,9 +25,19 @@ typedef struct {
     float *dx, *dxm, *dxhat, *dmo, *dh2, *dao, *dy, *do_, *dg, *dqkv, *dqkr, *dada;
 } DitActs;
 
+// One attention kind's backend ops; kernel: phi = ELU+1 is applied to q and k first (mala, linear).
+typedef struct {
+    int kernel;
+    size_t (*cache_floats)(AttnShape s);
+    void (*fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
+    void (*bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr, float *cache,
+                AttnShape s);
+} DitAttnOps;
+
 // The backbone state behind Net.impl.
 typedef struct {
     int T, gh;  // tokens, grid side
+    DitAttnOps attn;
     DitEmbed e; // embedders, final layer and their activations
     BlockOffsets *blk;
     DitActs acts;
