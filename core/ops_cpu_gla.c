@@ -12,8 +12,9 @@
 // non-positive argument: no factor exceeds 1 and nothing can overflow, for g down to -inf (a
 // weight that underflows to 0 is below float's smallest number in exact arithmetic too). The
 // factored form (q exp(b_i)) . (k exp(-b_j)) of the GLA paper is avoided: exp(-b_j) overflows
-// once a chunk's decay passes -88, i.e. 16 tokens at g = logsigmoid(-89)/16. D is formed as a
-// running product of a_m = exp(g_m) (one exp per element, one multiply per pair and channel).
+// once a chunk's decay passes -88, i.e. 16 tokens at g = logsigmoid(-89)/16. D, exp(b_i) and
+// exp(b_n - b_i) are formed as running products of a_m = exp(g_m) <= 1 (one exp per element,
+// then one multiply per factor; a product of at most 16 factors is within 16 ulp).
 //
 // Backward, chunks in reverse, dS the gradient of the state leaving the chunk (0 after the last):
 //   dq^_i = exp(b_i) . (S0 do_i) + sum_{j<=i} P_ij (k_j . D_ij),       P_ij = do_i . v_j
@@ -111,10 +112,10 @@ static void decay_rank_update(float *restrict M, const float *restrict f, const 
 
 // ---------------------------------------------------------------------------------------------
 // One chunk of one (batch, head), copied into contiguous n x dk tables with its decay factors:
-//   qh = scale q, kc = k, a = exp(g), gq = exp(b), gk = exp(b_n - b), qg = qh . gq, kd = kc . gk,
-//   gn = exp(b_n).
-// b_n - b_i is formed from the rounded cumulative sums; both are <= 0 and b_n <= b_i (rounding is
-// monotone and every g is <= 0), so the difference stays <= 0.
+//   qh = scale q, kc = k, a = exp(g), gq_i = exp(b_i), gk_i = exp(b_n - b_i), qg = qh . gq,
+//   kd = kc . gk, gn = exp(b_n).
+// gq and gk are running products of a (gq_i = gq_{i-1} a_i, gk_i = gk_{i+1} a_{i+1}): one exp per
+// element, and every factor is <= 1.
 
 typedef struct {
     float *qh, *kc, *a, *gq, *gk, *qg, *kd, *gn;
@@ -122,28 +123,26 @@ typedef struct {
 
 static void chunk_load(const Chunk *c, const float *q, int ldq, const float *k, int ldk, const float *g, int ldg,
                        int n, int dk, float scale) {
-    float *b = c->gn;  // the running cumulative sum, then exp(b_n)
-    for (int e = 0; e < dk; e++) b[e] = 0.0f;
     for (int i = 0; i < n; i++) {
         const float *qi = q + (size_t)i * ldq, *ki = k + (size_t)i * ldk, *gi = g + (size_t)i * ldg;
-        float *gk = c->gk + i * dk;
+        float *a = c->a + i * dk, *qh = c->qh + i * dk, *kc = c->kc + i * dk;
         for (int e = 0; e < dk; e++) {
-            b[e] += gi[e];
-            gk[e] = b[e];  // b_i for now
-            c->a[i * dk + e] = expf(gi[e]);
-            c->gq[i * dk + e] = expf(b[e]);
-            c->qh[i * dk + e] = scale * qi[e];
-            c->kc[i * dk + e] = ki[e];
+            a[e] = expf(gi[e]);
+            qh[e] = scale * qi[e];
+            kc[e] = ki[e];
         }
     }
-    for (int i = 0; i < n; i++)
-        for (int e = 0; e < dk; e++) {
-            const int x = i * dk + e;
-            c->gk[x] = expf(b[e] - c->gk[x]);
-            c->qg[x] = c->qh[x] * c->gq[x];
-            c->kd[x] = c->kc[x] * c->gk[x];
-        }
-    for (int e = 0; e < dk; e++) b[e] = expf(b[e]);
+    for (int e = 0; e < dk; e++) c->gq[e] = c->a[e];
+    for (int i = 1; i < n; i++)
+        for (int e = 0; e < dk; e++) c->gq[i * dk + e] = c->gq[(i - 1) * dk + e] * c->a[i * dk + e];
+    for (int e = 0; e < dk; e++) c->gk[(n - 1) * dk + e] = 1.0f;
+    for (int i = n - 2; i >= 0; i--)
+        for (int e = 0; e < dk; e++) c->gk[i * dk + e] = c->gk[(i + 1) * dk + e] * c->a[(i + 1) * dk + e];
+    for (int x = 0; x < n * dk; x++) {
+        c->qg[x] = c->qh[x] * c->gq[x];
+        c->kd[x] = c->kc[x] * c->gk[x];
+    }
+    for (int e = 0; e < dk; e++) c->gn[e] = c->gq[(n - 1) * dk + e];
 }
 
 #define CHUNK_TABLES(c, dk)                                                                           \

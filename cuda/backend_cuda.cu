@@ -7,9 +7,10 @@
 //   moments, activations) once at start-up, and no op ever calls cudaMalloc. Attention keeps what
 //   it needs between forward and backward, and the backward's own scratch, in the caller's `cache`
 //   buffer, sized by this backend's *_cache_floats (which therefore include the backward scratch;
-//   layouts in ops_linear_attn.cu and ops_softmax.cu). The only memory the backend owns is the
-//   cuBLAS handle's workspace, 1024 doubles for the sumsq partials and a vector of 2^20 ones for
-//   the bias-gradient GEMVs, all created once in backend_cuda().
+//   layouts in ops_linear_attn.cu, ops_softmax.cu and ops_gla.cu). The only memory the backend
+//   owns is the cuBLAS handle's workspace, 1024 doubles for the sumsq partials, a vector of 2^20
+//   ones for the bias-gradient GEMVs and 2^18 floats for the RMSNorm-gate weight-gradient
+//   partials, all created once in backend_cuda().
 // - Ordering. Everything (kernels, cuBLAS, memsets, device-to-device copies) is issued on the
 //   legacy default stream, so ops run in call order; the host waits only in to_host, sumsq and
 //   sync.
@@ -21,10 +22,12 @@
 //   backward products. TF32 tensor-core math is on by default; cuda_set_precision_fp32(1) turns
 //   it off (the parity test does).
 // - Custom kernels, one small file per family, all fp32, with the per-element math of ops_math.h
-//   shared with the CPU: bias add and column sums (ops_dense.cu); LayerNorm, modulate, gated
-//   residual (ops_norm.cu); GELU, SiLU, add, mul, ELU+1, scale (ops_elementwise.cu); RoPE
-//   (ops_rope.cu); the token means, row statistics and row scalings of MALA and linear attention
-//   (ops_linear_attn.cu); the row softmax and its backward (ops_softmax.cu); LePE (ops_lepe.cu);
+//   shared with the CPU: bias add and column sums (ops_dense.cu); LayerNorm, RMSNorm with swish
+//   gate, modulate, gated residual (ops_norm.cu); GELU, SiLU, SwiGLU, add, mul, ELU+1,
+//   logsigmoid, scale (ops_elementwise.cu); RoPE (ops_rope.cu); the token means, row statistics
+//   and row scalings of MALA and linear attention (ops_linear_attn.cu); the row softmax and its
+//   backward (ops_softmax.cu); the depthwise conv of LePE and DiG (ops_dwconv.cu); the chunked
+//   gated linear attention (ops_gla.cu); token flips and grid transposes (ops_permute.cu);
 //   patches and embeddings (ops_embed.cu); AdamW, EMA, sumsq (ops_optim.cu); cuRAND Philox fills
 //   (rng.cu); the training step's draws, the ADM loss and its gradient and the sampler update,
 //   in double with diffusion_math.h shared with the CPU (ops_diffusion.cu).
@@ -142,7 +145,12 @@ static void fill_table(Backend *t) {
     t->mala_fwd = cuda_mala_fwd; t->mala_bwd = cuda_mala_bwd;
     t->linattn_fwd = cuda_linattn_fwd; t->linattn_bwd = cuda_linattn_bwd;
     t->softmax_fwd = cuda_softmax_fwd; t->softmax_bwd = cuda_softmax_bwd;
-    t->lepe_fwd = cuda_lepe_fwd; t->lepe_bwd = cuda_lepe_bwd;
+    t->dwconv_fwd = cuda_dwconv_fwd; t->dwconv_bwd = cuda_dwconv_bwd;
+    t->logsigmoid_fwd = cuda_logsigmoid_fwd; t->logsigmoid_bwd = cuda_logsigmoid_bwd;
+    t->gla_cache_floats = cuda_gla_cache_floats; t->gla_fwd = cuda_gla_fwd; t->gla_bwd = cuda_gla_bwd;
+    t->rmsnorm_gate_fwd = cuda_rmsnorm_gate_fwd; t->rmsnorm_gate_bwd = cuda_rmsnorm_gate_bwd;
+    t->swiglu_fwd = cuda_swiglu_fwd; t->swiglu_bwd = cuda_swiglu_bwd;
+    t->permute_tokens_fwd = cuda_permute_tokens_fwd; t->permute_tokens_bwd = cuda_permute_tokens_bwd;
     t->patchify_fwd = cuda_patchify_fwd; t->patchify_bwd = cuda_patchify_bwd;
     t->unpatchify_fwd = cuda_unpatchify_fwd; t->unpatchify_bwd = cuda_unpatchify_bwd;
     t->add_pos = cuda_add_pos; t->timestep_embed = cuda_timestep_embed;
@@ -173,6 +181,7 @@ extern "C" const Backend *backend_cuda(const char **why) {
             apply_math_mode();
             cuda_optim_init();
             cuda_dense_init();
+            cuda_norm_init();
             fill_table(&g_cuda);
             g_state = 1;
         }

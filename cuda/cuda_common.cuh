@@ -76,6 +76,11 @@ void cuda_linear_bwd(float *din, float *dw, float *db, const float *dout, const 
 // ---- ops_norm.cu ----
 void cuda_layernorm_fwd(float *out, float *rstd, const float *x, int N, int C);
 void cuda_layernorm_bwd(float *dx, const float *dout, const float *out, const float *rstd, int N, int C);
+void cuda_norm_init(void);  // the rmsnorm_gate dw partials (called by backend_cuda)
+void cuda_rmsnorm_gate_fwd(float *out, float *rstd, const float *x, const float *gate, const float *w, int N,
+                           int heads, int d, int ldg, float eps);
+void cuda_rmsnorm_gate_bwd(float *dx, float *dgate, float *dw, const float *dout, const float *x,
+                           const float *gate, const float *w, const float *rstd, int N, int heads, int d, int ldg);
 void cuda_modulate_fwd(float *out, const float *x, const float *shift, const float *scale, int B, int L, int C,
                        int ms);
 void cuda_modulate_bwd(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
@@ -89,11 +94,15 @@ void cuda_gelu_fwd(float *out, const float *x, size_t n);
 void cuda_gelu_bwd(float *dx, const float *dout, const float *x, size_t n);
 void cuda_silu_fwd(float *out, const float *x, size_t n);
 void cuda_silu_bwd(float *dx, const float *dout, const float *x, size_t n);
+void cuda_swiglu_fwd(float *out, const float *ab, int N, int F);
+void cuda_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F);
 void cuda_add(float *out, const float *a, const float *b, size_t n);
 void cuda_mul_fwd(float *out, const float *a, const float *b, size_t n);
 void cuda_mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n);
 void cuda_elu1_fwd(float *x, int rows, int cols, int ld);
 void cuda_elu1_bwd(float *g, const float *y, int rows, int cols, int ld);
+void cuda_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm);
+void cuda_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm);
 void cuda_scale(float *x, float a, size_t n);
 void cuda_fill(float *x, float v, size_t n);
 
@@ -115,10 +124,22 @@ void cuda_softmax_fwd(float *out, float *cache, const float *qkv, const float *q
 void cuda_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                       float *cache, AttnShape s);
 
-// ---- ops_lepe.cu ----
-void cuda_lepe_fwd(float *out, const float *qkv, const float *w, const float *b, int k, AttnShape s);
-void cuda_lepe_bwd(float *dqkv, float *dw, float *db, const float *dout, const float *qkv, const float *w, int k,
-                   AttnShape s);
+// ---- ops_dwconv.cu ----
+void cuda_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *b, int k, int B, int gh,
+                     int gw, int C);
+void cuda_dwconv_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, int ldx, const float *w,
+                     int k, int B, int gh, int gw, int C);
+
+// ---- ops_gla.cu ----
+size_t cuda_gla_cache_floats(GlaShape s);
+void cuda_gla_fwd(float *o, float *cache, const float *q, const float *k, const float *v, const float *g,
+                  GlaShape s);
+void cuda_gla_bwd(float *dq, float *dk, float *dv, float *dg, const float *dout, const float *q, const float *k,
+                  const float *v, const float *g, float *cache, GlaShape s);
+
+// ---- ops_permute.cu ----
+void cuda_permute_tokens_fwd(float *out, const float *x, int B, int gh, int gw, int C, int flip, int transpose);
+void cuda_permute_tokens_bwd(float *dx, const float *dout, int B, int gh, int gw, int C, int flip, int transpose);
 
 // ---- ops_embed.cu ----
 void cuda_patchify_fwd(float *patches, const float *img, int B, int C, int S, int p);

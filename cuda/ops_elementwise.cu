@@ -1,7 +1,9 @@
-// Element-wise ops: GELU (tanh), SiLU, add, mul, phi = ELU + 1 on strided rows, scale, fill.
-// The per-element formulas are the ones of ops_math.h, shared with the CPU.
-// defines: cuda_gelu_fwd, cuda_gelu_bwd, cuda_silu_fwd, cuda_silu_bwd, cuda_add, cuda_mul_fwd,
-//          cuda_mul_bwd, cuda_elu1_fwd, cuda_elu1_bwd, cuda_scale, cuda_fill
+// Element-wise ops: GELU (tanh), SiLU, SwiGLU, add, mul, phi = ELU + 1 and logsigmoid / norm on
+// strided rows, scale, fill. The per-element formulas are the ones of ops_math.h, shared with
+// the CPU.
+// defines: cuda_gelu_fwd, cuda_gelu_bwd, cuda_silu_fwd, cuda_silu_bwd, cuda_swiglu_fwd,
+//          cuda_swiglu_bwd, cuda_add, cuda_mul_fwd, cuda_mul_bwd, cuda_elu1_fwd, cuda_elu1_bwd,
+//          cuda_logsigmoid_fwd, cuda_logsigmoid_bwd, cuda_scale, cuda_fill
 #include "cuda_common.cuh"
 
 __global__ void k_gelu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_f(x[i]); }
@@ -11,6 +13,21 @@ __global__ void k_gelu_bwd(float *dx, const float *dout, const float *x, size_t 
 __global__ void k_silu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = silu_f(x[i]); }
 __global__ void k_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     GRID_STRIDE(i, n) dx[i] += dout[i] * silu_grad_f(x[i]);
+}
+// SwiGLU on the fused [N, 2F] rows: out[n,f] = silu(a) b with a = ab[n,f], b = ab[n,F+f]
+__global__ void k_swiglu_fwd(float *out, const float *ab, int F, size_t n) {
+    GRID_STRIDE(i, n) {
+        const size_t a = (i / (size_t)F) * 2 * (size_t)F + i % (size_t)F;
+        out[i] = silu_f(ab[a]) * ab[a + F];
+    }
+}
+__global__ void k_swiglu_bwd(float *dab, const float *dout, const float *ab, int F, size_t n) {
+    GRID_STRIDE(i, n) {
+        const size_t a = (i / (size_t)F) * 2 * (size_t)F + i % (size_t)F;
+        const float g = dout[i], x = ab[a];
+        dab[a] += g * silu_grad_f(x) * ab[a + F];
+        dab[a + F] += g * silu_f(x);
+    }
 }
 __global__ void k_add(float *out, const float *a, const float *b, size_t n) { GRID_STRIDE(i, n) out[i] = a[i] + b[i]; }
 __global__ void k_mul_fwd(float *out, const float *a, const float *b, size_t n) {
@@ -40,6 +57,20 @@ __global__ void k_elu1_bwd(float *g, const float *y, int cols, int ld, size_t to
     }
 }
 
+// x = logsigmoid(x) * inv, and g *= sigmoid(-x) * inv from y (inv = 1 / norm)
+__global__ void k_logsigmoid_fwd(float *x, int cols, int ld, float inv, size_t total) {
+    GRID_STRIDE(i, total) {
+        float *p = x + (i / (size_t)cols) * (size_t)ld + i % (size_t)cols;
+        *p = logsigmoid_f(*p) * inv;
+    }
+}
+__global__ void k_logsigmoid_bwd(float *g, const float *y, int cols, int ld, float norm, float inv, size_t total) {
+    GRID_STRIDE(i, total) {
+        const size_t o = (i / (size_t)cols) * (size_t)ld + i % (size_t)cols;
+        g[o] *= logsigmoid_grad_from_y(norm * y[o]) * inv;
+    }
+}
+
 #define LAUNCH_N(kernel, n, ...) do { if ((n) == 0) return; kernel<<<grid1d(n), CU_BLOCK>>>(__VA_ARGS__, n); \
     KERNEL_CHECK(); } while (0)
 
@@ -47,6 +78,14 @@ void cuda_gelu_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_gelu_fwd, 
 void cuda_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) { LAUNCH_N(k_gelu_bwd, n, dx, dout, x); }
 void cuda_silu_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_silu_fwd, n, out, x); }
 void cuda_silu_bwd(float *dx, const float *dout, const float *x, size_t n) { LAUNCH_N(k_silu_bwd, n, dx, dout, x); }
+void cuda_swiglu_fwd(float *out, const float *ab, int N, int F) {
+    if (N <= 0 || F <= 0) return;
+    LAUNCH_N(k_swiglu_fwd, (size_t)N * F, out, ab, F);
+}
+void cuda_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F) {
+    if (N <= 0 || F <= 0) return;
+    LAUNCH_N(k_swiglu_bwd, (size_t)N * F, dab, dout, ab, F);
+}
 void cuda_add(float *out, const float *a, const float *b, size_t n) { LAUNCH_N(k_add, n, out, a, b); }
 void cuda_mul_fwd(float *out, const float *a, const float *b, size_t n) { LAUNCH_N(k_mul_fwd, n, out, a, b); }
 void cuda_mul_bwd(float *da, float *db, const float *dout, const float *a, const float *b, size_t n) {
@@ -63,4 +102,12 @@ void cuda_elu1_fwd(float *x, int rows, int cols, int ld) {
 void cuda_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
     if (rows <= 0 || cols <= 0) return;
     LAUNCH_N(k_elu1_bwd, (size_t)rows * cols, g, y, cols, ld);
+}
+void cuda_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm) {
+    if (rows <= 0 || cols <= 0) return;
+    LAUNCH_N(k_logsigmoid_fwd, (size_t)rows * cols, x, cols, ld, 1.0f / norm);
+}
+void cuda_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm) {
+    if (rows <= 0 || cols <= 0) return;
+    LAUNCH_N(k_logsigmoid_bwd, (size_t)rows * cols, g, y, cols, ld, norm, 1.0f / norm);
 }

@@ -6,8 +6,11 @@
 //
 // Tolerances (fp32 on both sides; differences come from summation order, FMA contraction and
 // 1-2 ulp libm differences):
-//   TOL_EW   1e-5  element-wise ops, LayerNorm, modulate, gated residual, RoPE, patches,
-//                  embeddings, AdamW, EMA, LePE (short fixed-order sums)
+//   TOL_EW   1e-5  element-wise ops (SwiGLU, logsigmoid), LayerNorm, RMSNorm with swish gate,
+//                  modulate, gated residual, RoPE, patches, token permutations (exact),
+//                  embeddings, AdamW, EMA, the depthwise conv (short fixed-order sums)
+//   TOL_GLA  1e-5  gated linear attention (our kernels on both sides: sums of at most
+//                  max(dk, dv, 16) terms per step, states passed over L / 16 chunks)
 //   TOL_GEMM 1e-4  ops built on cuBLAS products: linear, MALA, linear and softmax attention
 //   TOL_TIME 1e-4  timestep embedding: f_i may differ by an ulp and t f_i reaches ~1000
 //   sumsq: relative 1e-9 (double accumulation on both sides)
@@ -31,6 +34,7 @@
 #define TOL_EW 1e-5
 #define TOL_GEMM 1e-4
 #define TOL_TIME 1e-4
+#define TOL_GLA 1e-5
 
 static const Backend *CPU, *GPU;
 
@@ -354,33 +358,174 @@ END_TEST
 START_TEST(test_softmax) { check_attn_kind(K_SOFT); }
 END_TEST
 
-START_TEST(test_lepe) {
+// The depthwise conv: LePE's (x = the v part of qkv, ldx = 3H) and DiG's (plain activations,
+// here with a row stride above C).
+START_TEST(test_dwconv) {
     const int ks[] = {5, 3, 5, 1};
-    for (int k = 0; k < NSHAPES; k++) {
-        AttnShape s = SHAPES[k];
-        const int K = ks[k], bias = k != 1;
-        const size_t rows = (size_t)s.B * s.L;
-        char sh[64], what[128];
-        shape_str(sh, sizeof sh, s);
-        Buf qkv = buf_rand(rows * 3 * s.H, -1, 1, 300 + k), w = buf_rand((size_t)s.H * K * K, -0.3f, 0.3f, 310 + k);
-        Buf b = buf_rand(s.H, -1, 1, 320 + k), out = buf_rand(rows * s.H, -1, 1, 330 + k);
-        CPU->lepe_fwd(out.h, qkv.h, w.h, bias ? b.h : NULL, K, s);
-        GPU->lepe_fwd(out.d, qkv.d, w.d, bias ? b.d : NULL, K, s);
-        snprintf(what, sizeof what, "lepe_fwd k%d bias%d %s", K, bias, sh);
-        buf_check(what, &out, TOL_EW);
-        Buf dout = buf_rand(rows * s.H, -1, 1, 340 + k), dqkv = buf_rand(rows * 3 * s.H, -1, 1, 350 + k);
-        Buf dw = buf_rand((size_t)s.H * K * K, -1, 1, 360 + k), db = buf_rand(s.H, -1, 1, 370 + k);
-        CPU->lepe_bwd(dqkv.h, dw.h, db.h, dout.h, qkv.h, w.h, K, s);
-        GPU->lepe_bwd(dqkv.d, dw.d, db.d, dout.d, qkv.d, w.d, K, s);
-        snprintf(what, sizeof what, "lepe_bwd dv k%d %s", K, sh);
-        buf_check(what, &dqkv, TOL_EW);
-        snprintf(what, sizeof what, "lepe_bwd dw k%d %s", K, sh);
+    for (int plain = 0; plain < 2; plain++)
+        for (int k = 0; k < NSHAPES; k++) {
+            AttnShape s = SHAPES[k];
+            const int K = ks[k], bias = k != 1, C = s.H, ldx = plain ? C + 3 : 3 * C, x0 = plain ? 0 : 2 * C;
+            const size_t rows = (size_t)s.B * s.L;
+            char sh[64], what[128];
+            shape_str(sh, sizeof sh, s);
+            Buf x = buf_rand(rows * ldx, -1, 1, 300 + k), w = buf_rand((size_t)C * K * K, -0.3f, 0.3f, 310 + k);
+            Buf b = buf_rand(C, -1, 1, 320 + k), out = buf_rand(rows * C, -1, 1, 330 + k);
+            CPU->dwconv_fwd(out.h, x.h + x0, ldx, w.h, bias ? b.h : NULL, K, s.B, s.gh, s.gw, C);
+            GPU->dwconv_fwd(out.d, x.d + x0, ldx, w.d, bias ? b.d : NULL, K, s.B, s.gh, s.gw, C);
+            snprintf(what, sizeof what, "dwconv_fwd k%d bias%d ldx %d %s", K, bias, ldx, sh);
+            buf_check(what, &out, TOL_EW);
+            Buf dout = buf_rand(rows * C, -1, 1, 340 + k), dx = buf_rand(rows * ldx, -1, 1, 350 + k);
+            Buf dw = buf_rand((size_t)C * K * K, -1, 1, 360 + k), db = buf_rand(C, -1, 1, 370 + k);
+            CPU->dwconv_bwd(dx.h + x0, dw.h, db.h, dout.h, x.h + x0, ldx, w.h, K, s.B, s.gh, s.gw, C);
+            GPU->dwconv_bwd(dx.d + x0, dw.d, db.d, dout.d, x.d + x0, ldx, w.d, K, s.B, s.gh, s.gw, C);
+            snprintf(what, sizeof what, "dwconv_bwd dx k%d ldx %d %s", K, ldx, sh);
+            buf_check(what, &dx, TOL_EW);
+            snprintf(what, sizeof what, "dwconv_bwd dw k%d ldx %d %s", K, ldx, sh);
+            buf_check(what, &dw, TOL_EW);
+            snprintf(what, sizeof what, "dwconv_bwd db k%d ldx %d %s", K, ldx, sh);
+            buf_check(what, &db, TOL_EW);
+            Buf *all[] = {&x, &w, &b, &out, &dout, &dx, &dw, &db};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+        }
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// DiG: gated linear attention, its logsigmoid gate, RMSNorm with swish gate, SwiGLU, token
+// permutations. GLA reads q, k, v, g as column slices of one fused row [q | k | v | g | pad] and
+// writes o rows with padding, as DiG's block will. Its backward runs twice from random gradient
+// buffers (so it adds, and leaves the forward's states in the cache intact), then with only some
+// gradients asked for.
+
+typedef struct { int B, L, heads, dk, dv; float glo, ghi; } GlaCase;
+
+static void check_gla(GlaCase gc, uint64_t seed) {
+    const int hk = gc.heads * gc.dk, hv = gc.heads * gc.dv, W = 3 * hk + hv + 3;
+    const GlaShape s = {gc.B, gc.L, gc.heads, gc.dk, gc.dv, W, W, W, W, hv + 1};
+    const size_t rows = (size_t)gc.B * gc.L, nX = rows * W, nO = rows * s.ldo;
+    char sh[96], what[160];
+    snprintf(sh, sizeof sh, "B%d L%d heads%d dk%d dv%d g[%g,%g]", gc.B, gc.L, gc.heads, gc.dk, gc.dv, gc.glo, gc.ghi);
+    Buf X = buf_rand(nX, -1, 1, seed);
+    float *u = malloc(sizeof(float) * nX);
+    tu_fill(u, nX, gc.glo, gc.ghi, seed + 1);
+    for (size_t r = 0; r < rows; r++)
+        for (int e = 0; e < hk; e++) X.h[r * W + 2 * hk + hv + e] = u[r * W + e];
+    free(u);
+    buf_push(&X);
+    float *ccache = malloc(sizeof(float) * (CPU->gla_cache_floats(s) + 1));
+    float *gcache = GPU->alloc(sizeof(float) * GPU->gla_cache_floats(s));
+    Buf o = buf_rand(nO, -9, 9, seed + 2);  // head channels overwritten, padding kept
+    CPU->gla_fwd(o.h, ccache, X.h, X.h + hk, X.h + 2 * hk, X.h + 2 * hk + hv, s);
+    GPU->gla_fwd(o.d, gcache, X.d, X.d + hk, X.d + 2 * hk, X.d + 2 * hk + hv, s);
+    snprintf(what, sizeof what, "gla_fwd %s", sh);
+    buf_check(what, &o, TOL_GLA);
+    Buf dout = buf_rand(nO, -1, 1, seed + 3), dX = buf_rand(nX, -1, 1, seed + 4);
+    for (int rep = 0; rep < 2; rep++) {
+        CPU->gla_bwd(dX.h, dX.h + hk, dX.h + 2 * hk, dX.h + 2 * hk + hv, dout.h, X.h, X.h + hk, X.h + 2 * hk,
+                     X.h + 2 * hk + hv, ccache, s);
+        GPU->gla_bwd(dX.d, dX.d + hk, dX.d + 2 * hk, dX.d + 2 * hk + hv, dout.d, X.d, X.d + hk, X.d + 2 * hk,
+                     X.d + 2 * hk + hv, gcache, s);
+    }
+    snprintf(what, sizeof what, "gla_bwd dq dk dv dg (twice) %s", sh);
+    buf_check(what, &dX, TOL_GLA);
+    // only dv, then only dg (dq, dk computed for it but not added)
+    CPU->gla_bwd(NULL, NULL, dX.h + 2 * hk, NULL, dout.h, X.h, X.h + hk, X.h + 2 * hk, X.h + 2 * hk + hv, ccache, s);
+    GPU->gla_bwd(NULL, NULL, dX.d + 2 * hk, NULL, dout.d, X.d, X.d + hk, X.d + 2 * hk, X.d + 2 * hk + hv, gcache, s);
+    CPU->gla_bwd(NULL, NULL, NULL, dX.h + 2 * hk + hv, dout.h, X.h, X.h + hk, X.h + 2 * hk, X.h + 2 * hk + hv, ccache,
+                 s);
+    GPU->gla_bwd(NULL, NULL, NULL, dX.d + 2 * hk + hv, dout.d, X.d, X.d + hk, X.d + 2 * hk, X.d + 2 * hk + hv, gcache,
+                 s);
+    snprintf(what, sizeof what, "gla_bwd dv only, dg only %s", sh);
+    buf_check(what, &dX, TOL_GLA);
+    free(ccache);
+    GPU->release(gcache);
+    buf_free(&X); buf_free(&o); buf_free(&dout); buf_free(&dX);
+}
+
+START_TEST(test_gla) {
+    const GlaCase cases[] = {
+        {2, 37, 2, 8, 12, -0.6f, -0.01f},   // three chunks, the last partial; one v tile
+        {1, 40, 1, 32, 64, -0.3f, -0.001f}, // DiG's head widths: two v tiles
+        {2, 5, 3, 5, 40, -1.0f, 0.0f},      // one partial chunk; a full and a partial v tile; odd dk
+        {1, 1, 2, 4, 4, -0.5f, -0.1f},      // one token
+        {1, 33, 2, 8, 16, -12.0f, -5.0f},   // strongly negative log-decays
+        {1, 20, 1, 64, 8, -0.2f, -0.01f},   // the widest dk the CUDA kernel takes
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_gla(cases[i], 6000 + 10 * i);
+}
+END_TEST
+
+START_TEST(test_dig_elementwise) {
+    // logsigmoid / 16 on the g columns of a fused row, in place
+    const int rows = 37, cols = 24, ld = 61;
+    Buf x = buf_rand((size_t)rows * ld, -20, 20, 6100), g = buf_rand((size_t)rows * ld, -1, 1, 6101);
+    CPU->logsigmoid_fwd(x.h, rows, cols, ld, 16.0f); GPU->logsigmoid_fwd(x.d, rows, cols, ld, 16.0f);
+    buf_check("logsigmoid_fwd (strided, / 16)", &x, TOL_EW);
+    CPU->logsigmoid_bwd(g.h, x.h, rows, cols, ld, 16.0f); GPU->logsigmoid_bwd(g.d, x.d, rows, cols, ld, 16.0f);
+    buf_check("logsigmoid_bwd (strided, / 16)", &g, TOL_EW);
+    buf_free(&x); buf_free(&g);
+
+    // SwiGLU on a fused [N, 2F] projection
+    const int N = 53, F = 40;
+    Buf ab = buf_rand((size_t)N * 2 * F, -4, 4, 6102), out = buf_zeros((size_t)N * F);
+    Buf dout = buf_rand((size_t)N * F, -1, 1, 6103), dab = buf_rand((size_t)N * 2 * F, -1, 1, 6104);
+    CPU->swiglu_fwd(out.h, ab.h, N, F); GPU->swiglu_fwd(out.d, ab.d, N, F);
+    buf_check("swiglu_fwd", &out, TOL_EW);
+    CPU->swiglu_bwd(dab.h, dout.h, ab.h, N, F); GPU->swiglu_bwd(dab.d, dout.d, ab.d, N, F);
+    buf_check("swiglu_bwd", &dab, TOL_EW);
+    buf_free(&ab); buf_free(&out); buf_free(&dout); buf_free(&dab);
+
+    // RMSNorm with swish gate: the gate a column slice of a wider row; enough rows for several
+    // dw parts on the GPU
+    const struct { int N, heads, d, ldg; } rc[] = {{300, 2, 40, 97}, {7, 3, 64, 192}, {1, 1, 5, 5}};
+    for (int k = 0; k < 3; k++) {
+        const int Nr = rc[k].N, nh = rc[k].heads, d = rc[k].d, ldg = rc[k].ldg;
+        const size_t n = (size_t)Nr * nh * d, ng = (size_t)Nr * ldg;
+        char what[96];
+        Buf xr = buf_rand(n, -2, 2, 6110 + k), gate = buf_rand(ng, -3, 3, 6120 + k), w = buf_rand(d, 0.5f, 1.5f, 6130 + k);
+        Buf o = buf_zeros(n), rstd = buf_zeros((size_t)Nr * nh);
+        CPU->rmsnorm_gate_fwd(o.h, rstd.h, xr.h, gate.h, w.h, Nr, nh, d, ldg, 1e-6f);
+        GPU->rmsnorm_gate_fwd(o.d, rstd.d, xr.d, gate.d, w.d, Nr, nh, d, ldg, 1e-6f);
+        snprintf(what, sizeof what, "rmsnorm_gate_fwd out N%d heads%d d%d", Nr, nh, d);
+        buf_check(what, &o, TOL_EW);
+        snprintf(what, sizeof what, "rmsnorm_gate_fwd rstd N%d heads%d d%d", Nr, nh, d);
+        buf_check(what, &rstd, TOL_EW);
+        Buf go = buf_rand(n, -1, 1, 6140 + k), dx = buf_rand(n, -1, 1, 6150 + k);
+        Buf dg = buf_rand(ng, -1, 1, 6160 + k), dw = buf_rand(d, -1, 1, 6170 + k);
+        CPU->rmsnorm_gate_bwd(dx.h, dg.h, dw.h, go.h, xr.h, gate.h, w.h, rstd.h, Nr, nh, d, ldg);
+        GPU->rmsnorm_gate_bwd(dx.d, dg.d, dw.d, go.d, xr.d, gate.d, w.d, rstd.d, Nr, nh, d, ldg);
+        snprintf(what, sizeof what, "rmsnorm_gate_bwd dx N%d heads%d d%d", Nr, nh, d);
+        buf_check(what, &dx, TOL_EW);
+        snprintf(what, sizeof what, "rmsnorm_gate_bwd dgate N%d heads%d d%d", Nr, nh, d);
+        buf_check(what, &dg, TOL_EW);
+        snprintf(what, sizeof what, "rmsnorm_gate_bwd dw N%d heads%d d%d", Nr, nh, d);
         buf_check(what, &dw, TOL_EW);
-        snprintf(what, sizeof what, "lepe_bwd db k%d %s", K, sh);
-        buf_check(what, &db, TOL_EW);
-        Buf *all[] = {&qkv, &w, &b, &out, &dout, &dqkv, &dw, &db};
+        CPU->rmsnorm_gate_bwd(NULL, NULL, dw.h, go.h, xr.h, gate.h, w.h, rstd.h, Nr, nh, d, ldg);
+        GPU->rmsnorm_gate_bwd(NULL, NULL, dw.d, go.d, xr.d, gate.d, w.d, rstd.d, Nr, nh, d, ldg);
+        snprintf(what, sizeof what, "rmsnorm_gate_bwd dw only N%d heads%d d%d", Nr, nh, d);
+        buf_check(what, &dw, TOL_EW);
+        Buf *all[] = {&xr, &gate, &w, &o, &rstd, &go, &dx, &dg, &dw};
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
     }
+
+    // token flips and grid transposes, on a rectangular grid
+    const int B = 2, gh = 3, gw = 5, C = 7;
+    const size_t n = (size_t)B * gh * gw * C;
+    Buf t = buf_rand(n, -1, 1, 6180), tout = buf_rand(n, -5, 5, 6181), dt = buf_rand(n, -1, 1, 6182);
+    for (int flip = 0; flip < 2; flip++)
+        for (int tr = 0; tr < 2; tr++) {
+            char what[64];
+            CPU->permute_tokens_fwd(tout.h, t.h, B, gh, gw, C, flip, tr);
+            GPU->permute_tokens_fwd(tout.d, t.d, B, gh, gw, C, flip, tr);
+            snprintf(what, sizeof what, "permute_tokens_fwd flip%d transpose%d", flip, tr);
+            buf_check(what, &tout, 0.0);
+            CPU->permute_tokens_bwd(dt.h, tout.h, B, gh, gw, C, flip, tr);
+            GPU->permute_tokens_bwd(dt.d, tout.d, B, gh, gw, C, flip, tr);
+            snprintf(what, sizeof what, "permute_tokens_bwd flip%d transpose%d", flip, tr);
+            buf_check(what, &dt, 0.0);
+        }
+    buf_free(&t); buf_free(&tout); buf_free(&dt);
 }
 END_TEST
 
@@ -788,7 +933,9 @@ int main(void) {
     tcase_add_test(tc, test_mala);
     tcase_add_test(tc, test_linattn);
     tcase_add_test(tc, test_softmax);
-    tcase_add_test(tc, test_lepe);
+    tcase_add_test(tc, test_dwconv);
+    tcase_add_test(tc, test_gla);
+    tcase_add_test(tc, test_dig_elementwise);
     tcase_add_test(tc, test_patches);
     tcase_add_test(tc, test_embeddings);
     tcase_add_test(tc, test_optim);
