@@ -808,12 +808,20 @@ static double dev_nerr(const float *g_dev, const float *h, size_t n) {
     return e;
 }
 
+// A tiny DiG: depth 4 (every scan direction), key width 16 over 2 heads, 4x4 tokens.
+static void tiny_dig_config(NetConfig *c) {
+    net_config_default(c, BACKBONE_DIG);
+    c->dig.depth = 4; c->dig.hidden = 32; c->dig.heads = 2; c->dig.patch = 2;
+    c->image_size = 8; c->in_channels = 2; c->num_classes = 5;
+}
+
 START_TEST(test_model) {
     const AttnKind kinds[3] = {ATTN_MALA, ATTN_LINEAR, ATTN_SOFTMAX};
     const int B = 3;
-    for (int ki = 0; ki < 3; ki++) {
+    for (int ki = 0; ki < 4; ki++) {
         NetConfig c;
-        tiny_config(&c, kinds[ki]);
+        if (ki < 3) tiny_config(&c, kinds[ki]);
+        else tiny_dig_config(&c);
         Net *mc = net_create(&c, CPU, B, NET_TRAIN), *mg = net_create(&c, GPU, B, NET_TRAIN);
         float *gc = CPU->alloc(mc->n_floats * sizeof(float)), *gg = GPU->alloc(mg->n_floats * sizeof(float));
         tu_fill(mc->w, mc->n_floats, -0.15f, 0.15f, 800 + ki);
@@ -828,7 +836,7 @@ START_TEST(test_model) {
         net_forward(mc, out.h, x.h, t.h, y, B);
         net_forward(mg, out.d, x.d, t.d, yd, B);
         char what[160];
-        snprintf(what, sizeof what, "model %s: forward output", attn_kind_name(kinds[ki]));
+        snprintf(what, sizeof what, "model %s %s: forward output", backbone_name(c.backbone), net_mixer_name(&c));
         buf_check(what, &out, TOL_MODEL);
         CPU->zero(gc, mc->n_floats * sizeof(float));
         GPU->zero(gg, mg->n_floats * sizeof(float));
@@ -842,8 +850,8 @@ START_TEST(test_model) {
             double e = dev_nerr(gg + pi->offset, gc + pi->offset, pi->numel);
             if (e > worst) { worst = e; worst_name = pi->name; }
         }
-        snprintf(what, sizeof what, "model %s: %d gradients (worst %s)", attn_kind_name(kinds[ki]), mc->nparams - 1,
-                 worst_name);
+        snprintf(what, sizeof what, "model %s %s: %d gradients (worst %s)", backbone_name(c.backbone),
+                 net_mixer_name(&c), mc->nparams - 1, worst_name);
         printf("  %-58s nerr %.2e (tol %.0e)\n", what, worst, TOL_MODEL_GRAD);
         ck_assert_msg(worst <= TOL_MODEL_GRAD, "%s: %.3g", what, worst);
         GPU->release(yd);
@@ -856,7 +864,9 @@ END_TEST
 
 START_TEST(test_train_steps) {
     NetConfig c;
-    tiny_config(&c, ATTN_MALA);
+    if (_i == 0) tiny_config(&c, ATTN_MALA);
+    else tiny_dig_config(&c);
+    printf("  10 train steps: %s %s\n", backbone_name(c.backbone), net_mixer_name(&c));
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
     TrainOpts o;
@@ -941,7 +951,7 @@ int main(void) {
     tcase_add_test(tc, test_optim);
     tcase_add_test(tc, test_diffusion_ops);
     tcase_add_test(tc, test_model);
-    tcase_add_test(tc, test_train_steps);
+    tcase_add_loop_test(tc, test_train_steps, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);  // CUDA does not survive fork

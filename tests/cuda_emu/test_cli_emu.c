@@ -223,6 +223,32 @@ START_TEST(test_train_cross_device) {
 }
 END_TEST
 
+// f. DiG through the whole CLI on the emulated CUDA backend: train 2 steps, resume to 4 on the
+// CPU (same file format), sample from the checkpoint on CUDA and CPU (DDIM: the same images to
+// float rounding), and both benches.
+#define DIG_TRAIN "train --model DiG-T/8 --batch 2 --limit 8 --lr 1e-3 --ckpt-every 2 --keep 5 --log-every 1 --sample-every 0"
+START_TEST(test_dig_on_cuda) {
+    tu_make_tmpdir("cli_emu");
+    RUN_OK(emu_bin(), DIG_TRAIN " --device cuda --iters 2 --out %s/dig", tu_tmp);
+    RUN_OK(cpu_bin(), DIG_TRAIN " --device cpu --iters 4 --out %s/dig --resume", tu_tmp);
+    ck_assert_msg(strstr(g_err, "at step 2") && strstr(g_err, "done: step 4"), "DiG resume:\n%s", err_tail());
+    char p4[300];
+    ckpt(p4, sizeof p4, "dig", 4);
+    const char *same = "--labels 1,4 --sampler ddim --steps 3 --cfg-scale 2 --seed 5 --precision fp32";
+    RUN_OK(emu_bin(), "sample --ckpt %s %s --device cuda --save-npy %s/dcu.npy", p4, same, tu_tmp);
+    RUN_OK(cpu_bin(), "sample --ckpt %s %s --device cpu --save-npy %s/dcpu.npy", p4, same, tu_tmp);
+    float *cu = load_images("dcu.npy", 2), *cpu = load_images("dcpu.npy", 2);
+    double e = tu_max_abs_diff(cu, cpu, 2 * PER);
+    printf("f. DiG: CUDA train 2 + CPU resume 2; DDIM-3 w 2 from it, CUDA fp32 vs CPU max |diff| %.3g (tolerance 1e-4)\n",
+           e);
+    ck_assert_msg(e <= 1e-4, "DiG DDIM on CUDA differs from the CPU by %.3g", e);
+    free(cu); free(cpu);
+    RUN_OK(emu_bin(), "bench train --model DiG-T/8 --batch 2 --steps 1 --device cuda");
+    RUN_OK(emu_bin(), "bench sample --model DiG-T/8 --n 2 --steps 2 --device cuda");
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // e. No fp64 on either command: one line on stderr, exit status 1, nothing written.
 START_TEST(test_fp64_refused) {
     tu_make_tmpdir("cli_emu");
@@ -256,6 +282,7 @@ int main(void) {
     tcase_add_test(tc, test_train_resume_bit_exact);
     tcase_add_test(tc, test_train_cross_device);
     tcase_add_test(tc, test_fp64_refused);
+    tcase_add_test(tc, test_dig_on_cuda);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
