@@ -10,7 +10,7 @@
 //   S1 = diag(exp(b_n)) S0 + sum_j (k_j . exp(b_n - b_j))^T v_j.
 // Numerical safety: g <= 0, so b never increases along a chunk and every exponential above has a
 // non-positive argument: no factor exceeds 1 and nothing can overflow, for g down to -inf (a
-// weight that underflows to 0 is below float's smallest number in exact arithmetic too). The
+// weight that underflows to 0 is below about 1e-38 in exact arithmetic too). The
 // factored form (q exp(b_i)) . (k exp(-b_j)) of the GLA paper is avoided: exp(-b_j) overflows
 // once a chunk's decay passes -88, i.e. 16 tokens at g = logsigmoid(-89)/16. D, exp(b_i) and
 // exp(b_n - b_i) are formed as running products of a_m = exp(g_m) <= 1 (one exp per element,
@@ -43,21 +43,19 @@
 // logsigmoid(x) / norm, in place on strided rows
 
 void cpu_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm) {
-    const float inv = 1.0f / norm;
     #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
     for (int r = 0; r < rows; r++) {
         float *p = x + (size_t)r * ld;
-        for (int c = 0; c < cols; c++) p[c] = logsigmoid_f(p[c]) * inv;
+        for (int c = 0; c < cols; c++) p[c] = logsigmoid_f(p[c]) / norm;
     }
 }
 
 void cpu_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm) {
-    const float inv = 1.0f / norm;
     #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
     for (int r = 0; r < rows; r++) {
         float *gp = g + (size_t)r * ld;
         const float *yp = y + (size_t)r * ld;
-        for (int c = 0; c < cols; c++) gp[c] *= logsigmoid_grad_from_y(norm * yp[c]) * inv;
+        for (int c = 0; c < cols; c++) gp[c] *= logsigmoid_grad_from_y(norm * yp[c]) / norm;
     }
 }
 

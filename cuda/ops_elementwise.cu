@@ -57,17 +57,17 @@ __global__ void k_elu1_bwd(float *g, const float *y, int cols, int ld, size_t to
     }
 }
 
-// x = logsigmoid(x) * inv, and g *= sigmoid(-x) * inv from y (inv = 1 / norm)
-__global__ void k_logsigmoid_fwd(float *x, int cols, int ld, float inv, size_t total) {
+// x = logsigmoid(x) / norm, and g *= sigmoid(-x) / norm from y
+__global__ void k_logsigmoid_fwd(float *x, int cols, int ld, float norm, size_t total) {
     GRID_STRIDE(i, total) {
         float *p = x + (i / (size_t)cols) * (size_t)ld + i % (size_t)cols;
-        *p = logsigmoid_f(*p) * inv;
+        *p = logsigmoid_f(*p) / norm;
     }
 }
-__global__ void k_logsigmoid_bwd(float *g, const float *y, int cols, int ld, float norm, float inv, size_t total) {
+__global__ void k_logsigmoid_bwd(float *g, const float *y, int cols, int ld, float norm, size_t total) {
     GRID_STRIDE(i, total) {
         const size_t o = (i / (size_t)cols) * (size_t)ld + i % (size_t)cols;
-        g[o] *= logsigmoid_grad_from_y(norm * y[o]) * inv;
+        g[o] *= logsigmoid_grad_from_y(norm * y[o]) / norm;
     }
 }
 
@@ -105,9 +105,9 @@ void cuda_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
 }
 void cuda_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm) {
     if (rows <= 0 || cols <= 0) return;
-    LAUNCH_N(k_logsigmoid_fwd, (size_t)rows * cols, x, cols, ld, 1.0f / norm);
+    LAUNCH_N(k_logsigmoid_fwd, (size_t)rows * cols, x, cols, ld, norm);
 }
 void cuda_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm) {
     if (rows <= 0 || cols <= 0) return;
-    LAUNCH_N(k_logsigmoid_bwd, (size_t)rows * cols, g, y, cols, ld, norm, 1.0f / norm);
+    LAUNCH_N(k_logsigmoid_bwd, (size_t)rows * cols, g, y, cols, ld, norm);
 }
