@@ -1,44 +1,11 @@
 // mala bench train | sample: throughput of the real training step and of the samplers, as one
 // JSON line on stdout.
-#include <cblas.h>
 #include <string.h>
 
 #include "commands.h"
 #include "generate.h"
 #include "rng.h"
 #include "trainer.h"
-#ifdef MALA_CUDA
-#include "cuda/backend_cuda.h"
-#endif
-
-// OpenBLAS sgemm rate on a DiT-S/2-shaped product (8192x384 . 384x1152), the ceiling the
-// training step is compared against.
-static double sgemm_gflops(void) {
-    int M = 8192, K = 384, N = 1152, reps = 6;
-    float *a = xcalloc((size_t)M * K, 4), *b = xcalloc((size_t)K * N, 4), *c = xcalloc((size_t)M * N, 4);
-    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
-    double t0 = now_seconds();
-    for (int r = 0; r < reps; r++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
-    double dt = now_seconds() - t0;
-    free(a); free(b); free(c);
-    return 2.0 * M * K * N * reps / dt / 1e9;
-}
-
-// The product rate the training step is compared against: OpenBLAS sgemm on the CPU, cuBLAS
-// (in the chosen precision) on CUDA, both on the same DiT-S/2-shaped product.
-static double gemm_ceiling(const Backend *be) {
-#ifdef MALA_CUDA
-    if (!strcmp(be->name, "cuda")) return cuda_gemm_gflops();
-#endif
-    return sgemm_gflops();
-}
-
-static const char *precision_name(const Backend *be, const char *precision) {
-    if (strcmp(be->name, "cuda")) return "fp32";
-    return precision ? precision : "tf32";
-}
 
 static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_t seed) {
     Rng r;
@@ -84,13 +51,13 @@ static int bench_train(int argc, char **argv) {
     be->sync();
     double dt = (now_seconds() - t0) / steps;
     double flops = 3.0 * net_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
-    double ref = gemm_ceiling(be);
+    double ref = be->gemm_gflops();
     printf("{\"bench\":\"train\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
            "\"threads\":%d,\"batch\":%d,"
            "\"image_size\":%d,\"channels\":%d,\"params\":%zu,\"img_per_s\":%.3f,\"s_per_step\":%.4f,"
            "\"gflop_per_img\":%.2f,\"gflops\":%.1f,\"sgemm_gflops\":%.1f,\"fraction_of_sgemm\":%.3f,"
            "\"peak_rss_mb\":%.0f}\n",
-           mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, precision_name(be, precision),
+           mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, be->precision(),
            num_threads(), batch, c.image_size, c.in_channels, tr->net->n_trainable,
            batch / dt, dt, 3.0 * net_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
            peak_rss_bytes() / 1048576.0);
@@ -150,7 +117,7 @@ static int bench_sample(int argc, char **argv) {
            "\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
            "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
-           mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, precision_name(be, precision),
+           mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, be->precision(),
            num_threads(), sampler, steps, n, c.image_size,
            c.in_channels, rate[0],
            rate[1], cfg, peak_rss_bytes() / 1048576.0);

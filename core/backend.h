@@ -46,6 +46,12 @@ struct Backend {
     void (*copy)(void *dst, const void *src, size_t bytes);  // device to device
     void (*zero)(void *p, size_t bytes);
     void (*sync)(void);
+    // Matrix products in TF32 (fp32 = 0, CUDA's default) or full fp32 (1); the CPU is always fp32.
+    void (*set_precision)(int fp32);
+    const char *(*precision)(void);  // "tf32" or "fp32": what the products run in now
+    // GFLOP/s of this backend's matrix product (OpenBLAS sgemm, cuBLAS in the current precision)
+    // on a DiT-S/2-shaped product (8192x384 times 384x1152): the ceiling `mala bench train` reports.
+    double (*gemm_gflops)(void);
 
     // ---- dense ----
     // out[N,Dout] = in[N,Din] W[Dout,Din]^T + b[Dout]   (b may be NULL)
@@ -216,6 +222,25 @@ struct Backend {
     void (*sampler_step)(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k,
                          int n, int C, size_t hw);
 };
+
+// Every op slot of the table, in order. backend_check() refuses a table with an empty slot, and
+// backend_select.c asserts at build time that this list covers the whole struct.
+#define MALA_BACKEND_SLOTS(X) \
+    X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
+    X(gemm_gflops) X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) \
+    X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(silu_fwd) X(silu_bwd) \
+    X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(rope_bwd) X(mala_cache_floats) \
+    X(linattn_cache_floats) X(softmax_cache_floats) X(mala_fwd) X(mala_bwd) X(linattn_fwd) X(linattn_bwd) \
+    X(softmax_fwd) X(softmax_bwd) X(dwconv_fwd) X(dwconv_bwd) X(logsigmoid_fwd) X(logsigmoid_bwd) \
+    X(gla_cache_floats) X(gla_fwd) X(gla_bwd) X(rmsnorm_gate_fwd) X(rmsnorm_gate_bwd) X(swiglu_fwd) \
+    X(swiglu_bwd) X(permute_tokens_fwd) X(permute_tokens_bwd) X(patchify_fwd) X(patchify_bwd) \
+    X(unpatchify_fwd) X(unpatchify_bwd) X(add_pos) X(timestep_embed) X(embed_fwd) X(embed_bwd) X(adamw) X(ema) \
+    X(sumsq) X(scale) X(fill) X(rand_normal) X(rand_bits) X(diffusion_prepare) X(diffusion_loss) \
+    X(sampler_step)
+
+// Exits with a message naming the first empty slot of be (a backend missing an op fails at
+// start-up, not as a NULL call).
+void backend_check(const Backend *be);
 
 const Backend *backend_cpu(void);
 // NULL with a one-line reason in *why when this build or machine has no CUDA device.

@@ -1,12 +1,20 @@
-// Run-time choice of the op backend (--device cpu|cuda; default cuda when a GPU is present).
-// defines: backend_select (and backend_cuda for builds without CUDA)
+// Run-time choice of the op backend (--device cpu|cuda; default cuda when a GPU is present), and
+// the check that a table fills every slot.
+// defines: backend_select, backend_check (and backend_cuda for builds without CUDA)
 #include <string.h>
 
 #include "backend.h"
 #include "common.h"
-#ifdef MALA_CUDA
-#include "cuda/backend_cuda.h"
-#endif
+
+#define COUNT_SLOT(s) +1
+_Static_assert(sizeof(Backend) == sizeof(const char *) + (0 MALA_BACKEND_SLOTS(COUNT_SLOT)) * sizeof(void (*)(void)),
+               "a slot of struct Backend is missing from MALA_BACKEND_SLOTS (backend.h)");
+
+void backend_check(const Backend *be) {
+#define CHECK_SLOT(s) if (!be->s) FATAL("backend %s: op %s is missing from its table", be->name, #s);
+    MALA_BACKEND_SLOTS(CHECK_SLOT)
+#undef CHECK_SLOT
+}
 
 #ifndef MALA_CUDA
 const Backend *backend_cuda(const char **why) {
@@ -35,9 +43,7 @@ const Backend *backend_select(const char *device, const char *precision) {
     if (precision && !strcmp(precision, "fp32")) fp32 = 1;
     else if (precision && strcmp(precision, "tf32")) FATAL("--precision %s: unknown precision (expected tf32 or fp32)", precision);
     const Backend *be = select_device(device);
-#ifdef MALA_CUDA
-    if (!strcmp(be->name, "cuda")) cuda_set_precision_fp32(fp32);
-#endif
-    (void)fp32;
+    backend_check(be);
+    be->set_precision(fp32);
     return be;
 }

@@ -67,6 +67,8 @@ void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
                                                C, ldc, sC, batch));
 }
 
+static const char *cuda_precision(void) { return g_fp32 ? "fp32" : "tf32"; }
+
 extern "C" double cuda_gemm_gflops(void) {
     const int M = 8192, K = 384, N = 1152, reps = 20;
     float *a, *b, *c;
@@ -159,6 +161,9 @@ static void fill_table(Backend *t) {
     t->rand_normal = cuda_rand_normal; t->rand_bits = cuda_rand_bits;
     t->diffusion_prepare = cuda_diffusion_prepare; t->diffusion_loss = cuda_diffusion_loss;
     t->sampler_step = cuda_sampler_step;
+    t->set_precision = cuda_set_precision_fp32;
+    t->precision = cuda_precision;
+    t->gemm_gflops = cuda_gemm_gflops;
 }
 
 extern "C" const Backend *backend_cuda(const char **why) {

@@ -2,7 +2,7 @@
 // and backward, on the same random inputs, compared by normalised error (tu_nerr: max |gpu - cpu|
 // over max |cpu|). Backward ops start from random gradient buffers, so the accumulate-into rule is
 // checked too; attention backward runs twice, which also checks that its scratch leaves the
-// forward cache intact. The GPU runs in full fp32 (TF32 off, cuda_set_precision_fp32(1)).
+// forward cache intact. The GPU runs in full fp32 (TF32 off, set_precision(1)).
 //
 // Tolerances (fp32 on both sides; differences come from summation order, FMA contraction and
 // 1-2 ulp libm differences):
@@ -27,9 +27,6 @@
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
 #include "trainer.h"
-#ifdef MALA_CUDA
-#include "cuda/backend_cuda.h"
-#endif
 
 #define TOL_EW 1e-5
 #define TOL_GEMM 1e-4
@@ -150,13 +147,13 @@ END_TEST
 #ifdef MALA_CUDA
 // TF32 (the default precision) only has to be close: 10-bit mantissa products.
 START_TEST(test_linear_tf32) {
-    cuda_set_precision_fp32(0);
+    GPU->set_precision(0);
     const int N = 64, I = 128, O = 96;
     Buf in = buf_rand((size_t)N * I, -1, 1, 50), w = buf_rand((size_t)O * I, -0.5f, 0.5f, 51);
     Buf out = buf_zeros((size_t)N * O);
     CPU->linear_fwd(out.h, in.h, w.h, NULL, N, I, O);
     GPU->linear_fwd(out.d, in.d, w.d, NULL, N, I, O);
-    cuda_set_precision_fp32(1);
+    GPU->set_precision(1);
     buf_check("linear_fwd in TF32 (loose)", &out, 1e-2);
     buf_free(&in); buf_free(&w); buf_free(&out);
 }
@@ -924,9 +921,9 @@ int main(void) {
         printf("skipped: no CUDA device (%s)\n", why ? why : "no reason given");
         return EXIT_SUCCESS;
     }
-#ifdef MALA_CUDA
-    cuda_set_precision_fp32(1);
-#endif
+    backend_check(CPU);  // every slot filled (exits naming the first empty one)
+    backend_check(GPU);
+    GPU->set_precision(1);
     Suite *s = suite_create("backend_parity");
     TCase *tc = tcase_create("cpu_vs_cuda");
     tcase_set_timeout(tc, 300);

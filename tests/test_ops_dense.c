@@ -343,6 +343,15 @@ START_TEST(test_adamw_ema) {
 }
 END_TEST
 
+// A table with an empty slot is refused at start-up (exit 1 naming the op), not called as NULL.
+START_TEST(test_backend_check_refuses_empty_slot) {
+    backend_check(backend_cpu());
+    Backend broken = *backend_cpu();
+    broken.gla_fwd = NULL;
+    backend_check(&broken);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ops_dense");
     TCase *tc = tcase_create("ops");
@@ -360,6 +369,7 @@ int main(void) {
     tcase_add_test(tc, test_embed);
     tcase_add_test(tc, test_fixed_embeddings);
     tcase_add_test(tc, test_adamw_ema);
+    tcase_add_exit_test(tc, test_backend_check_refuses_empty_slot, 1);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
