@@ -17,8 +17,8 @@ void model_opts_default(ModelOpts *mo, const char *preset) {
 }
 
 void model_opts_table(ModelOpts *mo, Opt *o) {
-    o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", "DiT-{T,XS,S,B,L,XL}/{2,4,8} or DiG-{T,XS,S,B,L,XL}/{2,4,8}"};
-    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, "NAME", "dit or dig (default: the --model preset's)"};
+    o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", backbone_presets()};
+    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};
     o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "DiT's attention: mala, softmax or linear"};
     o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (-1: on for mala/linear)"};
     o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (-1: 5 for mala/linear)"};

@@ -28,6 +28,24 @@ int backbone_parse(const char *s, BackboneKind *k) {
 
 const char *backbone_name(BackboneKind k) { return net_backbone(k) ? net_backbone(k)->name : "?"; }
 
+static const char *join_backbones(char *buf, size_t n, int presets) {
+    if (buf[0]) return buf;
+    for (int i = 0; i < N_BACKBONES; i++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? (presets ? ", " : "|") : "",
+                 presets ? BACKBONES[i]->presets : BACKBONES[i]->name);
+    return buf;
+}
+
+const char *backbone_names(void) {
+    static char buf[128];
+    return join_backbones(buf, sizeof buf, 0);
+}
+
+const char *backbone_presets(void) {
+    static char buf[256];
+    return join_backbones(buf, sizeof buf, 1);
+}
+
 // ---- configuration ----
 
 void net_config_default(NetConfig *c, BackboneKind k) {
@@ -51,10 +69,7 @@ int net_config_preset(NetConfig *c, const char *name, MalaErr *err) {
         if (rc < 0) return -1;
         if (rc == 0) { *c = t; return 0; }
     }
-    char all[256] = "";
-    for (int i = 0; i < N_BACKBONES; i++)
-        snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", i ? ", " : "", BACKBONES[i]->presets);
-    return mala_errf(err, "--model %s: unknown preset (expected %s)", name, all);
+    return mala_errf(err, "--model %s: unknown preset (expected %s)", name, backbone_presets());
 }
 
 int net_config_validate(const NetConfig *c, MalaErr *err) {

@@ -98,6 +98,9 @@ struct Net {
 const NetOps *net_backbone(BackboneKind k);
 int backbone_parse(const char *s, BackboneKind *k);
 const char *backbone_name(BackboneKind k);
+// For help texts: "dit|dig" and "DiT-{T,XS,S,B,L,XL}/{2,4,8}, DiG-{...}" over every backbone.
+const char *backbone_names(void);
+const char *backbone_presets(void);
 // DiT-S/2 MALA, 32x32x1, 10 classes, learned sigma.
 void net_config_default(NetConfig *c, BackboneKind k);
 // A preset of any backbone ("DiT-S/2", ...): sets the backbone and its architecture fields.
