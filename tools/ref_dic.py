@@ -590,11 +590,12 @@ def fixture_init(model, gen):
 
 
 CONFIGS = {
-    # 3 levels (8 -> 4 -> 2), widths 4/8/12: 1, 2, 3 groups; skip stride 2 in depth-3 stages
-    # (encoder blocks 0 and 2 saved; decoder blocks 0 and 2 concatenate, block 1 does not), the
-    # concatenating blocks 8+8 -> 8 (4 groups) and 4+4 -> 4 with 1x1 shortcuts; 1 channel,
-    # learned sigma.
-    "t1": dict(kw=dict(hidden_size=4, depths=[3, 2, 1, 2, 3], multipliers=[1, 2, 3, 2, 1], skip_stride=2,
+    # 3 levels (8 -> 4 -> 2), widths 6/8/12 (hidden 2, multipliers 3/4/6): 1, 2, 3 groups; skip
+    # stride 2 in depth-3 stages (encoder blocks 0 and 2 saved; decoder blocks 0 and 2
+    # concatenate, block 1 does not); the concatenating blocks 8+8 -> 8 (4 groups) and 6+6 -> 6
+    # (3 groups of 4: one straddles the [x, skip] boundary) with 1x1 shortcuts; a narrowing down
+    # (conv 6 -> 2, unshuffle -> 8); 1 channel, learned sigma.
+    "t1": dict(kw=dict(hidden_size=2, depths=[3, 2, 1, 2, 3], multipliers=[3, 4, 6, 4, 3], skip_stride=2,
                        input_size=8, in_channels=1, num_classes=3, learn_sigma=True, class_names=["a", "b", "c"]),
                y=[1, 3, 2], t=[0, 500, 999], init="random"),
     # 3 levels on 12 -> 6 -> 3 (odd latent grid), widths 8/8/16: a width-keeping down
