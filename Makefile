@@ -93,6 +93,7 @@ gpu-check:
 fixtures:
 	/usr/bin/python3 tools/ref_dit.py
 	/usr/bin/python3 tools/ref_dig.py
+	/usr/bin/python3 tools/ref_dic.py
 	/usr/bin/python3 tools/ref_diffusion.py
 	/usr/bin/python3 tools/ref_adamw.py
 	/usr/bin/python3 tools/ref_sample.py

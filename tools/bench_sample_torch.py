@@ -4,6 +4,7 @@
     /usr/bin/python3 tools/bench_sample_torch.py --model DiT-S/2 --sampler ddim --steps 10 --n 8 \\
         --threads 2
     /usr/bin/python3 tools/bench_sample_torch.py --backbone dig --model DiG-S/2 --steps 10 --n 8
+    /usr/bin/python3 tools/bench_sample_torch.py --backbone dic --model DiC-S --steps 10 --n 8
 
 As the C bench (app/cmd_bench.c): a randomly initialised model (DESIGN 2's DiT init) of the given
 shape, linear betas T = 1000 respaced to --steps (ADM space_timesteps), n images from a fixed
@@ -11,8 +12,9 @@ random batch (seed 2); one run without guidance (w = 1: one pass of n per step) 
 --cfg-scale (one pass of 2n per step: [x; x] with [y; null], eps guided on all channels,
 variance from the conditional half), each timed from start to end with no warm-up run; clip on,
 DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's ddim_sample / p_sample in
-float32 under torch.inference_mode(). Model flags (--backbone dit|dig included), --threads and
---device as in tools/bench_train_torch.py; DiG is tools/ref_dig.DiG with its official init.
+float32 under torch.inference_mode(). Model flags (--backbone dit|dig|dic included), --threads and
+--device as in tools/bench_train_torch.py; DiG is tools/ref_dig.DiG and DiC tools/ref_dic.DiC, each
+with its official init.
 """
 import argparse
 import json

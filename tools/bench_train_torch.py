@@ -4,6 +4,7 @@
     /usr/bin/python3 tools/bench_train_torch.py --model DiT-S/2 --attn mala --batch 32 --steps 2 \\
         --threads 2 --image-size 32 --channels 1
     /usr/bin/python3 tools/bench_train_torch.py --backbone dig --model DiG-S/2 --batch 32 --steps 2
+    /usr/bin/python3 tools/bench_train_torch.py --backbone dic --model DiC-S --batch 32 --steps 2
 
 One training step is DiT's train.py step on a fixed random batch (x uniform in [-1, 1], random
 labels, seed 1), as trainer_step does it in C:
@@ -15,7 +16,9 @@ labels, seed 1), as trainer_step does it in C:
 The model is tools/ref_dit.DiT with DESIGN 2's DiT initialisation (adaLN-Zero), configured from
 the same presets and defaults as the C program (app/model_opts.c, model/dit_config.c); with
 --backbone dig it is tools/ref_dig.DiG (official DiG initialisation, chunked GLA in plain torch,
-presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply).
+presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply); with --backbone dic it
+is tools/ref_dic.DiC (official DiC initialisation, presets ref_dic.PRESETS: DiC-{T,S,B,XL,H},
+multipliers [1,2,4,2,1], skip stride 3; the DiT attention flags do not apply).
 One warm-up step, then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
 passive unless the environment sets it. Prints one JSON line.
 """
@@ -34,6 +37,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_diffusion  # noqa: E402  (sets the default dtype to float64)
+import ref_dic  # noqa: E402
 import ref_dig  # noqa: E402
 import ref_dit  # noqa: E402
 
@@ -57,8 +61,9 @@ def parse_bool(s):
 def add_model_args(p):
     """app/model_opts.c: --model, --attn, --rope, --lepe, --gate, --image-size, --channels,
     --classes, --learn-sigma with the C defaults."""
-    p.add_argument("--backbone", default="dit", choices=["dit", "dig"])
-    p.add_argument("--model", default=None, help="DiT-{T,XS,S,B,L,XL}/{2,4,8} or DiG-...; default S/2")
+    p.add_argument("--backbone", default="dit", choices=["dit", "dig", "dic"])
+    p.add_argument("--model", default=None,
+                   help="DiT-{T,XS,S,B,L,XL}/{2,4,8}, DiG-... or DiC-{T,S,B,XL,H}; default the backbone's S(/2)")
     p.add_argument("--attn", default="mala", choices=["mala", "softmax", "linear"])
     p.add_argument("--rope", type=int, default=-1, help="0|1 (-1: on for mala/linear)")
     p.add_argument("--lepe", type=int, default=-1, help="LePE kernel, 0 = off (-1: 5 for mala/linear)")
@@ -72,9 +77,20 @@ def add_model_args(p):
 
 
 def model_config(a):
-    """Returns the DiT kwargs the C program would build from the same flags (DiG: see build_model)."""
+    """Returns the DiT kwargs the C program would build from the same flags (DiG, DiC: the kwargs
+    of their reference modules, see build_model)."""
     if a.model is None:
-        a.model = "DiG-S/2" if a.backbone == "dig" else "DiT-S/2"
+        a.model = {"dig": "DiG-S/2", "dic": "DiC-S"}.get(a.backbone, "DiT-S/2")
+    if a.backbone == "dic":
+        s = a.model[4:] if a.model.startswith("DiC-") else a.model
+        if a.model.startswith(("DiT-", "DiG-")) or s not in ref_dic.PRESETS:
+            sys.exit(f"error: --model {a.model}: not a DiC preset (expected DiC-{{T,S,B,XL,H}})")
+        hidden, depths = ref_dic.PRESETS[s]
+        return dict(hidden_size=hidden, depths=depths, multipliers=ref_dic.DEFAULT_MULTIPLIERS,
+                    skip_stride=ref_dic.DEFAULT_SKIP_STRIDE, input_size=a.image_size,
+                    in_channels=a.channels, num_classes=a.classes, learn_sigma=a.learn_sigma)
+    if a.model.startswith("DiC-"):
+        sys.exit(f"error: --model {a.model}: a DiC preset needs --backbone dic")
     if a.backbone == "dig":
         if a.model.startswith("DiT-"):
             sys.exit(f"error: --model {a.model}: not a DiG preset (--backbone dig)")
@@ -123,10 +139,13 @@ def dit_flops_per_image(kw):
 
 
 def build_model(a, kw):
-    return ref_dig.DiG(**kw) if a.backbone == "dig" else ref_dit.DiT(**kw)
+    return {"dig": ref_dig.DiG, "dic": ref_dic.DiC}.get(a.backbone, ref_dit.DiT)(**kw)
 
 
 def flops_per_image(a, kw):
+    if a.backbone == "dic":
+        return ref_dic.flops_per_image(kw["hidden_size"], kw["depths"], kw["multipliers"], kw["skip_stride"],
+                                       kw["in_channels"], kw["learn_sigma"], kw["input_size"])
     if a.backbone == "dig":
         return ref_dig.flops_per_image(kw["depth"], kw["hidden_size"], kw["num_heads"], kw["patch_size"],
                                        kw["in_channels"], kw["learn_sigma"], kw["input_size"])
@@ -134,7 +153,7 @@ def flops_per_image(a, kw):
 
 
 def mixer(a):
-    return "gla" if a.backbone == "dig" else a.attn
+    return {"dig": "gla", "dic": "conv"}.get(a.backbone, a.attn)
 
 
 def setup(a):
@@ -202,7 +221,7 @@ def main():
     dev = setup(a)
     kw = model_config(a)
     torch.manual_seed(0)
-    model = build_model(a, kw).to(dev)  # DiT: DESIGN 2 init (adaLN-Zero); DiG: official init
+    model = build_model(a, kw).to(dev)  # DiT: DESIGN 2 init (adaLN-Zero); DiG, DiC: official init
     ema = copy.deepcopy(model).requires_grad_(False)
     model.train()
     ema.eval()
