@@ -72,7 +72,7 @@ SD_VAE_PARAMS = 83653863  # sum of numel over state_dict() (asserted below)
 TINY = dict(in_channels=3, out_channels=3, block_out_channels=(4, 8, 16, 16),
             layers_per_block=2, latent_channels=4, norm_num_groups=2)
 
-# old (diffusers <= 0.13 AttentionBlock) name -> current name, inside each mid-block attention
+# old (diffusers <= 0.16 AttentionBlock; to_q... since 0.17) name -> current name, inside each mid-block attention
 OLD_TO_NEW = {"query": "to_q", "key": "to_k", "value": "to_v", "proj_attn": "to_out.0"}
 NEW_TO_OLD = {v: k for k, v in OLD_TO_NEW.items()}
 ATTN_PATHS = ("encoder.mid_block.attentions.0", "decoder.mid_block.attentions.0")
