@@ -69,9 +69,15 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 
 include tests/cuda_emu/emu.mk
 
-# Each suite runs from the repository root so fixture paths are stable.
-test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST)
-	@set -e; for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
+$(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^
+
+# Each suite runs from the repository root so fixture paths are stable. The suites call OpenBLAS
+# directly, so they get the kernel family mala picks for itself (core/blas_core.h).
+test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
+	@set -e; core=$$(./$(BUILD)/blas_core); [ -z "$$OPENBLAS_CORETYPE" ] && [ -n "$$core" ] && export OPENBLAS_CORETYPE=$$core; \
+	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
 	echo "== $(EMU_TEST) (CUDA kernels on the host emulator)"; CK_FORK=no OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive ./$(EMU_TEST); \
 	echo "== $(EMU_CLI_TEST) (the mala CLI on the host emulator)"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive \
 	  MALA_BIN=./$(MALA_BIN) MALA_EMU_BIN=./$(EMU_MALA) ./$(EMU_CLI_TEST); echo "all suites passed"

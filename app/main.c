@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blas_core.h"
 #include "commands.h"
 
 typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
@@ -29,10 +30,13 @@ int main(int argc, char **argv) {
     // libgomp's idle workers spin by default and then fight OpenBLAS and other processes for
     // the cores (2-6x slower steps on a busy 2-core machine). The policy is read when libgomp
     // loads, so set it and start again; a user's own setting wins.
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("MALA_NO_REEXEC")) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
+    // OpenBLAS reads OPENBLAS_CORETYPE when it loads too (blas_core.h: on a CPU model it does
+    // not know it runs its SSE3 kernels); both only when the user has not chosen.
+    if (!getenv("MALA_NO_REEXEC") && (!getenv("OMP_WAIT_POLICY") || (!getenv("OPENBLAS_CORETYPE") && blas_core_for_cpu()))) {
+        if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
+        if (!getenv("OPENBLAS_CORETYPE") && blas_core_for_cpu()) setenv("OPENBLAS_CORETYPE", blas_core_for_cpu(), 1);
         setenv("MALA_NO_REEXEC", "1", 1);
-        execv("/proc/self/exe", argv);  // on failure carry on with the default policy
+        execv("/proc/self/exe", argv);  // on failure carry on with the defaults
     }
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
