@@ -25,6 +25,17 @@ void model_opts_default(ModelOpts *mo, const char *preset);
 void model_opts_table(ModelOpts *mo, Opt *out);  // fills MODEL_OPTS_N entries
 // Builds the configuration; exits with a one-line error on a bad preset or combination.
 void model_opts_config(const ModelOpts *mo, DitConfig *c);
+// --resume: exits with a one-line error when a model flag given (opts: the MODEL_OPTS_N rows
+// model_opts_table filled) contradicts the checkpoint's configuration c.
+void model_opts_check_resumed(const ModelOpts *mo, const Opt *opts, const DitConfig *c);
+// Exits with a one-line error for a shape that cannot learn: hidden narrower than a patch's values.
+void model_check_learnable(const DitConfig *c, const char *preset);
+// A lower bound on the activation memory of `images` images in one pass (train: kept for backward).
+double model_batch_bytes(const DitConfig *c, double images, int train);
+
+// mkdir -p: creates path and every missing parent; exits with a one-line error naming the part
+// that cannot be created.
+void make_dirs(const char *path);
 
 // The bundled Fashion-MNIST model (assets/), relative to the executable's directory or the cwd.
 const char *default_model_path(void);
