@@ -84,22 +84,28 @@ static void history_add(History *h, uint64_t step, double loss) {
 }
 
 // Keeps the CSV rows up to `upto` (rows logged after the checkpoint we resume from are dropped).
-static void history_load(History *h, const char *csv, uint64_t upto) {
+// Returns the training seconds of the last row kept (its elapsed_s column; 0 without one).
+static double history_load(History *h, const char *csv, uint64_t upto) {
     FILE *f = fopen(csv, "r");
-    if (!f) return;
+    if (!f) return 0;
     char line[512];
     size_t keep_bytes = 0;
+    double elapsed = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long long s;
-        double loss;
-        if (sscanf(line, "%llu,%lf", &s, &loss) == 2) {
+        double loss, col[7];
+        int got = sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &s, &loss, &col[0], &col[1], &col[2], &col[3],
+                         &col[4], &col[5], &col[6]);
+        if (got >= 2) {
             if (s > upto) break;
             history_add(h, s, loss);
+            elapsed = got == 9 ? col[6] : 0;
         }
         keep_bytes = (size_t)ftell(f);
     }
     fclose(f);
     if (truncate(csv, (off_t)keep_bytes)) fprintf(stderr, "warning: %s: cannot trim: %s\n", csv, strerror(errno));
+    return elapsed;
 }
 
 // The sample grid of the EMA weights, through the one sampling API (DDIM-50, guidance 4, a fixed
@@ -150,27 +156,27 @@ static void format_eta(char *buf, size_t n, double s) {
 typedef struct {
     const char *data;
     int log_every, sample_every, ckpt_every, hflip, limit, keep;
-    double elapsed;                  // training seconds before this process started
+    double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
 } RunSettings;
 
-enum { RUN_KEYS = 10 };
+enum { RUN_KEYS = 9 };
 
 typedef struct {
     char val[RUN_KEYS][4200];
     const char *kv[2 * RUN_KEYS];
 } RunMeta;
 
-// Fills the key/value list trainer_save writes (elapsed: training seconds up to now).
-static void run_meta_fill(RunMeta *m, const RunSettings *r, double elapsed) {
+// Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
+// steps goes in (no clock), so a resumed run's checkpoints stay byte-identical to a straight one's.
+static void run_meta_fill(RunMeta *m, const RunSettings *r) {
     static const char *keys[RUN_KEYS] = {"run.data", "run.log_every", "run.sample_every", "run.ckpt_every", "run.hflip",
-                                         "run.limit", "run.keep", "run.elapsed_s", "run.channels_from", "run.classes_from"};
+                                         "run.limit", "run.keep", "run.channels_from", "run.classes_from"};
     snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
     int ints[6] = {r->log_every, r->sample_every, r->ckpt_every, r->hflip, r->limit, r->keep};
     for (int i = 0; i < 6; i++) snprintf(m->val[1 + i], sizeof m->val[0], "%d", ints[i]);
-    snprintf(m->val[7], sizeof m->val[0], "%.1f", elapsed);
-    snprintf(m->val[8], sizeof m->val[0], "%s", r->channels_from);
-    snprintf(m->val[9], sizeof m->val[0], "%s", r->classes_from);
+    snprintf(m->val[7], sizeof m->val[0], "%s", r->channels_from);
+    snprintf(m->val[8], sizeof m->val[0], "%s", r->classes_from);
     for (int i = 0; i < RUN_KEYS; i++) { m->kv[2 * i] = keys[i]; m->kv[2 * i + 1] = m->val[i]; }
 }
 
@@ -191,12 +197,11 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     MalaErr err;
     if (st_open(&f, path, &err)) return 0;
     int found = 0;
-    const char *data = st_meta(&f, "run.data"), *el = st_meta(&f, "run.elapsed_s");
+    const char *data = st_meta(&f, "run.data");
     if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
     found += meta_int(&f, "run.log_every", &r->log_every) + meta_int(&f, "run.sample_every", &r->sample_every) +
              meta_int(&f, "run.ckpt_every", &r->ckpt_every) + meta_int(&f, "run.hflip", &r->hflip) +
              meta_int(&f, "run.limit", &r->limit) + meta_int(&f, "run.keep", &r->keep);
-    if (el) { r->elapsed = atof(el); found++; }
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
@@ -340,7 +345,6 @@ int cmd_train(int argc, char **argv) {
         if (!GIVEN(rs.hflip)) rs.hflip = r.hflip;
         if (!GIVEN(rs.limit)) rs.limit = r.limit;
         if (!GIVEN(rs.keep)) rs.keep = r.keep;
-        rs.elapsed = r.elapsed;
         memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
         memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
     } else {
@@ -393,7 +397,7 @@ int cmd_train(int argc, char **argv) {
     History hist = {0};
     if (resume) {
         fprintf(stderr, "resuming %s at step %llu\n", resume_path, (unsigned long long)tr->step);
-        history_load(&hist, csv, tr->step);
+        rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
         tr = trainer_new(&c, &cn, &to, be, batch);
         trainer_init_weights(tr);
@@ -460,7 +464,7 @@ int cmd_train(int argc, char **argv) {
             time_t wall = time(NULL);
             strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
             FILE *f = fopen(csv, "a");
-            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.1f,%s\n", (unsigned long long)tr->step,
+            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
                               acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate, to.lr,
                               (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
                 fclose(f))
@@ -476,7 +480,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (tr->step % rs.ckpt_every == 0 || tr->step == iters) {
             ckpt_path(path, sizeof path, out, tr->step);
-            run_meta_fill(&meta, &rs, rs.elapsed + (now - t_start));
+            run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
             last_saved = tr->step;
             prune_checkpoints(out, rs.keep, tr->step);
@@ -491,7 +495,7 @@ int cmd_train(int argc, char **argv) {
     progress_break(&pg);
     if (stop_requested && tr->step != last_saved) {
         ckpt_path(path, sizeof path, out, tr->step);
-        run_meta_fill(&meta, &rs, rs.elapsed + (now_seconds() - t_start));
+        run_meta_fill(&meta, &rs);
         if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
         prune_checkpoints(out, rs.keep, tr->step);
         fprintf(stderr, "stopped by signal %d at step %llu; wrote %s (continue with --resume)\n", (int)stop_requested,

@@ -155,6 +155,20 @@ static void csv_steps(const char *path, char *out, size_t cap) {
     free(s);
 }
 
+// Column col (0 = step) of the log.csv row of a step, as a number; -1 when there is no such row.
+static double csv_value(const char *path, long step, int col) {
+    char *s = read_text(path);
+    double v = -1;
+    for (char *line = strchr(s, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        if (strtol(line + 1, NULL, 10) != step) continue;
+        char *p = line + 1;
+        for (int c = 0; c < col && p; c++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+        if (p) v = strtod(p, NULL);
+    }
+    free(s);
+    return v;
+}
+
 static int stderr_has_cr(void) { return strchr(g_err, '\r') != NULL; }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,6 +297,8 @@ START_TEST(test_resume_remembers) {
     char steps[256];
     csv_steps(tp("run/log.csv"), steps, sizeof steps);
     ck_assert_str_eq(steps, "1,2,3,4");
+    double e2 = csv_value(tp("run/log.csv"), 2, 8), e3 = csv_value(tp("run/log.csv"), 3, 8);
+    ck_assert_msg(e2 > 0 && e3 > e2, "elapsed_s does not carry on over --resume: %g then %g", e2, e3);
     ck_assert(exists(tp("run/checkpoints/0000002.safetensors")) && exists(tp("run/checkpoints/0000004.safetensors")));
     ck_assert(exists(tp("run/samples/0000004.png")));
     RUN_OK("info %s", tp("run/checkpoints/0000004.safetensors"));
@@ -409,23 +425,23 @@ END_TEST
 // quick preset and custom settings are labelled in the JSON line and on stderr.
 START_TEST(test_eval_presets) {
     tu_make_tmpdir("cli");
-    RUN_OK("eval stats --data fashion-mnist-test --limit 4 --batch 4 --out %s --inception random --threads 2",
-           tp("ref.npz"));
-    const char *common = "--ref %s --inception random --limit 2 --batch 2 --splits 1 --device cpu --threads 2";
-    char fmt[512];
-    snprintf(fmt, sizeof fmt, "eval fid --ckpt %s %s", MODEL, common);
-    RUN_OK(fmt, tp("ref.npz"));
+    const char *common = "--inception random --limit 2 --batch 2 --splits 1 --device cpu --threads 2";
+    RUN_OK("eval is --ckpt %s %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"dit\",\"sampler\":\"ddpm\",\"steps\":250,\"cfg_scale\":1.5,\"eta\":0,"
                                 "\"clip\":false,\"num\":50000"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "DiT's FID-50K settings"), "%s", g_err);
-    snprintf(fmt, sizeof fmt, "eval fid --ckpt %s --quick %s", MODEL, common);
-    RUN_OK(fmt, tp("ref.npz"));
+    RUN_OK("eval is --ckpt %s --quick %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"quick\",\"sampler\":\"ddim\",\"steps\":50,") &&
                   strstr(g_out, "\"num\":10000"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "QUICK preset"), "%s", g_err);
-    snprintf(fmt, sizeof fmt, "eval is --ckpt %s --quick --num-sampling-steps 5 %s", MODEL, common);
-    RUN_OK(fmt, tp("ref.npz"));
+    RUN_OK("eval is --ckpt %s --quick --num-sampling-steps 5 %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"custom\",\"sampler\":\"ddim\",\"steps\":5,"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "custom settings"), "%s", g_err);
+    // eval fid names the same settings
+    RUN_OK("eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s --inception random --threads 2",
+           tp("ref.npz"));
+    RUN_OK("eval fid --ckpt %s --quick --ref %s %s", MODEL, tp("ref.npz"), common);
+    ck_assert_msg(strstr(g_out, "\"cmd\":\"eval fid\"") && strstr(g_out, "\"preset\":\"quick\""), "%s", g_out);
     tu_rm_tmpdir();
 }
 END_TEST
