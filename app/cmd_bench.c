@@ -21,19 +21,21 @@ static int bench_train(int argc, char **argv) {
     const char *device = NULL, *precision = NULL;
     Opt opts[MODEL_OPTS_N + 5];
     model_opts_table(&mo, opts);
-    opts[MODEL_OPTS_N + 0] = (Opt){"--batch", OPT_INT, &batch, "B", "batch size"};
-    opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "timed steps (after one warm-up step)"};
-    opts[MODEL_OPTS_N + 2] = (Opt){"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"};
+    opts[MODEL_OPTS_N + 0] = (Opt){"--batch", OPT_INT, &batch, "B", "batch size", ARG_MIN(1)};
+    opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "timed steps (after one warm-up step)", ARG_MIN(1)};
+    opts[MODEL_OPTS_N + 2] = (Opt)OPT_THREADS(&threads);
     opts[MODEL_OPTS_N + 3] = (Opt)OPT_DEVICE(&device);
     opts[MODEL_OPTS_N + 4] = (Opt)OPT_PRECISION(&precision);
     args_parse("usage: mala bench train [flags]\n\nTimes the full training step (forward, loss, backward, AdamW, EMA)\n"
                "on random data and prints one JSON line.",
                opts, MODEL_OPTS_N + 5, argc, argv, 1);
-    if (batch < 1 || steps < 1) FATAL("--batch and --steps must be positive");
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     NetConfig c;
     model_opts_config(&mo, &c);
+    size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
+    args_check_memory("--batch", batch, model_batch_bytes(&c, batch, 1) + 3.0 * batch * per * sizeof(float),
+                      "the training step's activations");
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
     TrainOpts to;
@@ -75,21 +77,22 @@ static int bench_sample(int argc, char **argv) {
     const char *device = NULL, *sampler = "ddim", *precision = NULL;
     Opt opts[MODEL_OPTS_N + 7];
     model_opts_table(&mo, opts);
-    opts[MODEL_OPTS_N + 0] = (Opt){"--n", OPT_INT, &n, "N", "images per run"};
-    opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "sampling steps"};
+    opts[MODEL_OPTS_N + 0] = (Opt){"--n", OPT_INT, &n, "N", "images per run", ARG_MIN(1)};
+    opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "sampling steps", ARG_MIN(1), ARG_MAX(1000)};
     opts[MODEL_OPTS_N + 2] = (Opt){"--sampler", OPT_STR, &sampler, "ddpm|ddim", "sampler"};
-    opts[MODEL_OPTS_N + 3] = (Opt){"--cfg-scale", OPT_FLOAT, &cfg, "W", "guidance scale of the guided run"};
-    opts[MODEL_OPTS_N + 4] = (Opt){"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"};
+    opts[MODEL_OPTS_N + 3] = (Opt){"--cfg-scale", OPT_FLOAT, &cfg, "W", "guidance scale of the guided run", ARG_MIN(0),
+                                   ARG_MAX(100)};
+    opts[MODEL_OPTS_N + 4] = (Opt)OPT_THREADS(&threads);
     opts[MODEL_OPTS_N + 5] = (Opt)OPT_DEVICE(&device);
     opts[MODEL_OPTS_N + 6] = (Opt)OPT_PRECISION(&precision);
     args_parse("usage: mala bench sample [flags]\n\nTimes sampling with a randomly initialised model of the given\n"
                "shape, without guidance and with --cfg-scale, and prints one JSON line.",
                opts, MODEL_OPTS_N + 7, argc, argv, 1);
-    if (n < 1 || steps < 1) FATAL("--n and --steps must be positive");
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     NetConfig c;
     model_opts_config(&mo, &c);
+    args_check_memory("--n", n, model_batch_bytes(&c, 2.0 * n, 0), "the model's activations (2 passes per image with guidance)");
     SamplerKind kind;
     if (sampler_kind_parse(sampler, &kind)) FATAL("--sampler %s: expected ddpm or ddim", sampler);
     ClassNames cn;
@@ -128,9 +131,18 @@ static int bench_sample(int argc, char **argv) {
 }
 
 int cmd_bench(int argc, char **argv) {
+    static const char *const kinds[] = {"train", "sample", "inception"};
+    const char *usage = "usage: mala bench train|sample|inception [flags]   (mala bench train --help)\n";
     if (argc >= 2 && !strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "sample")) return bench_sample(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inception")) return cmd_bench_inception(argc - 1, argv + 1);
-    fprintf(stderr, "usage: mala bench train|sample|inception [flags]   (mala bench train --help)\n");
-    return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
+    if (argc >= 2) {
+        const char *s = args_suggest(argv[1], kinds, 3);
+        fprintf(stderr, "error: mala bench: unknown benchmark '%s'%s%s%s (train, sample or inception)\n", argv[1],
+                s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
+        return 2;
+    }
+    fprintf(stderr, "%s", usage);
+    return 2;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands.h"   // defines: args_parse, set_threads, cmd_eval
+#include "progress.h"   // defines: Progress
 #include "backend.h"    // defines: backend_select
 #include "fid.h"
 #include "data.h"       // defines: Dataset (eval stats --data fashion-mnist)
@@ -18,6 +19,7 @@
 #include "inception.h"
 #include "json.h"       // defines: json_fput_string
 #include "npy.h"
+#include "app/commands.h"  // defines: model_batch_bytes
 
 #define DEFAULT_SPLITS 10
 
@@ -227,7 +229,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     MalaErr err;
     generator_noise(s->gen, s->x, s->seed, s->next, k);
     if (generator_run(s->gen, s->gopts, s->x, s->y, k, s->seed, s->next, NULL, NULL, &err)) {
-        fprintf(stderr, "\nerror: %s\n", err.msg);
+        fprintf(stderr, "error: %s\n", err.msg);
         return NULL;
     }
     float *b = batch_buf(s, max, s->c, s->h, s->w);
@@ -279,7 +281,7 @@ static float *source_next(Source *s, int max, int *n, int *c, int *h, int *w) {
             MalaErr err;
             const char *f = s->files[s->next++];
             if (image_load(f, 3, &s->pend, &s->pw, &s->ph, &err)) {
-                fprintf(stderr, "\nwarning: skipping %s\n", err.msg);
+                fprintf(stderr, "warning: skipping %s\n", err.msg);
                 s->skipped++;
                 s->pend = NULL;
                 continue;
@@ -319,25 +321,25 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
     float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
     size_t lcap = want_logits ? (size_t)total : 0;
     if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * INCEPTION_CLASSES * sizeof *r->logits);
-    double t0 = now_seconds(), last = 0;
+    double t0 = now_seconds();
     int n = 0, c = 0, h = 0, w = 0, rc = 0;
+    Progress pg;
+    progress_init(&pg, stderr);
     float *img;
     while (r->n < total && (img = source_next(&s, total - r->n < batch ? total - r->n : batch, &n, &c, &h, &w)) && n) {
         float *lg = want_logits ? r->logits + (size_t)r->n * INCEPTION_CLASSES : NULL;
         if (inception_forward(m, img, n, c, h, w, pool3, lg, &err)) {
-            fprintf(stderr, "\nerror: %s: %s\n", path, err.msg);
+            progress_break(&pg);
+            fprintf(stderr, "error: %s: %s\n", path, err.msg);
             rc = -1;
             break;
         }
         if (stats) fid_stats_add(stats, pool3, n);
         r->n += n;
-        double now = now_seconds() - t0;
-        if (now - last > 1.0 || r->n == total) {
-            fprintf(stderr, "\r[eval] %s: %d/%d images, %.1f img/s   ", path, r->n, total, r->n / now);
-            last = now;
-        }
+        progress_update(&pg, r->n == total, "[eval] %s: %d/%d images, %.1f img/s", path, r->n, total,
+                        r->n / (now_seconds() - t0));
     }
-    fprintf(stderr, "\n");
+    progress_break(&pg);
     r->seconds = now_seconds() - t0;
     if (!rc && s.skipped) fprintf(stderr, "[eval] %s: %d unreadable files skipped\n", path, s.skipped);
     if (!rc && r->n == 0) {
@@ -389,9 +391,10 @@ static FidStats *stats_of_path(Inception *m, const char *path, const SampleSpec 
 // ---------------------------------------------------------------------------------------------
 typedef struct {
     const char *data, *out, *samples, *ref, *inception, *save_stats;
-    int batch, threads, splits, limit;
+    int batch, threads, splits, limit, quick;
     SampleSpec gen;                      // used when gen.ckpt is set
     const char *sampler;
+    const char *preset;                  // --ckpt: "dit" (sample_ddp.py's), "quick" or "custom"
 } EvalArgs;
 
 static const SampleSpec *sample_spec(const EvalArgs *a) { return a->gen.ckpt ? &a->gen : NULL; }
@@ -400,6 +403,16 @@ static const char *samples_name(const EvalArgs *a) { return a->gen.ckpt ? a->gen
 static void json_str_field(const char *key, const char *v) {
     printf(",\"%s\":", key);
     json_fput_string(stdout, v ? v : "");
+}
+
+// --ckpt: how the images were sampled, as JSON fields (the preset names DiT's FID-50K settings).
+static void json_sampling_fields(const EvalArgs *a) {
+    if (!a->gen.ckpt) return;
+    const GenOpts *o = &a->gen.opts;
+    json_str_field("preset", a->preset);
+    json_str_field("sampler", o->kind == SAMPLER_DDIM ? "ddim" : "ddpm");
+    printf(",\"steps\":%d,\"cfg_scale\":%g,\"eta\":%g,\"clip\":%s,\"num\":%d", o->steps, o->cfg_scale, o->eta,
+           o->clip ? "true" : "false", a->gen.num);
 }
 
 static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
@@ -445,6 +458,7 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
         json_str_field("samples", samples_name(a));
         json_str_field("ref", a->ref);
         json_str_field("inception", wpath);
+        json_sampling_fields(a);
         printf(",\"n\":%d,\"fid\":%.6f", rs.n, fid);
         if (have_is) printf(",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
         printf(",\"seconds\":%.3f,\"img_per_s\":%.2f}\n", rs.seconds + rr.seconds,
@@ -470,6 +484,7 @@ static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
         printf("{\"cmd\":\"eval is\"");
         json_str_field("samples", samples_name(a));
         json_str_field("inception", wpath);
+        json_sampling_fields(a);
         printf(",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}\n", r.n,
                mean, std, a->splits, r.seconds, r.n / r.seconds);
     }
@@ -480,10 +495,13 @@ static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
 static const char *kEvalUsage =
     "usage: mala eval stats --data fashion-mnist|FILE.npz|DIR --out stats.npz [flags]\n"
     "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
-    "       mala eval fid --ckpt MODEL --num 50000 --ref stats.npz [sampling flags]\n"
-    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL --num N)\n\n"
+    "       mala eval fid --ckpt MODEL --ref stats.npz [--quick] [sampling flags]\n"
+    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n\n"
     "With --ckpt the images are sampled on the fly (labels cycle over the classes), quantised to\n"
-    "uint8 as a sample batch file would be, and never stored.\n"
+    "uint8 as a sample batch file would be, and never stored. The sampling defaults are DiT's\n"
+    "FID-50K (sample_ddp.py): 50,000 images, DDPM 250 steps, guidance 1.5, no clipping; --quick\n"
+    "is DDIM 50 steps and 10,000 images (labelled \"preset\":\"quick\", not comparable with FID-50K).\n"
+    "Flags given explicitly win over either preset.\n"
     "FID / IS as pytorch-fid and torch-fidelity compute them, with the FID Inception-v3\n"
     "(" INCEPTION_WEIGHTS_FILE ").\n"
     "Images: an ADM sample batch .npz (arr_0 uint8 [N, H, W, C]) or a folder of image files\n"
@@ -493,8 +511,10 @@ static const char *kEvalUsage =
 
 int cmd_eval(int argc, char **argv) {
     const char *sub = argc >= 2 ? argv[1] : NULL;
-    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm"};
-    a.gen.opts = gen_opts_default();
+    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm", .preset = "dit"};
+    a.gen.opts = gen_opts_default();  // DiT's sample_ddp.py: DDPM 250 steps, guidance 1.5, clip_denoised=False
+    a.gen.opts.cfg_scale = 1.5f;
+    a.gen.opts.clip = 0;
     a.gen.num = 50000;
     a.gen.batch = 50;
     Opt opts[] = {
@@ -504,18 +524,22 @@ int cmd_eval(int argc, char **argv) {
         {"--ref", OPT_STR, &a.ref, "PATH", "fid: reference statistics .npz, or reference images"},
         {"--save-stats", OPT_STR, &a.save_stats, "FILE", "fid: also save the samples' statistics"},
         {"--inception", OPT_STR, &a.inception, "FILE", "weights (.pth legacy torch or .safetensors; 'random' for smoke tests)"},
-        {"--batch", OPT_INT, &a.batch, "N", "images per Inception batch"},
-        {"--splits", OPT_INT, &a.splits, "N", "IS splits"},
-        {"--limit", OPT_INT, &a.limit, "N", "use only the first N samples (0 = all)"},
-        {"--threads", OPT_INT, &a.threads, "N", "threads (0 = all cores)"},
+        {"--batch", OPT_INT, &a.batch, "N", "images per Inception batch", ARG_MIN(1)},
+        {"--splits", OPT_INT, &a.splits, "N", "IS splits", ARG_MIN(1)},
+        {"--limit", OPT_INT, &a.limit, "N", "use only the first N samples (0 = all)", ARG_MIN(0)},
+        OPT_THREADS(&a.threads),
         {"--ckpt", OPT_STR, &a.gen.ckpt, "FILE", "fid / is: sample from this model instead of --samples"},
-        {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample"},
-        {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch"},
+        {"--quick", OPT_FLAG, &a.quick, NULL, "--ckpt: the quick preset, DDIM 50 steps and 10,000 images"},
+        {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample", ARG_MIN(1), ARG_ALIAS("--num-fid-samples")},
+        {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch", ARG_MIN(1),
+         ARG_ALIAS("--per-proc-batch-size")},
         {"--sampler", OPT_STR, &a.sampler, "ddpm|ddim", "--ckpt: sampler"},
-        {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps"},
-        {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)"},
-        {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta"},
-        {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed"},
+        {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps", ARG_MIN(1), ARG_MAX(1000),
+         ARG_ALIAS("--num-sampling-steps")},
+        {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
+        {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
+        {"--clip", OPT_BOOL, &a.gen.opts.clip, "BOOL", "--ckpt: clip predicted x0 to [-1, 1]"},
+        {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed", ARG_ALIAS("--global-seed")},
         {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "--ckpt: sampling backend (default: cuda if present)"},
         {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products (default tf32)"},
     };
@@ -525,10 +549,23 @@ int cmd_eval(int argc, char **argv) {
         return sub ? 0 : 2;
     }
     if (strcmp(sub, "stats") && strcmp(sub, "fid") && strcmp(sub, "is")) {
-        fprintf(stderr, "error: unknown eval command '%s' (stats, fid or is; see mala eval --help)\n", sub);
+        static const char *const subs[] = {"stats", "fid", "is"};
+        const char *s = args_suggest(sub, subs, 3);
+        fprintf(stderr, "error: unknown eval command '%s'%s%s%s (stats, fid or is; see mala eval --help)\n", sub,
+                s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
         return 2;
     }
     args_parse(kEvalUsage, opts, nopts, argc, argv, 2);
+    int given_sampler = args_given(opts, nopts, &a.sampler), given_steps = args_given(opts, nopts, &a.gen.opts.steps),
+        given_num = args_given(opts, nopts, &a.gen.num);
+    if (a.quick) {
+        if (!given_sampler) a.sampler = "ddim";
+        if (!given_steps) a.gen.opts.steps = 50;
+        if (!given_num) a.gen.num = 10000;
+    }
+    int custom = given_sampler || given_steps || given_num || args_given(opts, nopts, &a.gen.opts.cfg_scale) ||
+                 args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip);
+    a.preset = custom ? "custom" : a.quick ? "quick" : "dit";
     const char *missing = NULL;
     if (!strcmp(sub, "stats")) missing = !a.data ? "--data" : !a.out ? "--out" : NULL;
     else if (!strcmp(sub, "fid")) missing = !a.samples && !a.gen.ckpt ? "--samples or --ckpt" : !a.ref ? "--ref" : NULL;
@@ -542,17 +579,31 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "error: --sampler %s: expected ddpm or ddim\n", a.sampler);
         return 2;
     }
-    if (a.gen.num < 1 || a.gen.batch < 1) {
-        fprintf(stderr, "error: --num and --sample-batch must be positive\n");
-        return 2;
-    }
     if (missing) {
         fprintf(stderr, "error: mala eval %s needs %s (see mala eval --help)\n", sub, missing);
         return 2;
     }
-    if (a.batch < 1 || a.splits < 1 || a.limit < 0) {
-        fprintf(stderr, "error: --batch and --splits must be positive, --limit non-negative\n");
-        return 2;
+    args_check_memory("--batch", a.batch, (double)a.batch * (INCEPTION_DIM + INCEPTION_CLASSES) * sizeof(float),
+                      "the Inception features of a batch");
+    if (a.gen.ckpt && a.gen.batch > a.gen.num) a.gen.batch = a.gen.num;
+    if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
+        MalaErr err;
+        StFile f;
+        NetConfig c;
+        ClassNames cn;
+        if (st_open(&f, a.gen.ckpt, &err) || ckpt_read_config(&f, &c, &cn, &err)) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return 1;
+        }
+        class_names_free(&cn);
+        st_close(&f);
+        args_check_memory("--sample-batch", a.gen.batch, model_batch_bytes(&c, 2.0 * a.gen.batch, 0),
+                          "the model's activations (2 passes per image with guidance)");
+        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g%s (%s)\n", a.gen.num, a.gen.ckpt,
+                a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale, a.gen.opts.clip ? ", clipped" : "",
+                !strcmp(a.preset, "dit") ? "DiT's FID-50K settings"
+                : !strcmp(a.preset, "quick") ? "the QUICK preset: not comparable with DiT's FID-50K"
+                                             : "custom settings, not DiT's FID-50K");
     }
     set_threads(a.threads);
     char buf[1024];
@@ -573,22 +624,23 @@ int cmd_bench_inception(int argc, char **argv) {
     int batch = 16, iters = 3, warmup = 1, size = 32, channels = 3, threads = 0;
     const char *weights = "random";
     Opt opts[] = {
-        {"--batch", OPT_INT, &batch, "N", "images per forward"},
-        {"--iters", OPT_INT, &iters, "N", "timed forwards"},
-        {"--warmup", OPT_INT, &warmup, "N", "untimed forwards first"},
-        {"--size", OPT_INT, &size, "S", "input images S x S (resized to 299 inside, as in eval)"},
-        {"--channels", OPT_INT, &channels, "C", "1 or 3"},
-        {"--threads", OPT_INT, &threads, "N", "threads (0 = all cores)"},
+        {"--batch", OPT_INT, &batch, "N", "images per forward", ARG_MIN(1)},
+        {"--iters", OPT_INT, &iters, "N", "timed forwards", ARG_MIN(1)},
+        {"--warmup", OPT_INT, &warmup, "N", "untimed forwards first", ARG_MIN(0)},
+        {"--size", OPT_INT, &size, "S", "input images S x S (resized to 299 inside, as in eval)", ARG_MIN(1), ARG_MAX(4096)},
+        {"--channels", OPT_INT, &channels, "C", "1 or 3", ARG_MIN(1), ARG_MAX(3)},
+        OPT_THREADS(&threads),
         {"--inception", OPT_STR, &weights, "FILE", "weights file, or 'random'"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse("usage: mala bench inception [flags]\n\nFID Inception-v3 forward throughput (resize, pool3 and logits), one JSON line.\n"
                "PyTorch peer: /usr/bin/python3 tools/bench_inception_torch.py --batch N --threads N",
                opts, nopts, argc, argv, 1);
-    if (batch < 1 || iters < 1 || warmup < 0 || size < 1 || (channels != 1 && channels != 3)) {
-        fprintf(stderr, "error: bad --batch/--iters/--warmup/--size/--channels\n");
+    if (channels == 2) {
+        fprintf(stderr, "error: --channels 2: expected 1 or 3\n");
         return 2;
     }
+    args_check_memory("--batch", batch, (double)batch * channels * size * size * sizeof(float), "the input images");
     set_threads(threads);
     Inception *m = strcmp(weights, "random") ? NULL : inception_random(NULL, batch);
     if (!m) {

@@ -1,8 +1,20 @@
-// mala info FILE: the configuration, class names and tensor table of a model or training file.
+// mala info FILE: the configuration, class names, parameter count, training state and run
+// settings of a model or training file, and optionally its tensor table.
 #include <string.h>
 
-#include "commands.h"
 #include "checkpoint.h"
+#include "commands.h"
+
+// 1234567 -> "1,234,567"
+static void grouped(char *buf, size_t n, long long v) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%lld", v), o = 0;
+    for (int i = 0; i < len && o + 2 < (int)n; i++) {
+        if (i && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = 0;
+}
 
 int cmd_info(int argc, char **argv) {
     int tensors = 0;
@@ -20,9 +32,41 @@ int cmd_info(int argc, char **argv) {
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  classes:", path, desc);
     for (int i = 0; i < cn.n; i++) printf(" %s%s", cn.names[i], i + 1 < cn.n ? "," : "\n");
+    long long params = 0, fixed = 0;  // the model's own tensors (not ema.*, opt.*); pos_embed is not trained
+    for (int i = 0; i < f.n; i++) {
+        const char *name = f.tensors[i].name;
+        if (!strncmp(name, "ema.", 4) || !strncmp(name, "opt.", 4)) continue;
+        if (!strcmp(name, "pos_embed")) fixed += st_numel(&f.tensors[i]);
+        else params += st_numel(&f.tensors[i]);
+    }
+    char pbuf[32], fbuf[32];
+    grouped(pbuf, sizeof pbuf, params);
+    grouped(fbuf, sizeof fbuf, fixed);
+    printf("  %s trainable parameters (%.2fM) + %s fixed (pos_embed)\n", pbuf, params / 1e6, fbuf);
     const char *step = st_meta(&f, "step");
-    printf("  %s, %d tensors%s%s\n", st_find(&f, "ema.pos_embed") ? "training checkpoint (EMA present)" : "weights",
-           f.n, step ? ", step " : "", step ? step : "");
+    int training = st_find(&f, "ema.pos_embed") != NULL;
+    if (training) printf("  training checkpoint at step %s (online and EMA weights, AdamW moments), %d tensors\n",
+                         step ? step : "?", f.n);
+    else printf("  model file (one set of weights%s), %d tensors\n", step ? ", from a training run" : "", f.n);
+    if (training) {
+        static const char *const hyper[] = {"batch", "lr", "warmup", "weight_decay", "grad_clip", "ema_decay",
+                                            "label_drop", "seed", "batches", "skipped"};
+        printf("  trainer:");
+        for (size_t i = 0; i < sizeof hyper / sizeof *hyper; i++) {
+            const char *v = st_meta(&f, hyper[i]);
+            char *end;
+            double x = v ? strtod(v, &end) : 0;
+            if (v && *v && !*end && strpbrk(v, ".e")) printf(" %s %g", hyper[i], x);  // floats: stored with 9 digits
+            else if (v) printf(" %s %s", hyper[i], v);
+        }
+        printf("\n");
+    }
+    int run = 0;
+    for (int i = 0; i < f.nmeta; i++) {
+        if (strncmp(f.meta_keys[i], "run.", 4)) continue;
+        printf("%s %s %s", run++ ? "," : "  run:", f.meta_keys[i] + 4, f.meta_vals[i]);
+    }
+    if (run) printf("\n");
     for (int i = 0; tensors && i < f.n; i++) {
         const StTensor *t = &f.tensors[i];
         printf("  %-48s %-4s [", t->name, st_dtype_name(t->dtype));

@@ -8,19 +8,48 @@
 #include "generate.h"
 #include "image_io.h"
 #include "npy.h"
+#include "progress.h"
 
 typedef struct {
+    Progress pg;
     double t0;
     int done_images, batch_end, total_images;
-} Progress;
+} SampleProgress;
 
 static int on_step(void *ctx, int i, int n, const float *x0) {
-    Progress *p = ctx;
+    SampleProgress *p = ctx;
     double dt = now_seconds() - p->t0;
     int done = i + 1;
-    fprintf(stderr, "\rsampling images %d-%d of %d: step %d/%d, %.2f steps/s, ETA %.0fs   ", p->done_images + 1,
-            p->batch_end, p->total_images, done, n, done / dt, (n - done) * dt / done);
+    progress_update(&p->pg, done == n && p->batch_end == p->total_images,
+                    "sampling images %d-%d of %d: step %d/%d, %.2f steps/s, ETA %.0fs", p->done_images + 1,
+                    p->batch_end, p->total_images, done, n, done / dt, (n - done) * dt / done);
     return 0;
+}
+
+// Images when --n is not given: 16 of one class, else 8 per class (64 spread over >16 classes).
+static int default_count(int classes, int one_class) { return one_class ? 16 : classes <= 16 ? 8 * classes : 64; }
+
+// The model's configuration from its file, before anything is allocated for it.
+static void peek_config(const char *path, NetConfig *c) {
+    MalaErr err;
+    StFile f;
+    ClassNames cn;
+    if (st_open(&f, path, &err)) FATAL("%s", err.msg);
+    if (ckpt_read_config(&f, c, &cn, &err)) FATAL("%s", err.msg);
+    class_names_free(&cn);
+    st_close(&f);
+}
+
+// --weights online: the training checkpoint's online weights in place of the EMA ones.
+static void use_online_weights(Generator *g, const char *path) {
+    MalaErr err;
+    StFile f;
+    if (st_open(&f, path, &err)) FATAL("%s", err.msg);
+    if (!ckpt_has_ema(g->net, &f))
+        FATAL("--weights online: %s holds one set of weights (a model file, EMA when exported); the online weights "
+              "are in training checkpoints (runs/NAME/checkpoints/)", path);
+    if (ckpt_load_tensors(g->net, &f, "", g->net->w, &err)) FATAL("%s", err.msg);
+    st_close(&f);
 }
 
 // Labels from --labels "3,Sneaker,7" (names or numbers).
@@ -57,29 +86,33 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
 
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
-    const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL;
+    const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0;
     uint64_t seed = 0;
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
+        {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA or online weights"},
         {"--sampler", OPT_STR, &sampler, "ddpm|ddim", "sampler"},
-        {"--steps", OPT_INT, &go.steps, "N", "sampling steps (respaced from 1000)"},
-        {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)"},
-        {"--cfg-scale", OPT_FLOAT, &go.cfg_scale, "W", "classifier-free guidance scale (1 = none)"},
+        {"--steps", OPT_INT, &go.steps, "N", "sampling steps (respaced from 1000)", ARG_MIN(1), ARG_MAX(1000),
+         ARG_ALIAS("--num-sampling-steps")},
+        {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)", ARG_MIN(0), ARG_MAX(10)},
+        {"--cfg-scale", OPT_FLOAT, &go.cfg_scale, "W", "classifier-free guidance scale (1 = none)", ARG_MIN(0),
+         ARG_MAX(100)},
         {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
         {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
         {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
-        {"--n", OPT_INT, &n, "N", "images (default 16 with --class, else 8 per class)"},
-        {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise"},
-        {"--batch", OPT_INT, &batch, "B", "images per forward pass"},
+        {"--n", OPT_INT, &n, "N", "images (default: 16 with --class, else 8 per class up to 16 classes, 64 above)",
+         ARG_MIN(0)},
+        {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise", ARG_ALIAS("--global-seed")},
+        {"--batch", OPT_INT, &batch, "B", "images per forward pass", ARG_MIN(1), ARG_ALIAS("--per-proc-batch-size")},
         {"--out", OPT_STR, &out, "FILE.png", "write a grid"},
-        {"--nrow", OPT_INT, &nrow, "N", "images per grid row (default 8)"},
-        {"--out-dir", OPT_STR, &out_dir, "DIR", "write one PNG per image"},
+        {"--nrow", OPT_INT, &nrow, "N", "images per grid row (default 8)", ARG_MIN(0)},
+        {"--out-dir", OPT_STR, &out_dir, "DIR", "write one PNG per image", ARG_ALIAS("--sample-dir")},
         {"--save-npz", OPT_STR, &npz, "FILE", "ADM evaluator batch: arr_0 uint8 NHWC, arr_1 labels"},
         {"--save-npy", OPT_STR, &npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
         {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
-        {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
+        OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
     };
@@ -89,17 +122,30 @@ int cmd_sample(int argc, char **argv) {
     if (!strcmp(sampler, "ddim")) go.kind = SAMPLER_DDIM;
     else if (!strcmp(sampler, "ddpm")) go.kind = SAMPLER_DDPM;
     else FATAL("--sampler %s: expected ddpm or ddim", sampler);
-    if (batch < 1) FATAL("--batch %d: must be positive", batch);
-    if (n < 0) FATAL("--n %d: must be positive", n);
+    if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     if (!ckpt) ckpt = default_model_path();
+    NetConfig pc;
+    peek_config(ckpt, &pc);
+    size_t per_image = (size_t)pc.in_channels * pc.image_size * pc.image_size;
+    int count = n;
+    if (!count && labels) {
+        count = 1;
+        for (const char *p = labels; *p; p++) count += *p == ',';
+    }
+    if (!count) count = default_count(pc.num_classes, cls != NULL);
+    args_check_memory("--n", count, (double)count * per_image * (sizeof(float) + 1), "the images");
+    if (batch > count) batch = count;  // the generator is sized for the images asked for
+    args_check_memory("--batch", batch, model_batch_bytes(&pc, 2.0 * batch, 0) + 2.0 * batch * per_image * sizeof(float),
+                      "the model's activations (2 passes per image with guidance)");
 
     MalaErr err;
     Generator g;
     if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
+    if (!strcmp(weights, "online")) use_online_weights(&g, ckpt);
     const NetConfig *c = &g.net->cfg;
     int K = c->num_classes;
     int32_t *y = NULL;
@@ -115,7 +161,7 @@ int cmd_sample(int argc, char **argv) {
             generator_close(&g);
             return 1;
         }
-        if (!n) n = cls ? 16 : 8 * K;
+        if (!n) n = default_count(K, cls != NULL);
         y = xmalloc(n * sizeof(int32_t));
         for (int i = 0; i < n; i++) y[i] = k >= 0 ? k : (int32_t)((int64_t)i * K / n);
     }
@@ -139,7 +185,8 @@ int cmd_sample(int argc, char **argv) {
         generator_noise(&g, x, seed, 0, n);
     }
 
-    Progress pr = {now_seconds(), 0, 0, n};
+    SampleProgress pr = {.total_images = n};
+    progress_init(&pr.pg, stderr);
     for (int b0 = 0; b0 < n; b0 += batch) {
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
@@ -148,7 +195,7 @@ int cmd_sample(int argc, char **argv) {
         if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, on_step, &pr, &err))
             FATAL("%s", err.msg);
     }
-    fprintf(stderr, "\n");
+    progress_break(&pr.pg);
 
     if (out) {
         if (image_save_grid(out, x, n, c->in_channels, c->image_size, c->image_size, nrow > 0 ? nrow : 8, 2, &err))
@@ -156,7 +203,7 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "wrote %s (%d images)\n", out, n);
     }
     if (out_dir) {
-        if (mkdir(out_dir, 0755) && errno != EEXIST) FATAL("%s: cannot create directory: %s", out_dir, strerror(errno));
+        make_dirs(out_dir);
         for (int i = 0; i < n; i++) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, i, g.classes.names[y[i]]);

@@ -1,13 +1,17 @@
 // mala train: headless DiT training (train.py's recipe) with atomic checkpoints, --resume,
 // a CSV log, a loss curve, sample grids, and a clean stop on SIGINT / SIGTERM.
 //
-// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png.
+// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png. A
+// directory holds one run: training into one that already has a log or checkpoints needs
+// --resume. The run's data and logging settings travel in the checkpoints' metadata (run.*), so
+// --resume continues with them unless they are given again.
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -15,25 +19,32 @@
 #include "generate.h"
 #include "image_io.h"
 #include "loss_plot.h"
+#include "progress.h"
 #include "trainer.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 static void on_signal(int sig) { stop_requested = sig; }
 
-static void make_dir(const char *path) {
-    if (mkdir(path, 0755) && errno != EEXIST) FATAL("%s: cannot create directory: %s", path, strerror(errno));
+static void ckpt_name(char *buf, size_t n, uint64_t step) { snprintf(buf, n, "%07llu.safetensors", (unsigned long long)step); }
+
+static void ckpt_path(char *buf, size_t n, const char *run, uint64_t step) {
+    char name[64];
+    ckpt_name(name, sizeof name, step);
+    snprintf(buf, n, "%s/checkpoints/%s", run, name);
 }
 
-// Checkpoint steps present in dir, ascending.
+// Checkpoint steps present in dir, ascending: only files named exactly as ckpt_name names them.
 static int list_checkpoints(const char *dir, uint64_t **out) {
     DIR *d = opendir(dir);
     int n = 0, cap = 16;
     uint64_t *steps = xmalloc(cap * sizeof(uint64_t));
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        char *end;
+        char *end, name[64];
         unsigned long long s = strtoull(e->d_name, &end, 10);
         if (end == e->d_name || strcmp(end, ".safetensors")) continue;
+        ckpt_name(name, sizeof name, s);
+        if (strcmp(name, e->d_name)) continue;
         if (n == cap) steps = realloc(steps, (cap *= 2) * sizeof(uint64_t));
         steps[n++] = s;
     }
@@ -44,16 +55,15 @@ static int list_checkpoints(const char *dir, uint64_t **out) {
     return n;
 }
 
-static void ckpt_path(char *buf, size_t n, const char *run, uint64_t step) {
-    snprintf(buf, n, "%s/checkpoints/%07llu.safetensors", run, (unsigned long long)step);
-}
-
-static void prune_checkpoints(const char *run, int keep) {
+// Keeps the newest `keep` checkpoints up to step `upto` (the one just written). Checkpoints of
+// later steps are not this run's to delete (a file --resume passed over, say), so they stay.
+static void prune_checkpoints(const char *run, int keep, uint64_t upto) {
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/checkpoints", run);
     uint64_t *steps;
-    int n = list_checkpoints(dir, &steps);
-    for (int i = 0; i + keep < n; i++) {
+    int n = list_checkpoints(dir, &steps), mine = 0;
+    while (mine < n && steps[mine] <= upto) mine++;
+    for (int i = 0; i + keep < mine; i++) {
         ckpt_path(path, sizeof path, run, steps[i]);
         unlink(path);
     }
@@ -74,22 +84,28 @@ static void history_add(History *h, uint64_t step, double loss) {
 }
 
 // Keeps the CSV rows up to `upto` (rows logged after the checkpoint we resume from are dropped).
-static void history_load(History *h, const char *csv, uint64_t upto) {
+// Returns the training seconds of the last row kept (its elapsed_s column; 0 without one).
+static double history_load(History *h, const char *csv, uint64_t upto) {
     FILE *f = fopen(csv, "r");
-    if (!f) return;
+    if (!f) return 0;
     char line[512];
     size_t keep_bytes = 0;
+    double elapsed = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long long s;
-        double loss;
-        if (sscanf(line, "%llu,%lf", &s, &loss) == 2) {
+        double loss, col[7];
+        int got = sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &s, &loss, &col[0], &col[1], &col[2], &col[3],
+                         &col[4], &col[5], &col[6]);
+        if (got >= 2) {
             if (s > upto) break;
             history_add(h, s, loss);
+            elapsed = got == 9 ? col[6] : 0;
         }
         keep_bytes = (size_t)ftell(f);
     }
     fclose(f);
     if (truncate(csv, (off_t)keep_bytes)) fprintf(stderr, "warning: %s: cannot trim: %s\n", csv, strerror(errno));
+    return elapsed;
 }
 
 // The sample grid of the EMA weights, through the one sampling API (DDIM-50, guidance 4, a fixed
@@ -120,7 +136,7 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
     generator_noise(&p->g, p->x, 1234, 0, p->n);
     if (generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, NULL, NULL, &err) < 0 ||
         image_save_grid(path, p->x, p->n, c->in_channels, c->image_size, c->image_size, p->per_class, 2, &err))
-        fprintf(stderr, "\nwarning: sample grid: %s\n", err.msg);
+        fprintf(stderr, "warning: sample grid: %s\n", err.msg);
 }
 
 static void preview_free(Preview *p) {
@@ -135,82 +151,166 @@ static void format_eta(char *buf, size_t n, double s) {
     else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
+// ---- the run's settings in the checkpoint metadata (run.*) ----
+
+typedef struct {
+    const char *data;
+    int log_every, sample_every, ckpt_every, hflip, limit, keep;
+    double elapsed;                  // training seconds before this process started (from log.csv)
+    char channels_from[16], classes_from[16];  // "data" or the flag that set them
+} RunSettings;
+
+enum { RUN_KEYS = 9 };
+
+typedef struct {
+    char val[RUN_KEYS][4200];
+    const char *kv[2 * RUN_KEYS];
+} RunMeta;
+
+// Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
+// steps goes in (no clock), so a resumed run's checkpoints stay byte-identical to a straight one's.
+static void run_meta_fill(RunMeta *m, const RunSettings *r) {
+    static const char *keys[RUN_KEYS] = {"run.data", "run.log_every", "run.sample_every", "run.ckpt_every", "run.hflip",
+                                         "run.limit", "run.keep", "run.channels_from", "run.classes_from"};
+    snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
+    int ints[6] = {r->log_every, r->sample_every, r->ckpt_every, r->hflip, r->limit, r->keep};
+    for (int i = 0; i < 6; i++) snprintf(m->val[1 + i], sizeof m->val[0], "%d", ints[i]);
+    snprintf(m->val[7], sizeof m->val[0], "%s", r->channels_from);
+    snprintf(m->val[8], sizeof m->val[0], "%s", r->classes_from);
+    for (int i = 0; i < RUN_KEYS; i++) { m->kv[2 * i] = keys[i]; m->kv[2 * i + 1] = m->val[i]; }
+}
+
+static int meta_int(const StFile *f, const char *key, int *out) {
+    const char *v = st_meta(f, key);
+    char *end;
+    if (!v) return 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+// Reads the run.* settings of a checkpoint into r (keeps r's values for keys it lacks); strings
+// are copied into buf. Returns the number of keys found.
+static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap) {
+    StFile f;
+    MalaErr err;
+    if (st_open(&f, path, &err)) return 0;
+    int found = 0;
+    const char *data = st_meta(&f, "run.data");
+    if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
+    found += meta_int(&f, "run.log_every", &r->log_every) + meta_int(&f, "run.sample_every", &r->sample_every) +
+             meta_int(&f, "run.ckpt_every", &r->ckpt_every) + meta_int(&f, "run.hflip", &r->hflip) +
+             meta_int(&f, "run.limit", &r->limit) + meta_int(&f, "run.keep", &r->keep);
+    const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
+    if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
+    if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
+    st_close(&f);
+    return found;
+}
+
+// A fresh run refuses a directory that already holds one: nothing of it may be lost or mixed in.
+static void refuse_existing_run(const char *out, const char *dir, const char *csv) {
+    struct stat st;
+    uint64_t *steps;
+    int n = list_checkpoints(dir, &steps);
+    int has_log = stat(csv, &st) == 0;
+    if (n || has_log) {
+        char what[160] = "";
+        if (has_log) snprintf(what, sizeof what, "log.csv");
+        if (n) snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d checkpoint%s up to step %llu",
+                        has_log ? ", " : "", n, n > 1 ? "s" : "", (unsigned long long)steps[n - 1]);
+        FATAL("%s already holds a run (%s): continue it with --resume, or train into a fresh --out directory", out, what);
+    }
+    free(steps);
+}
+
+// ---- the command ----
+
 int cmd_train(int argc, char **argv) {
     ModelOpts mo;
     model_opts_default(&mo, "DiT-S/2");
+    mo.channels = mo.classes = 0;  // from the data unless given
     TrainOpts to;
     train_opts_default(&to);
-    const char *data = "fashion-mnist", *out = "runs/mala", *device = NULL, *precision = NULL;
-    int batch = 256, ckpt_every = 5000, sample_every = 5000, log_every = 100, keep = 3, resume = 0;
-    int hflip = -1, limit = 0, threads = 0;
+    RunSettings rs = {"fashion-mnist", 100, 5000, 5000, -1, 0, 3, 0, "data", "data"};  // the defaults
+    const char *out = "runs/mala", *device = NULL, *precision = NULL;
+    int batch = 256, resume = 0, threads = 0, epochs = 0;
     uint64_t iters = 400000;
-    float lr = -1.0f, ema_decay = -1.0f;  // -1: the default, or the checkpoint's value on --resume
     Opt rest[] = {
-        {"--data", OPT_STR, &data, "SRC", "fashion-mnist or an image folder root/<class>/<image>"},
-        {"--batch", OPT_INT, &batch, "B", "batch size"},
-        {"--iters", OPT_U64, &iters, "N", "train until this many steps"},
-        {"--lr", OPT_FLOAT, &lr, "LR", "AdamW learning rate, constant (default 1e-4; with --resume: the checkpoint's unless given)"},
-        {"--warmup", OPT_INT, &to.warmup, "N", "linear learning-rate warmup steps"},
-        {"--weight-decay", OPT_FLOAT, &to.weight_decay, "WD", "AdamW weight decay"},
-        {"--grad-clip", OPT_FLOAT, &to.grad_clip, "G", "clip the global gradient norm (0 = off)"},
-        {"--ema-decay", OPT_FLOAT, &ema_decay, "D", "EMA decay (default 0.9999; with --resume: the checkpoint's unless given)"},
-        {"--label-drop", OPT_FLOAT, &to.label_drop, "P", "label dropout to the null class (guidance)"},
-        {"--max-bad-steps", OPT_INT, &to.max_bad_steps, "N", "stop after N non-finite steps in a row"},
-        {"--seed", OPT_U64, &to.seed, "S", "seed of init, data order, noise"},
-        {"--hflip", OPT_INT, &hflip, "0|1", "random horizontal flips (-1: on for folders, off for fashion-mnist)"},
-        {"--limit", OPT_INT, &limit, "N", "use only the first N images"},
-        {"--out", OPT_STR, &out, "DIR", "run directory"},
-        {"--ckpt-every", OPT_INT, &ckpt_every, "N", "checkpoint every N steps"},
-        {"--sample-every", OPT_INT, &sample_every, "N", "sample grid every N steps (0 = never)"},
-        {"--log-every", OPT_INT, &log_every, "N", "progress / CSV every N steps"},
-        {"--keep", OPT_INT, &keep, "K", "keep the last K checkpoints"},
+        {"--data", OPT_STR, &rs.data, "SRC", "fashion-mnist or an image folder root/<class>/<image>",
+         ARG_ALIAS("--data-path")},
+        {"--batch", OPT_INT, &batch, "B", "batch size", ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
+        {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
+        {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
+         "batch) steps; default: --iters)", ARG_MIN(1)},
+        {"--lr", OPT_FLOAT, &to.lr, "LR", "AdamW learning rate, constant", ARG_MIN(0), ARG_MAX(1)},
+        {"--warmup", OPT_INT, &to.warmup, "N", "linear learning-rate warmup steps", ARG_MIN(0)},
+        {"--weight-decay", OPT_FLOAT, &to.weight_decay, "WD", "AdamW weight decay", ARG_MIN(0), ARG_MAX(10)},
+        {"--grad-clip", OPT_FLOAT, &to.grad_clip, "G", "clip the global gradient norm (0 = off)", ARG_MIN(0)},
+        {"--ema-decay", OPT_FLOAT, &to.ema_decay, "D", "EMA decay", ARG_MIN(0), ARG_MAX(1)},
+        {"--label-drop", OPT_FLOAT, &to.label_drop, "P", "label dropout to the null class (guidance)", ARG_MIN(0),
+         ARG_MAX(1)},
+        {"--max-bad-steps", OPT_INT, &to.max_bad_steps, "N", "stop after N non-finite steps in a row", ARG_MIN(1)},
+        {"--seed", OPT_U64, &to.seed, "S", "seed of init, data order, noise", ARG_ALIAS("--global-seed")},
+        {"--hflip", OPT_INT, &rs.hflip, "0|1", "random horizontal flips (default: on for folders, off for fashion-mnist)",
+         ARG_MIN(-1), ARG_MAX(1)},
+        {"--limit", OPT_INT, &rs.limit, "N", "use only N images spread over the data (0 = all)", ARG_MIN(0)},
+        {"--out", OPT_STR, &out, "DIR", "run directory (created with its parents)", ARG_ALIAS("--results-dir")},
+        {"--ckpt-every", OPT_INT, &rs.ckpt_every, "N", "checkpoint every N steps", ARG_MIN(1)},
+        {"--sample-every", OPT_INT, &rs.sample_every, "N", "sample grid every N steps and at the end (0 = never)",
+         ARG_MIN(0)},
+        {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
+        {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
-        {"--threads", OPT_INT, &threads, "N", "CPU threads (0 = all cores)"},
+        OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
     };
     enum { N_OPTS = MODEL_OPTS_N + sizeof rest / sizeof *rest };
     Opt opts[N_OPTS];
     model_opts_table(&mo, opts);
+    opts[6].help = "image channels (default: the data's)";
+    opts[7].help = "number of classes (default: the data's)";
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
-               "batch 256, label dropout 0.1). With --resume the model and optimiser settings come from the\n"
-               "checkpoint; --iters may extend the run.",
+               "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
+               "With --resume the model and optimiser settings, the data and the logging settings come\n"
+               "from the checkpoint, except flags given again; --iters may extend the run.",
                opts, N_OPTS, argc, argv, 1);
-    if (batch < 1 || log_every < 1 || ckpt_every < 1 || keep < 1) FATAL("--batch, --log-every, --ckpt-every and --keep must be positive");
+#define GIVEN(var) args_given(opts, N_OPTS, &(var))
+    if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     MalaErr err;
 
-    char dir[4096], path[4200], csv[4200], plot[4200];
-    make_dir(out);
+    char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200];
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
-    make_dir(dir);
     snprintf(csv, sizeof csv, "%s/log.csv", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
 
+    // 1. the model: a checkpoint's (--resume) or the flags' (shaped by the data, below)
     NetConfig c;
     ClassNames cn = {0};
     Trainer *tr = NULL;
-    History hist = {0};
+    char resume_path[4200] = "";
     if (resume) {
         uint64_t *steps;
         int n = list_checkpoints(dir, &steps);
+        TrainOpts saved = to;
         for (int i = n - 1; i >= 0 && !tr; i--) {  // newest complete checkpoint
-            ckpt_path(path, sizeof path, out, steps[i]);
-            TrainOpts saved = to;
+            ckpt_path(resume_path, sizeof resume_path, out, steps[i]);
             int saved_batch;
-            if (trainer_peek(path, &c, &cn, &saved, &saved_batch, &err)) {
+            if (trainer_peek(resume_path, &c, &cn, &saved, &saved_batch, &err)) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 continue;
             }
-            saved.max_bad_steps = to.max_bad_steps;
-            if (lr > 0) saved.lr = lr;  // a new learning rate or EMA decay from here on
-            if (ema_decay >= 0) saved.ema_decay = ema_decay;
-            to = saved;
+            if (GIVEN(batch) && batch != saved_batch)
+                FATAL("--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", batch, saved_batch);
             batch = saved_batch;
-            tr = trainer_new(&c, &cn, &to, be, batch);
-            if (trainer_load(tr, path, &err)) {
+            args_check_memory("--batch", batch, model_batch_bytes(&c, batch, 1), "the training step's activations");
+            tr = trainer_new(&c, &cn, &saved, be, batch);
+            if (trainer_load(tr, resume_path, &err)) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 trainer_free(tr);
                 tr = NULL;
@@ -219,33 +319,95 @@ int cmd_train(int argc, char **argv) {
         }
         free(steps);
         if (!tr) FATAL("--resume: no complete checkpoint in %s", dir);
-        fprintf(stderr, "resuming %s at step %llu\n", path, (unsigned long long)tr->step);
-        history_load(&hist, csv, tr->step);
+        model_opts_check_resumed(&mo, opts, &c);
+        if (GIVEN(to.seed) && to.seed != saved.seed)
+            FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
+                  (unsigned long long)to.seed, (unsigned long long)saved.seed);
+        // the checkpoint's optimiser settings, except those given again (a manual schedule)
+        if (GIVEN(to.lr)) saved.lr = to.lr;
+        if (GIVEN(to.ema_decay)) saved.ema_decay = to.ema_decay;
+        if (GIVEN(to.warmup)) saved.warmup = to.warmup;
+        if (GIVEN(to.weight_decay)) saved.weight_decay = to.weight_decay;
+        if (GIVEN(to.grad_clip)) saved.grad_clip = to.grad_clip;
+        if (GIVEN(to.label_drop)) saved.label_drop = to.label_drop;
+        saved.max_bad_steps = to.max_bad_steps;
+        to = saved;
+        tr->opt = to;
+        // the run's data and logging settings, except those given again
+        RunSettings r = rs;
+        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf))
+            fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
+                    resume_path);
+        if (!GIVEN(rs.data)) rs.data = r.data;
+        if (!GIVEN(rs.log_every)) rs.log_every = r.log_every;
+        if (!GIVEN(rs.sample_every)) rs.sample_every = r.sample_every;
+        if (!GIVEN(rs.ckpt_every)) rs.ckpt_every = r.ckpt_every;
+        if (!GIVEN(rs.hflip)) rs.hflip = r.hflip;
+        if (!GIVEN(rs.limit)) rs.limit = r.limit;
+        if (!GIVEN(rs.keep)) rs.keep = r.keep;
+        memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
+        memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
     } else {
-        model_opts_config(&mo, &c);
-        if (lr > 0) to.lr = lr;
-        if (ema_decay >= 0) to.ema_decay = ema_decay;
+        struct stat st;
+        if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
+        refuse_existing_run(out, dir, csv);
     }
 
-    Dataset *ds = dataset_open(data, c.image_size, c.in_channels, &err);
+    // 2. the data, checked before anything is written; it shapes a fresh model
+    Dataset *ds = dataset_open(rs.data, resume ? c.image_size : mo.image_size,
+                               resume ? c.in_channels : GIVEN(mo.channels) ? mo.channels : 0, &err);
     if (!ds) FATAL("%s", err.msg);
-    if (limit > 0 && dataset_limit(ds, limit, &err)) FATAL("%s", err.msg);
-    if (ds->num_classes != c.num_classes) {
-        if (resume || mo.classes != 10 || ds->num_classes > c.num_classes)
-            FATAL("%s: %d classes, the model has %d (--classes)", data, ds->num_classes, c.num_classes);
-        c.num_classes = ds->num_classes;
-    }
-    if (!tr) {
+    if (rs.limit > 0 && dataset_limit(ds, rs.limit, &err)) FATAL("%s", err.msg);
+    if (resume) {
+        if (ds->num_classes != c.num_classes)
+            FATAL("%s: %d classes, the resumed model has %d", rs.data, ds->num_classes, c.num_classes);
+        for (int i = 0; i < cn.n; i++)
+            if (strcmp(cn.names[i], ds->class_names[i]))
+                FATAL("%s: class %d is '%s', the resumed model's is '%s' (the labels would change meaning)", rs.data, i,
+                      ds->class_names[i], cn.names[i]);
+    } else {
+        if (GIVEN(mo.classes) && mo.classes != ds->num_classes)
+            FATAL("--classes %d contradicts the data: %s has %d classes", mo.classes, rs.data, ds->num_classes);
+        snprintf(rs.channels_from, sizeof rs.channels_from, "%s", GIVEN(mo.channels) ? "--channels" : "data");
+        snprintf(rs.classes_from, sizeof rs.classes_from, "%s", GIVEN(mo.classes) ? "--classes" : "data");
+        mo.channels = ds->channels;
+        mo.classes = ds->num_classes;
+        model_opts_config(&mo, &c);
+        model_check_learnable(&c, mo.preset);
         cn.n = ds->num_classes;
         cn.names = xcalloc(cn.n, sizeof(char *));
         for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
+    }
+    if (batch > ds->n)
+        FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", batch, (long long)ds->n, rs.data,
+              rs.limit > 0 ? " with --limit" : "");
+    if (GIVEN(epochs)) {
+        uint64_t per_epoch = (uint64_t)ds->n / (uint64_t)batch;
+        iters = (uint64_t)epochs * (per_epoch ? per_epoch : 1);
+    }
+    int hflip = rs.hflip >= 0 ? rs.hflip
+                              : strcmp(rs.data, "fashion-mnist") != 0 && strncmp(rs.data, "fashion-mnist:", 14) != 0;
+    size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
+    if (!resume)
+        args_check_memory("--batch", batch, model_batch_bytes(&c, batch, 1) + 3.0 * batch * per * sizeof(float),
+                          "the training step's activations");
+
+    // 3. the run directory and the trainer
+    make_dirs(dir);
+    History hist = {0};
+    if (resume) {
+        fprintf(stderr, "resuming %s at step %llu\n", resume_path, (unsigned long long)tr->step);
+        rs.elapsed = history_load(&hist, csv, tr->step);
+    } else {
         tr = trainer_new(&c, &cn, &to, be, batch);
         trainer_init_weights(tr);
         FILE *f = fopen(csv, "w");
-        if (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped\n") < 0 || fclose(f))
+        if (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f))
             FATAL("%s: cannot write: %s", csv, strerror(errno));
     }
-    if (hflip < 0) hflip = strcmp(data, "fashion-mnist") != 0 && strncmp(data, "fashion-mnist:", 14) != 0;
+    RunMeta meta;
+    tr->n_meta = RUN_KEYS;
+    tr->meta = meta.kv;
     Loader *ld = loader_new(ds, batch, to.seed, hflip, &err);
     if (!ld) FATAL("%s", err.msg);
     loader_seek(ld, tr->batches);
@@ -254,30 +416,32 @@ int cmd_train(int argc, char **argv) {
     net_config_describe(&c, desc, sizeof desc);
     fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
             num_threads());
-    fprintf(stderr, "data: %s, %lld images, %d classes; batch %d, lr %g, EMA %g; run dir %s\n", data,
-            (long long)ds->n, ds->num_classes, batch, to.lr, to.ema_decay, out);
+    fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
+            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
+            to.ema_decay, (unsigned long long)iters, out);
 
     Preview pv = {0};
-    if (sample_every > 0) {
+    if (rs.sample_every > 0) {
         preview_init(&pv, &c, &tr->classes, be);
         snprintf(path, sizeof path, "%s/samples", out);
-        make_dir(path);
+        make_dirs(path);
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
-    size_t img = (size_t)batch * c.in_channels * c.image_size * c.image_size;
-    float *x = xmalloc(img * sizeof(float));
+    float *x = xmalloc((size_t)batch * per * sizeof(float));
     int32_t *y = xmalloc(batch * sizeof(int32_t));
     double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
-    int acc_n = 0;
+    int acc_n = 0, rc = 0;
     uint64_t start_step = tr->step, last_saved = tr->step;
-    int tty = isatty(2), rc = 0;
+    Progress pg;
+    progress_init(&pg, stderr);
     while (tr->step < iters && !stop_requested) {
         loader_next(ld, x, y);
         StepStats st = trainer_step(tr, x, y);
         if (st.skipped) {
-            fprintf(stderr, "\nwarning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
+            progress_break(&pg);
+            fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
                     (unsigned long long)tr->step + 1, tr->bad_in_a_row);
             if (tr->bad_in_a_row >= to.max_bad_steps) {
                 fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
@@ -288,48 +452,60 @@ int cmd_train(int argc, char **argv) {
             continue;
         }
         acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
-        if (tr->step % log_every == 0) {
-            double now = now_seconds(), rate = acc_n * (double)batch / (now - t_log);
+        double now = now_seconds();
+        if (tr->step % rs.log_every == 0) {
+            double rate = acc_n * (double)batch / (now - t_log);
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
-            char etas[32];
+            char etas[32], stamp[32];
             format_eta(etas, sizeof etas, eta);
-            fprintf(stderr, "%sstep %llu/%llu  loss %.4f (mse %.4f vb %.4f)  grad %.3f  %.1f img/s  ETA %s%s",
-                    tty ? "\r" : "", (unsigned long long)tr->step, (unsigned long long)iters, acc_loss / acc_n,
-                    acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate, etas, tty ? "   " : "\n");
+            progress_update(&pg, tr->step == iters, "step %llu/%llu  loss %.4f (mse %.4f vb %.4f)  grad %.3f  %.1f img/s  ETA %s",
+                            (unsigned long long)tr->step, (unsigned long long)iters, acc_loss / acc_n, acc_mse / acc_n,
+                            acc_vb / acc_n, acc_gn / acc_n, rate, etas);
+            time_t wall = time(NULL);
+            strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
             FILE *f = fopen(csv, "a");
-            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu\n", (unsigned long long)tr->step,
+            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
                               acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate, to.lr,
-                              (unsigned long long)tr->skipped_total) < 0 || fclose(f))
+                              (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
+                fclose(f))
                 FATAL("%s: cannot append: %s", csv, strerror(errno));
             history_add(&hist, tr->step, acc_loss / acc_n);
-            if (loss_plot_png(plot, hist.step, hist.loss, hist.n, &err)) fprintf(stderr, "\nwarning: %s\n", err.msg);
+            if (loss_plot_png(plot, hist.step, hist.loss, hist.n, &err)) {
+                progress_break(&pg);
+                fprintf(stderr, "warning: %s\n", err.msg);
+            }
             acc_loss = acc_mse = acc_vb = acc_gn = 0;
             acc_n = 0;
             t_log = now;
         }
-        if (tr->step % ckpt_every == 0 || tr->step == iters) {
+        if (tr->step % rs.ckpt_every == 0 || tr->step == iters) {
             ckpt_path(path, sizeof path, out, tr->step);
+            run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
             last_saved = tr->step;
-            prune_checkpoints(out, keep);
+            prune_checkpoints(out, rs.keep, tr->step);
         }
-        if (sample_every > 0 && tr->step % sample_every == 0) {
+        if (rs.sample_every > 0 && (tr->step % rs.sample_every == 0 || tr->step == iters)) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
-            preview_write(&pv, tr, path);
+            double t0 = now_seconds();
+            preview_write(&pv, tr, path);  // also the final grid, at the run's last step
+            t_log += now_seconds() - t0;   // img/s counts training only
         }
     }
-    if (tty) fprintf(stderr, "\n");
+    progress_break(&pg);
     if (stop_requested && tr->step != last_saved) {
         ckpt_path(path, sizeof path, out, tr->step);
+        run_meta_fill(&meta, &rs);
         if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-        prune_checkpoints(out, keep);
+        prune_checkpoints(out, rs.keep, tr->step);
         fprintf(stderr, "stopped by signal %d at step %llu; wrote %s (continue with --resume)\n", (int)stop_requested,
                 (unsigned long long)tr->step, path);
     } else if (rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);
     }
-    if (sample_every > 0) preview_free(&pv);
+#undef GIVEN
+    if (rs.sample_every > 0) preview_free(&pv);
     free(x);
     free(y);
     free(hist.step);

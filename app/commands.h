@@ -31,6 +31,18 @@ void model_opts_default(ModelOpts *mo, const char *preset);
 void model_opts_table(ModelOpts *mo, Opt *out);  // fills MODEL_OPTS_N entries
 // Builds the configuration; exits with a one-line error on a bad preset or combination.
 void model_opts_config(ModelOpts *mo, NetConfig *c);
+// --resume: exits with a one-line error when a model flag given (opts: the MODEL_OPTS_N rows
+// model_opts_table filled) contradicts the checkpoint's configuration c.
+void model_opts_check_resumed(const ModelOpts *mo, const Opt *opts, const NetConfig *c);
+// Exits with a one-line error for a shape that cannot learn (net_check_learnable).
+void model_check_learnable(const NetConfig *c, const char *preset);
+// The backend bytes the network's arena takes for `images` images in one pass (train: with every
+// layer's activations kept for backward).
+double model_batch_bytes(const NetConfig *c, double images, int train);
+
+// mkdir -p: creates path and every missing parent; exits with a one-line error naming the part
+// that cannot be created.
+void make_dirs(const char *path);
 
 // The bundled Fashion-MNIST model (assets/), relative to the executable's directory or the cwd.
 const char *default_model_path(void);

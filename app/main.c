@@ -15,7 +15,7 @@ static const Command COMMANDS[] = {
     {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
     {"bench", cmd_bench, "measure throughput: bench train | bench sample | bench inception"},
     {"export", cmd_export, "write a checkpoint's EMA weights as a small model file for sampling"},
-    {"info", cmd_info, "print a model file's configuration and tensors"},
+    {"info", cmd_info, "print a model file's configuration, parameters, training state and tensors"},
     {"view", cmd_view, "open a window to generate images interactively (SDL2)"},
 };
 #define NCOMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])
@@ -44,7 +44,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "error: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    const char *names[NCOMMANDS];
+    for (int i = 0; i < NCOMMANDS; i++) names[i] = COMMANDS[i].name;
+    const char *s = args_suggest(argv[1], names, NCOMMANDS);
+    fprintf(stderr, "error: unknown command '%s'%s%s%s (mala help lists the commands)\n", argv[1],
+            s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
     return 2;
 }

@@ -1,4 +1,5 @@
-// defines: model_opts_default, model_opts_table, model_opts_config, default_model_path
+// defines: model_opts_default, model_opts_table, model_opts_config, model_opts_check_resumed,
+//          model_check_learnable, model_batch_bytes, default_model_path
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,15 +19,17 @@ void model_opts_default(ModelOpts *mo, const char *preset) {
 
 void model_opts_table(ModelOpts *mo, Opt *o) {
     o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", backbone_presets()};
-    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};
     o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "DiT's attention: mala, softmax or linear"};
-    o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (-1: on for mala/linear)"};
-    o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (-1: 5 for mala/linear)"};
-    o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (-1: off)"};
-    o[5] = (Opt){"--image-size", OPT_INT, &mo->image_size, "S", "image side"};
-    o[6] = (Opt){"--channels", OPT_INT, &mo->channels, "C", "image channels"};
-    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes"};
+    o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (default: on for mala and linear)", ARG_MIN(-1), ARG_MAX(1)};
+    o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (default: 5 for mala and linear)", ARG_MIN(-1),
+                 ARG_MAX(31)};
+    o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (default: off)", ARG_MIN(-1), ARG_MAX(1)};
+    o[5] = (Opt){"--image-size", OPT_INT, &mo->image_size, "S", "image side", ARG_MIN(1), ARG_MAX(8192)};
+    o[6] = (Opt){"--channels", OPT_INT, &mo->channels, "C", "image channels", ARG_MIN(1), ARG_MAX(64)};
+    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes", ARG_MIN(1), ARG_MAX(1000000),
+                 ARG_ALIAS("--num-classes")};
     o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
+    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};
 }
 
 void model_opts_config(ModelOpts *mo, NetConfig *c) {
@@ -59,6 +62,48 @@ void model_opts_config(ModelOpts *mo, NetConfig *c) {
     c->num_classes = mo->classes;
     c->learn_sigma = mo->learn_sigma;
     if (net_config_validate(c, &err)) FATAL("%s", err.msg);
+}
+
+void model_opts_check_resumed(const ModelOpts *mo, const Opt *o, const NetConfig *c) {
+    char desc[256];
+    net_config_describe(c, desc, sizeof desc);
+    NetConfig g = *c;  // the checkpoint's configuration with the given flags applied
+    MalaErr err;
+    if (o[0].given && net_config_preset(&g, mo->preset, &err)) FATAL("%s", err.msg);
+    if (o[9].given && strcmp(mo->backbone, backbone_name(c->backbone)))
+        FATAL("--resume: --backbone %s contradicts the checkpoint's model (%s)", mo->backbone, desc);
+    if (g.backbone == BACKBONE_DIT) {
+        if (o[1].given) {
+            AttnKind k;
+            if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
+            g.dit.attn = k;
+        }
+        if (o[2].given && mo->rope >= 0) g.dit.rope = mo->rope != 0;
+        if (o[3].given && mo->lepe >= 0) g.dit.lepe = mo->lepe;
+        if (o[4].given && mo->gate >= 0) g.dit.gate = mo->gate != 0;
+    } else if (o[1].given || o[2].given || o[3].given || o[4].given) {
+        FATAL("--resume: --attn, --rope, --lepe and --gate set DiT's attention; the checkpoint's model is %s", desc);
+    }
+    if (o[5].given) g.image_size = mo->image_size;
+    if (o[6].given) g.in_channels = mo->channels;
+    if (o[7].given) g.num_classes = mo->classes;
+    if (o[8].given) g.learn_sigma = mo->learn_sigma;
+    if (memcmp(&g, c, sizeof g))
+        FATAL("--resume: the model flags given contradict the checkpoint's model (%s); a resumed run keeps its model: "
+              "drop them, or train into a fresh --out", desc);
+}
+
+void model_check_learnable(const NetConfig *c, const char *preset) {
+    MalaErr err;
+    if (net_check_learnable(c, &err)) FATAL("%s: %s", preset, err.msg);
+}
+
+// Exact for this program's networks: the arena grows linearly with the batch, so two small sizes
+// give the slope without allocating.
+double model_batch_bytes(const NetConfig *c, double images, int train) {
+    int mode = train ? NET_TRAIN : NET_INFER;
+    double one = (double)net_arena_bytes(c, backend_cpu(), 1, mode), two = (double)net_arena_bytes(c, backend_cpu(), 2, mode);
+    return one + (images - 1) * (two - one);
 }
 
 const char *default_model_path(void) {

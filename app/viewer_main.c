@@ -3,6 +3,7 @@
 // events, runs --script commands between frames and draws; generation happens on the worker
 // thread (viewer_worker.c), which wakes the event loop with a user event whenever it has news,
 // so the loop sleeps in SDL_WaitEventTimeout instead of polling and never waits for a step.
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -271,12 +272,12 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model)"},
         OPT_DEVICE(&a->device),
         OPT_PRECISION(&a->precision),
-        {"--threads", OPT_INT, &a->threads, "N", "CPU threads for generation (0 = all cores)"},
+        OPT_THREADS(&a->threads),
         {"--script", OPT_STR, &a->script, "CMDS", "run commands, e.g. \"class=Sneaker;generate;wait;save=a.png;quit\""},
         {"--screenshot", OPT_STR, &a->screenshot, "FILE", "save the window as PNG when the script ends"},
         {"--save-dir", OPT_STR, &a->save_dir, "DIR", "where S / the Save button writes PNGs"},
-        {"--width", OPT_INT, &a->width, "W", "window width"},
-        {"--height", OPT_INT, &a->height, "H", "window height"},
+        {"--width", OPT_INT, &a->width, "W", "window width", ARG_MIN(MIN_W), ARG_MAX(16384)},
+        {"--height", OPT_INT, &a->height, "H", "window height", ARG_MIN(MIN_H), ARG_MAX(16384)},
     };
     char usage[3072];
     snprintf(usage, sizeof usage, "usage: mala view [flags]\n\nOpens a window to generate images with the model: pick a class, "
@@ -284,9 +285,6 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
              "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "
              "--script: once the model is loaded).", script_usage());
     args_parse(usage, opts, sizeof opts / sizeof opts[0], argc, argv, 1);
-    if (a->width < MIN_W || a->height < MIN_H) FATAL("--width/--height %dx%d: the window needs at least %dx%d", a->width,
-                                                     a->height, MIN_W, MIN_H);
-    if (a->threads < 0) FATAL("--threads %d: must be 0 (all cores) or more", a->threads);
 }
 
 int cmd_view(int argc, char **argv) {
@@ -301,7 +299,7 @@ int cmd_view(int argc, char **argv) {
     const Backend *be = backend_select(a.device, a.precision);
     const char *path = a.ckpt ? a.ckpt : default_model_path();
     if (access(path, R_OK)) {
-        fprintf(stderr, "error: %s: cannot read the model file%s\n", path,
+        fprintf(stderr, "error: %s: cannot read the model file: %s%s\n", path, strerror(errno),
                 a.ckpt ? "" : " (the bundled model is missing: train one with `mala train` and pass --ckpt)");
         script_free(&script);
         return 1;

@@ -201,8 +201,11 @@ static uint64_t load_le64(const uint8_t *p) {
 static int parse_header(StFile *f, JsonValue **root, MalaErr *err) {
     const uint8_t *bytes = f->map;
     uint64_t n = load_le64(bytes);
+    if (!memcmp(bytes, "PK\x03\x04", 4) || !memcmp(bytes, "\x93NUMPY", 6))
+        return fail_at(err, f->path, "not a safetensors file (%s)",
+                       bytes[0] == 'P' ? "a zip archive: .npz, or a PyTorch .pt/.pth" : "a .npy array");
     if (n > f->map_len - 8)
-        return fail_at(err, f->path, "header length %llu runs past the end of the file (%zu bytes)",
+        return fail_at(err, f->path, "not a safetensors file: header length %llu runs past the end of the file (%zu bytes)",
                        (unsigned long long)n, f->map_len);
     if (n > ST_MAX_HEADER_LEN)
         return fail_at(err, f->path, "header length %llu exceeds the limit of %d bytes",

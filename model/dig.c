@@ -319,6 +319,10 @@ static void dig_backward(Net *n, float *G, const float *dout, int B) {
 
 static const char *dig_mixer(const NetConfig *c) { return "gla"; }
 
+static int dig_learnable(const NetConfig *c, MalaErr *err) {
+    return dit_family_learnable(c, c->dig.hidden, c->dig.patch, err);
+}
+
 const NetOps DIG_NET_OPS = {
     .name = "dig",
     .family = "DiG",
@@ -331,6 +335,7 @@ const NetOps DIG_NET_OPS = {
     .read_meta = dig_read_meta,
     .write_meta = dig_write_meta,
     .flops_per_image = dig_flops_per_image,
+    .learnable = dig_learnable,
     .build = dig_build,
     .layout = dig_layout,
     .destroy = dig_destroy,

@@ -283,6 +283,10 @@ static void dit_backward(Net *n, float *G, const float *dout, int B) {
     dit_embed_bwd(n, &m->e, G, m->acts.dx, B);
 }
 
+static int dit_learnable(const NetConfig *c, MalaErr *err) {
+    return dit_family_learnable(c, c->dit.hidden, c->dit.patch, err);
+}
+
 const NetOps DIT_NET_OPS = {
     .name = "dit",
     .family = "DiT",
@@ -295,6 +299,7 @@ const NetOps DIT_NET_OPS = {
     .read_meta = dit_read_meta,
     .write_meta = dit_write_meta,
     .flops_per_image = dit_flops_per_image,
+    .learnable = dit_learnable,
     .build = dit_build,
     .layout = dit_layout,
     .destroy = dit_destroy,

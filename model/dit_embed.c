@@ -1,5 +1,5 @@
 // defines: dit_embed_params_in, dit_embed_params_out, dit_embed_params_fixed, dit_embed_layout,
-//          dit_embed_init, dit_pos_embed, dit_embed_fwd, dit_final_fwd, dit_final_bwd, dit_embed_bwd
+//          dit_family_learnable, dit_embed_init, dit_pos_embed, dit_embed_fwd, dit_final_fwd, dit_final_bwd, dit_embed_bwd
 #include "dit_embed.h"
 
 #include <math.h>
@@ -65,6 +65,14 @@ void dit_pos_embed(float *pos, int H, int grid) {
                 v[3 * quarter + i] = (float)cos(r * w);
             }
         }
+}
+
+int dit_family_learnable(const NetConfig *c, int hidden, int patch, MalaErr *err) {
+    int values = patch * patch * c->in_channels;
+    if (hidden >= values) return 0;
+    return mala_errf(err, "on %dx%dx%d images hidden %d is smaller than a patch's %d values (%dx%dx%d), so the model "
+                     "cannot represent its output and will not learn; use a smaller patch or a wider model",
+                     c->image_size, c->image_size, c->in_channels, hidden, values, patch, patch, c->in_channels);
 }
 
 void dit_embed_init(const Net *n, const DitEmbed *e, float *w, Rng *r) {

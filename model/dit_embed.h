@@ -30,6 +30,9 @@ void dit_embed_layout(Net *n, DitEmbed *e, Arena *a);
 // t-MLP weights, zero adaLN and final Linear, the sin-cos pos_embed) into a host buffer.
 void dit_embed_init(const Net *n, const DitEmbed *e, float *w, Rng *r);
 void dit_pos_embed(float *pos, int H, int grid);  // MAE 2-D sin-cos [grid*grid, H]
+// A token of `hidden` channels must carry the patch's p*p*C input values and predict as many:
+// narrower, the final Linear cannot represent the output (DiT-T/8 on 32x32x3 stalls at noise).
+int dit_family_learnable(const NetConfig *c, int hidden, int patch, MalaErr *err);
 
 // x [BL, H] = x_embedder(img) + pos_embed; e->sc = SiLU(t_embedder(t) + y_embedder(y)).
 void dit_embed_fwd(Net *n, DitEmbed *e, float *x, const float *img, const float *t, const int32_t *y, int B);

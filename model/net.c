@@ -92,6 +92,11 @@ double net_flops_per_image(const NetConfig *c) { return net_backbone(c->backbone
 
 const char *net_mixer_name(const NetConfig *c) { return net_backbone(c->backbone)->mixer(c); }
 
+int net_check_learnable(const NetConfig *c, MalaErr *err) {
+    const NetOps *ops = net_backbone(c->backbone);
+    return ops->learnable ? ops->learnable(c, err) : 0;
+}
+
 int net_config_read(const StFile *f, NetConfig *c, MalaErr *err) {
     BackboneKind k = BACKBONE_DIT;
     const char *bb = st_meta(f, "backbone");

@@ -69,6 +69,8 @@ typedef struct {
     int (*read_meta)(const StFile *f, NetConfig *c, MalaErr *err);
     void (*write_meta)(StWriter *w, const NetConfig *c);
     double (*flops_per_image)(const NetConfig *c);  // forward, multiply-add = 2
+    // A shape that cannot represent its output (optional, NULL = none): an error with the reason.
+    int (*learnable)(const NetConfig *c, MalaErr *err);
     void (*build)(Net *n);              // the parameter table (net_add_param) and n->impl
     void (*layout)(Net *n, Arena *a);   // activations and scratch for n->max_batch images
     void (*destroy)(Net *n);            // frees n->impl
@@ -109,6 +111,9 @@ int net_config_validate(const NetConfig *c, MalaErr *err);
 void net_config_describe(const NetConfig *c, char *buf, size_t n);
 double net_flops_per_image(const NetConfig *c);
 const char *net_mixer_name(const NetConfig *c);
+// 0, or an error saying why a network of this shape cannot learn (a token narrower than the values
+// it must predict). Loading files does not check this; starting to train does.
+int net_check_learnable(const NetConfig *c, MalaErr *err);
 // Model-file metadata: `backbone` (absent = dit), image_size in_channels num_classes learn_sigma,
 // then the backbone's keys. Keys nobody uses are ignored.
 int net_config_read(const StFile *f, NetConfig *c, MalaErr *err);

@@ -1,9 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mala-dit needs to build, test and run (as root or via sudo).
+# Installs the Debian packages mala-dit needs to build, test and run. Works as root (no sudo
+# needed: a fresh Debian often has none) and as a user with sudo (it elevates itself).
+#
+#   tools/install_deps.sh [--dry-run]    (--dry-run: print the commands instead of running them)
 set -euo pipefail
-SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+dry=0
+case "${1:-}" in
+    --dry-run) dry=1 ;;
+    "") ;;
+    *) echo "usage: tools/install_deps.sh [--dry-run]" >&2; exit 2 ;;
+esac
+if [ "$(id -u)" = 0 ]; then
+    elevate=()
+elif command -v sudo >/dev/null 2>&1; then
+    elevate=(sudo)
+else
+    echo "error: installing packages needs root: run this as root, or install sudo (you are $(id -un), and sudo is not on PATH)" >&2
+    exit 1
+fi
+packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
+          libstb-dev libsdl2-dev dataset-fashion-mnist xvfb xauth)
+run() {
+    if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi
+}
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update
-$SUDO apt-get install -y --no-install-recommends \
-    build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev \
-    libstb-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
+run "${elevate[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+run "${elevate[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}"

@@ -18,6 +18,7 @@
 #endif
 
 #include "image_io.h"   // defines: image_load, image_check, image_center_crop_arr, image_u8_to_float
+#include <stb_image.h>  // defines: stbi_info_from_file (declarations only; image_io.c holds the code)
 
 #define FMNIST_DIR      "/usr/share/datasets/fashion-mnist"
 #define FMNIST_SIDE     28
@@ -251,11 +252,24 @@ static int cmp_walk(const void *a, const void *b) {
     return strcmp(sx + 1, sy + 1);
 }
 
+// The folder's channel count from the files' headers: 3 when any image has colour, 1 when every
+// one is gray (with or without alpha). Stops at the first colour image.
+static int folder_channels(char *const *files, const unsigned char *ok, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!ok[i]) continue;
+        int w, h, comp = 0;
+        FILE *f = fopen(files[i], "rb");
+        int known = f && stbi_info_from_file(f, &w, &h, &comp);
+        if (f) fclose(f);
+        if (!known || comp >= 3) return 3;
+    }
+    return 1;
+}
+
 static Dataset *open_folder(const char *root, int image_size, int channels, MalaErr *err) {
     if (image_size == 0) image_size = FOLDER_SIZE;
-    if (channels == 0) channels = 3;
     if (image_size < 1 || image_size > 8192) { mala_errf(err, "%s: bad image size %d", root, image_size); return NULL; }
-    if (channels != 1 && channels != 3) { mala_errf(err, "%s: image folders give 1 or 3 channels, not %d", root, channels); return NULL; }
+    if (channels != 0 && channels != 1 && channels != 3) { mala_errf(err, "%s: image folders give 1 or 3 channels, not %d", root, channels); return NULL; }
     struct stat st;
     if (stat(root, &st) != 0) {
         mala_errf(err, "%s: no such dataset directory (%s); use 'fashion-mnist' or a folder root/<class>/<image>",
@@ -295,6 +309,7 @@ static Dataset *open_folder(const char *root, int image_size, int channels, Mala
         count[cls_of[i]]++; kept++; bytes += strlen(files.v[i]) + 1;
     }
     free(why);
+    if (channels == 0) channels = folder_channels(files.v, ok, files.n);
     for (size_t c = 0; c < classes.n; c++) {
         if (count[c] == 0) {
             mala_errf(err, "%s: class '%s' has no readable images", classes.v[c], classes.v[c] + strlen(root) + 1);

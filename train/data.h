@@ -11,8 +11,9 @@
 //                              each class folder is walked recursively, files sorted by path;
 //                              images decoded with stb_image on demand and cropped like ADM's
 //                              center_crop_arr (PIL BOX halving, PIL BICUBIC resize, centre crop)
-// image_size 0 picks the default (32 for Fashion-MNIST, 256 for folders); channels 0 likewise
-// (1 and 3). Folder images become RGB (channels 3) or gray with PIL's "L" weights (channels 1).
+// image_size 0 picks the default (32 for Fashion-MNIST, 256 for folders); channels 0 takes the
+// data's (Fashion-MNIST 1; a folder 3 when any image header has colour, 1 when all are gray).
+// Folder images become RGB (channels 3) or gray with PIL's "L" weights (channels 1).
 // Files that are not readable images (header or end marker missing) are reported once on
 // stderr by path and skipped; a missing directory, an empty class or no images at all is an
 // error. Pixels map to [-1, 1] as x / 127.5 - 1.

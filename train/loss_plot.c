@@ -61,22 +61,34 @@ int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, i
     line(img, ML, MT, ML, H - MB, axis);
     line(img, ML, H - MB, W - MR, H - MB, axis);
     double s0 = n ? (double)steps[0] : 0, s1 = n ? (double)steps[n - 1] : 1;
-    if (s1 <= s0) s1 = s0 + 1;
-    int px = -1, py = -1;
+    int single = s1 <= s0;  // one logged point (or all at one step): put it in the middle
+    if (single) { s0 -= 1; s1 += 1; }
+    int px = -1, py = -1, shown = 0;
+    double last = NAN;
     for (int i = 0; i < n; i++) {
         if (!(loss[i] > 0 && isfinite(loss[i]))) continue;
         int x = ML + (int)((steps[i] - s0) / (s1 - s0) * (W - ML - MR));
         int y = MT + (int)((hi - log10(loss[i])) / (hi - lo) * (H - MT - MB));
         if (px >= 0) line(img, px, py, x, y, curve);
-        else put(img, x, y, curve);
+        if (n <= 60)  // few points: a dot on each, so a short run shows something
+            for (int dy = -2; dy <= 2; dy++)
+                for (int dx = -2; dx <= 2; dx++) put(img, x + dx, y + dy, curve);
         px = x; py = y;
+        last = loss[i];
+        shown++;
+    }
+    if (single) { s0 += 1; s1 -= 1; }
+    if (shown) {
+        char now[64];
+        snprintf(now, sizeof now, "loss %.4g at step %llu", last, (unsigned long long)steps[n - 1]);
+        text(img, W - MR - 6 * (int)strlen(now), 2, now, curve);
     }
     char lab[64];
     snprintf(lab, sizeof lab, "step %llu", (unsigned long long)s0);
     text(img, ML, H - MB + 8, lab, axis);
     snprintf(lab, sizeof lab, "step %llu", (unsigned long long)s1);
     text(img, W - MR - 6 * (int)strlen(lab), H - MB + 8, lab, axis);
-    text(img, W / 2 - 60, 2, "training loss (log scale)", axis);
+    text(img, ML + 4, 2, "training loss (log scale)", axis);
     int rc = image_write_png(path, img, W, H, 3, err);
     free(img);
     return rc;

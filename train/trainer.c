@@ -172,6 +172,7 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     st_writer_meta_float(wr, "grad_clip", tr->opt.grad_clip);
     st_writer_meta_float(wr, "ema_decay", tr->opt.ema_decay);
     st_writer_meta_float(wr, "label_drop", tr->opt.label_drop);
+    for (int i = 0; i < tr->n_meta; i++) st_writer_meta(wr, tr->meta[2 * i], tr->meta[2 * i + 1]);
     ckpt_add_tensors(wr, m, "", w, ST_F32);
     ckpt_add_tensors(wr, m, "ema.", ema, ST_F32);
     ckpt_add_tensors(wr, m, "opt.m.", mo, ST_F32);

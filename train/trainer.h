@@ -50,6 +50,10 @@ typedef struct {
     uint64_t batches;      // batches consumed (the data loader's position)
     uint64_t skipped_total;
     int bad_in_a_row;
+    // Extra metadata entries trainer_save writes as they are (the command's run settings,
+    // "run.data", ...): n_meta key/value pairs, meta[2i] the key and meta[2i+1] the value.
+    int n_meta;
+    const char *const *meta;
     double *loss_host;     // [2B] per-sample mse then vb of the last step
     // backend memory (one block, d_mem): coefficient rows, loss terms, batch, draws, model io
     void *d_mem;

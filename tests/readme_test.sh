@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The README's commands, run as documented from a fresh clone's view of the filesystem, so the
+# README cannot drift from the program (`make test` runs this).
+#
+#   tests/readme_test.sh [MALA_BIN]      (default ./mala, built from this tree)
+#
+# The working tree's files (what a `git clone` holds, plus uncommitted and untracked files git
+# does not ignore: no runs/, no build/) are copied to a temporary directory with the built binary
+# as ./mala. Then, in README order:
+#   - `tools/install_deps.sh && make demo`: the installer with --dry-run as this user (and, when
+#     root, as an unprivileged user with and without sudo on PATH), and the demo target without
+#     a display, shortened through DEMO_FLAGS;
+#   - every `./mala ...` line of the README's sh blocks (continuation lines joined, comments
+#     dropped), with flags appended that shorten it (the last value of a flag wins: fewer steps,
+#     images and iterations) and these substitutions for what this machine lacks:
+#       /data/imagenet/train              a small RGB image folder sampled from the bundled model
+#       RUN/checkpoints/NNNNNNN.safetensors  the newest checkpoint of RUN
+#       the FID Inception weights           --inception random
+#     `mala view` lines run under xvfb-run when it is installed (else they are reported skipped).
+# Any command that fails fails the test, and so does a README without train, resume, sample,
+# eval, export, info and view commands.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=$(realpath "${1:-$repo/mala}")
+[ -x "$bin" ] || { echo "FAIL: $bin: no such program (build it with make)" >&2; exit 1; }
+tmp=$(mktemp -d /tmp/mala_readme_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+clone=$tmp/clone
+mkdir -p "$clone"
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
+    [ -e "$f" ] && printf '%s\0' "$f"; done | tar --null -T - -cf -) | tar -xf - -C "$clone"
+cp "$bin" "$clone/mala"
+cd "$clone"
+[ ! -e runs ] || { echo "FAIL: the copy holds runs/" >&2; exit 1; }
+export OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive
+unset DISPLAY WAYLAND_DISPLAY
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ran=0
+declare -A kinds=()
+
+# ---- the first command: tools/install_deps.sh && make demo ----
+grep -q '^tools/install_deps.sh && make demo' README.md || fail "the README's first command is no longer 'tools/install_deps.sh && make demo'"
+out=$(tools/install_deps.sh --dry-run) || fail "tools/install_deps.sh --dry-run failed"
+if [ "$(id -u)" = 0 ]; then
+    grep -q '^env DEBIAN_FRONTEND=noninteractive apt-get install' <<<"$out" || fail "as root the installer should run apt-get without sudo: $out"
+    if command -v setpriv >/dev/null; then
+        nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        mkdir -p "$tmp/fakebin" && printf '#!/bin/sh\nexec "$@"\n' >"$tmp/fakebin/sudo" && chmod 755 "$tmp/fakebin" "$tmp/fakebin/sudo"
+        chmod 755 "$tmp" "$clone" "$clone/tools"
+        out=$("${nobody[@]}" env PATH="$tmp/fakebin:$PATH" tools/install_deps.sh --dry-run) || fail "the installer as a user with sudo failed"
+        grep -q '^sudo env DEBIAN_FRONTEND=noninteractive apt-get install' <<<"$out" || fail "a user with sudo should go through sudo: $out"
+        nosudo=/usr/bin:/bin
+        if PATH=$nosudo command -v sudo >/dev/null; then nosudo=$tmp/nosudo; mkdir -p "$nosudo"; ln -sf /usr/bin/env /usr/bin/id /usr/bin/bash "$nosudo/"; fi
+        if err=$("${nobody[@]}" env PATH="$nosudo" tools/install_deps.sh --dry-run 2>&1); then fail "a user without sudo should get an error"; fi
+        grep -q 'needs root' <<<"$err" || fail "a user without sudo got: $err"
+    fi
+else
+    grep -q '^sudo env DEBIAN_FRONTEND' <<<"$out" || fail "as a user the installer should use sudo: $out"
+fi
+make -s -o mala demo DEMO_FLAGS="--n 2 --steps 2 --threads 2" >"$tmp/demo.log" 2>&1 || { cat "$tmp/demo.log"; fail "make demo"; }
+[ -s samples.png ] || fail "make demo without a display wrote no samples.png"
+echo "ok: tools/install_deps.sh (dry run) && make demo (no display: samples.png)"
+
+# ---- the ./mala lines ----
+# A small RGB image folder for /data/imagenet/train: 3 classes of 6 images from the bundled model.
+for k in 0 1 2; do
+    ./mala sample --class "$k" --n 6 --sampler ddim --steps 2 --threads 2 --out-dir "$tmp/imagenet-train/class$k" >/dev/null 2>&1 \
+        || fail "making the stand-in image folder"
+done
+
+newest_step() {  # the newest checkpoint step of a run directory (0 when none)
+    local s=0 f
+    for f in "$1"/checkpoints/*.safetensors; do [ -e "$f" ] && s=$((10#$(basename "$f" .safetensors))); done
+    echo "$s"
+}
+
+commands=$(awk '
+    /^```sh/ { insh = 1; next }
+    /^```/   { insh = 0; next }
+    insh {
+        line = $0
+        sub(/[ \t]+#.*$/, "", line); if (line ~ /^[ \t]*#/) next
+        if (cont != "") { sub(/^[ \t]+/, "", line); line = cont " " line }
+        if (line ~ /\\$/) { sub(/[ \t]*\\$/, "", line); cont = line; next }
+        cont = ""
+        if (line ~ /^\.\/mala /) print line
+    }' README.md)
+[ -n "$commands" ] || fail "no ./mala commands found in README.md"
+
+while IFS= read -r cmd; do
+    read -r -a w <<<"$cmd"
+    sub=${w[1]}
+    line=$cmd
+    line=${line//\/data\/imagenet\/train/$tmp/imagenet-train}
+    rest=$line line=""
+    while [[ $rest =~ ([^ ]+)/checkpoints/[0-9]{7}\.safetensors ]]; do  # left to right, each once
+        r=${BASH_REMATCH[1]} s=$(newest_step "${BASH_REMATCH[1]}")
+        [ "$s" != 0 ] || fail "$cmd: $r has no checkpoint yet"
+        line+=${rest%%"${BASH_REMATCH[0]}"*}$(printf '%s/checkpoints/%07d.safetensors' "$r" "$s")
+        rest=${rest#*"${BASH_REMATCH[0]}"}
+    done
+    line+=$rest
+    extra=""
+    case "$sub" in
+    train)
+        out=$(sed -n 's/.*--out \([^ ]*\).*/\1/p' <<<"$line")
+        it=$(( $(newest_step "${out:-runs/mala}") + 1 ))
+        if [[ $line == *--resume* ]]; then extra="--iters $it --threads 2"; kinds[resume]=1
+        else extra="--iters $it --batch 2 --limit 64 --sample-every 0 --log-every 1 --threads 2"; kinds[train]=1; fi
+        [[ $line != *--epochs* ]] || extra=${extra/--iters $it/--epochs 1}
+        ;;
+    sample)
+        extra="--steps 2 --batch 2 --threads 2"
+        [[ $line == *--labels* ]] || extra="$extra --n 2"
+        kinds[sample]=1 ;;
+    eval)
+        extra="--inception random --batch 2 --splits 1 --threads 2"
+        [[ ${w[2]} != stats ]] || extra="$extra --limit 8"
+        [[ $line != *--ckpt* ]] || extra="$extra --num 2 --sample-batch 2 --steps 2"
+        kinds[eval]=1 ;;
+    bench)
+        case "${w[2]}" in
+        train) extra="--batch 2 --steps 1 --threads 2" ;;
+        sample) extra="--n 1 --steps 1 --threads 2" ;;
+        inception) extra="--batch 1 --iters 1 --warmup 0 --threads 2" ;;
+        esac ;;
+    export) kinds[export]=1 ;;
+    info) kinds[info]=1 ;;
+    view) extra="--threads 2"; kinds[view]=1 ;;
+    esac
+    full="$line $extra"
+    if [ "$sub" = view ]; then
+        if ! command -v xvfb-run >/dev/null; then echo "skip (no xvfb-run): $full"; continue; fi
+        # LeakSanitizer (make sanitize) reports SDL's own allocations; ASan and UBSan stay on
+        full="env ASAN_OPTIONS=\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0 xvfb-run -a -n $((100 + $$ % 800)) -s '-screen 0 1280x1024x24' $full"
+    fi
+    t0=$(date +%s)
+    if ! eval "timeout 300 $full" >"$tmp/out.log" 2>&1; then
+        tail -n 20 "$tmp/out.log" >&2
+        fail "README command failed: $cmd  (ran: $full)"
+    fi
+    grep -q $'\r' "$tmp/out.log" && fail "$cmd wrote \\r to a log file"
+    echo "ok ($(( $(date +%s) - t0 )) s): $full"
+    ran=$((ran + 1))
+done <<<"$commands"
+
+for k in train resume sample eval export info view; do
+    [ -n "${kinds[$k]:-}" ] || fail "the README has no '$k' command any more (this test runs them all)"
+done
+echo "readme_test: PASS ($ran README commands)"

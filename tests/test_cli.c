@@ -1,0 +1,519 @@
+// The mala commands as a new user (coming from facebookresearch/DiT) runs them: run directories
+// that never lose history, --resume that remembers the run's settings, shapes from the data,
+// DiT's flag names, range checks that name the flag, "did you mean", progress lines fit for a
+// log file, eval's FID presets, and the details of info / view / sample. Each test runs the built
+// program ($MALA_BIN, default ./mala) through the shell with stdout and stderr captured, on tiny
+// configurations (DiT-T/4, a few steps, a few images).
+#include <dirent.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "image_io.h"
+#include "loss_plot.h"
+#include "npy.h"
+#include "progress.h"
+#include "testutil.h"
+
+#define MODEL "tests/fixtures/sample_model.safetensors"  // 8x8x1, 3 classes: fast to sample
+#define BUNDLED "assets/mala-dit-fmnist.safetensors"
+// A tiny run: DiT-T/4 on 32x32 images, batch 4, no periodic grids.
+#define TINY "--model DiT-T/4 --batch 4 --log-every 1 --sample-every 0 --threads 2"
+
+static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
+
+static char g_out[1 << 16], g_err[1 << 16];  // stdout and stderr of the last run()
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+}
+
+// Runs `mala ARGS` (a printf format); returns the exit status, or 128 + the signal.
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char args[4096], cmd[5000], op[300], ep[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(op, sizeof op, "%s/.stdout", tu_tmp);
+    snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", mala_bin(), args, op, ep);
+    int st = system(cmd);
+    slurp(op, g_out, sizeof g_out);
+    slurp(ep, g_err, sizeof g_err);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
+    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
+
+// The command fails (exit 1 or 2, no signal) with one line on stderr holding every phrase given.
+static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
+    ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
+    const char *nl = strchr(g_err, '\n');
+    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what, g_err);
+    ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
+    ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
+}
+
+static const char *tp(const char *name) {
+    static char buf[8][512];
+    static int i;
+    i = (i + 1) % 8;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
+    return buf[i];
+}
+
+static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
+
+// An image folder root/<class k>/<i>.png of random pixels, `channels` 1 (gray PNGs) or 3.
+static void make_folder(const char *root, int classes, int per_class, int channels, int side) {
+    mkdir(root, 0755);
+    uint64_t s = 7;
+    uint8_t *px = malloc((size_t)side * side * channels);
+    for (int k = 0; k < classes; k++) {
+        char dir[600], path[700];
+        snprintf(dir, sizeof dir, "%s/class%c", root, 'a' + k);
+        mkdir(dir, 0755);
+        for (int i = 0; i < per_class; i++) {
+            for (int j = 0; j < side * side * channels; j++) px[j] = (uint8_t)(tu_next(&s) >> 56);
+            snprintf(path, sizeof path, "%s/%03d.png", dir, i);
+            MalaErr err;
+            ck_assert_msg(image_write_png(path, px, side, side, channels, &err) == 0, "%s", err.msg);
+        }
+    }
+    free(px);
+}
+
+// Every file under dir (recursively) with its bytes, as one string, to compare a tree before and after.
+static void tree_snapshot(const char *dir, char **acc, size_t *len) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char *names[256];
+    int n = 0;
+    while ((e = readdir(d)) && n < 256)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names[n++] = strdup(e->d_name);
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) { char *t = names[j]; names[j] = names[j - 1]; names[j - 1] = t; }
+    for (int i = 0; i < n; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        struct stat st;
+        ck_assert(stat(p, &st) == 0);
+        size_t add = strlen(p) + 2 + (S_ISREG(st.st_mode) ? (size_t)st.st_size : 0);
+        *acc = realloc(*acc, *len + add + 1);
+        memcpy(*acc + *len, p, strlen(p) + 1);
+        *len += strlen(p) + 1;
+        if (S_ISDIR(st.st_mode)) {
+            tree_snapshot(p, acc, len);
+        } else {
+            size_t got;
+            char *bytes = tu_read_file(p, &got);
+            memcpy(*acc + *len, bytes, got);
+            *len += got;
+            free(bytes);
+        }
+        free(names[i]);
+    }
+}
+
+// A whole text file, NUL-terminated.
+static char *read_text(const char *path) {
+    size_t n;
+    char *raw = tu_read_file(path, &n), *s = malloc(n + 1);
+    memcpy(s, raw, n);
+    s[n] = 0;
+    free(raw);
+    return s;
+}
+
+static int count_lines(const char *path) {
+    size_t n;
+    char *s = tu_read_file(path, &n);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += s[i] == '\n';
+    free(s);
+    return lines;
+}
+
+// The first column of every data row of a log.csv, as "1,2,3".
+static void csv_steps(const char *path, char *out, size_t cap) {
+    char *s = read_text(path);
+    out[0] = 0;
+    for (char *line = strchr(s, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        long step = strtol(line + 1, NULL, 10);
+        snprintf(out + strlen(out), cap - strlen(out), "%s%ld", out[0] ? "," : "", step);
+    }
+    free(s);
+}
+
+// Column col (0 = step) of the log.csv row of a step, as a number; -1 when there is no such row.
+static double csv_value(const char *path, long step, int col) {
+    char *s = read_text(path);
+    double v = -1;
+    for (char *line = strchr(s, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        if (strtol(line + 1, NULL, 10) != step) continue;
+        char *p = line + 1;
+        for (int c = 0; c < col && p; c++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+        if (p) v = strtod(p, NULL);
+    }
+    free(s);
+    return v;
+}
+
+static int stderr_has_cr(void) { return strchr(g_err, '\r') != NULL; }
+
+// ---------------------------------------------------------------------------------------------
+
+// Issue 18 item 5 and issue 11 point 7: values that make no sense are refused naming the flag,
+// unknown flags and commands get a suggestion, --help prints one default per row, DiT's names work.
+START_TEST(test_flags) {
+    tu_make_tmpdir("cli");
+    struct { const char *args, *flag; } bad[] = {
+        {"train --threads -1", "--threads -1"},     {"train --threads 100000", "--threads 100000"},
+        {"train --lr nan", "--lr nan"},             {"train --label-drop 2", "--label-drop 2"},
+        {"train --limit -5", "--limit -5"},         {"sample --cfg-scale nan", "--cfg-scale nan"},
+        {"sample --eta -5", "--eta -5"},            {"eval fid --cfg-scale inf", "--cfg-scale inf"},
+        {"sample --threads -1", "--threads -1"},    {"bench train --batch 0", "--batch 0"},
+        {"train --batch abc", "--batch abc"},       {"eval is --splits 0", "--splits 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_error(run("%s", bad[i].args), bad[i].args, bad[i].flag, NULL);
+    expect_error(run("bench train --batch 100000000 --model DiT-S/2"), "bench --batch 1e8", "--batch 100000000",
+                 "of memory");
+    expect_error(run("sample --n 1000000000"), "sample --n 1e9", "--n 1000000000", "of memory");
+    expect_error(run("bench foo"), "bench foo", "'foo'", "unknown");
+    expect_error(run("bench trian"), "bench trian", "did you mean train?", NULL);
+    expect_error(run("trian"), "mala trian", "did you mean train?", NULL);
+    expect_error(run("train --global-bach-size 4"), "typo", "did you mean --global-batch-size?", NULL);
+    expect_error(run("sample --stpes 3"), "typo", "did you mean --steps?", NULL);
+    expect_error(run("eval fid --num-fid-sample 3"), "typo", "did you mean --num-fid-samples?", NULL);
+    expect_error(run("train --frobnicate 1"), "far from every flag", "unknown flag '--frobnicate'", NULL);
+    ck_assert_msg(!strstr(g_err, "did you mean"), "no flag is close to --frobnicate: %s", g_err);
+
+    // --help: at most one default on every row
+    const char *helps[] = {"train", "sample", "eval", "bench train", "bench sample", "bench inception", "export", "info",
+                           "view"};
+    for (size_t i = 0; i < sizeof helps / sizeof *helps; i++) {
+        ck_assert_msg(run("%s --help", helps[i]) == 0, "%s --help: %s", helps[i], g_err);
+        for (char *line = g_out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            char *end = strchr(line, '\n'), *first = strstr(line, "default");
+            ck_assert_msg(!first || !strstr(first + 1, "default") || (end && strstr(first + 1, "default") > end),
+                          "%s --help: two defaults on one row: %.*s", helps[i], end ? (int)(end - line) : 200, line);
+        }
+    }
+
+    // DiT's names mean the same as ours: identical samples
+    RUN_OK("sample --ckpt " MODEL " --num-sampling-steps 3 --per-proc-batch-size 2 --global-seed 5 --n 3 "
+           "--save-npy %s --threads 1", tp("dit.npy"));
+    RUN_OK("sample --ckpt " MODEL " --steps 3 --batch 2 --seed 5 --n 3 --save-npy %s --threads 1", tp("ours.npy"));
+    size_t na, nb;
+    char *a = tu_read_file(tp("dit.npy"), &na), *b = tu_read_file(tp("ours.npy"), &nb);
+    ck_assert_msg(na == nb && !memcmp(a, b, na), "DiT's flag names gave other samples");
+    free(a); free(b);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Points 1 and 2: --out is created with its parents, a bad --data creates nothing, a second
+// fresh train into a run directory is refused and changes no byte, --keep spares the checkpoint
+// just written and files of later steps.
+START_TEST(test_run_directory) {
+    tu_make_tmpdir("cli");
+    RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("a/b/c/run"));
+    ck_assert(exists(tp("a/b/c/run/checkpoints/0000002.safetensors")) && exists(tp("a/b/c/run/log.csv")));
+    ck_assert_msg(!stderr_has_cr(), "train wrote \\r to a file:\n%s", g_err);
+
+    expect_error(run("train " TINY " --data %s --out %s", tp("no/such/data"), tp("fresh/run")), "bad --data",
+                 "no/such/data", NULL);
+    ck_assert_msg(!exists(tp("fresh")), "a bad --data still created the run directory");
+
+    const char *run_dir = tp("a/b/c/run");
+    char *before = NULL, *after = NULL;
+    size_t lb = 0, la = 0;
+    tree_snapshot(run_dir, &before, &lb);
+    expect_error(run("train " TINY " --limit 16 --iters 5 --out %s", run_dir), "train into a run", "--resume", "fresh");
+    tree_snapshot(run_dir, &after, &la);
+    ck_assert_msg(la == lb && !memcmp(before, after, lb), "the refused train changed %s", run_dir);
+    free(before); free(after);
+    // log.csv alone is a run too
+    mkdir(tp("logonly"), 0755);
+    FILE *f = fopen(tp("logonly/log.csv"), "w");
+    fputs("step,loss\n1500,0.03\n", f);
+    fclose(f);
+    expect_error(run("train " TINY " --limit 16 --iters 2 --out %s", tp("logonly")), "log.csv only", "--resume", NULL);
+    ck_assert_int_eq(count_lines(tp("logonly/log.csv")), 2);
+
+    // --keep 1: a checkpoint cut short at a later step is passed over by --resume and kept; the one
+    // just written survives, the older one goes
+    char later[600];
+    snprintf(later, sizeof later, "%s/checkpoints/0000099.safetensors", run_dir);
+    f = fopen(later, "w");
+    fputs("cut short", f);
+    fclose(f);
+    RUN_OK("train --resume --out %s --iters 4 --keep 1", run_dir);
+    ck_assert_msg(strstr(g_err, "at step 2"), "%s", g_err);
+    char p2[600], p4[600];
+    snprintf(p2, sizeof p2, "%s/checkpoints/0000002.safetensors", run_dir);
+    snprintf(p4, sizeof p4, "%s/checkpoints/0000004.safetensors", run_dir);
+    ck_assert_msg(exists(p4), "--keep 1 pruned the checkpoint just written");
+    ck_assert_msg(!exists(p2), "--keep 1 kept an older checkpoint");
+    ck_assert_msg(exists(later), "--keep pruned a file of a later step it did not write");
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Points 3, 4 and 6: a folder run takes its channels and classes from the data, logs a wall
+// clock, ends with a sample grid; --resume continues with its data, limit, flips, logging and
+// checkpoint settings, and a flag given again wins.
+START_TEST(test_resume_remembers) {
+    tu_make_tmpdir("cli");
+    make_folder(tp("rgb"), 2, 8, 3, 32);
+    RUN_OK("train --model DiT-T/4 --batch 4 --data %s --limit 12 --hflip 0 --log-every 1 --ckpt-every 2 --keep 2 "
+           "--sample-every 1000 --iters 2 --threads 2 --out %s", tp("rgb"), tp("run"));
+    ck_assert_msg(strstr(g_err, "12 images, 3 channels, 2 classes"), "%s", g_err);
+    ck_assert_msg(exists(tp("run/samples/0000002.png")), "no final sample grid");
+    RUN_OK("info %s", tp("run/checkpoints/0000002.safetensors"));
+    ck_assert_msg(strstr(g_out, "32x32x3, 2 classes") && strstr(g_out, "classa, classb"), "%s", g_out);
+    // wall clock columns
+    char *csv = read_text(tp("run/log.csv"));
+    ck_assert_msg(!strncmp(csv, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n", 62), "%s", csv);
+    char *row = strchr(csv, '\n') + 1;
+    int commas = 0;
+    for (char *c = row; *c && *c != '\n'; c++) commas += *c == ',';
+    ck_assert_msg(commas == 9 && strstr(row, "T") && strstr(row, "Z\n"), "row: %s", row);
+    free(csv);
+
+    // the run's settings come back: 12 images of the folder, a log row per step, checkpoints every 2
+    RUN_OK("train --resume --out %s --iters 4", tp("run"));
+    ck_assert_msg(strstr(g_err, "12 images, 3 channels") && strstr(g_err, tp("rgb")), "%s", g_err);
+    char steps[256];
+    csv_steps(tp("run/log.csv"), steps, sizeof steps);
+    ck_assert_str_eq(steps, "1,2,3,4");
+    double e2 = csv_value(tp("run/log.csv"), 2, 8), e3 = csv_value(tp("run/log.csv"), 3, 8);
+    ck_assert_msg(e2 > 0 && e3 > e2, "elapsed_s does not carry on over --resume: %g then %g", e2, e3);
+    ck_assert(exists(tp("run/checkpoints/0000002.safetensors")) && exists(tp("run/checkpoints/0000004.safetensors")));
+    ck_assert(exists(tp("run/samples/0000004.png")));
+    RUN_OK("info %s", tp("run/checkpoints/0000004.safetensors"));
+    ck_assert_msg(strstr(g_out, "hflip 0") && strstr(g_out, "limit 12") && strstr(g_out, "keep 2") &&
+                  strstr(g_out, "ckpt_every 2") && strstr(g_out, "sample_every 1000"), "%s", g_out);
+    // given again, a flag wins; --keep 2 (restored) prunes step 2
+    RUN_OK("train --resume --out %s --iters 6 --log-every 2 --sample-every 0", tp("run"));
+    csv_steps(tp("run/log.csv"), steps, sizeof steps);
+    ck_assert_str_eq(steps, "1,2,3,4,6");
+    ck_assert(!exists(tp("run/checkpoints/0000002.safetensors")) && exists(tp("run/checkpoints/0000006.safetensors")));
+    RUN_OK("info %s", tp("run/checkpoints/0000006.safetensors"));
+    ck_assert_msg(strstr(g_out, "log_every 2") && strstr(g_out, "keep 2"), "%s", g_out);
+    // a contradicting model flag or batch is refused
+    expect_error(run("train --resume --out %s --iters 8 --model DiT-S/2", tp("run")), "resume --model", "--resume",
+                 "checkpoint");
+    expect_error(run("train --resume --out %s --iters 8 --batch 8", tp("run")), "resume --batch", "--batch 8", NULL);
+
+    // --online weights differ from the EMA ones; a model file has only one set
+    RUN_OK("sample --ckpt %s --n 2 --steps 2 --save-npy %s --threads 1", tp("run/checkpoints/0000006.safetensors"),
+           tp("ema.npy"));
+    RUN_OK("sample --ckpt %s --weights online --n 2 --steps 2 --save-npy %s --threads 1",
+           tp("run/checkpoints/0000006.safetensors"), tp("online.npy"));
+    size_t na, nb;
+    char *a = tu_read_file(tp("ema.npy"), &na), *b = tu_read_file(tp("online.npy"), &nb);
+    ck_assert_msg(na == nb && memcmp(a, b, na), "--weights online gave the EMA images");
+    free(a); free(b);
+    expect_error(run("sample --ckpt " MODEL " --weights online --n 1"), "online of a model file", "--weights online", NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Points 4, 5 and 7: gray folders train as 1 channel, contradicting flags are errors, shapes that
+// cannot learn and batches larger than the data are refused, DiT's names and --epochs work.
+START_TEST(test_shapes_from_data) {
+    tu_make_tmpdir("cli");
+    make_folder(tp("gray"), 3, 4, 1, 32);
+    make_folder(tp("rgb"), 2, 8, 3, 32);
+    RUN_OK("train " TINY " --data %s --iters 1 --out %s", tp("gray"), tp("g"));
+    ck_assert_msg(strstr(g_err, "12 images, 1 channel, 3 classes"), "%s", g_err);
+    expect_error(run("train " TINY " --data %s --classes 5 --out %s", tp("rgb"), tp("x")), "--classes 5", "--classes 5",
+                 "2 classes");
+    expect_error(run("train " TINY " --channels 3 --limit 16 --out %s", tp("x")), "fashion-mnist --channels 3",
+                 "1 channel", NULL);
+    expect_error(run("train --model DiT-T/8 --batch 4 --data %s --out %s", tp("rgb"), tp("x")), "DiT-T/8 on RGB",
+                 "hidden 128 is smaller than a patch's 192 values", NULL);
+    expect_error(run("train " TINY " --data %s --batch 64 --out %s", tp("rgb"), tp("x")), "batch > data", "--batch 64",
+                 "16 images");
+    ck_assert_msg(!exists(tp("x")), "a refused train created its run directory");
+    // an explicit --channels 1 on an RGB folder converts to gray (not a contradiction)
+    RUN_OK("train " TINY " --data %s --channels 1 --iters 1 --out %s", tp("rgb"), tp("c1"));
+    ck_assert_msg(strstr(g_err, "1 channel"), "%s", g_err);
+    // DiT's train.py names; --epochs 2 of 16 images at batch 4 = 8 steps
+    RUN_OK("train --model DiT-T/4 --data-path %s --global-batch-size 4 --num-classes 2 --epochs 2 --results-dir %s "
+           "--global-seed 3 --ckpt-every 100 --log-every 4 --sample-every 0 --threads 2",
+           tp("rgb"), tp("dit/000-DiT-T-4"));
+    ck_assert_msg(strstr(g_err, "done: step 8") && exists(tp("dit/000-DiT-T-4/checkpoints/0000008.safetensors")), "%s",
+                  g_err);
+    expect_error(run("train " TINY " --epochs 1 --iters 5 --out %s", tp("x")), "--epochs and --iters", "--epochs", NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+static double g_clock;
+static double fake_clock(void) { return g_clock; }
+
+// Point 6: status lines on a file are whole lines, one every few seconds; on a terminal they are
+// redrawn in place. The commands write no \r when stderr is a file.
+START_TEST(test_progress_lines) {
+    tu_make_tmpdir("cli");
+    FILE *f = tmpfile();
+    Progress p;
+    progress_init(&p, f);
+    ck_assert_int_eq(p.tty, 0);
+    p.clock = fake_clock;
+    for (int i = 0; i <= 24; i++) {  // an update every half second for 12 s, then the final one
+        g_clock = 0.5 * i;
+        progress_update(&p, 0, "step %d", i);
+    }
+    progress_update(&p, 1, "step done");
+    progress_break(&p);
+    rewind(f);
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    ck_assert_str_eq(buf, "step 0\nstep 10\nstep 20\nstep done\n");  // t = 0, 5, 10 s and the end
+
+    f = tmpfile();
+    progress_init(&p, f);
+    p.tty = 1;
+    p.clock = fake_clock;
+    g_clock = 0; progress_update(&p, 0, "step 10");
+    g_clock = 0.05; progress_update(&p, 0, "step 11");  // within 0.1 s: not drawn
+    g_clock = 0.2; progress_update(&p, 0, "step 9");
+    progress_break(&p);
+    rewind(f);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    ck_assert_str_eq(buf, "\rstep 10\rstep 9 \n");
+
+    RUN_OK("sample --ckpt " MODEL " --n 4 --batch 2 --steps 30 --out %s --threads 1", tp("g.png"));
+    ck_assert_msg(!stderr_has_cr() && strstr(g_err, "step 30/30"), "sample to a file:\n%s", g_err);
+    RUN_OK("eval stats --data fashion-mnist-test --limit 4 --batch 2 --out %s --inception random --threads 2",
+           tp("s.npz"));
+    ck_assert_msg(!stderr_has_cr() && strstr(g_err, "4/4 images"), "eval to a file:\n%s", g_err);
+
+    // loss.png of one logged point draws it (curve colour 31,119,180), not an empty frame
+    uint64_t step = 1;
+    double loss = 0.5;
+    MalaErr err;
+    ck_assert(loss_plot_png(tp("loss.png"), &step, &loss, 1, &err) == 0);
+    uint8_t *px;
+    int w, h, curve = 0;
+    ck_assert_msg(image_load(tp("loss.png"), 3, &px, &w, &h, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < w * h; i++) curve += px[3 * i] == 31 && px[3 * i + 1] == 119 && px[3 * i + 2] == 180;
+    free(px);
+    ck_assert_msg(curve >= 25, "one logged point drew %d pixels", curve);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Point 8: eval fid --ckpt samples with DiT's sample_ddp.py settings unless told otherwise; the
+// quick preset and custom settings are labelled in the JSON line and on stderr.
+START_TEST(test_eval_presets) {
+    tu_make_tmpdir("cli");
+    const char *common = "--inception random --limit 2 --batch 2 --splits 1 --device cpu --threads 2";
+    RUN_OK("eval is --ckpt %s %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"dit\",\"sampler\":\"ddpm\",\"steps\":250,\"cfg_scale\":1.5,\"eta\":0,"
+                                "\"clip\":false,\"num\":50000"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "DiT's FID-50K settings"), "%s", g_err);
+    RUN_OK("eval is --ckpt %s --quick %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"quick\",\"sampler\":\"ddim\",\"steps\":50,") &&
+                  strstr(g_out, "\"num\":10000"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "QUICK preset"), "%s", g_err);
+    RUN_OK("eval is --ckpt %s --quick --num-sampling-steps 5 %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"custom\",\"sampler\":\"ddim\",\"steps\":5,"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "custom settings"), "%s", g_err);
+    // eval fid names the same settings
+    RUN_OK("eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s --inception random --threads 2",
+           tp("ref.npz"));
+    RUN_OK("eval fid --ckpt %s --quick --ref %s %s", MODEL, tp("ref.npz"), common);
+    ck_assert_msg(strstr(g_out, "\"cmd\":\"eval fid\"") && strstr(g_out, "\"preset\":\"quick\""), "%s", g_out);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Point 9: info names a file that is not safetensors and shows parameters and the step; view says
+// why a model file cannot be read; a 1000-class model samples 64 images by default; --batch
+// changes the images by no more than the bound the README states.
+START_TEST(test_small_things) {
+    tu_make_tmpdir("cli");
+    expect_error(run("info tests/fixtures/npy_grid.npz"), "info npz", "not a safetensors file", NULL);
+    expect_error(run("info tests/fixtures/npy_f32.npy"), "info npy", "not a safetensors file", NULL);
+    RUN_OK("info " BUNDLED);
+    ck_assert_msg(strstr(g_out, "1,290,784 trainable parameters"), "%s", g_out);
+    RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("run"));
+    RUN_OK("info %s", tp("run/checkpoints/0000002.safetensors"));
+    ck_assert_msg(strstr(g_out, "training checkpoint at step 2") && strstr(g_out, "run: data fashion-mnist"), "%s", g_out);
+    expect_error(run("view --ckpt %s", tp("missing.safetensors")), "view missing", "No such file or directory", NULL);
+
+    // a 1000-class model: 64 images spread over the classes, not 8,000
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 1; c.dit.hidden = 32; c.dit.heads = 2; c.dit.patch = 4; c.image_size = 8; c.num_classes = 1000;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    net_init_weights(m, 1);
+    ClassNames cn;
+    class_names_default(&cn, 1000);
+    MalaErr err;
+    ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, tp("k1000.safetensors"), &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+    RUN_OK("sample --ckpt %s --steps 1 --save-npy %s --threads 1", tp("k1000.safetensors"), tp("k.npy"));
+    NpyArray a;
+    ck_assert_msg(npy_load(tp("k.npy"), &a, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(a.shape[0], 64);
+    npy_free(&a);
+
+    // --batch: the bundled model, DDPM 50 steps, 6 images in batches of 6, 4 and 1; with one
+    // thread the images are identical, with two they stay within the README's bound
+    const int bs[3] = {6, 4, 1};
+    for (int threads = 1; threads <= 2; threads++) {
+        float *x[3];
+        for (int i = 0; i < 3; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "b%d_t%d.npy", bs[i], threads);
+            RUN_OK("sample --n 6 --steps 50 --batch %d --seed 1 --save-npy %s --threads %d", bs[i], tp(name), threads);
+            ck_assert_msg(npy_load(tp(name), &a, &err) == 0, "%s", err.msg);
+            x[i] = malloc(a.nbytes);
+            memcpy(x[i], a.data, a.nbytes);
+            npy_free(&a);
+        }
+        size_t nf = 6 * 32 * 32;
+        double d1 = tu_max_abs_diff(x[0], x[1], nf), d2 = tu_max_abs_diff(x[0], x[2], nf);
+        printf("sample --threads %d: --batch 6 vs 4: max |diff| %.3g; vs 1: %.3g\n", threads, d1, d2);
+        if (threads == 1) ck_assert_msg(d1 == 0 && d2 == 0, "one thread: --batch changed the images by %.3g / %.3g", d1, d2);
+        else ck_assert_msg(d1 <= 1e-4 && d2 <= 1e-4, "--batch changed the images by %.3g / %.3g (bound 1e-4)", d1, d2);
+        for (int i = 0; i < 3; i++) free(x[i]);
+    }
+    tu_rm_tmpdir();
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_flags);
+    tcase_add_test(tc, test_run_directory);
+    tcase_add_test(tc, test_resume_remembers);
+    tcase_add_test(tc, test_shapes_from_data);
+    tcase_add_test(tc, test_progress_lines);
+    tcase_add_test(tc, test_eval_presets);
+    tcase_add_test(tc, test_small_things);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
