@@ -35,6 +35,18 @@ typedef struct {
     int ldq, ldk, ldv, ldg, ldo;  // row strides of q, k, v, g and o
 } GlaShape;
 
+// 2-D convolution geometry on NCHW maps: PyTorch's Conv2d(Cin, Cout, (kh, kw), stride) applied to
+// x [B, Cin, H, W] zero-padded by pt rows on top, pb below, pl columns on the left and pr on the
+// right (F.pad(x, (pl, pr, pt, pb)), then an unpadded conv; Conv2d(padding=p) is all four = p).
+// The output is [B, Cout, Ho, Wo], Ho = (H + pt + pb - kh) / stride + 1, Wo = (W + pl + pr - kw) /
+// stride + 1 (conv_plan.h computes them).
+typedef struct {
+    int B, Cin, H, W;    // input
+    int Cout, kh, kw;    // weight [Cout, Cin, kh, kw] (PyTorch's layout)
+    int stride;          // the same in both axes
+    int pt, pb, pl, pr;  // zero padding: top, bottom, left, right
+} ConvShape;
+
 struct Backend {
     const char *name;
 
@@ -79,6 +91,10 @@ struct Backend {
     // ---- elementwise ----
     void (*gelu_fwd)(float *out, const float *x, size_t n);          // tanh approximation
     void (*gelu_bwd)(float *dx, const float *dout, const float *x, size_t n);
+    // Exact GELU (nn.GELU(), approximate="none"): out = 0.5 x (1 + erf(x / sqrt 2));
+    // dx += dout (Phi(x) + x phi(x)), Phi and phi the standard normal cdf and density.
+    void (*gelu_erf_fwd)(float *out, const float *x, size_t n);
+    void (*gelu_erf_bwd)(float *dx, const float *dout, const float *x, size_t n);
     void (*silu_fwd)(float *out, const float *x, size_t n);
     void (*silu_bwd)(float *dx, const float *dout, const float *x, size_t n);
     void (*add)(float *out, const float *a, const float *b, size_t n);  // out = a + b
@@ -169,6 +185,84 @@ struct Backend {
     void (*permute_tokens_bwd)(float *dx, const float *dout, int B, int gh, int gw, int C, int flip,
                                int transpose);
 
+    // ---- NCHW maps (convolutional backbones, the VAE) ----
+    // Activations [B, C, H, W] row-major, HW = H * W; pixel p = y * W + x of channel c of image b
+    // is x[(b * C + c) * HW + p]. SiLU on a map is silu_fwd/bwd on its B*C*HW floats.
+    //
+    // Floats of conv2d's scratch that one conv2d_fwd or conv2d_bwd call on shape s uses when given
+    // that much: the im2col column matrix of one chunk (several whole images, or a block of one
+    // image's output rows), bounded whatever B, H and W are (about 2^20 floats, at least one
+    // output row: Cin*kh*kw*Wo); 0 for 1x1 stride-1 unpadded convs, which read x as it is.
+    size_t (*conv2d_workspace_floats)(ConvShape s);
+    // out[b,co,oy,ox] = bias[co] + sum_{ci,ky,kx} w[co,ci,ky,kx] x[b, ci, oy*stride-pt+ky, ox*stride-pl+kx]
+    // (x = 0 outside the image; bias [Cout] or NULL; out overwritten). Computed per chunk as
+    // im2col, then out_chunk = W[Cout, Cin*kh*kw] col. work holds work_floats floats of scratch:
+    // any amount from one output row's columns up (chunks shrink to fit it), less is refused.
+    void (*conv2d_fwd)(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
+                       size_t work_floats);
+    // With the same geometry (any of dx, dw, db may be NULL):
+    //   dx[b,ci,iy,ix] += sum over the (co,ky,kx,oy,ox) that read it of w[co,ci,ky,kx] dout[b,co,oy,ox]
+    //                     (col = W^T dout_chunk, then col2im in a fixed order),
+    //   dw[co,ci,ky,kx] += sum_{b,oy,ox} dout[b,co,oy,ox] x[b, ci, oy*stride-pt+ky, ox*stride-pl+kx],
+    //   db[co] += sum_{b,oy,ox} dout[b,co,oy,ox].
+    void (*conv2d_bwd)(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                       ConvShape s, float *work, size_t work_floats);
+    // GroupNorm (nn.GroupNorm(G, C, eps)) on x [B, C, HW]: group g of image b holds channels
+    // g*C/G .. (g+1)*C/G - 1; over its C/G*HW values mean and rstd = 1 / sqrt(var + eps) (biased
+    // variance), kept in mean, rstd [B*G] for the backward;
+    //   out = (x - mean) rstd w[c] + bias[c]   (w, bias [C]; NULL means 1 and 0).
+    void (*groupnorm_fwd)(float *out, float *mean, float *rstd, const float *x, const float *w, const float *bias,
+                          int B, int C, int HW, int G, float eps);
+    // With xh = (x - mean) rstd and u = dout w over the n = C/G*HW values of a group:
+    //   dx += rstd (u - sum(u)/n - xh sum(u xh)/n);  dw[c] += sum_{b,p} dout xh;  db[c] += sum_{b,p} dout
+    void (*groupnorm_bwd)(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mean,
+                          const float *rstd, const float *w, int B, int C, int HW, int G);
+    // LayerNorm over the channels of each pixel (DiC's LayerNorm2d: nn.LayerNorm(C) on the
+    // channels-last map): per (b, p), mean and rstd = 1 / sqrt(var + eps) over the C values
+    // x[b, :, p], kept in mean, rstd [B*HW];  out = (x - mean) rstd w[c] + bias[c]  (NULL: 1, 0).
+    void (*layernorm2d_fwd)(float *out, float *mean, float *rstd, const float *x, const float *w, const float *bias,
+                            int B, int C, int HW, float eps);
+    // As groupnorm_bwd with the pixel's C values as the group (n = C).
+    void (*layernorm2d_bwd)(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mean,
+                            const float *rstd, const float *w, int B, int C, int HW);
+    // Pixel shuffle by r between lo [B, C*r*r, H, W] and hi [B, C, H*r, W*r] (C, H, W: the
+    // channels of hi and the size of lo), nn.PixelShuffle(r)'s order:
+    //   hi[b, c, h*r + i, w*r + j] = lo[b, (c*r + i)*r + j, h, w]
+    // pixel_unshuffle (nn.PixelUnshuffle(r)) is the inverse map, hi -> lo. The backward ops add
+    // through the inverse map: dlo += shuffle^-1(dhi), dhi += unshuffle^-1(dlo).
+    void (*pixel_shuffle_fwd)(float *hi, const float *lo, int B, int C, int H, int W, int r);
+    void (*pixel_shuffle_bwd)(float *dlo, const float *dhi, int B, int C, int H, int W, int r);
+    void (*pixel_unshuffle_fwd)(float *lo, const float *hi, int B, int C, int H, int W, int r);
+    void (*pixel_unshuffle_bwd)(float *dhi, const float *dlo, int B, int C, int H, int W, int r);
+    // Nearest-neighbour x2 upsampling (F.interpolate(scale_factor=2, mode="nearest")) of x
+    // [B, C, H, W]: out[b, c, y, x] = x[b, c, y/2, x/2], out [B, C, 2H, 2W];
+    // dx[b,c,h,w] += the four dout values it was copied to.
+    void (*upsample2x_fwd)(float *out, const float *x, int B, int C, int H, int W);
+    void (*upsample2x_bwd)(float *dx, const float *dout, int B, int C, int H, int W);
+    // Channel block copy (concatenation, split): dst[b, d0 + c, p] = src[b, s0 + c, p] for c < C,
+    // p < HW, where dst has dC channels and src sC. Its backward adds the other way:
+    // dsrc[b, s0 + c, p] += ddst[b, d0 + c, p].
+    void (*channel_copy_fwd)(float *dst, int dC, int d0, const float *src, int sC, int s0, int C, int B, int HW);
+    void (*channel_copy_bwd)(float *dsrc, int sC, int s0, const float *ddst, int dC, int d0, int C, int B, int HW);
+    // Per-channel adaLN on maps (rows of shift/scale/gate have stride ms, as modulate_fwd's):
+    //   out[b,c,p] = x[b,c,p] (1 + scale[b*ms + c]) + shift[b*ms + c]
+    void (*modulate2d_fwd)(float *out, const float *x, const float *shift, const float *scale, int B, int C, int HW,
+                           int ms);
+    // dx += dout (1 + scale);  dshift[b*ms+c] += sum_p dout;  dscale[b*ms+c] += sum_p dout x
+    void (*modulate2d_bwd)(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
+                           const float *scale, int B, int C, int HW, int ms);
+    // x[b,c,p] += gate[b*ms + c] y[b,c,p]   (in place on x)
+    void (*gate_residual2d_fwd)(float *x, const float *y, const float *gate, int B, int C, int HW, int ms);
+    // dy += gate dx;  dgate[b*ms+c] += sum_p dx y   (dx passes through unchanged)
+    void (*gate_residual2d_bwd)(float *dy, float *dgate, const float *dx, const float *y, const float *gate, int B,
+                                int C, int HW, int ms);
+    // Maps as token rows and back: tokens [B, HW, C] with tokens[b, p, c] = x[b, c, p] (so the
+    // attention ops run on a map's pixels). The backwards add through the inverse transpose.
+    void (*nchw_to_tokens_fwd)(float *tokens, const float *x, int B, int C, int HW);
+    void (*nchw_to_tokens_bwd)(float *dx, const float *dtokens, int B, int C, int HW);
+    void (*tokens_to_nchw_fwd)(float *x, const float *tokens, int B, int C, int HW);
+    void (*tokens_to_nchw_bwd)(float *dtokens, const float *dx, int B, int C, int HW);
+
     // ---- embeddings and patches ----
     // img [B,C,S,S] -> patches [B, T, C*p*p] with T = (S/p)^2, each row ordered (c, i, j) as a
     // flattened conv weight [H, C, p, p] expects.
@@ -228,12 +322,18 @@ struct Backend {
 #define MALA_BACKEND_SLOTS(X) \
     X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
     X(gemm_gflops) X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) \
-    X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(silu_fwd) X(silu_bwd) \
-    X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(rope_bwd) X(mala_cache_floats) \
+    X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(gelu_erf_fwd) \
+    X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) \
+    X(rope_bwd) X(mala_cache_floats) \
     X(linattn_cache_floats) X(softmax_cache_floats) X(mala_fwd) X(mala_bwd) X(linattn_fwd) X(linattn_bwd) \
     X(softmax_fwd) X(softmax_bwd) X(dwconv_fwd) X(dwconv_bwd) X(logsigmoid_fwd) X(logsigmoid_bwd) \
     X(gla_cache_floats) X(gla_fwd) X(gla_bwd) X(rmsnorm_gate_fwd) X(rmsnorm_gate_bwd) X(swiglu_fwd) \
-    X(swiglu_bwd) X(permute_tokens_fwd) X(permute_tokens_bwd) X(patchify_fwd) X(patchify_bwd) \
+    X(swiglu_bwd) X(permute_tokens_fwd) X(permute_tokens_bwd) \
+    X(conv2d_workspace_floats) X(conv2d_fwd) X(conv2d_bwd) X(groupnorm_fwd) X(groupnorm_bwd) X(layernorm2d_fwd) \
+    X(layernorm2d_bwd) X(pixel_shuffle_fwd) X(pixel_shuffle_bwd) X(pixel_unshuffle_fwd) X(pixel_unshuffle_bwd) \
+    X(upsample2x_fwd) X(upsample2x_bwd) X(channel_copy_fwd) X(channel_copy_bwd) X(modulate2d_fwd) \
+    X(modulate2d_bwd) X(gate_residual2d_fwd) X(gate_residual2d_bwd) X(nchw_to_tokens_fwd) X(nchw_to_tokens_bwd) \
+    X(tokens_to_nchw_fwd) X(tokens_to_nchw_bwd) X(patchify_fwd) X(patchify_bwd) \
     X(unpatchify_fwd) X(unpatchify_bwd) X(add_pos) X(timestep_embed) X(embed_fwd) X(embed_bwd) X(adamw) X(ema) \
     X(sumsq) X(scale) X(fill) X(rand_normal) X(rand_bits) X(diffusion_prepare) X(diffusion_loss) \
     X(sampler_step)

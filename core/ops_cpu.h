@@ -1,8 +1,9 @@
 // CPU implementations of the op table (see backend.h for each op's contract). Split by topic:
 // ops_cpu_dense.c (linear, norms, adaLN, elementwise, embeddings, optimiser),
 // ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, the depthwise conv),
-// ops_cpu_gla.c (gated linear attention, its logsigmoid gate) and ops_cpu_diffusion.c
-// (randomness, training-loss and sampler-update ops).
+// ops_cpu_gla.c (gated linear attention, its logsigmoid gate), ops_cpu_conv.c (conv2d),
+// ops_cpu_nchw.c (the other NCHW-map ops) and ops_cpu_diffusion.c (randomness, training-loss and
+// sampler-update ops).
 #ifndef MALA_OPS_CPU_H
 #define MALA_OPS_CPU_H
 
@@ -38,6 +39,42 @@ void cpu_gla_fwd(float *o, float *cache, const float *q, const float *k, const f
                  GlaShape s);
 void cpu_gla_bwd(float *dq, float *dk, float *dv, float *dg, const float *dout, const float *q, const float *k,
                  const float *v, const float *g, float *cache, GlaShape s);
+
+// ops_cpu_conv.c
+size_t cpu_conv2d_workspace_floats(ConvShape s);
+void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
+                    size_t work_floats);
+void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                    ConvShape s, float *work, size_t work_floats);
+
+// ops_cpu_nchw.c
+void cpu_groupnorm_fwd(float *out, float *mean, float *rstd, const float *x, const float *w, const float *bias,
+                       int B, int C, int HW, int G, float eps);
+void cpu_groupnorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mean,
+                       const float *rstd, const float *w, int B, int C, int HW, int G);
+void cpu_layernorm2d_fwd(float *out, float *mean, float *rstd, const float *x, const float *w, const float *bias,
+                         int B, int C, int HW, float eps);
+void cpu_layernorm2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mean,
+                         const float *rstd, const float *w, int B, int C, int HW);
+void cpu_pixel_shuffle_fwd(float *hi, const float *lo, int B, int C, int H, int W, int r);
+void cpu_pixel_shuffle_bwd(float *dlo, const float *dhi, int B, int C, int H, int W, int r);
+void cpu_pixel_unshuffle_fwd(float *lo, const float *hi, int B, int C, int H, int W, int r);
+void cpu_pixel_unshuffle_bwd(float *dhi, const float *dlo, int B, int C, int H, int W, int r);
+void cpu_upsample2x_fwd(float *out, const float *x, int B, int C, int H, int W);
+void cpu_upsample2x_bwd(float *dx, const float *dout, int B, int C, int H, int W);
+void cpu_channel_copy_fwd(float *dst, int dC, int d0, const float *src, int sC, int s0, int C, int B, int HW);
+void cpu_channel_copy_bwd(float *dsrc, int sC, int s0, const float *ddst, int dC, int d0, int C, int B, int HW);
+void cpu_modulate2d_fwd(float *out, const float *x, const float *shift, const float *scale, int B, int C, int HW,
+                        int ms);
+void cpu_modulate2d_bwd(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
+                        const float *scale, int B, int C, int HW, int ms);
+void cpu_gate_residual2d_fwd(float *x, const float *y, const float *gate, int B, int C, int HW, int ms);
+void cpu_gate_residual2d_bwd(float *dy, float *dgate, const float *dx, const float *y, const float *gate, int B,
+                             int C, int HW, int ms);
+void cpu_nchw_to_tokens_fwd(float *tokens, const float *x, int B, int C, int HW);
+void cpu_nchw_to_tokens_bwd(float *dx, const float *dtokens, int B, int C, int HW);
+void cpu_tokens_to_nchw_fwd(float *x, const float *tokens, int B, int C, int HW);
+void cpu_tokens_to_nchw_bwd(float *dtokens, const float *dx, int B, int C, int HW);
 
 // ops_cpu_diffusion.c
 void cpu_fill(float *x, float v, size_t n);

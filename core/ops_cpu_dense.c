@@ -1,8 +1,8 @@
 // CPU ops: linear (OpenBLAS sgemm), LayerNorm, RMSNorm with swish gate, adaLN modulate / gated
-// residual, activations (SwiGLU too), patches, token permutations, embeddings and the optimiser.
+// residual, activations (exact GELU and SwiGLU too), patches, token permutations, embeddings and the optimiser.
 // Contracts are in backend.h; loops are OpenMP-parallel.
 // defines: cpu_linear_*, cpu_layernorm_*, cpu_rmsnorm_gate_*, cpu_modulate_*, cpu_gate_residual_*,
-//          cpu_gelu_*, cpu_silu_*, cpu_swiglu_*, cpu_add, cpu_mul_*, cpu_patchify_*, cpu_unpatchify_*,
+//          cpu_gelu_*, cpu_gelu_erf_*, cpu_silu_*, cpu_swiglu_*, cpu_add, cpu_mul_*, cpu_patchify_*, cpu_unpatchify_*,
 //          cpu_permute_tokens_*, cpu_add_pos, cpu_timestep_embed, cpu_embed_*, cpu_adamw, cpu_ema,
 //          cpu_sumsq, cpu_scale
 #include "ops_cpu_dense.h"
@@ -205,6 +205,16 @@ void cpu_gelu_fwd(float *out, const float *x, size_t n) {
 void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] += dout[i] * gelu_grad_f(x[i]);
+}
+
+void cpu_gelu_erf_fwd(float *out, const float *x, size_t n) {
+    #pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 14))
+    for (size_t i = 0; i < n; i++) out[i] = gelu_erf_f(x[i]);
+}
+
+void cpu_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
+    #pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 14))
+    for (size_t i = 0; i < n; i++) dx[i] += dout[i] * gelu_erf_grad_f(x[i]);
 }
 
 void cpu_silu_fwd(float *out, const float *x, size_t n) {

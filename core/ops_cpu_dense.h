@@ -22,6 +22,8 @@ void cpu_gate_residual_bwd(float *dy, float *dgate, const float *dx, const float
                            int B, int L, int C, int ms);
 void cpu_gelu_fwd(float *out, const float *x, size_t n);
 void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n);
+void cpu_gelu_erf_fwd(float *out, const float *x, size_t n);
+void cpu_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n);
 void cpu_silu_fwd(float *out, const float *x, size_t n);
 void cpu_silu_bwd(float *dx, const float *dout, const float *x, size_t n);
 void cpu_swiglu_fwd(float *out, const float *ab, int N, int F);

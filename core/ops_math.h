@@ -48,6 +48,14 @@ MALA_HD float gelu_grad_f(float x) {
     float du = c * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
 }
+// Exact GELU: x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); derivative Phi(x) + x phi(x) with
+// phi(x) = exp(-x^2 / 2) / sqrt(2 pi) (PyTorch's GeluBackward, approximate="none").
+MALA_HD float gelu_erf_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+MALA_HD float gelu_erf_grad_f(float x) {
+    const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
 MALA_HD float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
 MALA_HD float silu_f(float x) { return x * sigmoid_f(x); }
 MALA_HD float silu_grad_f(float x) { float s = sigmoid_f(x); return s * (1.0f + x * (1.0f - s)); }
