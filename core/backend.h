@@ -191,8 +191,9 @@ struct Backend {
     //
     // Floats of conv2d's scratch that one conv2d_fwd or conv2d_bwd call on shape s uses when given
     // that much: the im2col column matrix of one chunk (several whole images, or a block of one
-    // image's output rows), bounded whatever B, H and W are (about 2^20 floats, at least one
-    // output row: Cin*kh*kw*Wo); 0 for 1x1 stride-1 unpadded convs, which read x as it is.
+    // image's output rows), bounded whatever B, H and W are (the CPU asks for 2^20 floats, CUDA
+    // for 2^23, or one output row, Cin*kh*kw*Wo, where that is more); 0 for 1x1 stride-1
+    // unpadded convs, which read x as it is.
     size_t (*conv2d_workspace_floats)(ConvShape s);
     // out[b,co,oy,ox] = bias[co] + sum_{ci,ky,kx} w[co,ci,ky,kx] x[b, ci, oy*stride-pt+ky, ox*stride-pl+kx]
     // (x = 0 outside the image; bias [Cout] or NULL; out overwritten). Computed per chunk as

@@ -7,8 +7,9 @@
 //   moments, activations) once at start-up, and no op ever calls cudaMalloc. Attention keeps what
 //   it needs between forward and backward, and the backward's own scratch, in the caller's `cache`
 //   buffer, sized by this backend's *_cache_floats (which therefore include the backward scratch;
-//   layouts in ops_linear_attn.cu, ops_softmax.cu and ops_gla.cu). The only memory the backend
-//   owns is the cuBLAS handle's workspace, 1024 doubles for the sumsq partials, a vector of 2^20
+//   layouts in ops_linear_attn.cu, ops_softmax.cu and ops_gla.cu); conv2d's im2col scratch is the
+//   caller's `work`, sized by conv2d_workspace_floats. The only memory the backend owns is the
+//   cuBLAS handle's workspace, 1024 doubles for the sumsq partials, a vector of 2^20
 //   ones for the bias-gradient GEMVs and 2^18 floats for the RMSNorm-gate weight-gradient
 //   partials, all created once in backend_cuda().
 // - Ordering. Everything (kernels, cuBLAS, memsets, device-to-device copies) is issued on the
@@ -20,15 +21,20 @@
 //   qkr, L*H in out, so it is one call per head): MALA's and linear attention's KV = Kr^T V,
 //   Qr KV and their four backward products, and softmax attention's Q K^T, P V and its four
 //   backward products. TF32 tensor-core math is on by default; cuda_set_precision_fp32(1) turns
-//   it off (the parity test does).
+//   it off (the parity test does). conv2d's products are cuBLAS GEMMs too: W times a chunk's
+//   im2col column matrices (one strided batched call per chunk) and the backward's W^T dout and
+//   dout col^T.
 // - Custom kernels, one small file per family, all fp32, with the per-element math of ops_math.h
 //   shared with the CPU: bias add and column sums (ops_dense.cu); LayerNorm, RMSNorm with swish
-//   gate, modulate, gated residual (ops_norm.cu); GELU, SiLU, SwiGLU, add, mul, ELU+1,
+//   gate, modulate, gated residual (ops_norm.cu); GELU (tanh and exact), SiLU, SwiGLU, add, mul, ELU+1,
 //   logsigmoid, scale (ops_elementwise.cu); RoPE (ops_rope.cu); the token means, row statistics
 //   and row scalings of MALA and linear attention (ops_linear_attn.cu); the row softmax and its
 //   backward (ops_softmax.cu); the depthwise conv of LePE and DiG (ops_dwconv.cu); the chunked
 //   gated linear attention (ops_gla.cu); token flips and grid transposes (ops_permute.cu);
-//   patches and embeddings (ops_embed.cu); AdamW, EMA, sumsq (ops_optim.cu); cuRAND Philox fills
+//   patches and embeddings (ops_embed.cu); im2col, col2im and the bias sums of conv2d
+//   (ops_conv.cu); GroupNorm, LayerNorm over channels and per-channel adaLN on NCHW maps
+//   (ops_nchw_norm.cu); pixel (un)shuffle, nearest upsampling, channel copies and map <-> token
+//   transposes (ops_nchw.cu); AdamW, EMA, sumsq (ops_optim.cu); cuRAND Philox fills
 //   (rng.cu); the training step's draws, the ADM loss and its gradient and the sampler update,
 //   in double with diffusion_math.h shared with the CPU (ops_diffusion.cu).
 // - Determinism. The kernels' reductions are fixed-order trees (no float atomics), except
@@ -138,7 +144,8 @@ static void fill_table(Backend *t) {
     t->layernorm_fwd = cuda_layernorm_fwd; t->layernorm_bwd = cuda_layernorm_bwd;
     t->modulate_fwd = cuda_modulate_fwd; t->modulate_bwd = cuda_modulate_bwd;
     t->gate_residual_fwd = cuda_gate_residual_fwd; t->gate_residual_bwd = cuda_gate_residual_bwd;
-    t->gelu_fwd = cuda_gelu_fwd; t->gelu_bwd = cuda_gelu_bwd; t->silu_fwd = cuda_silu_fwd;
+    t->gelu_fwd = cuda_gelu_fwd; t->gelu_bwd = cuda_gelu_bwd;
+    t->gelu_erf_fwd = cuda_gelu_erf_fwd; t->gelu_erf_bwd = cuda_gelu_erf_bwd; t->silu_fwd = cuda_silu_fwd;
     t->silu_bwd = cuda_silu_bwd; t->add = cuda_add; t->mul_fwd = cuda_mul_fwd; t->mul_bwd = cuda_mul_bwd;
     t->elu1_fwd = cuda_elu1_fwd; t->elu1_bwd = cuda_elu1_bwd;
     t->rope_fwd = cuda_rope_fwd; t->rope_bwd = cuda_rope_bwd;
@@ -153,6 +160,17 @@ static void fill_table(Backend *t) {
     t->rmsnorm_gate_fwd = cuda_rmsnorm_gate_fwd; t->rmsnorm_gate_bwd = cuda_rmsnorm_gate_bwd;
     t->swiglu_fwd = cuda_swiglu_fwd; t->swiglu_bwd = cuda_swiglu_bwd;
     t->permute_tokens_fwd = cuda_permute_tokens_fwd; t->permute_tokens_bwd = cuda_permute_tokens_bwd;
+    t->conv2d_workspace_floats = cuda_conv2d_workspace_floats; t->conv2d_fwd = cuda_conv2d_fwd;
+    t->conv2d_bwd = cuda_conv2d_bwd; t->groupnorm_fwd = cuda_groupnorm_fwd; t->groupnorm_bwd = cuda_groupnorm_bwd;
+    t->layernorm2d_fwd = cuda_layernorm2d_fwd; t->layernorm2d_bwd = cuda_layernorm2d_bwd;
+    t->pixel_shuffle_fwd = cuda_pixel_shuffle_fwd; t->pixel_shuffle_bwd = cuda_pixel_shuffle_bwd;
+    t->pixel_unshuffle_fwd = cuda_pixel_unshuffle_fwd; t->pixel_unshuffle_bwd = cuda_pixel_unshuffle_bwd;
+    t->upsample2x_fwd = cuda_upsample2x_fwd; t->upsample2x_bwd = cuda_upsample2x_bwd;
+    t->channel_copy_fwd = cuda_channel_copy_fwd; t->channel_copy_bwd = cuda_channel_copy_bwd;
+    t->modulate2d_fwd = cuda_modulate2d_fwd; t->modulate2d_bwd = cuda_modulate2d_bwd;
+    t->gate_residual2d_fwd = cuda_gate_residual2d_fwd; t->gate_residual2d_bwd = cuda_gate_residual2d_bwd;
+    t->nchw_to_tokens_fwd = cuda_nchw_to_tokens_fwd; t->nchw_to_tokens_bwd = cuda_nchw_to_tokens_bwd;
+    t->tokens_to_nchw_fwd = cuda_tokens_to_nchw_fwd; t->tokens_to_nchw_bwd = cuda_tokens_to_nchw_bwd;
     t->patchify_fwd = cuda_patchify_fwd; t->patchify_bwd = cuda_patchify_bwd;
     t->unpatchify_fwd = cuda_unpatchify_fwd; t->unpatchify_bwd = cuda_unpatchify_bwd;
     t->add_pos = cuda_add_pos; t->timestep_embed = cuda_timestep_embed;

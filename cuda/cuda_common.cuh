@@ -1,6 +1,6 @@
 // Shared by the CUDA op files: error macros, launch helpers, the row-major cuBLAS wrapper and the
 // declarations of every cuda_* op (the table in backend_cuda.cu points at them).
-// defines: CUDA_CHECK, CUBLAS_CHECK, KERNEL_CHECK, warp_sum, grid1d, cdiv
+// defines: CUDA_CHECK, CUBLAS_CHECK, KERNEL_CHECK, warp_sum, block_sum, grid1d, cdiv
 #ifndef MALA_CUDA_COMMON_CUH
 #define MALA_CUDA_COMMON_CUH
 
@@ -50,6 +50,24 @@ __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+// Sum of v over a 1-D block (blockDim.x a multiple of 32), returned to every thread, in a fixed
+// order: a shuffle tree per warp, then warp 0 over the warp sums. red is the caller's
+// __shared__ float[33]; the leading barrier lets calls follow one another. Every thread of the
+// block must call it.
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float t = lane < nw ? red[lane] : 0.0f;
+        t = warp_sum(t);
+        if (lane == 0) red[32] = t;
+    }
+    __syncthreads();
+    return red[32];
+}
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -92,6 +110,8 @@ void cuda_gate_residual_bwd(float *dy, float *dgate, const float *dx, const floa
 // ---- ops_elementwise.cu ----
 void cuda_gelu_fwd(float *out, const float *x, size_t n);
 void cuda_gelu_bwd(float *dx, const float *dout, const float *x, size_t n);
+void cuda_gelu_erf_fwd(float *out, const float *x, size_t n);
+void cuda_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n);
 void cuda_silu_fwd(float *out, const float *x, size_t n);
 void cuda_silu_bwd(float *dx, const float *dout, const float *x, size_t n);
 void cuda_swiglu_fwd(float *out, const float *ab, int N, int F);
@@ -140,6 +160,44 @@ void cuda_gla_bwd(float *dq, float *dk, float *dv, float *dg, const float *dout,
 // ---- ops_permute.cu ----
 void cuda_permute_tokens_fwd(float *out, const float *x, int B, int gh, int gw, int C, int flip, int transpose);
 void cuda_permute_tokens_bwd(float *dx, const float *dout, int B, int gh, int gw, int C, int flip, int transpose);
+
+// ---- ops_conv.cu ----
+size_t cuda_conv2d_workspace_floats(ConvShape s);
+void cuda_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
+                     size_t work_floats);
+void cuda_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
+                     ConvShape s, float *work, size_t work_floats);
+
+// ---- ops_nchw_norm.cu ----
+void cuda_groupnorm_fwd(float *out, float *mean, float *rstd, const float *x, const float *w, const float *bias,
+                        int B, int C, int HW, int G, float eps);
+void cuda_groupnorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mean,
+                        const float *rstd, const float *w, int B, int C, int HW, int G);
+void cuda_layernorm2d_fwd(float *out, float *mean, float *rstd, const float *x, const float *w, const float *bias,
+                          int B, int C, int HW, float eps);
+void cuda_layernorm2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *mean,
+                          const float *rstd, const float *w, int B, int C, int HW);
+void cuda_modulate2d_fwd(float *out, const float *x, const float *shift, const float *scale, int B, int C, int HW,
+                         int ms);
+void cuda_modulate2d_bwd(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
+                         const float *scale, int B, int C, int HW, int ms);
+void cuda_gate_residual2d_fwd(float *x, const float *y, const float *gate, int B, int C, int HW, int ms);
+void cuda_gate_residual2d_bwd(float *dy, float *dgate, const float *dx, const float *y, const float *gate, int B,
+                              int C, int HW, int ms);
+
+// ---- ops_nchw.cu ----
+void cuda_pixel_shuffle_fwd(float *hi, const float *lo, int B, int C, int H, int W, int r);
+void cuda_pixel_shuffle_bwd(float *dlo, const float *dhi, int B, int C, int H, int W, int r);
+void cuda_pixel_unshuffle_fwd(float *lo, const float *hi, int B, int C, int H, int W, int r);
+void cuda_pixel_unshuffle_bwd(float *dhi, const float *dlo, int B, int C, int H, int W, int r);
+void cuda_upsample2x_fwd(float *out, const float *x, int B, int C, int H, int W);
+void cuda_upsample2x_bwd(float *dx, const float *dout, int B, int C, int H, int W);
+void cuda_channel_copy_fwd(float *dst, int dC, int d0, const float *src, int sC, int s0, int C, int B, int HW);
+void cuda_channel_copy_bwd(float *dsrc, int sC, int s0, const float *ddst, int dC, int d0, int C, int B, int HW);
+void cuda_nchw_to_tokens_fwd(float *tokens, const float *x, int B, int C, int HW);
+void cuda_nchw_to_tokens_bwd(float *dx, const float *dtokens, int B, int C, int HW);
+void cuda_tokens_to_nchw_fwd(float *x, const float *tokens, int B, int C, int HW);
+void cuda_tokens_to_nchw_bwd(float *dtokens, const float *dx, int B, int C, int HW);
 
 // ---- ops_embed.cu ----
 void cuda_patchify_fwd(float *patches, const float *img, int B, int C, int S, int p);

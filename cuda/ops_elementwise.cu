@@ -1,14 +1,19 @@
-// Element-wise ops: GELU (tanh), SiLU, SwiGLU, add, mul, phi = ELU + 1 and logsigmoid / norm on
-// strided rows, scale, fill. The per-element formulas are the ones of ops_math.h, shared with
-// the CPU.
-// defines: cuda_gelu_fwd, cuda_gelu_bwd, cuda_silu_fwd, cuda_silu_bwd, cuda_swiglu_fwd,
-//          cuda_swiglu_bwd, cuda_add, cuda_mul_fwd, cuda_mul_bwd, cuda_elu1_fwd, cuda_elu1_bwd,
-//          cuda_logsigmoid_fwd, cuda_logsigmoid_bwd, cuda_scale, cuda_fill
+// Element-wise ops: GELU (tanh and exact), SiLU, SwiGLU, add, mul, phi = ELU + 1 and
+// logsigmoid / norm on strided rows, scale, fill. The per-element formulas are the ones of
+// ops_math.h, shared with the CPU.
+// defines: cuda_gelu_fwd, cuda_gelu_bwd, cuda_gelu_erf_fwd, cuda_gelu_erf_bwd, cuda_silu_fwd,
+//          cuda_silu_bwd, cuda_swiglu_fwd, cuda_swiglu_bwd, cuda_add, cuda_mul_fwd, cuda_mul_bwd,
+//          cuda_elu1_fwd, cuda_elu1_bwd, cuda_logsigmoid_fwd, cuda_logsigmoid_bwd, cuda_scale,
+//          cuda_fill
 #include "cuda_common.cuh"
 
 __global__ void k_gelu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_f(x[i]); }
 __global__ void k_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     GRID_STRIDE(i, n) dx[i] += dout[i] * gelu_grad_f(x[i]);
+}
+__global__ void k_gelu_erf_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_erf_f(x[i]); }
+__global__ void k_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
+    GRID_STRIDE(i, n) dx[i] += dout[i] * gelu_erf_grad_f(x[i]);
 }
 __global__ void k_silu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = silu_f(x[i]); }
 __global__ void k_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
@@ -76,6 +81,10 @@ __global__ void k_logsigmoid_bwd(float *g, const float *y, int cols, int ld, flo
 
 void cuda_gelu_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_gelu_fwd, n, out, x); }
 void cuda_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) { LAUNCH_N(k_gelu_bwd, n, dx, dout, x); }
+void cuda_gelu_erf_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_gelu_erf_fwd, n, out, x); }
+void cuda_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
+    LAUNCH_N(k_gelu_erf_bwd, n, dx, dout, x);
+}
 void cuda_silu_fwd(float *out, const float *x, size_t n) { LAUNCH_N(k_silu_fwd, n, out, x); }
 void cuda_silu_bwd(float *dx, const float *dout, const float *x, size_t n) { LAUNCH_N(k_silu_bwd, n, dx, dout, x); }
 void cuda_swiglu_fwd(float *out, const float *ab, int N, int F) {

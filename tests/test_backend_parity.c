@@ -8,10 +8,12 @@
 // 1-2 ulp libm differences):
 //   TOL_EW   1e-5  element-wise ops (SwiGLU, logsigmoid), LayerNorm, RMSNorm with swish gate,
 //                  modulate, gated residual, RoPE, patches, token permutations (exact),
-//                  embeddings, AdamW, EMA, the depthwise conv (short fixed-order sums)
+//                  embeddings, AdamW, EMA, the depthwise conv (short fixed-order sums), exact
+//                  GELU, GroupNorm, LayerNorm over channels, per-channel adaLN on maps, nearest
+//                  upsampling, channel copies and transposes (pixel shuffles are exact)
 //   TOL_GLA  1e-5  gated linear attention (our kernels on both sides: sums of at most
 //                  max(dk, dv, 16) terms per step, states passed over L / 16 chunks)
-//   TOL_GEMM 1e-4  ops built on cuBLAS products: linear, MALA, linear and softmax attention
+//   TOL_GEMM 1e-4  ops built on cuBLAS products: linear, MALA, linear and softmax attention, conv2d
 //   TOL_TIME 1e-4  timestep embedding: f_i may differ by an ulp and t f_i reaches ~1000
 //   sumsq: relative 1e-9 (double accumulation on both sides)
 //   TOL_LOSS 1e-9 relative: per-sample diffusion loss terms (double on both sides)
@@ -23,6 +25,7 @@
 #include "testutil.h"
 
 #include "backend.h"
+#include "conv_plan.h"
 #include "net.h"
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
@@ -527,6 +530,235 @@ START_TEST(test_dig_elementwise) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
+// NCHW maps (DiC, the VAE): conv2d at each backend's own workspace and at small ones (row-block
+// and multi-image chunks on the GPU; the CPU keeps its own chunking), with a guard region after
+// the GPU's workspace; GroupNorm, LayerNorm over channels, exact GELU, pixel (un)shuffle,
+// nearest upsampling, channel copies, per-channel adaLN and the map <-> token transposes.
+
+// B, Cin, H, W, Cout, kh, kw, stride, pt, pb, pl, pr
+static const ConvShape PCONV[] = {
+    {2, 3, 8, 8, 5, 3, 3, 1, 1, 1, 1, 1},    // 3x3 "same"
+    {3, 4, 7, 9, 6, 3, 3, 2, 0, 1, 0, 1},    // the VAE's down conv: stride 2, (0,1,0,1)
+    {2, 5, 6, 5, 3, 1, 1, 1, 0, 0, 0, 0},    // 1x1 direct
+    {2, 2, 5, 6, 3, 3, 2, 1, 2, 0, 1, 3},    // rectangular kernel, uneven padding
+    {1, 3, 9, 7, 4, 1, 1, 2, 0, 0, 0, 0},    // 1x1 stride 2
+    {2, 16, 12, 10, 24, 3, 3, 1, 1, 1, 1, 1}, // wider channels
+};
+
+static void check_conv_parity(ConvShape s, size_t gwork, uint64_t seed) {
+    char sh[160], what[200];
+    snprintf(sh, sizeof sh, "B%d Cin%d %dx%d Cout%d k%dx%d s%d pad(%d,%d,%d,%d) work %zu", s.B, s.Cin, s.H, s.W,
+             s.Cout, s.kh, s.kw, s.stride, s.pt, s.pb, s.pl, s.pr, gwork);
+    const int Ho = conv_out_h(s), Wo = conv_out_w(s);
+    const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, nw = (size_t)s.Cout * s.Cin * s.kh * s.kw;
+    const size_t no = (size_t)s.B * s.Cout * Ho * Wo, cwork = CPU->conv2d_workspace_floats(s), GUARD = 64;
+    Buf x = buf_rand(nx, -1, 1, seed), w = buf_rand(nw, -0.5f, 0.5f, seed + 1), b = buf_rand(s.Cout, -1, 1, seed + 2);
+    Buf out = buf_rand(no, -9, 9, seed + 3);
+    float *hwork = malloc(sizeof(float) * (cwork + 1));
+    Buf gw = buf_zeros(gwork + GUARD);
+    GPU->fill(gw.d + gwork, 12345.0f, GUARD);
+    for (int bias = 0; bias < 2; bias++) {
+        CPU->conv2d_fwd(out.h, x.h, w.h, bias ? b.h : NULL, s, hwork, cwork);
+        GPU->conv2d_fwd(out.d, x.d, w.d, bias ? b.d : NULL, s, gw.d, gwork);
+        snprintf(what, sizeof what, "conv2d_fwd bias%d %s", bias, sh);
+        buf_check(what, &out, TOL_GEMM);
+    }
+    Buf dout = buf_rand(no, -1, 1, seed + 4), dx = buf_rand(nx, -1, 1, seed + 5);
+    Buf dw = buf_rand(nw, -1, 1, seed + 6), db = buf_rand(s.Cout, -1, 1, seed + 7);
+    CPU->conv2d_bwd(dx.h, dw.h, db.h, dout.h, x.h, w.h, s, hwork, cwork);
+    GPU->conv2d_bwd(dx.d, dw.d, db.d, dout.d, x.d, w.d, s, gw.d, gwork);
+    snprintf(what, sizeof what, "conv2d_bwd dx %s", sh);
+    buf_check(what, &dx, TOL_GEMM);
+    snprintf(what, sizeof what, "conv2d_bwd dw %s", sh);
+    buf_check(what, &dw, TOL_GEMM);
+    snprintf(what, sizeof what, "conv2d_bwd db %s", sh);
+    buf_check(what, &db, TOL_GEMM);
+    CPU->conv2d_bwd(NULL, dw.h, NULL, dout.h, x.h, w.h, s, hwork, cwork);
+    GPU->conv2d_bwd(NULL, dw.d, NULL, dout.d, x.d, w.d, s, gw.d, gwork);
+    snprintf(what, sizeof what, "conv2d_bwd dw only %s", sh);
+    buf_check(what, &dw, TOL_GEMM);
+    float guard[64];
+    GPU->to_host(guard, gw.d + gwork, sizeof guard);
+    for (size_t i = 0; i < GUARD; i++)
+        ck_assert_msg(guard[i] == 12345.0f, "conv2d (GPU) wrote past its %zu-float workspace: %s", gwork, sh);
+    free(hwork);
+    Buf *all[] = {&x, &w, &b, &out, &gw, &dout, &dx, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+}
+
+START_TEST(test_conv2d) {
+    for (size_t k = 0; k < sizeof PCONV / sizeof *PCONV; k++) {
+        const ConvShape s = PCONV[k];
+        const size_t q = GPU->conv2d_workspace_floats(s), row = conv_min_work(s);
+        check_conv_parity(s, q, 7000 + 20 * k);
+        if (row) {
+            check_conv_parity(s, row + row / 2, 7010 + 20 * k);                    // row blocks
+            check_conv_parity(s, 2 * row * conv_out_h(s) + 1, 7015 + 20 * k);     // 2 images a chunk
+        }
+    }
+    // the query is the GPU's own and bounded: the VAE's widest conv at batch 8
+    const ConvShape vae = {8, 128, 256, 256, 128, 3, 3, 1, 1, 1, 1, 1};
+    ck_assert(GPU->conv2d_workspace_floats(vae) <= ((size_t)1 << 23));
+}
+END_TEST
+
+static void check_norm_parity(int ln, int B, int C, int HW, int G, int affine, uint64_t seed) {
+    char what[128];
+    const size_t n = (size_t)B * C * HW, ns = ln ? (size_t)B * HW : (size_t)B * G;
+    const char *op = ln ? "layernorm2d" : "groupnorm";
+    Buf x = buf_rand(n, -2, 3, seed), w = buf_rand(C, 0.5f, 1.5f, seed + 1), b = buf_rand(C, -1, 1, seed + 2);
+    Buf out = buf_zeros(n), mean = buf_zeros(ns), rstd = buf_zeros(ns);
+    const float *wh = affine ? w.h : NULL, *wd = affine ? w.d : NULL, *bh = affine ? b.h : NULL,
+                *bd = affine ? b.d : NULL;
+    if (ln) {
+        CPU->layernorm2d_fwd(out.h, mean.h, rstd.h, x.h, wh, bh, B, C, HW, 1e-6f);
+        GPU->layernorm2d_fwd(out.d, mean.d, rstd.d, x.d, wd, bd, B, C, HW, 1e-6f);
+    } else {
+        CPU->groupnorm_fwd(out.h, mean.h, rstd.h, x.h, wh, bh, B, C, HW, G, 1e-5f);
+        GPU->groupnorm_fwd(out.d, mean.d, rstd.d, x.d, wd, bd, B, C, HW, G, 1e-5f);
+    }
+    snprintf(what, sizeof what, "%s_fwd out B%d C%d HW%d G%d affine%d", op, B, C, HW, G, affine);
+    buf_check(what, &out, TOL_EW);
+    snprintf(what, sizeof what, "%s_fwd mean B%d C%d HW%d G%d", op, B, C, HW, G);
+    buf_check(what, &mean, TOL_EW);
+    snprintf(what, sizeof what, "%s_fwd rstd B%d C%d HW%d G%d", op, B, C, HW, G);
+    buf_check(what, &rstd, TOL_EW);
+    Buf dout = buf_rand(n, -1, 1, seed + 3), dx = buf_rand(n, -1, 1, seed + 4);
+    Buf dw = buf_rand(C, -1, 1, seed + 5), db = buf_rand(C, -1, 1, seed + 6);
+    float *dwh = affine ? dw.h : NULL, *dwd = affine ? dw.d : NULL, *dbh = affine ? db.h : NULL,
+          *dbd = affine ? db.d : NULL;
+    if (ln) {
+        CPU->layernorm2d_bwd(dx.h, dwh, dbh, dout.h, x.h, mean.h, rstd.h, wh, B, C, HW);
+        GPU->layernorm2d_bwd(dx.d, dwd, dbd, dout.d, x.d, mean.d, rstd.d, wd, B, C, HW);
+    } else {
+        CPU->groupnorm_bwd(dx.h, dwh, dbh, dout.h, x.h, mean.h, rstd.h, wh, B, C, HW, G);
+        GPU->groupnorm_bwd(dx.d, dwd, dbd, dout.d, x.d, mean.d, rstd.d, wd, B, C, HW, G);
+    }
+    snprintf(what, sizeof what, "%s_bwd dx B%d C%d HW%d G%d affine%d", op, B, C, HW, G, affine);
+    buf_check(what, &dx, TOL_EW);
+    if (affine) {
+        snprintf(what, sizeof what, "%s_bwd dw B%d C%d HW%d G%d", op, B, C, HW, G);
+        buf_check(what, &dw, TOL_EW);
+        snprintf(what, sizeof what, "%s_bwd db B%d C%d HW%d G%d", op, B, C, HW, G);
+        buf_check(what, &db, TOL_EW);
+    }
+    Buf *all[] = {&x, &w, &b, &out, &mean, &rstd, &dout, &dx, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+}
+
+START_TEST(test_nchw_norms) {
+    check_norm_parity(0, 2, 8, 15, 4, 1, 7200);
+    check_norm_parity(0, 1, 6, 300, 2, 0, 7210);  // groups longer than a block
+    check_norm_parity(0, 3, 5, 7, 5, 1, 7220);    // a group per channel
+    check_norm_parity(1, 2, 5, 70, 0, 1, 7230);
+    check_norm_parity(1, 1, 12, 9, 0, 0, 7240);
+}
+END_TEST
+
+START_TEST(test_nchw_maps) {
+    char what[96];
+    // exact GELU
+    const size_t ne = 1003;
+    Buf ex = buf_rand(ne, -5, 5, 7300), eo = buf_zeros(ne);
+    Buf eg = buf_rand(ne, -1, 1, 7301), ed = buf_rand(ne, -1, 1, 7302);
+    CPU->gelu_erf_fwd(eo.h, ex.h, ne); GPU->gelu_erf_fwd(eo.d, ex.d, ne); buf_check("gelu_erf_fwd", &eo, TOL_EW);
+    CPU->gelu_erf_bwd(ed.h, eg.h, ex.h, ne); GPU->gelu_erf_bwd(ed.d, eg.d, ex.d, ne);
+    buf_check("gelu_erf_bwd", &ed, TOL_EW);
+    buf_free(&ex); buf_free(&eo); buf_free(&eg); buf_free(&ed);
+
+    // pixel shuffle and unshuffle, r = 2 and 3 (exact: index maps)
+    for (int r = 2; r <= 3; r++) {
+        const int B = 2, C = 3, H = 4, W = 5;
+        const size_t n = (size_t)B * C * r * r * H * W;
+        Buf lo = buf_rand(n, -1, 1, 7310 + r), hi = buf_zeros(n), dlo = buf_rand(n, -1, 1, 7320 + r);
+        Buf dhi = buf_rand(n, -1, 1, 7330 + r);
+        CPU->pixel_shuffle_fwd(hi.h, lo.h, B, C, H, W, r); GPU->pixel_shuffle_fwd(hi.d, lo.d, B, C, H, W, r);
+        snprintf(what, sizeof what, "pixel_shuffle_fwd r%d", r);
+        buf_check(what, &hi, 0.0);
+        CPU->pixel_shuffle_bwd(dlo.h, hi.h, B, C, H, W, r); GPU->pixel_shuffle_bwd(dlo.d, hi.d, B, C, H, W, r);
+        snprintf(what, sizeof what, "pixel_shuffle_bwd r%d", r);
+        buf_check(what, &dlo, 0.0);
+        CPU->pixel_unshuffle_fwd(lo.h, dhi.h, B, C, H, W, r); GPU->pixel_unshuffle_fwd(lo.d, dhi.d, B, C, H, W, r);
+        snprintf(what, sizeof what, "pixel_unshuffle_fwd r%d", r);
+        buf_check(what, &lo, 0.0);
+        CPU->pixel_unshuffle_bwd(dhi.h, lo.h, B, C, H, W, r); GPU->pixel_unshuffle_bwd(dhi.d, lo.d, B, C, H, W, r);
+        snprintf(what, sizeof what, "pixel_unshuffle_bwd r%d", r);
+        buf_check(what, &dhi, 0.0);
+        buf_free(&lo); buf_free(&hi); buf_free(&dlo); buf_free(&dhi);
+    }
+
+    // nearest x2 upsampling
+    {
+        const int B = 2, C = 3, H = 5, W = 7;
+        const size_t n = (size_t)B * C * H * W;
+        Buf x = buf_rand(n, -1, 1, 7340), out = buf_zeros(4 * n), g = buf_rand(4 * n, -1, 1, 7341);
+        Buf dx = buf_rand(n, -1, 1, 7342);
+        CPU->upsample2x_fwd(out.h, x.h, B, C, H, W); GPU->upsample2x_fwd(out.d, x.d, B, C, H, W);
+        buf_check("upsample2x_fwd", &out, 0.0);
+        CPU->upsample2x_bwd(dx.h, g.h, B, C, H, W); GPU->upsample2x_bwd(dx.d, g.d, B, C, H, W);
+        buf_check("upsample2x_bwd", &dx, TOL_EW);
+        buf_free(&x); buf_free(&out); buf_free(&g); buf_free(&dx);
+    }
+
+    // channel copies: channels 1..4 of a 6-channel map into channels 3..6 of a 9-channel one
+    {
+        const int B = 2, HW = 13;
+        Buf src = buf_rand((size_t)B * 6 * HW, -1, 1, 7350), dst = buf_rand((size_t)B * 9 * HW, -1, 1, 7351);
+        Buf dsrc = buf_rand((size_t)B * 6 * HW, -1, 1, 7352);
+        CPU->channel_copy_fwd(dst.h, 9, 3, src.h, 6, 1, 4, B, HW);
+        GPU->channel_copy_fwd(dst.d, 9, 3, src.d, 6, 1, 4, B, HW);
+        buf_check("channel_copy_fwd", &dst, 0.0);
+        CPU->channel_copy_bwd(dsrc.h, 6, 1, dst.h, 9, 3, 4, B, HW);
+        GPU->channel_copy_bwd(dsrc.d, 6, 1, dst.d, 9, 3, 4, B, HW);
+        buf_check("channel_copy_bwd", &dsrc, TOL_EW);
+        buf_free(&src); buf_free(&dst); buf_free(&dsrc);
+    }
+
+    // per-channel adaLN: shift, scale, gate slices of a [B, 3C] modulation, planes longer than a block
+    {
+        const int B = 2, C = 5, HW = 300, ms = 3 * C;
+        const size_t n = (size_t)B * C * HW;
+        Buf ada = buf_rand((size_t)B * ms, -1, 1, 7360), x = buf_rand(n, -2, 2, 7361), out = buf_zeros(n);
+        Buf dout = buf_rand(n, -1, 1, 7362), dx = buf_rand(n, -1, 1, 7363);
+        Buf dada = buf_rand((size_t)B * ms, -1, 1, 7364);
+        Buf y = buf_rand(n, -1, 1, 7365), dy = buf_rand(n, -1, 1, 7366);
+        CPU->modulate2d_fwd(out.h, x.h, ada.h, ada.h + C, B, C, HW, ms);
+        GPU->modulate2d_fwd(out.d, x.d, ada.d, ada.d + C, B, C, HW, ms);
+        buf_check("modulate2d_fwd", &out, TOL_EW);
+        CPU->modulate2d_bwd(dx.h, dada.h, dada.h + C, dout.h, x.h, ada.h + C, B, C, HW, ms);
+        GPU->modulate2d_bwd(dx.d, dada.d, dada.d + C, dout.d, x.d, ada.d + C, B, C, HW, ms);
+        buf_check("modulate2d_bwd dx", &dx, TOL_EW);
+        buf_check("modulate2d_bwd dshift, dscale", &dada, TOL_EW);
+        CPU->gate_residual2d_fwd(x.h, y.h, ada.h + 2 * C, B, C, HW, ms);
+        GPU->gate_residual2d_fwd(x.d, y.d, ada.d + 2 * C, B, C, HW, ms);
+        buf_check("gate_residual2d_fwd", &x, TOL_EW);
+        CPU->gate_residual2d_bwd(dy.h, dada.h + 2 * C, dout.h, y.h, ada.h + 2 * C, B, C, HW, ms);
+        GPU->gate_residual2d_bwd(dy.d, dada.d + 2 * C, dout.d, y.d, ada.d + 2 * C, B, C, HW, ms);
+        buf_check("gate_residual2d_bwd dy", &dy, TOL_EW);
+        buf_check("gate_residual2d_bwd dgate", &dada, TOL_EW);
+        Buf *all[] = {&ada, &x, &out, &dout, &dx, &dada, &y, &dy};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) buf_free(all[i]);
+    }
+
+    // map <-> token rows, sizes off the 32 x 32 tile
+    {
+        const int B = 2, C = 37, HW = 45;
+        const size_t n = (size_t)B * C * HW;
+        Buf x = buf_rand(n, -1, 1, 7370), tok = buf_zeros(n), back = buf_zeros(n), g = buf_rand(n, -1, 1, 7371);
+        CPU->nchw_to_tokens_fwd(tok.h, x.h, B, C, HW); GPU->nchw_to_tokens_fwd(tok.d, x.d, B, C, HW);
+        buf_check("nchw_to_tokens_fwd", &tok, 0.0);
+        CPU->tokens_to_nchw_fwd(back.h, g.h, B, C, HW); GPU->tokens_to_nchw_fwd(back.d, g.d, B, C, HW);
+        buf_check("tokens_to_nchw_fwd", &back, 0.0);
+        CPU->nchw_to_tokens_bwd(x.h, g.h, B, C, HW); GPU->nchw_to_tokens_bwd(x.d, g.d, B, C, HW);
+        buf_check("nchw_to_tokens_bwd", &x, TOL_EW);
+        CPU->tokens_to_nchw_bwd(tok.h, g.h, B, C, HW); GPU->tokens_to_nchw_bwd(tok.d, g.d, B, C, HW);
+        buf_check("tokens_to_nchw_bwd", &tok, TOL_EW);
+        buf_free(&x); buf_free(&tok); buf_free(&back); buf_free(&g);
+    }
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
 // Embeddings and patches
 
 START_TEST(test_patches) {
@@ -943,6 +1175,9 @@ int main(void) {
     tcase_add_test(tc, test_dwconv);
     tcase_add_test(tc, test_gla);
     tcase_add_test(tc, test_dig_elementwise);
+    tcase_add_test(tc, test_conv2d);
+    tcase_add_test(tc, test_nchw_norms);
+    tcase_add_test(tc, test_nchw_maps);
     tcase_add_test(tc, test_patches);
     tcase_add_test(tc, test_embeddings);
     tcase_add_test(tc, test_optim);

@@ -34,7 +34,9 @@ static float *rnd(size_t n, float lo, float hi, uint64_t seed) {
     return x;
 }
 static float *zeros(size_t n) { return own(calloc(n ? n : 1, sizeof(float))); }
-static float *copy_of(const float *x, size_t n) { return memcpy(own(malloc((n ? n : 1) * sizeof(float))), x, n * sizeof(float)); }
+static float *copy_of(const float *x, size_t n) {
+    return memcpy(own(malloc((n ? n : 1) * sizeof(float))), x, n * sizeof(float));
+}
 
 #define FD(what, x, n, grad, probe) tu_fd_check(what, x, n, grad, probe_loss, &(probe).base, 1e-2f, 2e-3, 2e-2, 48)
 
