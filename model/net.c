@@ -11,9 +11,10 @@
 
 #include "st_meta.h"
 
-extern const NetOps DIT_NET_OPS, DIG_NET_OPS;
+extern const NetOps DIT_NET_OPS, DIG_NET_OPS, DIC_NET_OPS;
 
-static const NetOps *const BACKBONES[] = {[BACKBONE_DIT] = &DIT_NET_OPS, [BACKBONE_DIG] = &DIG_NET_OPS};
+static const NetOps *const BACKBONES[] = {
+    [BACKBONE_DIT] = &DIT_NET_OPS, [BACKBONE_DIG] = &DIG_NET_OPS, [BACKBONE_DIC] = &DIC_NET_OPS};
 enum { N_BACKBONES = sizeof BACKBONES / sizeof BACKBONES[0] };
 
 const NetOps *net_backbone(BackboneKind k) {

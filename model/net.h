@@ -13,7 +13,7 @@
 #include "rng.h"
 #include "safetensors.h"
 
-typedef enum { BACKBONE_DIT = 0, BACKBONE_DIG = 1 } BackboneKind;
+typedef enum { BACKBONE_DIT = 0, BACKBONE_DIG = 1, BACKBONE_DIC = 2 } BackboneKind;
 
 typedef enum { ATTN_MALA = 0, ATTN_SOFTMAX = 1, ATTN_LINEAR = 2 } AttnKind;
 
@@ -30,12 +30,23 @@ typedef struct {
     int depth, hidden, heads, patch;
 } DigConfig;
 
+// DiC's own settings (DESIGN 7): stage widths hidden * multipliers[s] and block counts depths[s]
+// over n = 5 or 7 stages (an hourglass of (n+1)/2 levels), a skip concatenation every skip_stride
+// blocks.
+#define DIC_MAX_STAGES 7
+typedef struct {
+    int hidden, n;
+    int depths[DIC_MAX_STAGES], multipliers[DIC_MAX_STAGES];
+    int skip_stride;
+} DicConfig;
+
 typedef struct {
     BackboneKind backbone;
     int image_size, in_channels, num_classes;  // what the data fixes
     int learn_sigma;                           // output 2C channels (eps and variance)
     DitConfig dit;                             // backbone "dit"
     DigConfig dig;                             // backbone "dig"
+    DicConfig dic;                             // backbone "dic"
 } NetConfig;
 
 // One row of the parameter table; names are PyTorch's state_dict names.

@@ -1044,13 +1044,22 @@ static void tiny_dig_config(NetConfig *c) {
     c->image_size = 8; c->in_channels = 2; c->num_classes = 5;
 }
 
+// A tiny DiC: 3 levels (8, 4, 2 pixels), widths 8 / 16 / 32, skips in both decoder stages.
+static void tiny_dic_config(NetConfig *c) {
+    net_config_default(c, BACKBONE_DIC);
+    c->dic.hidden = 8;
+    for (int s = 0; s < 5; s++) c->dic.depths[s] = 1;
+    c->image_size = 8; c->in_channels = 2; c->num_classes = 5;
+}
+
 START_TEST(test_model) {
     const AttnKind kinds[3] = {ATTN_MALA, ATTN_LINEAR, ATTN_SOFTMAX};
     const int B = 3;
-    for (int ki = 0; ki < 4; ki++) {
+    for (int ki = 0; ki < 5; ki++) {
         NetConfig c;
         if (ki < 3) tiny_config(&c, kinds[ki]);
-        else tiny_dig_config(&c);
+        else if (ki == 3) tiny_dig_config(&c);
+        else tiny_dic_config(&c);
         Net *mc = net_create(&c, CPU, B, NET_TRAIN), *mg = net_create(&c, GPU, B, NET_TRAIN);
         float *gc = CPU->alloc(mc->n_floats * sizeof(float)), *gg = GPU->alloc(mg->n_floats * sizeof(float));
         tu_fill(mc->w, mc->n_floats, -0.15f, 0.15f, 800 + ki);
@@ -1094,7 +1103,8 @@ END_TEST
 START_TEST(test_train_steps) {
     NetConfig c;
     if (_i == 0) tiny_config(&c, ATTN_MALA);
-    else tiny_dig_config(&c);
+    else if (_i == 1) tiny_dig_config(&c);
+    else tiny_dic_config(&c);
     printf("  10 train steps: %s %s\n", backbone_name(c.backbone), net_mixer_name(&c));
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
@@ -1183,7 +1193,7 @@ int main(void) {
     tcase_add_test(tc, test_optim);
     tcase_add_test(tc, test_diffusion_ops);
     tcase_add_test(tc, test_model);
-    tcase_add_loop_test(tc, test_train_steps, 0, 2);
+    tcase_add_loop_test(tc, test_train_steps, 0, 3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);  // CUDA does not survive fork

@@ -67,6 +67,8 @@ static const char *FIXTURES[] = {
     "tests/fixtures/dit_softmax.safetensors",   "tests/fixtures/dit_linear.safetensors",
     "tests/fixtures/dit_mala_rect.safetensors", "tests/fixtures/dig_t2.safetensors",
     "tests/fixtures/dig_t4.safetensors",        "tests/fixtures/dig_init.safetensors",
+    "tests/fixtures/dic_t1.safetensors",        "tests/fixtures/dic_t2.safetensors",
+    "tests/fixtures/dic_t3.safetensors",        "tests/fixtures/dic_init.safetensors",
 };
 #define NFIX ((int)(sizeof FIXTURES / sizeof FIXTURES[0]))
 
@@ -232,19 +234,21 @@ START_TEST(test_model_file_round_trip) {
 }
 END_TEST
 
-// DiG-S/2 (32x32x4 latents, 1000 classes, learned sigma) has exactly the official state_dict:
-// every name and shape of tests/fixtures/dig_s2_names.txt (written from hustvl/DiG's class by
-// tools/ref_dig.py) and the same parameter count.
-START_TEST(test_dig_s2_names_vs_official) {
+// DiG-S/2 and DiC-S (32x32x4 latents, 1000 classes, learned sigma) have exactly the official
+// state_dicts: every name and shape of tests/fixtures/{dig_s2,dic_s}_names.txt (written from
+// hustvl/DiG's and YuchuanTian/DiC's classes by tools/ref_dig.py, ref_dic.py) and the same
+// parameter counts.
+static const char *OFFICIAL[][2] = {{"DiG-S/2", "tests/fixtures/dig_s2_names.txt"},
+                                    {"DiC-S", "tests/fixtures/dic_s_names.txt"}};
+START_TEST(test_names_vs_official) {
     NetConfig c;
     net_config_default(&c, BACKBONE_DIT);
     MalaErr err;
-    ck_assert_msg(net_config_preset(&c, "DiG-S/2", &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(c.backbone, BACKBONE_DIG);
+    ck_assert_msg(net_config_preset(&c, OFFICIAL[_i][0], &err) == 0, "%s", err.msg);
     c.in_channels = 4;
     c.num_classes = 1000;
     Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
-    FILE *f = fopen("tests/fixtures/dig_s2_names.txt", "r");
+    FILE *f = fopen(OFFICIAL[_i][1], "r");
     ck_assert(f != NULL);
     char line[512];
     ck_assert(fgets(line, sizeof line, f) && line[0] == '#');
@@ -270,7 +274,7 @@ START_TEST(test_dig_s2_names_vs_official) {
     ck_assert_int_eq(rows, m->nparams);
     ck_assert_uint_eq(total, want_params);
     ck_assert_uint_eq(m->n_floats, want_params);
-    printf("DiG-S/2: %d tensors, %zu parameters (official: %zu)\n", rows, m->n_floats, want_params);
+    printf("%s: %d tensors, %zu parameters (official: %zu)\n", OFFICIAL[_i][0], rows, m->n_floats, want_params);
     net_free(m);
 }
 END_TEST
@@ -306,6 +310,39 @@ START_TEST(test_dig_init) {
 }
 END_TEST
 
+// DiC's official initialisation: the output is exactly 0 (out_proj is zero) though the blocks are
+// not the identity (their modulation Linears are not zeroed); GroupNorm weights 1.
+START_TEST(test_dic_init) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    MalaErr err;
+    ck_assert_int_eq(net_config_preset(&c, "DiC-T", &err), 0);
+    ck_assert_int_eq(c.backbone, BACKBONE_DIC);
+    Net *m = net_create(&c, backend_cpu(), 2, NET_INFER);
+    net_init_weights(m, 5);
+    const ParamInfo *aff = net_find_param(m, "enc_blocks.1.0.conv.affine.1.weight");
+    const ParamInfo *gn = net_find_param(m, "dec_blocks.0.0.conv.norm0.weight");
+    const ParamInfo *conv = net_find_param(m, "lat_blocks.0.1.conv.conv1.weight");
+    ck_assert(aff && gn && conv && net_find_param(m, "dec_blocks.0.0.conv.skip.weight"));
+    double bound = sqrt(6.0 / (9.0 * 128 + 9.0 * 128)), mx = 0;  // conv fans I k^2, O k^2 (128 -> 128)
+    for (size_t i = 0; i < conv->numel; i++) mx = fmax(mx, fabs(m->w[conv->offset + i]));
+    ck_assert_msg(mx <= bound && mx > 0.9 * bound, "conv1 max %g, bound %g", mx, bound);
+    double amax = 0;
+    for (size_t i = 0; i < aff->numel; i++) amax = fmax(amax, fabs(m->w[aff->offset + i]));
+    ck_assert(amax > 0);
+    for (size_t i = 0; i < gn->numel; i++) ck_assert(m->w[gn->offset + i] == 1.0f);
+    float x[2 * 32 * 32], t[2] = {3, 700}, out[2 * 2 * 32 * 32];
+    int32_t y[2] = {1, 10};
+    tu_fill(x, 2 * 32 * 32, -1, 1, 6);
+    net_forward(m, out, x, t, y, 2);
+    for (int i = 0; i < 2 * 2 * 32 * 32; i++) ck_assert(out[i] == 0.0f);
+    ck_assert_int_ne(net_config_preset(&c, "DiC-S/2", &err), 0);
+    c.image_size = 30;  // not a multiple of 4 (two down steps)
+    ck_assert_int_ne(net_config_validate(&c, &err), 0);
+    net_free(m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -314,8 +351,9 @@ int main(void) {
     tcase_add_test(tc, test_forward_repeatable);
     tcase_add_test(tc, test_init_and_table);
     tcase_add_test(tc, test_model_file_round_trip);
-    tcase_add_test(tc, test_dig_s2_names_vs_official);
+    tcase_add_loop_test(tc, test_names_vs_official, 0, 2);
     tcase_add_test(tc, test_dig_init);
+    tcase_add_test(tc, test_dic_init);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -53,13 +53,16 @@ START_TEST(test_adamw_ema_vs_pytorch) {
 END_TEST
 
 // DiT-T/4 or DiG-T/4 made smaller: hidden 64, 2 heads (DiT depth 2; DiG depth 4, so its four scan
-// directions end in the original token order).
+// directions end in the original token order); DiC-T at half its width with one block per stage.
 static Trainer *tiny_backbone_trainer(float lr, int batch, BackboneKind bk) {
     NetConfig c;
     net_config_default(&c, bk);
     MalaErr err;
-    ck_assert(net_config_preset(&c, bk == BACKBONE_DIG ? "DiG-T/4" : "DiT-T/4", &err) == 0);
-    if (bk == BACKBONE_DIG) {
+    ck_assert(net_config_preset(&c, bk == BACKBONE_DIG ? "DiG-T/4" : bk == BACKBONE_DIC ? "DiC-T" : "DiT-T/4", &err) == 0);
+    if (bk == BACKBONE_DIC) {
+        c.dic.hidden = 16;
+        for (int s = 0; s < c.dic.n; s++) c.dic.depths[s] = 1;
+    } else if (bk == BACKBONE_DIG) {
         c.dig.depth = 4;
         c.dig.hidden = 64;
         c.dig.heads = 2;
@@ -110,7 +113,7 @@ START_TEST(test_nonfinite_step_skipped) {
 END_TEST
 
 // 200 steps on 512 Fashion-MNIST images halve the loss, for every backbone.
-static const BackboneKind LOSS_BACKBONES[] = {BACKBONE_DIT, BACKBONE_DIG};
+static const BackboneKind LOSS_BACKBONES[] = {BACKBONE_DIT, BACKBONE_DIG, BACKBONE_DIC};
 START_TEST(test_loss_goes_down) {
     MalaErr err;
     Dataset *ds = dataset_open("fashion-mnist", 32, 1, &err);
@@ -147,8 +150,9 @@ static void same_file(const char *a, const char *b) {
     free(x); free(y);
 }
 
-static const char *RESUME_MODELS[] = {"DiT-T/4", "DiG-T/4"};
-static const char *RESUME_PARAM[] = {"blocks.1.mlp.fc1.weight", "blocks.1.mlp.gate_proj.weight"};
+static const char *RESUME_MODELS[] = {"DiT-T/4", "DiG-T/4", "DiC-T"};
+static const char *RESUME_PARAM[] = {"blocks.1.mlp.fc1.weight", "blocks.1.mlp.gate_proj.weight",
+                                     "dec_blocks.0.0.conv.conv0.weight"};
 
 static int train_cli(const char *model, const char *out, const char *iters, int resume) {
     char *argv[] = {"train", "--model", (char *)model, "--batch", "4", "--limit", "64", "--iters", (char *)iters,
@@ -225,8 +229,8 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_adamw_ema_vs_pytorch);
     tcase_add_test(tc, test_nonfinite_step_skipped);
-    tcase_add_loop_test(tc, test_loss_goes_down, 0, 2);
-    tcase_add_loop_test(tc, test_resume_bit_exact, 0, 2);
+    tcase_add_loop_test(tc, test_loss_goes_down, 0, 3);
+    tcase_add_loop_test(tc, test_resume_bit_exact, 0, 3);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -225,9 +225,6 @@ START_TEST(test_train_cross_device) {
 }
 END_TEST
 
-// f. DiG through the whole CLI on the emulated CUDA backend: train 2 steps, resume to 4 on the
-// CPU (same file format); DDIM from the PyTorch-written DiG fixture (random non-zero weights,
-// 12x12x4) on CUDA and on the CPU gives the same images to float rounding; both benches run.
 // The model tensors of a PyTorch-written fixture (without its in.*, out, grad.* reference tensors),
 // with its metadata, as a model file at dst.
 static void fixture_model(const char *src, const char *dst) {
@@ -249,27 +246,33 @@ static void fixture_model(const char *src, const char *dst) {
     st_close(&f);
 }
 
-#define DIG_TRAIN "train --model DiG-T/8 --batch 2 --limit 8 --lr 1e-3 --ckpt-every 2 --keep 5 --log-every 1 --sample-every 0"
-START_TEST(test_dig_on_cuda) {
+// f. DiG and DiC through the whole CLI on the emulated CUDA backend: train 2 steps, resume to 4
+// on the CPU (same file format); DDIM from a PyTorch-written fixture (random non-zero weights,
+// 12x12x4) on CUDA and on the CPU gives the same images to float rounding; both benches run.
+static const char *BACKBONE_RUNS[][2] = {{"DiG-T/8", "tests/fixtures/dig_t4.safetensors"},
+                                         {"DiC-T", "tests/fixtures/dic_t2.safetensors"}};
+#define BB_TRAIN "train --model %s --batch 2 --limit 8 --lr 1e-3 --ckpt-every 2 --keep 5 --log-every 1 --sample-every 0"
+START_TEST(test_backbones_on_cuda) {
+    const char *preset = BACKBONE_RUNS[_i][0], *fixture = BACKBONE_RUNS[_i][1];
     tu_make_tmpdir("cli_emu");
-    RUN_OK(emu_bin(), DIG_TRAIN " --device cuda --iters 2 --out %s/dig", tu_tmp);
-    RUN_OK(cpu_bin(), DIG_TRAIN " --device cpu --iters 4 --out %s/dig --resume", tu_tmp);
-    ck_assert_msg(strstr(g_err, "at step 2") && strstr(g_err, "done: step 4"), "DiG resume:\n%s", err_tail());
+    RUN_OK(emu_bin(), BB_TRAIN " --device cuda --iters 2 --out %s/bb", preset, tu_tmp);
+    RUN_OK(cpu_bin(), BB_TRAIN " --device cpu --iters 4 --out %s/bb --resume", preset, tu_tmp);
+    ck_assert_msg(strstr(g_err, "at step 2") && strstr(g_err, "done: step 4"), "%s resume:\n%s", preset, err_tail());
     char model[300];
-    snprintf(model, sizeof model, "%s/dig_t4.safetensors", tu_tmp);
-    fixture_model("tests/fixtures/dig_t4.safetensors", model);
+    snprintf(model, sizeof model, "%s/fixture.safetensors", tu_tmp);
+    fixture_model(fixture, model);
     const char *same = "--labels 1,4 --sampler ddim --steps 3 --cfg-scale 2 --seed 5 --precision fp32";
     RUN_OK(emu_bin(), "sample --ckpt %s %s --device cuda --save-npy %s/dcu.npy", model, same, tu_tmp);
     RUN_OK(cpu_bin(), "sample --ckpt %s %s --device cpu --save-npy %s/dcpu.npy", model, same, tu_tmp);
     float *cu = load_images_shaped("dcu.npy", 2, 4, 12), *cpu = load_images_shaped("dcpu.npy", 2, 4, 12);
     double e = tu_max_abs_diff(cu, cpu, 2 * 4 * 12 * 12), m = tu_max_abs_diff(cu, cu + 4 * 12 * 12, 4 * 12 * 12);
-    printf("f. DiG: CUDA train 2 + CPU resume 2; DDIM-3 w 2 (fixture model): CUDA fp32 vs CPU max |diff| %.3g "
-           "(tolerance 1e-4; the two images differ by %.3g)\n", e, m);
-    ck_assert_msg(m > 1e-2, "the two DiG samples are nearly equal (%.3g): the model does nothing", m);
-    ck_assert_msg(e <= 1e-4, "DiG DDIM on CUDA differs from the CPU by %.3g", e);
+    printf("f. %s: CUDA train 2 + CPU resume 2; DDIM-3 w 2 (fixture model): CUDA fp32 vs CPU max |diff| %.3g "
+           "(tolerance 1e-4; the two images differ by %.3g)\n", preset, e, m);
+    ck_assert_msg(m > 1e-2, "the two %s samples are nearly equal (%.3g): the model does nothing", preset, m);
+    ck_assert_msg(e <= 1e-4, "%s DDIM on CUDA differs from the CPU by %.3g", preset, e);
     free(cu); free(cpu);
-    RUN_OK(emu_bin(), "bench train --model DiG-T/8 --batch 2 --steps 1 --device cuda");
-    RUN_OK(emu_bin(), "bench sample --model DiG-T/8 --n 2 --steps 2 --device cuda");
+    RUN_OK(emu_bin(), "bench train --model %s --batch 2 --steps 1 --device cuda", preset);
+    RUN_OK(emu_bin(), "bench sample --model %s --n 2 --steps 2 --device cuda", preset);
     tu_rm_tmpdir();
 }
 END_TEST
@@ -307,7 +310,7 @@ int main(void) {
     tcase_add_test(tc, test_train_resume_bit_exact);
     tcase_add_test(tc, test_train_cross_device);
     tcase_add_test(tc, test_fp64_refused);
-    tcase_add_test(tc, test_dig_on_cuda);
+    tcase_add_loop_test(tc, test_backbones_on_cuda, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
