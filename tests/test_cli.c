@@ -478,8 +478,9 @@ START_TEST(test_small_things) {
     ck_assert_int_eq(a.shape[0], 64);
     npy_free(&a);
 
-    // --batch: the bundled model, DDPM 50 steps, 6 images in batches of 6, 4 and 1; with one
-    // thread the images are identical, with two they stay within the README's bound
+    // --batch: the bundled model, DDPM 50 steps, 6 images in batches of 6, 4 and 1 stay within the
+    // README's bound (OpenBLAS's AVX-512 kernels sum small products in another order than large
+    // ones, so even one thread is not batch-invariant there)
     const int bs[3] = {6, 4, 1};
     for (int threads = 1; threads <= 2; threads++) {
         float *x[3];
@@ -495,8 +496,8 @@ START_TEST(test_small_things) {
         size_t nf = 6 * 32 * 32;
         double d1 = tu_max_abs_diff(x[0], x[1], nf), d2 = tu_max_abs_diff(x[0], x[2], nf);
         printf("sample --threads %d: --batch 6 vs 4: max |diff| %.3g; vs 1: %.3g\n", threads, d1, d2);
-        if (threads == 1) ck_assert_msg(d1 == 0 && d2 == 0, "one thread: --batch changed the images by %.3g / %.3g", d1, d2);
-        else ck_assert_msg(d1 <= 1e-4 && d2 <= 1e-4, "--batch changed the images by %.3g / %.3g (bound 1e-4)", d1, d2);
+        ck_assert_msg(d1 <= 1e-4 && d2 <= 1e-4, "%d thread(s): --batch changed the images by %.3g / %.3g (bound 1e-4)",
+                      threads, d1, d2);
         for (int i = 0; i < 3; i++) free(x[i]);
     }
     tu_rm_tmpdir();
