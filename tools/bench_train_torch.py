@@ -16,7 +16,7 @@ The model is tools/ref_dit.DiT with DESIGN 2's DiT initialisation (adaLN-Zero), 
 the same presets and defaults as the C program (app/model_opts.c, model/dit_config.c); with
 --backbone dig it is tools/ref_dig.DiG (official DiG initialisation, chunked GLA in plain torch,
 presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply).
-One warm-up step, then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
+One warm-up step (with --compile, the one that compiles), then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
 passive unless the environment sets it. Prints one JSON line.
 """
 import argparse
@@ -69,6 +69,10 @@ def add_model_args(p):
     p.add_argument("--learn-sigma", type=parse_bool, default=True)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--precision", default="tf32", choices=["tf32", "fp32"],
+                   help="CUDA matrix products and convolutions on TF32 tensor cores (mala's default) or in fp32")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model's forward (the first, untimed run compiles it)")
 
 
 def model_config(a):
@@ -142,7 +146,23 @@ def setup(a):
     torch.set_num_threads(n)
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda: torch has no CUDA device here; use --device cpu")
+    torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+    if a.compile and not hasattr(torch, "compile"):
+        sys.exit(f"error: --compile needs PyTorch 2 (this is torch {torch.__version__})")
     return torch.device(a.device)
+
+
+def compile_forward(model, a):
+    """--compile: the forward pass through torch.compile (one static graph per batch size), set on
+    the instance so that forward_with_cfg and the training step call it; the module, its parameter
+    names and the EMA copy are unchanged."""
+    if a.compile:
+        model.forward = torch.compile(model.forward, dynamic=False)
+
+
+def impl(a):
+    return "torch-compile" if a.compile else "torch-eager"
 
 
 def sync(dev):
@@ -204,6 +224,7 @@ def main():
     torch.manual_seed(0)
     model = build_model(a, kw).to(dev)  # DiT: DESIGN 2 init (adaLN-Zero); DiG: official init
     ema = copy.deepcopy(model).requires_grad_(False)
+    compile_forward(model, a)
     model.train()
     ema.eval()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0)
@@ -220,8 +241,9 @@ def main():
     fl = 3.0 * flops_per_image(a, kw)
     params = sum(q.numel() for q in model.parameters() if q.requires_grad)
     print(json.dumps({
-        "bench": "train", "impl": "torch-eager", "torch": torch.__version__, "backbone": a.backbone,
-        "model": a.model, "attn": mixer(a), "device": a.device, "threads": torch.get_num_threads(), "batch": a.batch,
+        "bench": "train", "impl": impl(a), "torch": torch.__version__, "backbone": a.backbone,
+        "model": a.model, "attn": mixer(a), "device": a.device, "precision": a.precision,
+        "threads": torch.get_num_threads(), "batch": a.batch,
         "image_size": a.image_size, "channels": a.channels, "params": params,
         "img_per_s": round(a.batch / dt, 3), "s_per_step": round(dt, 4),
         "gflop_per_img": round(fl / 1e9, 2), "gflops": round(fl * a.batch / dt / 1e9, 1),
