@@ -66,13 +66,15 @@ bundle_unpack() {
         else
             python3 - "$d" "$p" <<'EOF' || { bundle_log "cannot unpack $d"; return 1; }
 import io, sys, tarfile
-data, out = open(sys.argv[1], "rb").read(), sys.argv[2]
+with open(sys.argv[1], "rb") as f:
+    data, out = f.read(), sys.argv[2]
 assert data[:8] == b"!<arch>\n", "not an ar archive"
 off = 8
 while off < len(data):  # ar members: 60-byte header, name padded to 16, size at 48..58
     name, size = data[off:off + 16].decode().strip(), int(data[off + 48:off + 58])
     if name.startswith("data.tar"):
-        tarfile.open(fileobj=io.BytesIO(data[off + 60:off + 60 + size])).extractall(out)
+        kw = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}  # links fixed after
+        tarfile.open(fileobj=io.BytesIO(data[off + 60:off + 60 + size])).extractall(out, **kw)
     off += 60 + size + (size & 1)
 EOF
         fi
@@ -219,7 +221,8 @@ bundle_download() {
             ls "$debs/${p}_"*.deb >/dev/null 2>&1 && continue
             v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null)
             # the version installed here (what `make test` passes with), else apt's candidate
-            (cd "$debs" && { [ -n "$v" ] && apt-get download -q "$p=$v" >/dev/null 2>&1 || apt-get download -q "$p" >/dev/null; }) ||
+            (cd "$debs" && { [ -n "$v" ] && apt-get download -q -o APT::Sandbox::User=root "$p=$v" > /dev/null 2>&1 ||
+                                       apt-get download -q -o APT::Sandbox::User=root "$p" > /dev/null; }) ||
                 { bundle_log "apt-get download $p failed"; return 1; }
         done
         bundle_unpack "$debs" "$stage" $pkgs || return 1

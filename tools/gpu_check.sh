@@ -141,6 +141,7 @@ sec_setup() {
                     { finish "$(rc_word $STEP_RC)" "cannot unpack $BUNDLE_DIR/debs (log.txt)"; return; }
             fi
             RUN_LD=$(bundle_libdirs "$BUNDLE_PREFIX")
+            chmod +x "$BUNDLE_DIR"/bin/* 2> /dev/null  # in case the copy lost the mode bits
             if [ "${GPU_CHECK_REBUILD:-0}" != 1 ] && [ "$(cat "$BUNDLE_DIR/stamp" 2>/dev/null)" = "$(bundle_stamp)" ] &&
                starts "$BUNDLE_DIR/bin/mala" && resolve_libs "$BUNDLE_DIR/bin/test_backend_parity"; then
                 use_bins "$BUNDLE_DIR/bin/mala" "$BUNDLE_DIR/bin/test_backend_parity"
@@ -373,12 +374,13 @@ sec_torch() {  # $1 = torch (the eager peers) | compile
             bad=$((bad + 1))
         else RES[$key]=$l; ok=$((ok + 1)); echo "$l" >> "$JSONL"; fi
     done < <(grep '^{' "$WORK/step.out")
+    local total=${#specs[@]}
     if [ $ok = 0 ] && grep -q 'needs PyTorch 2' "$WORK/step.out"; then
         finish n/a "torch $("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))') has no torch.compile ($PY)"
     elif [ $ok = 0 ]; then finish "$(bad_word $rc)" "no run finished: $(grep -v '^{' "$WORK/step.out" | tail -1 | cut -c1-100)"
-    elif [ $bad = 0 ]; then finish ok "${#specs[@]} runs ($PY)"
-    elif [ "$name" = compile ]; then finish partial "$ok of ${#specs[@]} runs in the time left (log.txt)"
-    else finish FAIL "$bad of ${#specs[@]} runs failed (log.txt)"; fi
+    elif [ $ok = "$total" ]; then finish ok "$total runs ($PY)"
+    elif [ "$name" = compile ]; then finish partial "$ok of $total runs in the time left (log.txt)"
+    else finish "$(bad_word $rc)" "$ok of $total runs done (log.txt)"; fi
 }
 
 # ---- the table's benchmark rows -------------------------------------------------------------
