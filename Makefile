@@ -38,7 +38,7 @@ VIEW_OBJ = $(VIEW_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test sanitize clean gpu-check fixtures demo
+.PHONY: all test sanitize clean gpu-check gpu-bundle fixtures demo
 MALA_BIN ?= mala
 all: $(MALA_BIN)
 
@@ -75,18 +75,23 @@ $(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
 	$(CC) $(CFLAGS) -o $@ $^
 
 # Each suite runs from the repository root so fixture paths are stable. The suites call OpenBLAS
-# directly, so they get the kernel family mala picks for itself (core/blas_core.h).
+# directly, so they get the kernel family mala picks for itself (core/blas_core.h). GPU_DRY_RUN=0
+# leaves out tools/gpu_check.sh's dry run on the emulator (make sanitize does: it checks the
+# script, not memory).
+GPU_DRY_RUN ?= 1
 test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
 	@set -e; core=$$(./$(BUILD)/blas_core); [ -z "$$OPENBLAS_CORETYPE" ] && [ -n "$$core" ] && export OPENBLAS_CORETYPE=$$core; \
 	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
 	echo "== $(EMU_TEST) (CUDA kernels on the host emulator)"; CK_FORK=no OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive ./$(EMU_TEST); \
 	echo "== $(EMU_CLI_TEST) (the mala CLI on the host emulator)"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive \
 	  MALA_BIN=./$(MALA_BIN) MALA_EMU_BIN=./$(EMU_MALA) ./$(EMU_CLI_TEST); \
+	if [ "$(GPU_DRY_RUN)" = 1 ]; then echo "== tests/gpu_check_dry.sh (tools/gpu_check.sh on the emulator)"; \
+	  OMP_NUM_THREADS=2 GPU_CHECK_MALA=./$(EMU_MALA) GPU_CHECK_PARITY=./$(EMU_TEST) tests/gpu_check_dry.sh; fi; \
 	echo "== tests/readme_test.sh (the README's commands in a fresh copy of the tree)"; tests/readme_test.sh ./$(MALA_BIN); \
 	echo "all suites passed"
 
 sanitize:
-	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 test
+	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 GPU_DRY_RUN=0 test
 
 # The README's first command: the viewer on the bundled model when a display is present,
 # otherwise a grid of samples (8 per class) in samples.png. DEMO_FLAGS are appended to the
@@ -95,9 +100,15 @@ demo: $(MALA_BIN)
 	@if [ -n "$$DISPLAY" ] || [ -n "$$WAYLAND_DISPLAY" ]; then ./mala view; \
 	else ./mala sample --sampler ddim --steps 50 --out samples.png $(DEMO_FLAGS) && echo "no display: wrote samples.png"; fi
 
-# On a machine with an NVIDIA GPU: parity suite, training smoke test, benchmarks (< 5 min).
+# On a machine with an NVIDIA GPU: parity suite, DDIM CPU vs GPU, training smoke test, benchmarks
+# against PyTorch (< 8 min; README "GPU (CUDA)" says how to run it on a bare CUDA machine).
 gpu-check:
 	tools/gpu_check.sh
+
+# Here (Debian, network, nvcc): gpu-bundle/, the .debs and prebuilt binaries that let gpu-check
+# build and run on a machine that has none of our dependencies (tools/gpu_bundle.sh).
+gpu-bundle:
+	tools/gpu_bundle.sh
 
 # Regenerates the PyTorch-written fixtures (needs Debian's python3-torch; CI does not).
 fixtures:
@@ -113,6 +124,6 @@ fixtures:
 	/usr/bin/python3 tools/make_npy_fixtures.py
 
 clean:
-	rm -rf build build-san mala
+	rm -rf build build-san build-gpu mala
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -12,8 +12,9 @@ random batch (seed 2); one run without guidance (w = 1: one pass of n per step) 
 --cfg-scale (one pass of 2n per step: [x; x] with [y; null], eps guided on all channels,
 variance from the conditional half), each timed from start to end with no warm-up run; clip on,
 DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's ddim_sample / p_sample in
-float32 under torch.inference_mode(). Model flags (--backbone dit|dig|dic included), --threads and
---device as in tools/bench_train_torch.py; DiG is tools/ref_dig.DiG and DiC tools/ref_dic.DiC, each
+float32 under torch.inference_mode(). Model flags (--backbone dit|dig|dic included), --threads,
+--device, --precision and --compile as in tools/bench_train_torch.py (with --compile, an untimed
+one-step run of each kind compiles first); DiG is tools/ref_dig.DiG and DiC tools/ref_dic.DiC, each
 with its official init.
 """
 import argparse
@@ -84,10 +85,15 @@ def main():
     kw = btt.model_config(a)
     torch.manual_seed(0)
     model = btt.build_model(a, kw).to(dev).eval()
+    btt.compile_forward(model, a)
     base = ref_diffusion.Diffusion(ref_diffusion.named_betas("linear", 1000))
     d = ref_diffusion.respaced(base, a.steps)
     rates = []
     with torch.inference_mode():
+        if a.compile:  # untimed: one step of each kind compiles its graph (batch n, and 2n guided)
+            for w in (1.0, a.cfg_scale):
+                x, y = btt.random_batch(a.n, a.channels, a.image_size, a.classes, 2, dev)
+                sample_loop(model, ref_diffusion.respaced(base, 1), x, y, w, a.sampler)
         for w in (1.0, a.cfg_scale):
             x, y = btt.random_batch(a.n, a.channels, a.image_size, a.classes, 2, dev)
             btt.sync(dev)
@@ -96,8 +102,9 @@ def main():
             btt.sync(dev)
             rates.append(a.n / (time.perf_counter() - t0))
     print(json.dumps({
-        "bench": "sample", "impl": "torch-eager", "torch": torch.__version__, "backbone": a.backbone,
-        "model": a.model, "attn": btt.mixer(a), "device": a.device, "threads": torch.get_num_threads(), "sampler": a.sampler,
+        "bench": "sample", "impl": btt.impl(a), "torch": torch.__version__, "backbone": a.backbone,
+        "model": a.model, "attn": btt.mixer(a), "device": a.device, "precision": a.precision if a.device == "cuda" else "fp32",
+        "threads": torch.get_num_threads(), "sampler": a.sampler,
         "steps": a.steps, "n": a.n, "image_size": a.image_size, "channels": a.channels,
         "img_per_s": round(rates[0], 3), "img_per_s_cfg": round(rates[1], 3), "cfg_scale": a.cfg_scale,
         "peak_rss_mb": round(btt.peak_rss_mb()),

@@ -19,7 +19,7 @@ the same presets and defaults as the C program (app/model_opts.c, model/dit_conf
 presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply); with --backbone dic it
 is tools/ref_dic.DiC (official DiC initialisation, presets ref_dic.PRESETS: DiC-{T,S,B,XL,H},
 multipliers [1,2,4,2,1], skip stride 3; the DiT attention flags do not apply).
-One warm-up step, then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
+One warm-up step (with --compile, the one that compiles), then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
 passive unless the environment sets it. Prints one JSON line.
 """
 import argparse
@@ -74,6 +74,10 @@ def add_model_args(p):
     p.add_argument("--learn-sigma", type=parse_bool, default=True)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--precision", default="tf32", choices=["tf32", "fp32"],
+                   help="CUDA matrix products and convolutions on TF32 tensor cores (mala's default) or in fp32")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model's forward (the first, untimed run compiles it)")
 
 
 def model_config(a):
@@ -161,7 +165,23 @@ def setup(a):
     torch.set_num_threads(n)
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("error: --device cuda: torch has no CUDA device here; use --device cpu")
+    torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
+    if a.compile and not hasattr(torch, "compile"):
+        sys.exit(f"error: --compile needs PyTorch 2 (this is torch {torch.__version__})")
     return torch.device(a.device)
+
+
+def compile_forward(model, a):
+    """--compile: the forward pass through torch.compile (one static graph per batch size), set on
+    the instance so that forward_with_cfg and the training step call it; the module, its parameter
+    names and the EMA copy are unchanged."""
+    if a.compile:
+        model.forward = torch.compile(model.forward, dynamic=False)
+
+
+def impl(a):
+    return "torch-compile" if a.compile else "torch-eager"
 
 
 def sync(dev):
@@ -223,6 +243,7 @@ def main():
     torch.manual_seed(0)
     model = build_model(a, kw).to(dev)  # DiT: DESIGN 2 init (adaLN-Zero); DiG, DiC: official init
     ema = copy.deepcopy(model).requires_grad_(False)
+    compile_forward(model, a)
     model.train()
     ema.eval()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0)
@@ -239,8 +260,9 @@ def main():
     fl = 3.0 * flops_per_image(a, kw)
     params = sum(q.numel() for q in model.parameters() if q.requires_grad)
     print(json.dumps({
-        "bench": "train", "impl": "torch-eager", "torch": torch.__version__, "backbone": a.backbone,
-        "model": a.model, "attn": mixer(a), "device": a.device, "threads": torch.get_num_threads(), "batch": a.batch,
+        "bench": "train", "impl": impl(a), "torch": torch.__version__, "backbone": a.backbone,
+        "model": a.model, "attn": mixer(a), "device": a.device, "precision": a.precision if a.device == "cuda" else "fp32",
+        "threads": torch.get_num_threads(), "batch": a.batch,
         "image_size": a.image_size, "channels": a.channels, "params": params,
         "img_per_s": round(a.batch / dt, 3), "s_per_step": round(dt, 4),
         "gflop_per_img": round(fl / 1e9, 2), "gflops": round(fl * a.batch / dt / 1e9, 1),
