@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "npy.h"   // defines: mala_write_atomic
+#include "atomic_file.h"  // defines: atomic_write_file
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -88,7 +88,7 @@ int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int c
     int len = 0;
     unsigned char *png = stbi_write_png_to_mem(pixels, w * channels, w, h, channels, &len);
     if (!png) return mala_errf(err, "%s: PNG encoding failed", path);
-    int rc = mala_write_atomic(path, png, (size_t)len, err);
+    int rc = atomic_write_file(path, png, (size_t)len, err);
     STBIW_FREE(png);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "half.h"         // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
 #include "json.h"         // defines: json_parse, JsonBuf
 #include "safetensors.h"  // defines: st_open, StWriter
 
@@ -287,8 +288,8 @@ END_TEST
 
 START_TEST(test_f16_exhaustive_round_trip) {
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = st_f16_to_f32((uint16_t)h);
-        uint16_t back = st_f32_to_f16(f);
+        float f = half_to_f32((uint16_t)h);
+        uint16_t back = f32_to_half(f);
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
             if (!(isnan(f) && (back & 0x7c00) == 0x7c00 && (back & 0x3ff) && (back & 0x8000) == (h & 0x8000)))
                 ck_abort_msg("NaN 0x%04x came back as 0x%04x", h, back);
@@ -296,9 +297,9 @@ START_TEST(test_f16_exhaustive_round_trip) {
             ck_abort_msg("0x%04x -> %g -> 0x%04x", h, f, back);
         }
     }
-    ck_assert(st_f16_to_f32(0x0001) == 0x1p-24f);  // smallest subnormal
-    ck_assert(st_f16_to_f32(0x7bff) == 65504.0f);
-    ck_assert(st_f16_to_f32(0xfc00) == -INFINITY);
+    ck_assert(half_to_f32(0x0001) == 0x1p-24f);  // smallest subnormal
+    ck_assert(half_to_f32(0x7bff) == 65504.0f);
+    ck_assert(half_to_f32(0xfc00) == -INFINITY);
 }
 END_TEST
 
@@ -312,9 +313,9 @@ START_TEST(test_f16_rounding) {
         {INFINITY, 0x7c00}, {-INFINITY, 0xfc00},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        ck_assert_msg(st_f32_to_f16(cases[k].f) == cases[k].h, "%a -> 0x%04x, expected 0x%04x", cases[k].f,
-                      st_f32_to_f16(cases[k].f), cases[k].h);
-    ck_assert(isnan(st_f16_to_f32(st_f32_to_f16(NAN))));
+        ck_assert_msg(f32_to_half(cases[k].f) == cases[k].h, "%a -> 0x%04x, expected 0x%04x", cases[k].f,
+                      f32_to_half(cases[k].f), cases[k].h);
+    ck_assert(isnan(half_to_f32(f32_to_half(NAN))));
 #ifdef __FLT16_MAX__
     // Against the compiler's conversion (F16C or libgcc; both round to nearest even).
     uint64_t s = 99;
@@ -324,7 +325,7 @@ START_TEST(test_f16_rounding) {
         _Float16 ref = (_Float16)f;
         uint16_t rb;
         memcpy(&rb, &ref, 2);
-        if (st_f32_to_f16(f) != rb) ck_abort_msg("%a -> 0x%04x, _Float16 gives 0x%04x", f, st_f32_to_f16(f), rb);
+        if (f32_to_half(f) != rb) ck_abort_msg("%a -> 0x%04x, _Float16 gives 0x%04x", f, f32_to_half(f), rb);
     }
 #endif
 }
@@ -342,21 +343,21 @@ static uint16_t bf16_reference(float f) {
 
 START_TEST(test_bf16_conversions) {
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = st_bf16_to_f32((uint16_t)h);
-        uint16_t back = st_f32_to_bf16(f);
-        if (isnan(f) ? !isnan(st_bf16_to_f32(back)) || (back & 0x8000) != (h & 0x8000) : back != h)
+        float f = bf16_to_f32((uint16_t)h);
+        uint16_t back = f32_to_bf16(f);
+        if (isnan(f) ? !isnan(bf16_to_f32(back)) || (back & 0x8000) != (h & 0x8000) : back != h)
             ck_abort_msg("0x%04x -> 0x%04x", h, back);
     }
-    ck_assert_int_eq(st_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
-    ck_assert_int_eq(st_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
-    ck_assert_int_eq(st_f32_to_bf16(3.4e38f), 0x7f80);
-    ck_assert_int_eq(st_f32_to_bf16(-INFINITY), 0xff80);
+    ck_assert_int_eq(f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+    ck_assert_int_eq(f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+    ck_assert_int_eq(f32_to_bf16(3.4e38f), 0x7f80);
+    ck_assert_int_eq(f32_to_bf16(-INFINITY), 0xff80);
     uint64_t s = 5;
     for (int i = 0; i < 1000000; i++) {
         float f = from_bits((uint32_t)tu_next(&s));
         if (isnan(f) || isinf(f)) continue;
-        if (st_f32_to_bf16(f) != bf16_reference(f))
-            ck_abort_msg("%a -> 0x%04x, reference 0x%04x", f, st_f32_to_bf16(f), bf16_reference(f));
+        if (f32_to_bf16(f) != bf16_reference(f))
+            ck_abort_msg("%a -> 0x%04x, reference 0x%04x", f, f32_to_bf16(f), bf16_reference(f));
     }
 }
 END_TEST
@@ -415,7 +416,7 @@ START_TEST(test_round_trip) {
     assert_shape(st_find(&f, "h"), ST_F16, 2, s34);
     v = read_all(&f, "h", 12);
     for (int i = 0; i < 12; i++) {
-        float want = st_f16_to_f32(st_f32_to_f16(w16[i]));
+        float want = half_to_f32(f32_to_half(w16[i]));
         ck_assert_msg(isnan(want) ? isnan(v[i]) : bits32(v[i]) == bits32(want), "h[%d]", i);
         if (i >= 6) ck_assert(fabsf(v[i] - w16[i]) <= fabsf(w16[i]) * 0x1p-11f);
     }
@@ -525,11 +526,11 @@ START_TEST(test_python_fixture) {
         memcpy(&th, (const uint8_t *)st_data(&f, h) + 2 * i, 2);
         memcpy(&tb, (const uint8_t *)st_data(&f, b) + 2 * i, 2);
         if (isnan(x[i])) {
-            ck_assert(isnan(st_f16_to_f32(th)) && isnan(st_f16_to_f32(st_f32_to_f16(x[i]))));
-            ck_assert(isnan(st_bf16_to_f32(tb)) && isnan(st_bf16_to_f32(st_f32_to_bf16(x[i]))));
+            ck_assert(isnan(half_to_f32(th)) && isnan(half_to_f32(f32_to_half(x[i]))));
+            ck_assert(isnan(bf16_to_f32(tb)) && isnan(bf16_to_f32(f32_to_bf16(x[i]))));
         } else {
-            ck_assert_msg(st_f32_to_f16(x[i]) == th, "F16 of %a: 0x%04x, PyTorch 0x%04x", x[i], st_f32_to_f16(x[i]), th);
-            ck_assert_msg(st_f32_to_bf16(x[i]) == tb, "BF16 of %a: 0x%04x, PyTorch 0x%04x", x[i], st_f32_to_bf16(x[i]), tb);
+            ck_assert_msg(f32_to_half(x[i]) == th, "F16 of %a: 0x%04x, PyTorch 0x%04x", x[i], f32_to_half(x[i]), th);
+            ck_assert_msg(f32_to_bf16(x[i]) == tb, "BF16 of %a: 0x%04x, PyTorch 0x%04x", x[i], f32_to_bf16(x[i]), tb);
         }
     }
     free(x);
