@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "denoiser.h"
 #include "eval_cli.h"
+#include "json.h"   // defines: json_printf_line
 #include "rng.h"
 #include "sampler.h"
 #include "trainer.h"
@@ -87,15 +88,17 @@ static int bench_train(int argc, char **argv) {
     double dt = (now_seconds() - t0) / steps;
     double flops = 3.0 * dit_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
     double ref = gemm_ceiling(be);
-    printf("{\"bench\":\"train\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+    MalaErr jerr;
+    if (json_printf_line(stdout, &jerr, "{\"bench\":\"train\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
            "\"threads\":%d,\"batch\":%d,"
            "\"image_size\":%d,\"channels\":%d,\"params\":%zu,\"img_per_s\":%.3f,\"s_per_step\":%.4f,"
            "\"gflop_per_img\":%.2f,\"gflops\":%.1f,\"sgemm_gflops\":%.1f,\"fraction_of_sgemm\":%.3f,"
-           "\"peak_rss_mb\":%.0f}\n",
+           "\"peak_rss_mb\":%.0f}",
            mo.preset, mo.attn, be->name, precision_name(be, precision), num_threads(), batch, c.image_size,
            c.in_channels, tr->m->n_trainable,
            batch / dt, dt, 3.0 * dit_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
-           peak_rss_bytes() / 1048576.0);
+           peak_rss_bytes() / 1048576.0))
+        FATAL("%s", jerr.msg);
     free(x); free(y);
     class_names_free(&cn);
     trainer_free(tr);
@@ -152,13 +155,15 @@ static int bench_sample(int argc, char **argv) {
         be->to_host(x, d_x, img * sizeof(float));
         rate[g] = n / (now_seconds() - t0);
     }
-    printf("{\"bench\":\"sample\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
+    MalaErr jerr;
+    if (json_printf_line(stdout, &jerr, "{\"bench\":\"sample\",\"model\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
            "\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
-           "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
+           "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}",
            mo.preset, mo.attn, be->name, precision_name(be, precision), num_threads(), sampler, steps, n, c.image_size,
            c.in_channels, rate[0],
-           rate[1], cfg, peak_rss_bytes() / 1048576.0);
+           rate[1], cfg, peak_rss_bytes() / 1048576.0))
+        FATAL("%s", jerr.msg);
     be->release(d_x);
     free(x); free(y);
     sampler_free(&s);

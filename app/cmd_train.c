@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"  // defines: atomic_remove_stale
 #include "commands.h"
 #include "data.h"
 #include "denoiser.h"
@@ -20,7 +21,11 @@
 #include "trainer.h"
 
 static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) { stop_requested = sig; }
+// The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
+static void on_signal(int sig) {
+    if (stop_requested) { signal(sig, SIG_DFL); raise(sig); }
+    stop_requested = sig;
+}
 
 static void make_dir(const char *path) {
     if (mkdir(path, 0755) && errno != EEXIST) FATAL("%s: cannot create directory: %s", path, strerror(errno));
@@ -196,6 +201,8 @@ int cmd_train(int argc, char **argv) {
                "batch 256, label dropout 0.1). With --resume the model and optimiser settings come from the\n"
                "checkpoint; --iters may extend the run.",
                opts, N_OPTS, argc, argv, 1);
+    signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
+    signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
     if (batch < 1 || log_every < 1 || ckpt_every < 1 || keep < 1) FATAL("--batch, --log-every, --ckpt-every and --keep must be positive");
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
@@ -205,6 +212,8 @@ int cmd_train(int argc, char **argv) {
     make_dir(out);
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
     make_dir(dir);
+    int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
+    if (stale > 0) fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "", dir);
     snprintf(csv, sizeof csv, "%s/log.csv", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
 
@@ -282,8 +291,6 @@ int cmd_train(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/samples", out);
         make_dir(path);
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
 
     size_t img = (size_t)batch * c.in_channels * c.image_size * c.image_size;
     float *x = xmalloc(img * sizeof(float));
@@ -338,12 +345,18 @@ int cmd_train(int argc, char **argv) {
         }
     }
     if (tty) fprintf(stderr, "\n");
-    if (stop_requested && tr->step != last_saved) {
-        ckpt_path(path, sizeof path, out, tr->step);
-        if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-        prune_checkpoints(out, keep);
-        fprintf(stderr, "stopped by signal %d at step %llu; wrote %s (continue with --resume)\n", (int)stop_requested,
-                (unsigned long long)tr->step, path);
+    if (stop_requested) {  // also when it came during start-up or while a checkpoint was written
+        int wrote = tr->step != last_saved;
+        if (wrote) {
+            ckpt_path(path, sizeof path, out, tr->step);
+            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            prune_checkpoints(out, keep);
+            last_saved = tr->step;
+        }
+        if (last_saved) ckpt_path(path, sizeof path, out, last_saved);
+        fprintf(stderr, "stopped by signal %d at step %llu; %s %s%s\n", (int)stop_requested, (unsigned long long)tr->step,
+                !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is", last_saved ? path : "written",
+                last_saved ? " (continue with --resume)" : "");
     } else if (rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);
