@@ -100,6 +100,7 @@ fixtures:
 	/usr/bin/python3 tools/make_inception_fixtures.py --out tests/fixtures
 	/usr/bin/python3 tools/make_safetensors_fixtures.py
 	/usr/bin/python3 tools/make_npy_fixtures.py
+	/usr/bin/python3 tools/make_image_fixtures.py
 
 clean:
 	rm -rf build build-san build-fuzz mala

@@ -136,6 +136,34 @@ static void header_size(Format f, const unsigned char *b, size_t n, int *w, int 
     *h = y > INT32_MAX ? INT32_MAX : (int)y;
 }
 
+// Every PNG chunk (length, type, data, CRC) up to IEND lies inside the file: stb_image sizes its
+// IDAT buffer from the length fields before reading them (2 GB for a 200-byte file otherwise).
+// `at(ctx, off, b8)` reads the 8 bytes (length and type) of the chunk at offset off.
+static int png_chunks_fit(int (*at)(void *, uint64_t, unsigned char *), void *ctx, uint64_t n, const char *name,
+                          MalaErr *err) {
+    uint64_t pos = 8;
+    for (;;) {
+        unsigned char h[8];
+        if (n - pos < 12 || at(ctx, pos, h))
+            return mala_errf(err, "%s: truncated PNG (a chunk runs past the end of the file)", name);
+        uint64_t len = be32(h);
+        if (len > n - pos - 12) {
+            char t[5];
+            for (int k = 0; k < 4; k++) t[k] = h[4 + k] >= 32 && h[4 + k] < 127 ? (char)h[4 + k] : '?';
+            t[4] = 0;
+            return mala_errf(err, "%s: corrupt PNG (chunk '%s' of %llu bytes runs past the end of the file)", name, t,
+                             (unsigned long long)len);
+        }
+        pos += 12 + len;
+        if (memcmp(h + 4, "IEND", 4) == 0) return 0;
+    }
+}
+
+static int mem_at(void *ctx, uint64_t off, unsigned char *b8) { memcpy(b8, (const unsigned char *)ctx + off, 8); return 0; }
+static int file_at(void *ctx, uint64_t off, unsigned char *b8) {
+    return fseeko(ctx, (off_t)off, SEEK_SET) != 0 || fread(b8, 1, 8, ctx) != 8 ? -1 : 0;
+}
+
 // Format, end marker and (PGM / PPM) header from the first and last bytes of a file of `size` bytes.
 static int probe_ends(const unsigned char *head, size_t hn, const unsigned char *tail, size_t tn, uint64_t size,
                       const char *name, const ImageLimits *lim, Probe *p, MalaErr *err) {
@@ -278,6 +306,7 @@ int image_probe(const void *buf, size_t len, const char *name, const ImageLimits
     Probe p = {0};
     if (probe_ends(b, len, b + len - tn, tn, len, name, lim, &p, err)) return -1;
     int comp;
+    if (p.fmt == FMT_PNG && png_chunks_fit(mem_at, (void *)b, len, name, err)) return -1;
     if (p.fmt == FMT_JPEG) {
         if (jpeg_read(b, len, NULL, name, lim, NULL, &p.w, &p.h, err)) return -1;
     } else if (p.fmt != FMT_PNM && !stbi_info_from_memory(b, (int)len, &p.w, &p.h, &comp)) {
@@ -339,6 +368,7 @@ int image_decode(const void *buf, size_t len, const char *name, int channels, co
         if (jpeg_read(b, len, NULL, name, lim, &rgb, w, h, err)) return -1;
         return rgb_to_channels(rgb, *w, *h, channels, pixels, name, err);
     }
+    if (p.fmt == FMT_PNG && png_chunks_fit(mem_at, (void *)b, len, name, err)) return -1;
     if (p.fmt != FMT_PNM && !stbi_info_from_memory(b, (int)len, &p.w, &p.h, &comp))
         return stb_failure(name, "not a readable image", err);
     if (check_size(&p, name, lim, err)) return -1;
@@ -408,6 +438,7 @@ int image_check(const char *path, int *w, int *h, MalaErr *err) {
     if (fseeko(f, (off_t)(size - tn), SEEK_SET) != 0 || fread(tail, 1, tn, f) != tn) tn = 0;
     Probe p = {0};
     int rc = probe_ends(head, hn, tail, tn, size, path, &lim, &p, err), comp;
+    if (!rc && p.fmt == FMT_PNG) rc = png_chunks_fit(file_at, f, size, path, err);
     if (!rc && p.fmt != FMT_PNM && fseeko(f, 0, SEEK_SET) != 0) rc = mala_errf(err, "%s: cannot seek", path);
     else if (!rc && p.fmt == FMT_JPEG) rc = jpeg_read(NULL, 0, f, path, &lim, NULL, &p.w, &p.h, err);
     else if (!rc && p.fmt != FMT_PNM && !stbi_info_from_file(f, &p.w, &p.h, &comp))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "atomic_file.h"  // defines: atomic_write_file, atomic_remove_stale, AtomicFile
 #include "half.h"         // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
 #include "json.h"         // defines: json_parse, JsonBuf
 #include "safetensors.h"  // defines: st_open, StWriter
@@ -839,6 +840,53 @@ START_TEST(test_save_missing_dir_and_directory_target) {
 }
 END_TEST
 
+// core/atomic_file: the one writer behind every file this program saves.
+START_TEST(test_atomic_file) {
+    MalaErr err;
+    const char *path = tpath("a.bin");
+    ck_assert_msg(atomic_write_file(path, "hello", 5, &err) == 0, "%s", err.msg);
+    ck_assert(!exists(tpath("a.bin.tmp")));
+    size_t n;
+    char *b = tu_read_file(path, &n);
+    ck_assert(n == 5 && !memcmp(b, "hello", 5));
+    free(b);
+    // a stale temporary file of a killed writer is truncated by the next save of the same path
+    FILE *f = fopen(tpath("a.bin.tmp"), "wb");
+    ck_assert(f && fwrite("0123456789", 1, 10, f) == 10 && fclose(f) == 0);
+    ck_assert_msg(atomic_write_file(path, "hi", 2, &err) == 0, "%s", err.msg);
+    b = tu_read_file(path, &n);
+    ck_assert(n == 2 && !memcmp(b, "hi", 2) && !exists(tpath("a.bin.tmp")));
+    free(b);
+    // an abort leaves the old file and no temporary file
+    AtomicFile af;
+    ck_assert_int_eq(atomic_open(&af, path, &err), 0);
+    atomic_put(&af, "partial", 7);
+    atomic_abort(&af);
+    b = tu_read_file(path, &n);
+    ck_assert(n == 2 && !exists(tpath("a.bin.tmp")));
+    free(b);
+    ck_assert_int_ne(atomic_write_file(tpath("none/a.bin"), "x", 1, &err), 0);
+    assert_err(&err, tpath("none/a.bin"), "cannot create");
+    // stale checkpoints: regular *.safetensors.tmp files go; other names, directories and FIFOs stay
+    ck_assert(mkdir(tpath("ck"), 0755) == 0);
+    const char *files[] = {"ck/0000001.safetensors.tmp", "ck/0000002.safetensors.tmp", "ck/0000003.safetensors",
+                           "ck/x.npz.tmp", "ck/safetensors.tmp"};
+    for (int i = 0; i < 5; i++) {
+        f = fopen(tpath(files[i]), "wb");
+        ck_assert(f && fclose(f) == 0);
+    }
+    ck_assert(mkdir(tpath("ck/d.safetensors.tmp"), 0755) == 0);
+    ck_assert(mkfifo(tpath("ck/p.safetensors.tmp"), 0644) == 0);
+    ck_assert_int_eq(atomic_remove_stale(tpath("ck"), ".safetensors", &err), 2);
+    ck_assert(!exists(tpath(files[0])) && !exists(tpath(files[1])));
+    for (int i = 2; i < 5; i++) ck_assert_msg(exists(tpath(files[i])), "%s was removed", files[i]);
+    ck_assert(exists(tpath("ck/d.safetensors.tmp")) && exists(tpath("ck/p.safetensors.tmp")));
+    ck_assert_int_eq(atomic_remove_stale(tpath("ck"), ".safetensors", &err), 0);
+    ck_assert_int_eq(atomic_remove_stale(tpath("nowhere"), ".safetensors", &err), -1);
+    assert_err(&err, tpath("nowhere"), "cannot read directory");
+}
+END_TEST
+
 START_TEST(test_write_to_full_device) {
     FILE *fp = fopen("/dev/full", "wb");
     if (!fp) return;  // no /dev/full here; the RLIMIT_FSIZE test covers the save path
@@ -951,6 +999,7 @@ static Suite *safetensors_suite(void) {
     tcase_add_test(io, test_expect_messages);
     tcase_add_test(io, test_save_missing_dir_and_directory_target);
     tcase_add_test(io, test_write_to_full_device);
+    tcase_add_test(io, test_atomic_file);
     tcase_add_test(io, test_save_disk_full_keeps_old_file);
     tcase_add_test(io, test_writer_mistakes);
     tcase_set_timeout(io, 60);
