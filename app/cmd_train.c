@@ -213,7 +213,8 @@ int cmd_train(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
     make_dir(dir);
     int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
-    if (stale > 0) fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "", dir);
+    if (stale > 0)
+        fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "", dir);
     snprintf(csv, sizeof csv, "%s/log.csv", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
 

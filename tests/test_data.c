@@ -822,7 +822,7 @@ START_TEST(pnm_decoding) {
     free(g);
     // a 2000 x 2000 16-bit PGM, as in the issue (8 MB: made here)
     tu_make_tmpdir("pnm");
-    size_t n = 16 + 2000u * 2000 * 2;
+    size_t n = 32 + 2000u * 2000 * 2;
     unsigned char *b = malloc(n);
     int hl = snprintf((char *)b, 32, "P5\n2000 2000\n65535\n");
     for (size_t i = 0; i < 2000u * 2000; i++) { b[hl + 2 * i] = (unsigned char)(i >> 3); b[hl + 2 * i + 1] = (unsigned char)i; }
