@@ -1,5 +1,6 @@
 # mala-dit build. `make` builds ./mala; `make test` runs the Check suites; `make sanitize` runs
-# them under ASan+UBSan. CUDA sources compile when nvcc is found (CUDA=0 turns that off).
+# them under ASan+UBSan; `make fuzz` / `make fuzz-regress` build and run the libFuzzer harnesses
+# (tests/fuzz/fuzz.mk). CUDA sources compile when nvcc is found (CUDA=0 turns that off).
 CC       ?= cc
 OPT      ?= -O3 -march=x86-64-v3 -ffp-contract=off -fno-math-errno -fno-trapping-math
 # -fno-math-errno / -fno-trapping-math let loops with sqrtf and clamps vectorise; no IEEE
@@ -10,7 +11,7 @@ CFLAGS   += $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
 # OpenBLAS's OpenMP build shares our OpenMP thread pool: the pthread build's threads and
 # libgomp's spinning workers fight over the cores (6x slower steps measured on 2 cores).
 BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-LDLIBS   += -L$(BLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLAS_DIR) -lopenblas -llapacke -lz -lm -lpthread -fopenmp
+LDLIBS   += -L$(BLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLAS_DIR) -lopenblas -llapacke -ljpeg -lz -lm -lpthread -fopenmp
 BUILD    ?= build
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 SDL_CFLAGS = $(shell pkg-config --cflags sdl2 2>/dev/null)
@@ -69,6 +70,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS) $(CHECK_LIBS)
 
 include tests/cuda_emu/emu.mk
+include tests/fuzz/fuzz.mk
 
 $(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
 	@mkdir -p $(dir $@)
@@ -122,8 +124,9 @@ fixtures:
 	/usr/bin/python3 tools/make_inception_fixtures.py --out tests/fixtures
 	/usr/bin/python3 tools/make_safetensors_fixtures.py
 	/usr/bin/python3 tools/make_npy_fixtures.py
+	/usr/bin/python3 tools/make_image_fixtures.py
 
 clean:
-	rm -rf build build-san build-gpu mala
+	rm -rf build build-san build-gpu build-fuzz mala
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "generate.h"
+#include "json.h"   // defines: json_printf_line
 #include "rng.h"
 #include "trainer.h"
 
@@ -54,15 +55,17 @@ static int bench_train(int argc, char **argv) {
     double dt = (now_seconds() - t0) / steps;
     double flops = 3.0 * net_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
     double ref = be->gemm_gflops();
-    printf("{\"bench\":\"train\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
-           "\"threads\":%d,\"batch\":%d,"
+    MalaErr jerr;
+    if (json_printf_line(stdout, &jerr, "{\"bench\":\"train\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\","
+           "\"device\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,"
            "\"image_size\":%d,\"channels\":%d,\"params\":%zu,\"img_per_s\":%.3f,\"s_per_step\":%.4f,"
            "\"gflop_per_img\":%.2f,\"gflops\":%.1f,\"sgemm_gflops\":%.1f,\"fraction_of_sgemm\":%.3f,"
-           "\"peak_rss_mb\":%.0f}\n",
+           "\"peak_rss_mb\":%.0f}",
            mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, be->precision(),
            num_threads(), batch, c.image_size, c.in_channels, tr->net->n_trainable,
            batch / dt, dt, 3.0 * net_flops_per_image(&c) / 1e9, flops, ref, ref > 0 ? flops / ref : 0.0,
-           peak_rss_bytes() / 1048576.0);
+           peak_rss_bytes() / 1048576.0))
+        FATAL("%s", jerr.msg);
     free(x); free(y);
     class_names_free(&cn);
     trainer_free(tr);
@@ -116,14 +119,15 @@ static int bench_sample(int argc, char **argv) {
         if (generator_run(&g, &o, x, y, n, 2, 0, NULL, NULL, &err) < 0) FATAL("%s", err.msg);
         rate[r] = n / (now_seconds() - t0);
     }
-    printf("{\"bench\":\"sample\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\","
-           "\"threads\":%d,\"sampler\":\"%s\","
+    MalaErr jerr;
+    if (json_printf_line(stdout, &jerr, "{\"bench\":\"sample\",\"model\":\"%s\",\"backbone\":\"%s\",\"attn\":\"%s\","
+           "\"device\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
-           "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}\n",
+           "\"cfg_scale\":%g,\"peak_rss_mb\":%.0f}",
            mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, be->precision(),
-           num_threads(), sampler, steps, n, c.image_size,
-           c.in_channels, rate[0],
-           rate[1], cfg, peak_rss_bytes() / 1048576.0);
+           num_threads(), sampler, steps, n, c.image_size, c.in_channels, rate[0], rate[1], cfg,
+           peak_rss_bytes() / 1048576.0))
+        FATAL("%s", jerr.msg);
     free(x); free(y);
     class_names_free(&cn);
     generator_close(&g);

@@ -17,7 +17,7 @@
 #include "generate.h"   // defines: Generator (eval fid --ckpt samples on the fly)
 #include "image_io.h"   // defines: image_load
 #include "inception.h"
-#include "json.h"       // defines: json_fput_string
+#include "json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "npy.h"
 #include "app/commands.h"  // defines: model_batch_bytes
 
@@ -400,19 +400,28 @@ typedef struct {
 static const SampleSpec *sample_spec(const EvalArgs *a) { return a->gen.ckpt ? &a->gen : NULL; }
 static const char *samples_name(const EvalArgs *a) { return a->gen.ckpt ? a->gen.ckpt : a->samples; }
 
-static void json_str_field(const char *key, const char *v) {
-    printf(",\"%s\":", key);
-    json_fput_string(stdout, v ? v : "");
+static void json_str_field(JsonBuf *b, const char *key, const char *v) {
+    json_buf_printf(b, ",\"%s\":", key);
+    json_buf_string(b, v ? v : "", strlen(v ? v : ""));
+}
+
+// Prints the result line (core/json.h: never with inf or nan in it); 1 when it cannot.
+static int print_result(JsonBuf *b) {
+    MalaErr err;
+    int rc = json_write_line(stdout, b->buf, &err);
+    if (rc) fprintf(stderr, "error: %s\n", err.msg);
+    json_buf_free(b);
+    return rc ? 1 : 0;
 }
 
 // --ckpt: how the images were sampled, as JSON fields (the preset names DiT's FID-50K settings).
-static void json_sampling_fields(const EvalArgs *a) {
+static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
     if (!a->gen.ckpt) return;
     const GenOpts *o = &a->gen.opts;
-    json_str_field("preset", a->preset);
-    json_str_field("sampler", o->kind == SAMPLER_DDIM ? "ddim" : "ddpm");
-    printf(",\"steps\":%d,\"cfg_scale\":%g,\"eta\":%g,\"clip\":%s,\"num\":%d", o->steps, o->cfg_scale, o->eta,
-           o->clip ? "true" : "false", a->gen.num);
+    json_str_field(b, "preset", a->preset);
+    json_str_field(b, "sampler", o->kind == SAMPLER_DDIM ? "ddim" : "ddpm");
+    json_buf_printf(b, ",\"steps\":%d,\"cfg_scale\":%g,\"eta\":%g,\"clip\":%s,\"num\":%d", o->steps, o->cfg_scale,
+                    o->eta, o->clip ? "true" : "false", a->gen.num);
 }
 
 static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
@@ -426,13 +435,15 @@ static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
         return 1;
     }
     fprintf(stderr, "[eval] statistics of %d images -> %s (mu [2048], sigma [2048, 2048], float64)\n", r.n, a->out);
-    printf("{\"cmd\":\"eval stats\"");
-    json_str_field("data", a->data);
-    json_str_field("out", a->out);
-    json_str_field("inception", wpath);
-    printf(",\"n\":%d,\"dim\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}\n", r.n, INCEPTION_DIM, r.seconds, r.n / r.seconds);
+    JsonBuf b = {0};
+    json_buf_puts(&b, "{\"cmd\":\"eval stats\"");
+    json_str_field(&b, "data", a->data);
+    json_str_field(&b, "out", a->out);
+    json_str_field(&b, "inception", wpath);
+    json_buf_printf(&b, ",\"n\":%d,\"dim\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}", r.n, INCEPTION_DIM, r.seconds,
+                    r.n / r.seconds);
     fid_stats_free(s);
-    return 0;
+    return print_result(&b);
 }
 
 static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
@@ -446,23 +457,28 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     double fid, ism = 0, iss = 0;
     if (a->save_stats && fid_stats_save(s, a->save_stats, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
     if (!rc && fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
-    int have_is = !rc && rs.logits && rs.n >= a->splits &&
-                  inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err) == 0;
+    int have_is = !rc && rs.logits && rs.n >= a->splits;
+    if (have_is && inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err)) {
+        fprintf(stderr, "warning: no Inception Score: %s\n", err.msg);
+        have_is = 0;
+    }
     if (!rc) {
         fprintf(stderr, "FID %.4f  (%d samples from %s vs %s)\n", fid, rs.n, samples_name(a), a->ref);
         if (have_is) fprintf(stderr, "IS  %.4f +- %.4f  (%d splits)\n", ism, iss, a->splits);
         if (rs.n < 2048)
             fprintf(stderr, "note: fewer samples (%d) than feature dimensions (2048): the covariance is rank "
                             "deficient and FID is biased upwards; papers use 50K\n", rs.n);
-        printf("{\"cmd\":\"eval fid\"");
-        json_str_field("samples", samples_name(a));
-        json_str_field("ref", a->ref);
-        json_str_field("inception", wpath);
-        json_sampling_fields(a);
-        printf(",\"n\":%d,\"fid\":%.6f", rs.n, fid);
-        if (have_is) printf(",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
-        printf(",\"seconds\":%.3f,\"img_per_s\":%.2f}\n", rs.seconds + rr.seconds,
-               (rs.n + rr.n) / (rs.seconds + rr.seconds));
+        JsonBuf b = {0};
+        json_buf_puts(&b, "{\"cmd\":\"eval fid\"");
+        json_str_field(&b, "samples", samples_name(a));
+        json_str_field(&b, "ref", a->ref);
+        json_str_field(&b, "inception", wpath);
+        json_sampling_fields(&b, a);
+        json_buf_printf(&b, ",\"n\":%d,\"fid\":%.6f", rs.n, fid);
+        if (have_is) json_buf_printf(&b, ",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
+        json_buf_printf(&b, ",\"seconds\":%.3f,\"img_per_s\":%.2f}", rs.seconds + rr.seconds,
+                        (rs.n + rr.n) / (rs.seconds + rr.seconds));
+        rc = print_result(&b);
     }
     free(rs.logits);
     fid_stats_free(s);
@@ -481,12 +497,14 @@ static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
         rc = 1;
     } else {
         fprintf(stderr, "IS %.4f +- %.4f  (%d samples from %s, %d splits)\n", mean, std, r.n, samples_name(a), a->splits);
-        printf("{\"cmd\":\"eval is\"");
-        json_str_field("samples", samples_name(a));
-        json_str_field("inception", wpath);
-        json_sampling_fields(a);
-        printf(",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}\n", r.n,
-               mean, std, a->splits, r.seconds, r.n / r.seconds);
+        JsonBuf b = {0};
+        json_buf_puts(&b, "{\"cmd\":\"eval is\"");
+        json_str_field(&b, "samples", samples_name(a));
+        json_str_field(&b, "inception", wpath);
+        json_sampling_fields(&b, a);
+        json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}",
+                        r.n, mean, std, a->splits, r.seconds, r.n / r.seconds);
+        rc = print_result(&b);
     }
     free(r.logits);
     return rc;
@@ -653,6 +671,7 @@ int cmd_bench_inception(int argc, char **argv) {
     float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
     float *logits = xmalloc((size_t)batch * INCEPTION_CLASSES * sizeof *logits);
     MalaErr err;
+    int rc = 0;
     for (int i = 0; i < warmup; i++) inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);
     double best = 1e30, total = 0;
     for (int i = 0; i < iters; i++) {
@@ -665,13 +684,16 @@ int cmd_bench_inception(int argc, char **argv) {
     double gflop = inception_flops(m) / ((double)(warmup + iters) * batch) / 1e9;
     fprintf(stderr, "FID Inception forward: %.2f img/s (batch %d, %d threads, %dx%dx%d input), %.1f GFLOP/s\n",
             batch * iters / total, batch, num_threads(), channels, size, size, gflop * batch * iters / total);
-    printf("{\"bench\":\"inception\",\"impl\":\"mala-c\",\"batch\":%d,\"threads\":%d,\"input\":\"%dx%dx%d\",\"iters\":%d,"
-           "\"img_per_s\":%.3f,\"best_img_per_s\":%.3f,\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}\n",
+    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"batch\":%d,\"threads\":%d,\"input\":\"%dx%dx%d\",\"iters\":%d,"
+           "\"img_per_s\":%.3f,\"best_img_per_s\":%.3f,\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}",
            batch, num_threads(), channels, size, size, iters, batch * iters / total, batch / best, gflop,
-           gflop * batch * iters / total, peak_rss_bytes() / 1048576.0);
+           gflop * batch * iters / total, peak_rss_bytes() / 1048576.0)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        rc = 1;
+    }
     free(img);
     free(pool3);
     free(logits);
     inception_free(m);
-    return 0;
+    return rc;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomic_file.h"  // defines: atomic_remove_stale
 #include "commands.h"
 #include "data.h"
 #include "generate.h"
@@ -23,7 +24,11 @@
 #include "trainer.h"
 
 static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) { stop_requested = sig; }
+// The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
+static void on_signal(int sig) {
+    if (stop_requested) { signal(sig, SIG_DFL); raise(sig); }
+    stop_requested = sig;
+}
 
 static void ckpt_name(char *buf, size_t n, uint64_t step) { snprintf(buf, n, "%07llu.safetensors", (unsigned long long)step); }
 
@@ -280,6 +285,8 @@ int cmd_train(int argc, char **argv) {
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
+    signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
+    signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     MalaErr err;
@@ -394,6 +401,9 @@ int cmd_train(int argc, char **argv) {
 
     // 3. the run directory and the trainer
     make_dirs(dir);
+    int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
+    if (stale > 0)
+        fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "", dir);
     History hist = {0};
     if (resume) {
         fprintf(stderr, "resuming %s at step %llu\n", resume_path, (unsigned long long)tr->step);
@@ -426,8 +436,6 @@ int cmd_train(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/samples", out);
         make_dirs(path);
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
 
     float *x = xmalloc((size_t)batch * per * sizeof(float));
     int32_t *y = xmalloc(batch * sizeof(int32_t));
@@ -493,13 +501,19 @@ int cmd_train(int argc, char **argv) {
         }
     }
     progress_break(&pg);
-    if (stop_requested && tr->step != last_saved) {
-        ckpt_path(path, sizeof path, out, tr->step);
-        run_meta_fill(&meta, &rs);
-        if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-        prune_checkpoints(out, rs.keep, tr->step);
-        fprintf(stderr, "stopped by signal %d at step %llu; wrote %s (continue with --resume)\n", (int)stop_requested,
-                (unsigned long long)tr->step, path);
+    if (stop_requested) {  // also when it came during start-up or while a checkpoint was written
+        int wrote = tr->step != last_saved;
+        if (wrote) {
+            ckpt_path(path, sizeof path, out, tr->step);
+            run_meta_fill(&meta, &rs);
+            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            prune_checkpoints(out, rs.keep, tr->step);
+            last_saved = tr->step;
+        }
+        if (last_saved) ckpt_path(path, sizeof path, out, last_saved);
+        fprintf(stderr, "stopped by signal %d at step %llu; %s %s%s\n", (int)stop_requested, (unsigned long long)tr->step,
+                !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is", last_saved ? path : "written",
+                last_saved ? " (continue with --resume)" : "");
     } else if (rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);

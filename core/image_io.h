@@ -12,11 +12,30 @@
 
 #include "common.h"
 
-// Decodes a file as RGB (channels 3; alpha dropped like PIL's convert("RGB")) or gray
-// (channels 1; PIL's convert("L") weights applied to the RGB pixels). *pixels is malloc'd HWC.
+// Formats read (anything else is refused by name before a decoder sees it): PNG (1, 2, 4, 8 or
+// 16 bits per sample; gray, gray + alpha, RGB, RGBA, palette), JPEG (baseline, progressive), BMP
+// (stb_image for these three), and binary PGM / PPM (P5 / P6, maxval 1..65535, read here: samples
+// rescaled to 0..255 as round(v * 255 / maxval)). 16-bit PNG samples keep their high byte.
+// Before anything is decoded the header is checked against limits a dataset could need:
+#define IMAGE_MAX_SIDE       32768           // pixels per side
+#define IMAGE_MAX_PIXELS     89478485        // width * height: PIL's Image.MAX_IMAGE_PIXELS
+#define IMAGE_MAX_FILE_BYTES (256ll << 20)   // bytes of the file
+typedef struct { int max_side; int64_t max_pixels, max_file_bytes; } ImageLimits;
+ImageLimits image_limits_default(void);
+
+// Decodes an image file held in memory as RGB (channels 3; gray replicated, alpha dropped like
+// PIL's convert("RGB")) or gray (channels 1; PIL's convert("L") weights applied to the RGB
+// pixels). *pixels is malloc'd HWC. lim NULL means image_limits_default(). `name` is used in
+// messages. A PNG without its IEND chunk or a JPEG without its end marker is refused (truncated).
+int image_decode(const void *buf, size_t len, const char *name, int channels, const ImageLimits *lim,
+                 uint8_t **pixels, int *w, int *h, MalaErr *err);
+// The checks of image_decode without decoding the pixels.
+int image_probe(const void *buf, size_t len, const char *name, const ImageLimits *lim, int *w, int *h, MalaErr *err);
+// Reads a file (at most IMAGE_MAX_FILE_BYTES) and decodes it with the default limits.
 int image_load(const char *path, int channels, uint8_t **pixels, int *w, int *h, MalaErr *err);
-// Cheap validity check without decoding: the header parses (stb_image's info) and, for PNG and
-// JPEG, the file ends with its end marker (IEND / EOI), which catches truncated downloads.
+// Cheap validity check without decoding (reads the header and the last bytes): the format is
+// supported, the header parses, the size is within the limits and, for PNG, JPEG and PGM / PPM,
+// the file is complete (IEND / end-of-image marker / all samples), which catches truncated downloads.
 int image_check(const char *path, int *w, int *h, MalaErr *err);
 // Writes an 8-bit PNG (channels 1, 2, 3 or 4) atomically.
 int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int channels, MalaErr *err);

@@ -1,8 +1,9 @@
 // defines: json_parse, json_free, json_get, json_type_name, json_get_u64, json_get_i64,
 //          json_buf_append, json_buf_puts, json_buf_printf, json_buf_string, json_buf_free,
-//          json_fput_string, json_utf8_valid
+//          json_fput_string, json_utf8_valid, json_write_line, json_printf_line
 #include "json.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -492,4 +493,67 @@ void json_fput_string(FILE *fp, const char *s) {
     json_buf_string(&b, s, strlen(s));
     fwrite(b.buf, 1, b.len, fp);
     json_buf_free(&b);
+}
+
+// The key of the first value of line that is a bare word other than true / false / null (printf
+// writes non-finite doubles as inf, -inf, nan, -nan): 0 when there is none.
+static int find_bare_word(const char *line, const char **key, size_t *key_len, const char **word, size_t *word_len) {
+    const char *last = "", *p = line;
+    size_t last_len = 0;
+    *key = "";
+    *key_len = 0;
+    while (*p) {
+        if (*p == '"') {
+            const char *start = ++p;
+            while (*p && *p != '"') p += p[0] == '\\' && p[1] ? 2 : 1;
+            last = start;
+            last_len = (size_t)(p - start);
+            if (*p) p++;
+        } else if (*p == ':') {
+            *key = last;
+            *key_len = last_len;
+            p++;
+        } else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) {
+            const char *q = p;
+            while ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')) q++;
+            size_t n = (size_t)(q - p);
+            int literal = (n == 4 && (!memcmp(p, "true", 4) || !memcmp(p, "null", 4))) || (n == 5 && !memcmp(p, "false", 5));
+            if (!literal) {
+                *word = p > line && p[-1] == '-' ? p - 1 : p;
+                *word_len = (size_t)(q - *word);
+                return 1;
+            }
+            p = q;
+        } else {
+            p++;
+        }
+    }
+    return 0;
+}
+
+int json_write_line(FILE *fp, const char *line, MalaErr *err) {
+    const char *key, *word;
+    size_t key_len, word_len;
+    if (find_bare_word(line, &key, &key_len, &word, &word_len))
+        return mala_errf(err, "the result \"%.*s\" is %.*s, not a finite number (nothing written)", (int)key_len, key,
+                         (int)word_len, word);
+    errno = 0;
+    if (fputs(line, fp) < 0 || fputc('\n', fp) < 0 || fflush(fp) != 0)
+        return mala_errf(err, "cannot write the result line: %s", strerror(errno ? errno : EIO));
+    return 0;
+}
+
+int json_printf_line(FILE *fp, MalaErr *err, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *line = xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    line[0] = 0;
+    if (n > 0) vsnprintf(line, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    int rc = json_write_line(fp, line, err);
+    free(line);
+    return rc;
 }

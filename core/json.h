@@ -60,4 +60,12 @@ void json_buf_free(JsonBuf *b);
 // Writes the NUL-terminated s to fp as a quoted JSON string, escaped as json_buf_string does.
 void json_fput_string(FILE *fp, const char *s);
 
+// Writes one JSON line (text, then '\n', flushed) to fp. JSON has no inf or nan: when printf has
+// written a non-finite number into line, nothing is written and err names the key, e.g.
+// 'the result "is_mean" is inf, not a finite number (nothing written)'. Every JSON line the
+// program prints goes through here.
+int json_write_line(FILE *fp, const char *line, MalaErr *err);
+// Formats the line with printf's rules, then json_write_line.
+int json_printf_line(FILE *fp, MalaErr *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -1,12 +1,12 @@
 // defines: npy_dtype_size, npy_numel, npy_wrap, npy_free, npy_load, npy_save, npy_parse,
-//          npz_load, npz_keys, npz_keys_free, npz_save, npy_to_f64, npy_to_f32, mala_write_atomic
+//          npz_load, npz_keys, npz_keys_free, npz_save, npy_to_f64, npy_to_f32
 //
 // Layout of this file, top to bottom:
 //   1. dtype strings and the header dict ("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }")
 //   2. a byte source (plain file range, deflate stream, or memory) that counts and CRCs what it gives
 //   3. reading one .npy from a source (header checks happen before any large allocation)
 //   4. the zip reader (end record, zip64, central directory, local headers)
-//   5. checked atomic writers for .npy and stored .npz
+//   5. .npy and stored .npz writers (through core/atomic_file)
 #include "npy.h"
 
 #include <errno.h>
@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "atomic_file.h"  // defines: atomic_open, atomic_put, atomic_commit
+#include "half.h"         // defines: half_to_f32
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAX_HEADER (1u << 20)        // larger headers are refused as malformed
@@ -537,9 +540,10 @@ static int zip_open(const char *path, Zip *z, MalaErr *err) {
                 if (e->usize == 0xFFFFFFFFu) { if (q + 8 > qe) bad = 1; else { e->usize = rd64(q); q += 8; } }
                 if (!bad && e->csize == 0xFFFFFFFFu) { if (q + 8 > qe) bad = 1; else { e->csize = rd64(q); q += 8; } }
                 if (!bad && e->lho == 0xFFFFFFFFu) { if (q + 8 > qe) bad = 1; else { e->lho = rd64(q); q += 8; } }
-                if (bad) {
+                if (bad) {   // the message first: zip_close frees e->name
+                    mala_errf(err, "%s: corrupt zip64 extra field for '%s'", path, e->name);
                     free(cd); zip_close(z);
-                    return mala_errf(err, "%s: corrupt zip64 extra field for '%s'", path, e->name);
+                    return -1;
                 }
             }
             x = d + sz;
@@ -652,77 +656,25 @@ void npz_keys_free(char **keys, int n) {
 // 5. checked atomic writers
 
 typedef struct {
-    const char *path;
-    char tmp[4096];
-    FILE *f;
-    int err_no;         // first failing errno (0 = fine)
-    uint64_t off;
+    AtomicFile af;
+    uint64_t off;       // bytes written so far
 } Writer;
 
 static int w_open(Writer *w, const char *path, MalaErr *err) {
-    memset(w, 0, sizeof *w);
-    w->path = path;
-    if ((size_t)snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof w->tmp)
-        return mala_errf(err, "%s: path too long", path);
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f) return mala_errf(err, "%s: cannot create %s: %s", path, w->tmp, strerror(errno));
-    return 0;
+    w->off = 0;
+    return atomic_open(&w->af, path, err);
 }
 
 static void w_bytes(Writer *w, const void *p, size_t n) {
-    if (w->err_no) return;
-    const char *c = p;
-    while (n) {
-        size_t k = n > (1u << 30) ? (1u << 30) : n;
-        errno = 0;
-        if (fwrite(c, 1, k, w->f) != k) { w->err_no = errno ? errno : EIO; return; }
-        c += k; n -= k; w->off += k;
-    }
+    atomic_put(&w->af, p, n);
+    w->off += n;
 }
 
 static void w_u16(Writer *w, uint32_t v) { unsigned char b[2] = { v & 255, (v >> 8) & 255 }; w_bytes(w, b, 2); }
 static void w_u32(Writer *w, uint32_t v) { w_u16(w, v & 0xFFFF); w_u16(w, v >> 16); }
 static void w_u64(Writer *w, uint64_t v) { w_u32(w, (uint32_t)v); w_u32(w, (uint32_t)(v >> 32)); }
 
-static const char *errno_hint(int e) {
-    if (e == ENOSPC) return " (disk full?)";
-    if (e == EDQUOT) return " (disk quota exceeded?)";
-    if (e == EFBIG) return " (file size limit?)";
-    return "";
-}
-
-// Flushes, fsyncs, closes and renames; on any failure removes the temporary file.
-static int w_close(Writer *w, MalaErr *err) {
-    if (!w->err_no && fflush(w->f) != 0) w->err_no = errno ? errno : EIO;
-    if (!w->err_no && fsync(fileno(w->f)) != 0 && errno != EINVAL && errno != EROFS) w->err_no = errno;
-    if (fclose(w->f) != 0 && !w->err_no) w->err_no = errno ? errno : EIO;
-    w->f = NULL;
-    if (w->err_no) {
-        int e = w->err_no;
-        unlink(w->tmp);
-        return mala_errf(err, "%s: write failed: %s%s", w->path, strerror(e), errno_hint(e));
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        int e = errno;
-        unlink(w->tmp);
-        return mala_errf(err, "%s: cannot rename %s into place: %s", w->path, w->tmp, strerror(e));
-    }
-    // make the rename durable (best effort)
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", w->path);
-    char *slash = strrchr(dir, '/');
-    if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; } else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) { fsync(fd); close(fd); }
-    return 0;
-}
-
-int mala_write_atomic(const char *path, const void *buf, size_t len, MalaErr *err) {
-    Writer w;
-    if (w_open(&w, path, err)) return -1;
-    w_bytes(&w, buf, len);
-    return w_close(&w, err);
-}
+static int w_close(Writer *w, MalaErr *err) { return atomic_commit(&w->af, err); }
 
 static int check_array(const char *path, const NpyArray *a, MalaErr *err) {
     char norm[8], why[128];
@@ -779,7 +731,7 @@ int npz_save(const char *path, const char **keys, const NpyArray *arrays, int n,
     for (int i = 0; i < n; i++) {
         char hdr[1024], name[256];
         size_t hl = header_for(&arrays[i], hdr, sizeof hdr);
-        if (!hl) { fclose(w.f); unlink(w.tmp); free(rec); return mala_errf(err, "%s: header too long", path); }
+        if (!hl) { atomic_abort(&w.af); free(rec); return mala_errf(err, "%s: header too long", path); }
         int nl = snprintf(name, sizeof name, "%s.npy", keys[i]);
         rec[i].off = w.off;
         rec[i].size = hl + arrays[i].nbytes;
@@ -844,20 +796,6 @@ int npz_save(const char *path, const char **keys, const NpyArray *arrays, int n,
 // ---------------------------------------------------------------------------------------------
 // conversions
 
-static float half_to_float(uint16_t h) {
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
-    if (e == 0) {
-        if (m == 0) bits = s;
-        else { // subnormal
-            float v = (float)m / 16777216.0f;  // m * 2^-24
-            return (h >> 15) ? -v : v;
-        }
-    } else if (e == 31) bits = s | 0x7F800000u | (m << 13);
-    else bits = s | ((e + 112) << 23) | (m << 13);
-    float f; memcpy(&f, &bits, 4);
-    return f;
-}
-
 #define CONVERT_LOOP(OUT_T)                                                                 \
     do {                                                                                   \
         const char *t = norm + 1;                                                          \
@@ -866,7 +804,7 @@ static float half_to_float(uint16_t h) {
             double v;                                                                      \
             if (!strcmp(t, "f4")) { float x; memcpy(&x, src + 4 * i, 4); v = x; }           \
             else if (!strcmp(t, "f8")) { memcpy(&v, src + 8 * i, 8); }                     \
-            else if (!strcmp(t, "f2")) { uint16_t x; memcpy(&x, src + 2 * i, 2); v = half_to_float(x); } \
+            else if (!strcmp(t, "f2")) { uint16_t x; memcpy(&x, src + 2 * i, 2); v = half_to_f32(x); } \
             else if (!strcmp(t, "u1") || !strcmp(t, "b1")) v = src[i];                     \
             else if (!strcmp(t, "i1")) v = (int8_t)src[i];                                 \
             else if (!strcmp(t, "i2")) { int16_t x; memcpy(&x, src + 2 * i, 2); v = x; }    \

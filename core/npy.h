@@ -7,8 +7,8 @@
 // numpy.savez_compressed), zip64 included; CRCs are checked. Every malformed input gives an
 // error in `err` (one line, file path first), never a crash.
 //
-// Writers are atomic: they write `<path>.tmp.<pid>`, fsync, and rename over `path`; every
-// write is checked, and on failure the temporary file is removed and `path` is left as it was.
+// Writers are atomic (core/atomic_file.h: `<path>.tmp`, fsync, rename, fsync of the directory);
+// every write is checked, and on failure the temporary file is removed and `path` is left as it was.
 // npz_save writes stored entries named `<key>.npy` like numpy.savez (zip64 when sizes need it).
 #ifndef MALA_NPY_H
 #define MALA_NPY_H
@@ -51,10 +51,6 @@ int npz_load(const char *path, const char *key, NpyArray *a, MalaErr *err);
 int npz_keys(const char *path, char ***keys, int *n, MalaErr *err);
 void npz_keys_free(char **keys, int n);
 int npz_save(const char *path, const char **keys, const NpyArray *arrays, int n, MalaErr *err);
-
-// Writes `len` bytes to `path` atomically (tmp + fsync + rename), checking every write.
-// Shared by the PNG writers in image_io.c.
-int mala_write_atomic(const char *path, const void *buf, size_t len, MalaErr *err);
 
 // Converts any numeric array to a new float64 / float32 buffer (caller frees with free()).
 // `what` names the source in messages (e.g. "stats.npz:mu").

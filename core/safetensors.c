@@ -1,6 +1,5 @@
-// defines: st_dtype_size, st_dtype_name, st_numel, st_f16_to_f32, st_f32_to_f16, st_bf16_to_f32,
-//          st_f32_to_bf16, st_open, st_close, st_find, st_meta, st_data, st_read_f32, st_expect,
-//          st_load_f32, st_writer_new, st_writer_free, st_writer_meta, st_writer_add,
+// defines: st_dtype_size, st_dtype_name, st_numel, st_open, st_close, st_find, st_meta, st_data,
+//          st_read_f32, st_expect, st_load_f32, st_writer_new, st_writer_free, st_writer_meta, st_writer_add,
 //          st_writer_add_copy, st_writer_save, st_writer_write
 #include "safetensors.h"
 
@@ -13,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"  // defines: atomic_open, atomic_commit, atomic_abort
+#include "half.h"  // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
 #include "json.h"  // defines: json_parse, JsonBuf
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -44,53 +45,14 @@ int64_t st_numel(const StTensor *t) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Half and bfloat16
-
-static uint32_t f32_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
-static float bits_f32(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
-
-float st_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000 | (mant << 13));
-    if (exp) return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
-    return bits_f32(sign | f32_bits((float)mant * 0x1p-24f));  // zero or subnormal: exact
-}
-
-uint16_t st_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f), sign = (x >> 16) & 0x8000, a = x & 0x7fffffff;
-    if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));  // NaN, made quiet
-    if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00);  // >= 65520 rounds to inf
-    if (a >= 0x38800000) {                                  // normal half
-        uint32_t r = a - 0x38000000;                        // rebias 127 -> 15
-        r += 0xfff + ((r >> 13) & 1);
-        return (uint16_t)(sign | (r >> 13));
-    }
-    if (a <= 0x33000000) return (uint16_t)sign;  // <= 2^-25 rounds to zero (the tie is even)
-    // Subnormal half: value / 2^-24, rounded to nearest even.
-    uint32_t mant = (a & 0x7fffff) | 0x800000, shift = 126 - (a >> 23);
-    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    return (uint16_t)(sign | q);
-}
-
-float st_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t st_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x0040);  // NaN, made quiet
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Conversions between stored bytes and float32 (loads and stores go through memcpy: the data
 // area of a mapped file need not be aligned).
 
 static float load_f32(const uint8_t *src, StDtype dtype) {
     switch (dtype) {
     case ST_F32: { float v; memcpy(&v, src, 4); return v; }
-    case ST_F16: { uint16_t v; memcpy(&v, src, 2); return st_f16_to_f32(v); }
-    case ST_BF16: { uint16_t v; memcpy(&v, src, 2); return st_bf16_to_f32(v); }
+    case ST_F16: { uint16_t v; memcpy(&v, src, 2); return half_to_f32(v); }
+    case ST_BF16: { uint16_t v; memcpy(&v, src, 2); return bf16_to_f32(v); }
     case ST_F64: { double v; memcpy(&v, src, 8); return (float)v; }
     case ST_I32: { int32_t v; memcpy(&v, src, 4); return (float)v; }
     case ST_I64: { int64_t v; memcpy(&v, src, 8); return (float)v; }
@@ -113,8 +75,8 @@ static int64_t clamp_i64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo
 static void store_f32(uint8_t *dst, float x, StDtype dtype) {
     switch (dtype) {
     case ST_F32: memcpy(dst, &x, 4); break;
-    case ST_F16: { uint16_t v = st_f32_to_f16(x); memcpy(dst, &v, 2); break; }
-    case ST_BF16: { uint16_t v = st_f32_to_bf16(x); memcpy(dst, &v, 2); break; }
+    case ST_F16: { uint16_t v = f32_to_half(x); memcpy(dst, &v, 2); break; }
+    case ST_BF16: { uint16_t v = f32_to_bf16(x); memcpy(dst, &v, 2); break; }
     case ST_F64: { double v = x; memcpy(dst, &v, 8); break; }
     case ST_I32: { int32_t v = (int32_t)clamp_i64(round_sat_i64(x), INT32_MIN, INT32_MAX); memcpy(dst, &v, 4); break; }
     case ST_I64: { int64_t v = round_sat_i64(x); memcpy(dst, &v, 8); break; }
@@ -719,43 +681,15 @@ int st_writer_write(StWriter *w, FILE *fp, const char *name, MalaErr *err) {
     return rc;
 }
 
-// fsync of the directory holding path, so that the rename survives a crash.
-static int sync_dir(const char *path, MalaErr *err) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) FATAL("out of memory");
-    int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
-        rc = fail_at(err, path, "saved, but syncing its directory %s failed: %s", dir, strerror(errno));
-    if (fd >= 0) close(fd);
-    free(dir);
-    return rc;
-}
-
-// Writes, flushes and fsyncs tmp; on failure the message names path.
-static int write_tmp(const StWriter *w, const Prepared *pp, const char *tmp, const char *path, MalaErr *err) {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fail_at(err, path, "cannot create %s: %s", tmp, strerror(errno));
-    FILE *fp = fdopen(fd, "wb");
-    if (!fp) { int e = errno; close(fd); return fail_at(err, path, "cannot open %s: %s", tmp, strerror(e)); }
-    int rc = write_prepared(w, pp, fp, path, err);
-    if (!rc && fsync(fileno(fp)) != 0) rc = fail_at(err, path, "fsync of %s failed: %s", tmp, strerror(errno));
-    if (fclose(fp) != 0 && !rc) rc = fail_at(err, path, "closing %s failed: %s", tmp, strerror(errno));
-    return rc;
-}
-
 int st_writer_save(StWriter *w, const char *path, MalaErr *err) {
     Prepared pp;
     if (prepare(w, path, &pp, err)) return -1;
-    size_t n = strlen(path);
-    char *tmp = xmalloc(n + 5);
-    memcpy(tmp, path, n);
-    memcpy(tmp + n, ".tmp", 5);
-    int rc = write_tmp(w, &pp, tmp, path, err);
-    if (!rc && rename(tmp, path) != 0) rc = fail_at(err, path, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (rc) unlink(tmp);
-    else rc = sync_dir(path, err);
-    free(tmp);
+    AtomicFile af;
+    int rc = atomic_open(&af, path, err);
+    if (!rc) {
+        if (write_prepared(w, &pp, af.f, path, err)) { atomic_abort(&af); rc = -1; }
+        else rc = atomic_commit(&af, err);
+    }
     prepared_free(&pp);
     return rc;
 }

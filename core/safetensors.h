@@ -45,13 +45,6 @@ size_t st_dtype_size(StDtype dtype);
 const char *st_dtype_name(StDtype dtype);   // "F32", "F16", "BF16", ...
 int64_t st_numel(const StTensor *t);        // product of the shape (1 for a scalar)
 
-// Half and bfloat16 conversions. Float to half/bfloat16 rounds to nearest even, overflows to
-// infinity and keeps infinities and NaNs (NaNs come back quiet, with the sign kept).
-float st_f16_to_f32(uint16_t h);
-uint16_t st_f32_to_f16(float f);
-float st_bf16_to_f32(uint16_t h);
-uint16_t st_f32_to_bf16(float f);
-
 // ---- reading ----
 
 // Opens and validates path. Returns 0, or -1 with err->msg set and *f left closed. On success
@@ -92,8 +85,8 @@ void st_writer_add(StWriter *w, const char *name, StDtype dtype, const int64_t *
 // Same, but copies src now, so the caller may free or reuse it at once.
 void st_writer_add_copy(StWriter *w, const char *name, StDtype dtype, const int64_t *shape, int ndim,
                         const float *src);
-// Atomic save: writes path.tmp, flushes and fsyncs it, renames it to path and fsyncs the
-// directory. Every write is checked; on failure (a full disk, a missing directory, ...) the
+// Atomic save (core/atomic_file.h): writes path.tmp, flushes and fsyncs it, renames it to path and
+// fsyncs the directory. Every write is checked; on failure (a full disk, a missing directory, ...) the
 // error names path, path.tmp is removed and an existing file at path is left untouched.
 int st_writer_save(StWriter *w, const char *path, MalaErr *err);
 // Writes the whole file to an open stream and flushes it; errors are reported against `name`.

@@ -214,23 +214,35 @@ static void log_softmax(double *lp, const float *x, int K) {
 int inception_score(const float *logits, int N, int K, int splits, double *mean, double *std, MalaErr *err) {
     if (splits < 1 || K < 1 || N < splits)
         return mala_errf(err, "inception score: %d samples cannot make %d splits", N, splits);
-    double *lp = xmalloc((size_t)K * sizeof *lp), *py = xmalloc((size_t)K * sizeof *py);
+    for (int64_t i = 0; i < (int64_t)N * K; i++)
+        if (!isfinite(logits[i]))
+            return mala_errf(err, "inception score: logit %lld of sample %lld is %s (bad Inception weights?)",
+                             (long long)(i % K), (long long)(i / K), isnan(logits[i]) ? "nan" : "infinite");
+    double *lp = xmalloc((size_t)K * sizeof *lp), *lpy = xmalloc((size_t)K * sizeof *lpy);
+    double *mx = xmalloc((size_t)K * sizeof *mx), *sum = xmalloc((size_t)K * sizeof *sum);
     double *score = xmalloc((size_t)splits * sizeof *score);
     for (int s = 0; s < splits; s++) {
         int64_t a = (int64_t)s * N / splits, b = (int64_t)(s + 1) * N / splits;
-        memset(py, 0, (size_t)K * sizeof *py);
+        // log p(y) = log mean_i p(y|x_i) = logsumexp_i log p(y|x_i) - log n, accumulated online
+        // (m, s: the running maximum and sum exp(lp - m)), so that tiny probabilities do not
+        // underflow to log 0.
+        for (int k = 0; k < K; k++) { mx[k] = -INFINITY; sum[k] = 0; }
         for (int64_t i = a; i < b; i++) {
             log_softmax(lp, logits + (size_t)i * K, K);
-            for (int k = 0; k < K; k++) py[k] += exp(lp[k]);
+            for (int k = 0; k < K; k++) {
+                if (lp[k] > mx[k]) { sum[k] = sum[k] * exp(mx[k] - lp[k]) + 1.0; mx[k] = lp[k]; }
+                else sum[k] += exp(lp[k] - mx[k]);
+            }
         }
-        for (int k = 0; k < K; k++) py[k] = log(py[k] / (double)(b - a));
+        for (int k = 0; k < K; k++) lpy[k] = mx[k] + log(sum[k]) - log((double)(b - a));
+        // KL(p(y|x) || p(y)) = sum_y p(y|x) (log p(y|x) - log p(y)); a term with p(y|x) = 0 is 0.
         double kl = 0;
         for (int64_t i = a; i < b; i++) {
             log_softmax(lp, logits + (size_t)i * K, K);
             double r = 0;
             for (int k = 0; k < K; k++) {
                 double p = exp(lp[k]);
-                if (p > 0) r += p * (lp[k] - py[k]);
+                if (p > 0) r += p * (lp[k] - lpy[k]);
             }
             kl += r;
         }
@@ -243,7 +255,11 @@ int inception_score(const float *logits, int N, int K, int splits, double *mean,
     *mean = m;
     *std = sqrt(v / splits);
     free(lp);
-    free(py);
+    free(lpy);
+    free(mx);
+    free(sum);
     free(score);
+    if (!isfinite(*mean) || !isfinite(*std))
+        return mala_errf(err, "inception score: the result is not finite (mean %g, std %g)", *mean, *std);
     return 0;
 }

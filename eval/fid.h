@@ -46,9 +46,11 @@ int frechet_distance(const double *mu1, const double *s1, const double *mu2, con
                      MalaErr *err);
 int fid_from_stats(const FidStats *a, const FidStats *b, double *fid, MalaErr *err);
 
-// Inception Score of N logit rows [N, K] (K = 1008 for the FID Inception): softmax in float64,
-// `splits` consecutive splits (rows [i N / splits, (i+1) N / splits)), per split
-// exp(mean_x KL(p(y|x) || p(y))); *mean and *std (population std, as numpy) over the splits.
+// Inception Score of N logit rows [N, K] (K = 1008 for the FID Inception): `splits` consecutive
+// splits (rows [i N / splits, (i+1) N / splits)), per split exp(mean_x KL(p(y|x) || p(y))); *mean
+// and *std (population std, as numpy) over the splits. Computed in float64 from log-softmax, with
+// log p(y) as a log-sum-exp of the log p(y|x), so sharply peaked logits (probabilities that
+// underflow) still give a finite score, at most the split size. Non-finite logits are an error.
 int inception_score(const float *logits, int N, int K, int splits, double *mean, double *std, MalaErr *err);
 
 #endif

@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"  // defines: atomic_write_file
+#include "half.h"         // defines: half_to_f32, bf16_to_f32
+
 // The magic number pickled as LONG1: little-endian bytes of 0x1950a86a20f9469cfc6c.
 static const unsigned char kMagic[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 #define TL_PROTOCOL_VERSION 1001
@@ -185,8 +188,8 @@ static int push_mark(Vm *vm) {
 static int pop_mark(Vm *vm, PObj ***items, int *n) {
     if (!vm->mp) return vm_fail(vm, "malformed pickle: no MARK at byte %zu", vm->pos);
     int k = vm->marks[--vm->mp];
-    *items = vm->stack + k;
     *n = vm->sp - k;
+    *items = *n ? vm->stack + k : NULL;  // the stack may not exist yet (NULL + 0 is undefined)
     vm->sp = k;
     return 0;
 }
@@ -768,28 +771,12 @@ int64_t torch_tensor_numel(const TorchTensor *x) {
     return n;
 }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
-    if (exp == 0) {
-        if (man == 0) bits = sign;
-        else {  // subnormal: renormalise
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 1024));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 1023) << 13);
-        }
-    } else if (exp == 31) bits = sign | 0x7f800000u | (man << 13);
-    else bits = sign | ((exp + 112) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 static float load_elem(const unsigned char *p, const char *type) {
     switch (type[0]) {
     case 'F': { float f; memcpy(&f, p, 4); return f; }
     case 'D': { double d; memcpy(&d, p, 8); return (float)d; }
-    case 'H': { uint16_t h; memcpy(&h, p, 2); return half_to_float(h); }
-    default: { uint16_t h; memcpy(&h, p, 2); uint32_t b = (uint32_t)h << 16; float f; memcpy(&f, &b, 4); return f; }
+    case 'H': { uint16_t h; memcpy(&h, p, 2); return half_to_f32(h); }
+    default: { uint16_t h; memcpy(&h, p, 2); return bf16_to_f32(h); }
     }
 }
 
@@ -989,19 +976,7 @@ int torch_legacy_save(const char *path, const TorchSaveTensor *t, int n, MalaErr
     unsigned char *buf;
     size_t len;
     if (torch_legacy_serialize(t, n, &buf, &len, err)) return -1;
-    size_t tn = strlen(path) + 32;
-    char *tmp = xmalloc(tn);
-    snprintf(tmp, tn, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    int rc = 0;
-    if (!f) rc = mala_errf(err, "%s: cannot write: %s", tmp, strerror(errno));
-    else {
-        if (fwrite(buf, 1, len, f) != len) rc = mala_errf(err, "%s: write failed: %s", tmp, strerror(errno));
-        if (fclose(f) != 0 && !rc) rc = mala_errf(err, "%s: write failed: %s", tmp, strerror(errno));
-        if (!rc && rename(tmp, path) != 0) rc = mala_errf(err, "%s: cannot rename into place: %s", path, strerror(errno));
-        if (rc) remove(tmp);
-    }
-    free(tmp);
+    int rc = atomic_write_file(path, buf, len, err);
     free(buf);
     return rc;
 }

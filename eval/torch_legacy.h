@@ -76,7 +76,7 @@ typedef struct {
 
 // Serialises an OrderedDict of float32 tensors into a malloc'ed buffer (*buf, *len).
 int torch_legacy_serialize(const TorchSaveTensor *t, int n, unsigned char **buf, size_t *len, MalaErr *err);
-// Same, written to `path` (via a temporary file renamed into place).
+// Same, written to `path` atomically (core/atomic_file.h: temporary file, fsync, rename).
 int torch_legacy_save(const char *path, const TorchSaveTensor *t, int n, MalaErr *err);
 
 #endif

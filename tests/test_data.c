@@ -12,6 +12,7 @@
 #include "core/image_io.h"
 #include "core/npy.h"
 #include "train/data.h"
+#include "train/idx.h"
 
 #define FIX "tests/fixtures/"
 
@@ -689,7 +690,7 @@ START_TEST(png_io) {
     ck_assert_msg(strstr(err.msg, "none.png") && strstr(err.msg, "No such file"), "%s", err.msg);
     write_bytes(tp("t.txt"), "hello", 5);
     ck_assert_int_ne(image_load(tp("t.txt"), 3, &px, &w, &h, &err), 0);
-    ck_assert_msg(strstr(err.msg, "t.txt") && strstr(err.msg, "decode"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "t.txt") && strstr(err.msg, "not an image"), "%s", err.msg);
     ck_assert_int_ne(image_check(tp("t.txt"), &w, &h, &err), 0);
     // JPEG: decodes; cut in half it fails the open-time check (no end-of-image marker)
     uint8_t *pat = crop_pattern(24, 16);
@@ -711,6 +712,214 @@ START_TEST(png_io) {
 }
 END_TEST
 
+
+// ---------------------------------------------------------------------------------------------
+// issue 18: IDX files cut short, image formats and limits
+
+#define REG "tests/fuzz/regress/"
+#define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+// gzip IDX files cut by 1, 4, 8 and 9 bytes (inside the 8-byte trailer, and one byte of data):
+// zlib's gzread called them complete.
+START_TEST(idx_cut_short) {
+    const int cuts[] = {1, 4, 8, 9};
+    MalaErr err = {{0}};
+    uint32_t dims[3];
+    uint8_t *d;
+    for (int k = 0; k < 4; k++) {
+        char p[300];
+        snprintf(p, sizeof p, REG "idx/images_cut%d.gz", cuts[k]);
+        ck_assert_int_ne(idx_read(p, 3, dims, &d, &err), 0);
+        ck_assert_msg(strstr(err.msg, p) == err.msg && strstr(err.msg, "truncated gzip stream"), "%s", err.msg);
+        ck_assert_ptr_null(d);
+        snprintf(p, sizeof p, REG "idx/labels_cut%d.gz", cuts[k]);
+        ck_assert_int_ne(idx_read(p, 1, dims, &d, &err), 0);
+        ck_assert_msg(strstr(err.msg, "truncated gzip stream"), "%s", err.msg);
+    }
+    ck_assert_msg(idx_read("tests/fuzz/seeds/idx/images.gz", 3, dims, &d, &err) == 0, "%s", err.msg);
+    ck_assert(dims[0] == 2 && dims[1] == 28 && dims[2] == 28 && d[1] == 7);
+    free(d);
+    // Fashion-MNIST's own t10k images, cut the same way
+    size_t n;
+    if (access(FMNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK) != 0) return;
+    unsigned char *gz = tu_read_file(FMNIST_DIR "/t10k-images-idx3-ubyte.gz", &n);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_ne(idx_parse(gz, n - (size_t)cuts[k], "t10k", 3, dims, &d, &err), 0);
+        ck_assert_msg(strstr(err.msg, "t10k: truncated gzip stream"), "cut %d: %s", cuts[k], err.msg);
+    }
+    ck_assert_msg(idx_parse(gz, n, "t10k", 3, dims, &d, &err) == 0, "%s", err.msg);
+    ck_assert_uint_eq(dims[0], 10000);
+    free(d);
+    // trailing garbage after the gzip stream, and a plain file with a byte too many or too few
+    unsigned char *more = malloc(n + 3);
+    memcpy(more, gz, n);
+    memcpy(more + n, "abc", 3);
+    ck_assert_int_ne(idx_parse(more, n + 3, "t10k", 3, dims, &d, &err), 0);
+    ck_assert_msg(strstr(err.msg, "unexpected bytes after the gzip stream"), "%s", err.msg);
+    free(more);
+    free(gz);
+    unsigned char plain[8 + 5] = {0, 0, 8, 1, 0, 0, 0, 5, 1, 2, 3, 4, 5};
+    ck_assert_int_eq(idx_parse(plain, sizeof plain, "lab", 1, dims, &d, &err), 0);
+    ck_assert(dims[0] == 5 && d[4] == 5);
+    free(d);
+    ck_assert_int_ne(idx_parse(plain, sizeof plain - 1, "lab", 1, dims, &d, &err), 0);
+    ck_assert_msg(strstr(err.msg, "lab: truncated: the data has 4 of 5 bytes"), "%s", err.msg);
+    plain[7] = 4;
+    ck_assert_int_ne(idx_parse(plain, sizeof plain, "lab", 1, dims, &d, &err), 0);
+    ck_assert_msg(strstr(err.msg, "unexpected data after 4 items"), "%s", err.msg);
+    plain[7] = 0xFF; plain[6] = 0xFF; plain[5] = 0xFF;   // 16M items claimed: refused before any allocation
+    ck_assert_int_ne(idx_parse(plain, sizeof plain, "lab", 1, dims, &d, &err), 0);
+    ck_assert_msg(strstr(err.msg, "implausible item count"), "%s", err.msg);
+}
+END_TEST
+
+static uint8_t *load_ok(const char *path, int c, int *w, int *h) {
+    uint8_t *px;
+    MalaErr err = {{0}};
+    ck_assert_msg(image_check(path, w, h, &err) == 0, "%s", err.msg);
+    ck_assert_msg(image_load(path, c, &px, w, h, &err) == 0, "%s", err.msg);
+    return px;
+}
+
+static void expect_refused(const char *path, const char *needle) {
+    uint8_t *px;
+    int w, h;
+    MalaErr err = {{0}};
+    ck_assert_msg(image_check(path, &w, &h, &err) != 0, "%s passed image_check", path);
+    ck_assert_msg(strstr(err.msg, path) == err.msg && strstr(err.msg, needle), "check %s: expected '%s': %s", path,
+                  needle, err.msg);
+    ck_assert_msg(image_load(path, 3, &px, &w, &h, &err) != 0, "%s decoded", path);
+    ck_assert_msg(strstr(err.msg, path) == err.msg && strstr(err.msg, needle), "load %s: expected '%s': %s", path,
+                  needle, err.msg);
+    ck_assert_ptr_null(px);
+}
+
+// PGM / PPM, 8 and 16 bits: samples rescaled to 0..255 as round(v * 255 / maxval). (stb_image
+// read past its buffer for 16-bit files; Pillow clips 16-bit samples to 255.)
+START_TEST(pnm_decoding) {
+    int w, h;
+    uint8_t *g = load_ok(REG "image/pgm16_40x30.pgm", 1, &w, &h);   // sample i = (i * 997) mod 65536
+    ck_assert(w == 40 && h == 30);
+    for (int i = 0; i < w * h; i++) {
+        unsigned v = (unsigned)(i * 997) & 0xFFFF, want = (v * 255 + 32767) / 65535;
+        ck_assert_msg(g[i] == want, "pixel %d: %u, expected %u", i, g[i], want);
+    }
+    uint8_t *rgb = load_ok(REG "image/pgm16_40x30.pgm", 3, &w, &h);
+    for (int i = 0; i < w * h; i++) ck_assert(rgb[3 * i] == g[i] && rgb[3 * i + 1] == g[i] && rgb[3 * i + 2] == g[i]);
+    free(g); free(rgb);
+    rgb = load_ok(REG "image/ppm16_20x10.ppm", 3, &w, &h);
+    g = load_ok(REG "image/ppm16_20x10.ppm", 1, &w, &h);
+    ck_assert(w == 20 && h == 10);
+    for (int i = 0; i < w * h * 3; i++) {
+        unsigned v = (unsigned)(i * 997) & 0xFFFF;
+        ck_assert_uint_eq(rgb[i], (v * 255 + 32767) / 65535);
+    }
+    for (int i = 0; i < w * h; i++) ck_assert_uint_eq(g[i], image_rgb_to_l(rgb + 3 * i));
+    free(g); free(rgb);
+    g = load_ok("tests/fuzz/seeds/image/p5_maxval1000.pgm", 1, &w, &h);   // 0 1 500 999 1000 7 of 1000
+    const uint8_t want[6] = {0, 0, 128, 255, 255, 2};
+    ck_assert(w == 3 && h == 2 && memcmp(g, want, 6) == 0);
+    free(g);
+    // a 2000 x 2000 16-bit PGM, as in the issue (8 MB: made here)
+    tu_make_tmpdir("pnm");
+    size_t n = 32 + 2000u * 2000 * 2;
+    unsigned char *b = malloc(n);
+    int hl = snprintf((char *)b, 32, "P5\n2000 2000\n65535\n");
+    for (size_t i = 0; i < 2000u * 2000; i++) { b[hl + 2 * i] = (unsigned char)(i >> 3); b[hl + 2 * i + 1] = (unsigned char)i; }
+    write_bytes(tp("big.pgm"), b, (size_t)hl + 2000u * 2000 * 2);
+    rgb = load_ok(tp("big.pgm"), 3, &w, &h);
+    ck_assert(w == 2000 && h == 2000);
+    for (size_t i = 0; i < 2000u * 2000; i += 4999) {
+        unsigned v = (unsigned)b[hl + 2 * i] << 8 | b[hl + 2 * i + 1];
+        ck_assert_uint_eq(rgb[3 * i + 1], (v * 255 + 32767) / 65535);
+    }
+    free(rgb);
+    // cut short by one byte: refused at the check (the samples are counted), not half-read
+    write_bytes(tp("cut.pgm"), b, (size_t)hl + 2000u * 2000 * 2 - 1);
+    expect_refused(tp("cut.pgm"), "truncated PGM/PPM (7999999 of 8000000 sample bytes)");
+    write_bytes(tp("hdr.pgm"), "P6\n3 2\n", 7);
+    expect_refused(tp("hdr.pgm"), "PGM/PPM header incomplete");
+    write_bytes(tp("zero.pgm"), "P5 3 2 0\n\0\0\0\0\0\0", 15);
+    expect_refused(tp("zero.pgm"), "maxval is 0");
+    free(b);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Only the documented formats, and headers over the limits, are refused before any decoding.
+START_TEST(image_formats_and_limits) {
+    expect_refused(REG "image/tga_18176x6666.tga", "not an image in a supported format (PNG, JPEG, BMP, binary PGM/PPM)");
+    expect_refused(REG "image/pnm_width_overflow.pgm", "PGM/PPM width is larger than 32768");
+    expect_refused(REG "image/png_100000x100000.png", "100000x100000 pixels: a side longer than 32768");
+    expect_refused(REG "image/jpeg_dht_4080_codes.jpg", "cannot decode JPEG");
+    expect_refused(REG "image/png_idat_length_2gb.png", "corrupt PNG (chunk 'IDAT' of 1627390011 bytes runs past the end");
+    tu_make_tmpdir("fmt");
+    write_bytes(tp("a.gif"), "GIF89a\1\0\1\0\0\0\0;", 13);
+    expect_refused(tp("a.gif"), "GIF images are not supported");
+    write_bytes(tp("a.webp"), "RIFF\0\0\0\0WEBPVP8 ", 16);
+    expect_refused(tp("a.webp"), "WebP images are not supported");
+    write_bytes(tp("a.pbm"), "P1\n1 1\n1\n", 9);
+    expect_refused(tp("a.pbm"), "ASCII or bitmap PNM / PAM images are not supported");
+    // a PNG header of 10000 x 9000: within the side limit, over PIL's pixel limit
+    size_t n;
+    unsigned char *png = tu_read_file(REG "image/png_100000x100000.png", &n);
+    const unsigned char wh[8] = {0, 0, 0x27, 0x10, 0, 0, 0x23, 0x28};
+    memcpy(png + 16, wh, 8);
+    write_bytes(tp("bomb.png"), png, n);
+    free(png);
+    expect_refused(tp("bomb.png"), "10000x9000 pixels, more than the 89478485 an image may have");
+    // limits given by the caller
+    size_t len;
+    unsigned char *f = tu_read_file("tests/fuzz/seeds/image/rgb.png", &len);   // 9 x 7
+    uint8_t *px;
+    int w, h;
+    MalaErr err = {{0}};
+    ImageLimits lim = image_limits_default();
+    ck_assert_msg(image_decode(f, len, "rgb.png", 3, &lim, &px, &w, &h, &err) == 0, "%s", err.msg);
+    free(px);
+    lim.max_side = 8;
+    ck_assert_int_ne(image_decode(f, len, "rgb.png", 3, &lim, &px, &w, &h, &err), 0);
+    ck_assert_msg(strstr(err.msg, "a side longer than 8"), "%s", err.msg);
+    lim = image_limits_default();
+    lim.max_pixels = 62;
+    ck_assert_int_ne(image_probe(f, len, "rgb.png", &lim, &w, &h, &err), 0);
+    ck_assert_msg(strstr(err.msg, "more than the 62"), "%s", err.msg);
+    lim = image_limits_default();
+    lim.max_file_bytes = (int64_t)len - 1;
+    ck_assert_int_ne(image_decode(f, len, "rgb.png", 3, &lim, &px, &w, &h, &err), 0);
+    ck_assert_msg(strstr(err.msg, "more than the"), "%s", err.msg);
+    free(f);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// PNG (stb_image), JPEG (libjpeg-turbo: baseline, 4:4:4, progressive, gray, Adobe CMYK) and BMP
+// give Pillow's pixels, as RGB and as L (tools/make_image_fixtures.py).
+START_TEST(images_match_pillow) {
+    const char *names[] = {"baseline.jpg", "444.jpg", "progressive.jpg", "gray.jpg", "cmyk.jpg",
+                           "rgba.png", "palette.png", "gray_alpha.png", "rgb.bmp"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        char path[200], key[64];
+        snprintf(path, sizeof path, FIX "img_%s", names[k]);
+        for (int c = 1; c <= 3; c += 2) {
+            snprintf(key, sizeof key, "%s_%s", c == 3 ? "rgb" : "l", names[k]);
+            *strrchr(key, '.') = '_';
+            NpyArray a;
+            MalaErr err = {{0}};
+            ck_assert_msg(npz_load(FIX "img_pil.npz", key, &a, &err) == 0, "%s", err.msg);
+            int w, h;
+            uint8_t *px = load_ok(path, c, &w, &h);
+            ck_assert(a.ndim == (c == 3 ? 3 : 2) && a.shape[0] == h && a.shape[1] == w);
+            int diff = 0;
+            for (size_t i = 0; i < a.nbytes; i++) diff += px[i] != ((uint8_t *)a.data)[i];
+            ck_assert_msg(diff == 0, "%s (%d channels): %d of %zu bytes differ from Pillow", names[k], c, diff, a.nbytes);
+            free(px);
+            npy_free(&a);
+        }
+    }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("data");
     TCase *tc = tcase_create("data");
@@ -723,6 +932,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, pil_resize_matches);
     tcase_add_test(tc, grid_matches_torchvision);
     tcase_add_test(tc, png_io);
+    tcase_add_test(tc, idx_cut_short);
+    tcase_add_test(tc, pnm_decoding);
+    tcase_add_test(tc, image_formats_and_limits);
+    tcase_add_test(tc, images_match_pillow);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,7 @@
 #include "core/npy.h"
 #include "eval/fid.h"
 #include "eval/inception.h"
+#include "core/json.h"
 
 #define FIX "tests/fixtures/"
 #define D 2048
@@ -295,6 +296,100 @@ START_TEST(inception_score_matches_numpy) {
 }
 END_TEST
 
+
+// The Inception Score in long double (exponent range to 1e-4951: nothing underflows for these
+// logits), straight from the definition: p = softmax, p(y) = mean p, exp(mean KL).
+static double is_long_double(const float *x, int n, int k) {
+    long double *p = malloc((size_t)n * k * sizeof *p), *py = calloc((size_t)k, sizeof *py), kl = 0;
+    for (int i = 0; i < n; i++) {
+        long double mx = x[(size_t)i * k], sum = 0;
+        for (int j = 0; j < k; j++) mx = fmaxl(mx, x[(size_t)i * k + j]);
+        for (int j = 0; j < k; j++) sum += p[(size_t)i * k + j] = expl((long double)x[(size_t)i * k + j] - mx);
+        for (int j = 0; j < k; j++) { p[(size_t)i * k + j] /= sum; py[j] += p[(size_t)i * k + j] / n; }
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < k; j++) {
+            long double q = p[(size_t)i * k + j];
+            if (q > 0) kl += q * (logl(q) - logl(py[j]));
+        }
+    free(p);
+    free(py);
+    return (double)expl(kl / n);
+}
+
+// Sharply peaked logits (issue 18: an Inception whose fc weights have std 2): probabilities of
+// e^-744, the smallest subnormal doubles, whose split mean rounds to 0. log 0 made IS inf and its
+// std nan; log-softmax with a log-sum-exp p(y) stays finite and exact.
+START_TEST(inception_score_of_peaked_logits) {
+    enum { K = INCEPTION_CLASSES };
+    float *x = calloc(4 * K, sizeof *x);
+    x[0] = 744.3f;          // row 0: the other classes get p = e^-744.3 ~ 4.9e-324 (subnormal)
+    x[K + 1] = 800.0f;      // row 1, class 1: the others get exactly 0; their mean rounds to 0
+    x[2 * K + 5] = 20.0f;   // rows 2, 3: moderate, another class
+    x[3 * K + 5] = 700.0f;
+    double m, s, want = is_long_double(x, 2, K);
+    MalaErr err = {{0}};
+    ck_assert_msg(inception_score(x, 2, K, 1, &m, &s, &err) == 0, "%s", err.msg);
+    printf("IS of peaked logits: %.15g (long double %.15g)\n", m, want);
+    ck_assert(isfinite(m) && s == 0);
+    ck_assert_double_le(fabs(m - want), 1e-12 * want);
+    ck_assert_int_eq(inception_score(x, 4, K, 2, &m, &s, &err), 0);
+    ck_assert(isfinite(m) && isfinite(s) && m >= 1 && m <= 2);
+    double w0 = is_long_double(x, 2, K), w1 = is_long_double(x + 2 * K, 2, K);
+    ck_assert_double_le(fabs(m - (w0 + w1) / 2), 1e-12 * m);
+    ck_assert_double_le(fabs(s - fabs(w0 - w1) / 2), 1e-12 * m);
+    // the FID Inception (random weights) with fc scaled to std 2: logits of +-1600 on images
+    Inception *net = inception_random(NULL, 8);
+    enum { N = 12 };
+    float *img = malloc((size_t)N * 3 * 32 * 32 * sizeof *img), *pool = malloc((size_t)N * D * sizeof *pool);
+    float *lg = malloc((size_t)N * K * sizeof *lg);
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "img%d", i);
+        eval_rand_fill(img + (size_t)i * 3 * 32 * 32, 3 * 32 * 32, name, 0.0, (i % 5 + 1) / 5.0);
+    }
+    ck_assert_int_eq(inception_forward(net, img, N, 3, 32, 32, pool, lg, &err), 0);
+    for (size_t i = 0; i < (size_t)N * K; i++) lg[i] *= (float)(2.0 * sqrt(2048.0));
+    want = is_long_double(lg, N, K);
+    ck_assert_msg(inception_score(lg, N, K, 1, &m, &s, &err) == 0, "%s", err.msg);
+    printf("IS, random Inception with fc std 2, %d images: %.15g (long double %.15g)\n", N, m, want);
+    ck_assert_double_le(fabs(m - want), 1e-9 * want);
+    // non-finite logits are an error, not a score
+    lg[3 * K + 7] = NAN;
+    ck_assert_int_ne(inception_score(lg, N, K, 1, &m, &s, &err), 0);
+    ck_assert_msg(strstr(err.msg, "logit 7 of sample 3 is nan"), "%s", err.msg);
+    lg[3 * K + 7] = INFINITY;
+    ck_assert_int_ne(inception_score(lg, N, K, 1, &m, &s, &err), 0);
+    ck_assert_msg(strstr(err.msg, "is infinite"), "%s", err.msg);
+    inception_free(net);
+    free(img); free(pool); free(lg); free(x);
+}
+END_TEST
+
+// No JSON line holds inf or nan: json_write_line refuses it and names the key.
+START_TEST(json_lines_are_finite) {
+    char path[] = "/tmp/mala_json_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w+");
+    MalaErr err = {{0}};
+    ck_assert_int_eq(json_printf_line(f, &err, "{\"cmd\":\"x\",\"name\":\"inf nan \\\"-nan\",\"ok\":true,\"v\":%.3f,\"z\":null}", 1.5), 0);
+    ck_assert_int_ne(json_printf_line(f, &err, "{\"cmd\":\"eval is\",\"is_mean\":%.6f,\"is_std\":%.6f}", INFINITY, NAN), 0);
+    ck_assert_msg(strstr(err.msg, "\"is_mean\" is inf"), "%s", err.msg);
+    ck_assert_int_ne(json_printf_line(f, &err, "{\"a\":1,\"fid\":%f}", -NAN), 0);
+    ck_assert_msg(strstr(err.msg, "\"fid\" is -nan"), "%s", err.msg);
+    ck_assert_int_ne(json_printf_line(f, &err, "{\"list\":[1,%g]}", -INFINITY), 0);
+    ck_assert_msg(strstr(err.msg, "\"list\" is -inf"), "%s", err.msg);
+    rewind(f);
+    char buf[512] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path);
+    ck_assert_str_eq(buf, "{\"cmd\":\"x\",\"name\":\"inf nan \\\"-nan\",\"ok\":true,\"v\":1.500,\"z\":null}\n");
+    ck_assert_uint_eq(n, strlen(buf));
+}
+END_TEST
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);  // keep the report lines of a failing (forked) test
     Suite *s = suite_create("fid");
@@ -307,6 +402,8 @@ int main(void) {
     tcase_add_test(tc, stats_file_round_trip);
     tcase_add_test(tc, bad_stats_files);
     tcase_add_test(tc, inception_score_matches_numpy);
+    tcase_add_test(tc, inception_score_of_peaked_logits);
+    tcase_add_test(tc, json_lines_are_finite);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -249,6 +249,15 @@ START_TEST(rejects_truncated_and_foreign_files) {
     expect_fail(c, len, "elements, its record says");
     free(c);
     free(buf);
+    // issue 18: MARK as the first opcode after PROTO (pop_mark computed NULL + 0; clang's UBSan in
+    // `make fuzz-regress` sees it, tests/fuzz/regress/torch_legacy/mark_first.pth)
+    const unsigned char mark_first[8] = {0x80, 0x02, 0x28, 0x28, 0x28, 0x6c, 0x6c, 0xbe};
+    expect_fail(mark_first, sizeof mark_first, "unsupported pickle opcode 0xbe at byte 7");
+    const unsigned char empty_tuple[5] = {0x80, 0x02, 0x28, 0x74, 0x2e};   // PROTO MARK TUPLE STOP
+    expect_fail(empty_tuple, sizeof empty_tuple, "not a legacy torch file (bad magic number)");
+    TorchLegacy *m = torch_legacy_open("tests/fuzz/regress/torch_legacy/mark_first.pth", &err);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, "mark_first.pth: unsupported pickle opcode"), "%s", err.msg);
 }
 END_TEST
 

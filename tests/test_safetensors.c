@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "atomic_file.h"  // defines: atomic_write_file, atomic_remove_stale, AtomicFile
+#include "half.h"         // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
 #include "json.h"         // defines: json_parse, JsonBuf
 #include "safetensors.h"  // defines: st_open, StWriter
 
@@ -287,8 +289,8 @@ END_TEST
 
 START_TEST(test_f16_exhaustive_round_trip) {
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = st_f16_to_f32((uint16_t)h);
-        uint16_t back = st_f32_to_f16(f);
+        float f = half_to_f32((uint16_t)h);
+        uint16_t back = f32_to_half(f);
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
             if (!(isnan(f) && (back & 0x7c00) == 0x7c00 && (back & 0x3ff) && (back & 0x8000) == (h & 0x8000)))
                 ck_abort_msg("NaN 0x%04x came back as 0x%04x", h, back);
@@ -296,9 +298,9 @@ START_TEST(test_f16_exhaustive_round_trip) {
             ck_abort_msg("0x%04x -> %g -> 0x%04x", h, f, back);
         }
     }
-    ck_assert(st_f16_to_f32(0x0001) == 0x1p-24f);  // smallest subnormal
-    ck_assert(st_f16_to_f32(0x7bff) == 65504.0f);
-    ck_assert(st_f16_to_f32(0xfc00) == -INFINITY);
+    ck_assert(half_to_f32(0x0001) == 0x1p-24f);  // smallest subnormal
+    ck_assert(half_to_f32(0x7bff) == 65504.0f);
+    ck_assert(half_to_f32(0xfc00) == -INFINITY);
 }
 END_TEST
 
@@ -312,9 +314,9 @@ START_TEST(test_f16_rounding) {
         {INFINITY, 0x7c00}, {-INFINITY, 0xfc00},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        ck_assert_msg(st_f32_to_f16(cases[k].f) == cases[k].h, "%a -> 0x%04x, expected 0x%04x", cases[k].f,
-                      st_f32_to_f16(cases[k].f), cases[k].h);
-    ck_assert(isnan(st_f16_to_f32(st_f32_to_f16(NAN))));
+        ck_assert_msg(f32_to_half(cases[k].f) == cases[k].h, "%a -> 0x%04x, expected 0x%04x", cases[k].f,
+                      f32_to_half(cases[k].f), cases[k].h);
+    ck_assert(isnan(half_to_f32(f32_to_half(NAN))));
 #ifdef __FLT16_MAX__
     // Against the compiler's conversion (F16C or libgcc; both round to nearest even).
     uint64_t s = 99;
@@ -324,7 +326,7 @@ START_TEST(test_f16_rounding) {
         _Float16 ref = (_Float16)f;
         uint16_t rb;
         memcpy(&rb, &ref, 2);
-        if (st_f32_to_f16(f) != rb) ck_abort_msg("%a -> 0x%04x, _Float16 gives 0x%04x", f, st_f32_to_f16(f), rb);
+        if (f32_to_half(f) != rb) ck_abort_msg("%a -> 0x%04x, _Float16 gives 0x%04x", f, f32_to_half(f), rb);
     }
 #endif
 }
@@ -342,21 +344,21 @@ static uint16_t bf16_reference(float f) {
 
 START_TEST(test_bf16_conversions) {
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = st_bf16_to_f32((uint16_t)h);
-        uint16_t back = st_f32_to_bf16(f);
-        if (isnan(f) ? !isnan(st_bf16_to_f32(back)) || (back & 0x8000) != (h & 0x8000) : back != h)
+        float f = bf16_to_f32((uint16_t)h);
+        uint16_t back = f32_to_bf16(f);
+        if (isnan(f) ? !isnan(bf16_to_f32(back)) || (back & 0x8000) != (h & 0x8000) : back != h)
             ck_abort_msg("0x%04x -> 0x%04x", h, back);
     }
-    ck_assert_int_eq(st_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
-    ck_assert_int_eq(st_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
-    ck_assert_int_eq(st_f32_to_bf16(3.4e38f), 0x7f80);
-    ck_assert_int_eq(st_f32_to_bf16(-INFINITY), 0xff80);
+    ck_assert_int_eq(f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+    ck_assert_int_eq(f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+    ck_assert_int_eq(f32_to_bf16(3.4e38f), 0x7f80);
+    ck_assert_int_eq(f32_to_bf16(-INFINITY), 0xff80);
     uint64_t s = 5;
     for (int i = 0; i < 1000000; i++) {
         float f = from_bits((uint32_t)tu_next(&s));
         if (isnan(f) || isinf(f)) continue;
-        if (st_f32_to_bf16(f) != bf16_reference(f))
-            ck_abort_msg("%a -> 0x%04x, reference 0x%04x", f, st_f32_to_bf16(f), bf16_reference(f));
+        if (f32_to_bf16(f) != bf16_reference(f))
+            ck_abort_msg("%a -> 0x%04x, reference 0x%04x", f, f32_to_bf16(f), bf16_reference(f));
     }
 }
 END_TEST
@@ -415,7 +417,7 @@ START_TEST(test_round_trip) {
     assert_shape(st_find(&f, "h"), ST_F16, 2, s34);
     v = read_all(&f, "h", 12);
     for (int i = 0; i < 12; i++) {
-        float want = st_f16_to_f32(st_f32_to_f16(w16[i]));
+        float want = half_to_f32(f32_to_half(w16[i]));
         ck_assert_msg(isnan(want) ? isnan(v[i]) : bits32(v[i]) == bits32(want), "h[%d]", i);
         if (i >= 6) ck_assert(fabsf(v[i] - w16[i]) <= fabsf(w16[i]) * 0x1p-11f);
     }
@@ -525,11 +527,11 @@ START_TEST(test_python_fixture) {
         memcpy(&th, (const uint8_t *)st_data(&f, h) + 2 * i, 2);
         memcpy(&tb, (const uint8_t *)st_data(&f, b) + 2 * i, 2);
         if (isnan(x[i])) {
-            ck_assert(isnan(st_f16_to_f32(th)) && isnan(st_f16_to_f32(st_f32_to_f16(x[i]))));
-            ck_assert(isnan(st_bf16_to_f32(tb)) && isnan(st_bf16_to_f32(st_f32_to_bf16(x[i]))));
+            ck_assert(isnan(half_to_f32(th)) && isnan(half_to_f32(f32_to_half(x[i]))));
+            ck_assert(isnan(bf16_to_f32(tb)) && isnan(bf16_to_f32(f32_to_bf16(x[i]))));
         } else {
-            ck_assert_msg(st_f32_to_f16(x[i]) == th, "F16 of %a: 0x%04x, PyTorch 0x%04x", x[i], st_f32_to_f16(x[i]), th);
-            ck_assert_msg(st_f32_to_bf16(x[i]) == tb, "BF16 of %a: 0x%04x, PyTorch 0x%04x", x[i], st_f32_to_bf16(x[i]), tb);
+            ck_assert_msg(f32_to_half(x[i]) == th, "F16 of %a: 0x%04x, PyTorch 0x%04x", x[i], f32_to_half(x[i]), th);
+            ck_assert_msg(f32_to_bf16(x[i]) == tb, "BF16 of %a: 0x%04x, PyTorch 0x%04x", x[i], f32_to_bf16(x[i]), tb);
         }
     }
     free(x);
@@ -838,6 +840,53 @@ START_TEST(test_save_missing_dir_and_directory_target) {
 }
 END_TEST
 
+// core/atomic_file: the one writer behind every file this program saves.
+START_TEST(test_atomic_file) {
+    MalaErr err;
+    const char *path = tpath("a.bin");
+    ck_assert_msg(atomic_write_file(path, "hello", 5, &err) == 0, "%s", err.msg);
+    ck_assert(!exists(tpath("a.bin.tmp")));
+    size_t n;
+    char *b = tu_read_file(path, &n);
+    ck_assert(n == 5 && !memcmp(b, "hello", 5));
+    free(b);
+    // a stale temporary file of a killed writer is truncated by the next save of the same path
+    FILE *f = fopen(tpath("a.bin.tmp"), "wb");
+    ck_assert(f && fwrite("0123456789", 1, 10, f) == 10 && fclose(f) == 0);
+    ck_assert_msg(atomic_write_file(path, "hi", 2, &err) == 0, "%s", err.msg);
+    b = tu_read_file(path, &n);
+    ck_assert(n == 2 && !memcmp(b, "hi", 2) && !exists(tpath("a.bin.tmp")));
+    free(b);
+    // an abort leaves the old file and no temporary file
+    AtomicFile af;
+    ck_assert_int_eq(atomic_open(&af, path, &err), 0);
+    atomic_put(&af, "partial", 7);
+    atomic_abort(&af);
+    b = tu_read_file(path, &n);
+    ck_assert(n == 2 && !exists(tpath("a.bin.tmp")));
+    free(b);
+    ck_assert_int_ne(atomic_write_file(tpath("none/a.bin"), "x", 1, &err), 0);
+    assert_err(&err, tpath("none/a.bin"), "cannot create");
+    // stale checkpoints: regular *.safetensors.tmp files go; other names, directories and FIFOs stay
+    ck_assert(mkdir(tpath("ck"), 0755) == 0);
+    const char *files[] = {"ck/0000001.safetensors.tmp", "ck/0000002.safetensors.tmp", "ck/0000003.safetensors",
+                           "ck/x.npz.tmp", "ck/safetensors.tmp"};
+    for (int i = 0; i < 5; i++) {
+        f = fopen(tpath(files[i]), "wb");
+        ck_assert(f && fclose(f) == 0);
+    }
+    ck_assert(mkdir(tpath("ck/d.safetensors.tmp"), 0755) == 0);
+    ck_assert(mkfifo(tpath("ck/p.safetensors.tmp"), 0644) == 0);
+    ck_assert_int_eq(atomic_remove_stale(tpath("ck"), ".safetensors", &err), 2);
+    ck_assert(!exists(tpath(files[0])) && !exists(tpath(files[1])));
+    for (int i = 2; i < 5; i++) ck_assert_msg(exists(tpath(files[i])), "%s was removed", files[i]);
+    ck_assert(exists(tpath("ck/d.safetensors.tmp")) && exists(tpath("ck/p.safetensors.tmp")));
+    ck_assert_int_eq(atomic_remove_stale(tpath("ck"), ".safetensors", &err), 0);
+    ck_assert_int_eq(atomic_remove_stale(tpath("nowhere"), ".safetensors", &err), -1);
+    assert_err(&err, tpath("nowhere"), "cannot read directory");
+}
+END_TEST
+
 START_TEST(test_write_to_full_device) {
     FILE *fp = fopen("/dev/full", "wb");
     if (!fp) return;  // no /dev/full here; the RLIMIT_FSIZE test covers the save path
@@ -950,6 +999,7 @@ static Suite *safetensors_suite(void) {
     tcase_add_test(io, test_expect_messages);
     tcase_add_test(io, test_save_missing_dir_and_directory_target);
     tcase_add_test(io, test_write_to_full_device);
+    tcase_add_test(io, test_atomic_file);
     tcase_add_test(io, test_save_disk_full_keeps_old_file);
     tcase_add_test(io, test_writer_mistakes);
     tcase_set_timeout(io, 60);

@@ -18,8 +18,11 @@ else
     echo "error: installing packages needs root: run this as root, or install sudo (you are $(id -un), and sudo is not on PATH)" >&2
     exit 1
 fi
+# clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizers of `make fuzz` / `make fuzz-regress`;
+# llvm-14: llvm-symbolizer, for readable stacks in their reports.
 packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
-          libstb-dev libsdl2-dev dataset-fashion-mnist xvfb xauth)
+          libstb-dev libjpeg62-turbo-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
+          clang-14 libclang-rt-14-dev llvm-14)
 run() {
     if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi
 }

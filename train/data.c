@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "idx.h"        // defines: idx_read
 #include "image_io.h"   // defines: image_load, image_check, image_center_crop_arr, image_u8_to_float
 #include <stb_image.h>  // defines: stbi_info_from_file (declarations only; image_io.c holds the code)
 
@@ -66,64 +66,14 @@ void dataset_close(Dataset *d) {
 // ---------------------------------------------------------------------------------------------
 // Fashion-MNIST
 
-static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
-
-static int gz_read_exact(gzFile f, const char *path, void *dst, size_t n, const char *what, MalaErr *err) {
-    unsigned char *p = dst;
-    size_t got = 0;
-    while (got < n) {
-        unsigned chunk = n - got > (1u << 30) ? (1u << 30) : (unsigned)(n - got);
-        int r = gzread(f, p + got, chunk);
-        if (r < 0) {
-            int e; const char *m = gzerror(f, &e);
-            return mala_errf(err, "%s: corrupt gzip data while reading %s (%s)", path, what, m);
-        }
-        if (r == 0) {
-            int e; const char *m = gzerror(f, &e);
-            if (e != Z_OK) return mala_errf(err, "%s: truncated or corrupt file while reading %s (%s)", path, what, m);
-            return mala_errf(err, "%s: truncated: %s has %zu of %zu bytes", path, what, got, n);
-        }
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-// Reads an IDX file of unsigned bytes with `ndims` dimensions; dims[] get the sizes. The file
-// may be gzip-compressed or plain (zlib reads both). Trailing bytes and gzip trailer errors
-// (CRC, truncation) are errors.
+// Reads an IDX file (train/idx.h) of Fashion-MNIST images (3 dimensions, 28x28) or labels (1).
 static int read_idx(const char *path, int ndims, uint32_t *dims, uint8_t **data, MalaErr *err) {
-    *data = NULL;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f) return mala_errf(err, "%s: cannot open: %s", path, errno ? strerror(errno) : "out of memory");
-    gzbuffer(f, 1 << 18);
-    unsigned char hdr[4 + 4 * 3];
-    if (gz_read_exact(f, path, hdr, 4 + 4 * (size_t)ndims, "the IDX header", err)) { gzclose(f); return -1; }
-    uint32_t magic = be32(hdr), want = 0x0800u | (uint32_t)ndims;
-    if (magic != want) {
-        gzclose(f);
-        return mala_errf(err, "%s: not an IDX file of unsigned bytes with %d dimension%s (magic 0x%08x, expected 0x%08x)",
-                         path, ndims, ndims > 1 ? "s" : "", magic, want);
-    }
-    uint64_t total = 1;
-    for (int i = 0; i < ndims; i++) { dims[i] = be32(hdr + 4 + 4 * i); total *= dims[i]; }
-    if (dims[0] == 0 || dims[0] > 10000000u) { gzclose(f); return mala_errf(err, "%s: implausible item count %u", path, dims[0]); }
+    if (idx_read(path, ndims, dims, data, err)) return -1;
     if (ndims == 3 && (dims[1] != FMNIST_SIDE || dims[2] != FMNIST_SIDE)) {
-        gzclose(f);
+        free(*data);
+        *data = NULL;
         return mala_errf(err, "%s: expected %dx%d images, found %ux%u", path, FMNIST_SIDE, FMNIST_SIDE, dims[1], dims[2]);
     }
-    uint8_t *buf = malloc((size_t)total);
-    if (!buf) { gzclose(f); return mala_errf(err, "%s: out of memory for %llu bytes", path, (unsigned long long)total); }
-    if (gz_read_exact(f, path, buf, (size_t)total, ndims == 3 ? "the image data" : "the label data", err)) {
-        free(buf); gzclose(f); return -1;
-    }
-    unsigned char extra;
-    int r = gzread(f, &extra, 1);
-    int e; const char *m = gzerror(f, &e);
-    if (r > 0) { free(buf); gzclose(f); return mala_errf(err, "%s: unexpected data after %u items", path, dims[0]); }
-    if (r < 0 || e != Z_OK) { free(buf); gzclose(f); return mala_errf(err, "%s: corrupt or truncated gzip stream (%s)", path, m); }
-    gzclose(f);
-    *data = buf;
     return 0;
 }
 
