@@ -101,6 +101,7 @@ typedef struct {
 } SampleSpec;
 
 static int has_image_ext(const char *name) {
+    // the formats read, and two refused by name (a folder's stray GIF or TGA is reported, not hidden)
     static const char *ext[] = {".png", ".jpg", ".jpeg", ".bmp", ".ppm", ".pgm", ".tga", ".gif"};
     size_t n = strlen(name);
     for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
@@ -110,34 +111,6 @@ static int has_image_ext(const char *name) {
     return 0;
 }
 
-static void list_images(const char *dir, char ***files, int *n, int *cap) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        char *p = xmalloc(len);
-        snprintf(p, len, "%s/%s", dir, e->d_name);
-        struct stat sb;
-        if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            list_images(p, files, n, cap);
-            free(p);
-        } else if (has_image_ext(e->d_name)) {
-            if (*n == *cap) {
-                *cap = *cap ? 2 * *cap : 1024;
-                *files = realloc(*files, (size_t)*cap * sizeof **files);
-                if (!*files) FATAL("out of memory listing %s", dir);
-            }
-            (*files)[(*n)++] = p;
-        } else {
-            free(p);
-        }
-    }
-    closedir(d);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     memset(s, 0, sizeof *s);
@@ -169,10 +142,17 @@ static int source_open(Source *s, const char *path, MalaErr *err) {
     struct stat sb;
     if (stat(path, &sb) != 0) return mala_errf(err, "%s: no such file or folder", path);
     if (S_ISDIR(sb.st_mode)) {
-        int cap = 0;
-        list_images(path, &s->files, &s->n, &cap);
-        if (s->n == 0) return mala_errf(err, "%s: no image files (png, jpg, bmp, ppm, pgm, tga, gif) in this folder", path);
-        qsort(s->files, (size_t)s->n, sizeof *s->files, cmp_str);
+        char **all;
+        size_t total;
+        if (folder_walk(path, &all, &total, err)) return -1;
+        s->files = xmalloc((total ? total : 1) * sizeof *s->files);
+        s->n = 0;
+        for (size_t i = 0; i < total; i++) {
+            if (has_image_ext(all[i])) s->files[s->n++] = all[i];
+            else free(all[i]);
+        }
+        free(all);
+        if (s->n == 0) return mala_errf(err, "%s: no image files (png, jpg, bmp, ppm, pgm) in this folder", path);
         return 0;
     }
     if (npz_load(path, "arr_0", &s->arr, err)) return -1;
@@ -234,11 +214,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     }
     float *b = batch_buf(s, max, s->c, s->h, s->w);
     size_t total = (size_t)k * s->c * s->h * s->w;
-    for (size_t i = 0; i < total; i++) {
-        float v = 127.5f * s->x[i] + 128.0f;
-        v = v < 0 ? 0 : v > 255 ? 255 : v;
-        b[i] = (float)(uint8_t)v / 255.0f;
-    }
+    for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(s->x[i]) / 255.0f;
     s->next += k;
     *n = k;
     return b;

@@ -73,15 +73,11 @@ static int parse_labels(const char *s, const ClassNames *cn, int32_t **out) {
 }
 
 static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
-    // DiT sample_ddp.py: clamp(127.5 x + 128, 0, 255) then truncate to uint8
     for (int i = 0; i < n; i++)
         for (int h = 0; h < S; h++)
             for (int w = 0; w < S; w++)
-                for (int c = 0; c < C; c++) {
-                    float v = 127.5f * x[(((size_t)i * C + c) * S + h) * S + w] + 128.0f;
-                    v = v < 0 ? 0 : v > 255 ? 255 : v;
-                    dst[(((size_t)i * S + h) * S + w) * C + c] = (uint8_t)v;
-                }
+                for (int c = 0; c < C; c++)
+                    dst[(((size_t)i * S + h) * S + w) * C + c] = image_sample_to_u8(x[(((size_t)i * C + c) * S + h) * S + w]);
 }
 
 int cmd_sample(int argc, char **argv) {

@@ -49,6 +49,13 @@ typedef enum { IMAGE_BOX = 0, IMAGE_BILINEAR = 1, IMAGE_BICUBIC = 2 } ImageFilte
 
 // PIL Image.resize((ow, oh), filter) on an 8-bit w x h x c image (separable, horizontal pass
 // first, each pass rounded to uint8 with Pillow's 22-bit fixed-point coefficients).
+// DiT's sample_ddp.py quantisation of a sample in [-1, 1]: clamp(127.5 x + 128, 0, 255), truncated
+// (the ADM evaluator's .npz batches, and eval's on-the-fly samples that must equal them).
+static inline uint8_t image_sample_to_u8(float x) {
+    float v = 127.5f * x + 128.0f;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
 void image_resize(uint8_t *dst, int ow, int oh, const uint8_t *src, int w, int h, int c, ImageFilter filter);
 // ADM/DiT center_crop_arr: while min(w, h) >= 2*size, BOX-resize to (w/2, h/2); then BICUBIC to
 // (round(w*s), round(h*s)) with s = size / min(w, h) (Python round, half to even); then crop the

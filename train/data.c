@@ -191,6 +191,14 @@ static int walk_class(const char *cls, StrList *out, MalaErr *err) {
     return 0;
 }
 
+int folder_walk(const char *root, char ***files, size_t *n, MalaErr *err) {
+    StrList out = {0};
+    if (walk_class(root, &out, err)) return -1;
+    *files = out.v;
+    *n = out.n;
+    return 0;
+}
+
 // Sort key for torchvision's order: (directory, file name).
 static int cmp_walk(const void *a, const void *b) {
     const char *x = *(char *const *)a, *y = *(char *const *)b;

@@ -37,6 +37,10 @@ typedef struct {
 } Dataset;
 
 Dataset *dataset_open(const char *spec, int image_size, int channels, MalaErr *err);
+// Every file under a folder (hidden entries skipped, at most 32 levels deep) in torchvision's
+// order: directories sorted as path strings, files sorted by name within each. *files and its
+// strings are malloc'd. The one folder walker of the program (datasets, eval's image folders).
+int folder_walk(const char *root, char ***files, size_t *n, MalaErr *err);
 void dataset_close(Dataset *d);
 
 // Keeps n samples spread evenly over the current order (indices floor(i * N / n)), so a small
