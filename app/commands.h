@@ -16,6 +16,9 @@ int cmd_view(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 // FID Inception forward throughput: one JSON line with img/s. argv[0] is the command name.
 int cmd_bench_inception(int argc, char **argv);
+// mala vae encode|decode (argv[0] is "vae") and mala bench vae (argv[0] is "vae"): app/cmd_vae.c.
+int cmd_vae(int argc, char **argv);
+int cmd_bench_vae(int argc, char **argv);
 
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,
 // --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.

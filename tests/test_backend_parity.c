@@ -30,6 +30,7 @@
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
 #include "trainer.h"
+#include "vae.h"
 
 #define TOL_EW 1e-5
 #define TOL_GEMM 1e-4
@@ -1100,6 +1101,33 @@ START_TEST(test_model) {
 }
 END_TEST
 
+// The tiny AutoencoderKL of tools/ref_vae.py, both directions on 3 images (one chunk of 3 on the
+// CPU, chunks of 2 and 1 on the GPU): encode's mean and logvar and decode's images, CPU vs GPU.
+START_TEST(test_vae) {
+    MalaErr err;
+    const int N = 3, H = 32, W = 24;
+    Vae *vc = vae_load("tests/fixtures/vae_tiny.safetensors", CPU, N, H, W, &err);
+    ck_assert_msg(vc != NULL, "%s", err.msg);
+    Vae *vg = vae_load("tests/fixtures/vae_tiny.safetensors", GPU, 2, H, W, &err);
+    ck_assert_msg(vg != NULL, "%s", err.msg);
+    const size_t nx = (size_t)N * 3 * H * W, nz = (size_t)N * 4 * (H / 8) * (W / 8);
+    float *x = malloc(sizeof(float) * nx), *z = malloc(sizeof(float) * nz);
+    float *mc = malloc(sizeof(float) * nz), *lc = malloc(sizeof(float) * nz), *xc = malloc(sizeof(float) * nx);
+    float *mg = malloc(sizeof(float) * nz), *lg = malloc(sizeof(float) * nz), *xg = malloc(sizeof(float) * nx);
+    tu_fill(x, nx, -1, 1, 900);
+    tu_fill(z, nz, -1, 1, 901);
+    ck_assert(vae_encode(vc, x, N, H, W, mc, lc, &err) == 0 && vae_encode(vg, x, N, H, W, mg, lg, &err) == 0);
+    ck_assert(vae_decode(vc, z, N, H / 8, W / 8, xc, &err) == 0 && vae_decode(vg, z, N, H / 8, W / 8, xg, &err) == 0);
+    const double em = tu_nerr(mg, mc, nz, 1e-6), el = tu_nerr(lg, lc, nz, 1e-6), ex = tu_nerr(xg, xc, nx, 1e-6);
+    printf("  %-58s nerr %.2e / %.2e / %.2e (tol %.0e)\n", "vae tiny: encode mean / logvar, decode", em, el, ex,
+           TOL_MODEL);
+    ck_assert_msg(em <= TOL_MODEL && el <= TOL_MODEL && ex <= TOL_MODEL, "vae: %.3g %.3g %.3g", em, el, ex);
+    free(x); free(z); free(mc); free(lc); free(xc); free(mg); free(lg); free(xg);
+    vae_free(vc);
+    vae_free(vg);
+}
+END_TEST
+
 START_TEST(test_train_steps) {
     NetConfig c;
     if (_i == 0) tiny_config(&c, ATTN_MALA);
@@ -1193,6 +1221,7 @@ int main(void) {
     tcase_add_test(tc, test_optim);
     tcase_add_test(tc, test_diffusion_ops);
     tcase_add_test(tc, test_model);
+    tcase_add_test(tc, test_vae);
     tcase_add_loop_test(tc, test_train_steps, 0, 3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

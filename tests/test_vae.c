@@ -1,0 +1,293 @@
+// The AutoencoderKL (model/vae.h) against tools/ref_vae.py's reference tensors on the tiny config
+// (both attention namings), the full-size config's names lists (every tensor used, none missing,
+// without allocating the weights), malformed files, and `mala vae encode|decode` through the CLI.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#include "backend.h"
+#include "npy.h"
+#include "safetensors.h"
+#include "vae.h"
+
+#define FIX "tests/fixtures/"
+#define TOL 1e-4
+
+// A reference tensor of vae_tiny_ref.safetensors (caller frees).
+static float *ref_tensor(const char *name, int64_t *shape) {
+    StFile f;
+    MalaErr err;
+    ck_assert_msg(st_open(&f, FIX "vae_tiny_ref.safetensors", &err) == 0, "%s", err.msg);
+    const StTensor *t = st_find(&f, name);
+    ck_assert_msg(t != NULL, "no %s in the reference file", name);
+    float *x = malloc(sizeof(float) * (size_t)st_numel(t));
+    ck_assert(st_read_f32(&f, t, x, &err) == 0);
+    for (int i = 0; i < 4; i++) shape[i] = t->shape[i];
+    st_close(&f);
+    return x;
+}
+
+// Channels [c0, c1) of x [N, C, hw] as one array (for the per-channel comparisons).
+static float *channels(const float *x, int N, int C, size_t hw, int c0, int c1) {
+    float *o = malloc(sizeof(float) * (size_t)N * (c1 - c0) * hw);
+    for (int n = 0; n < N; n++)
+        memcpy(o + (size_t)n * (c1 - c0) * hw, x + ((size_t)n * C + c0) * hw, sizeof(float) * (c1 - c0) * hw);
+    return o;
+}
+
+static void check_against_ref(const char *file, int max_batch) {
+    MalaErr err;
+    int64_t xs[4], zs[4], ms[4];
+    float *x = ref_tensor("in.x", xs), *z = ref_tensor("in.z", zs);
+    float *rmean = ref_tensor("out.mean", ms), *rlogvar = ref_tensor("out.logvar", ms), *rx = ref_tensor("out.x", xs);
+    const int N = (int)xs[0], H = (int)xs[2], Wd = (int)xs[3];
+    Vae *v = vae_load(file, backend_cpu(), max_batch, H, Wd, &err);
+    ck_assert_msg(v != NULL, "%s", err.msg);
+    const size_t hw = (size_t)ms[2] * ms[3], nlat = (size_t)N * 4 * hw, nx = (size_t)N * 3 * H * Wd;
+    float *mean = malloc(sizeof(float) * nlat), *logvar = malloc(sizeof(float) * nlat), *dx = malloc(sizeof(float) * nx);
+    ck_assert_msg(vae_encode(v, x, N, H, Wd, mean, logvar, &err) == 0, "%s", err.msg);
+    const double e_mean = tu_nerr(mean, rmean, nlat, 1e-6);
+    // logvar: channels 0, 1 unclamped (normalised); channels 2, 3 straddle the clamp (elementwise,
+    // the clamped values equal to the bound).
+    float *a = channels(logvar, N, 4, hw, 0, 2), *b = channels(rlogvar, N, 4, hw, 0, 2);
+    const double e_lv01 = tu_nerr(a, b, (size_t)N * 2 * hw, 1e-6);
+    free(a); free(b);
+    int clamped = 0;
+    for (int n = 0; n < N; n++)
+        for (int c = 2; c < 4; c++)
+            for (size_t p = 0; p < hw; p++) {
+                const size_t i = ((size_t)n * 4 + c) * hw + p;
+                const double r = rlogvar[i];
+                if (r == VAE_LOGVAR_MIN || r == VAE_LOGVAR_MAX) {
+                    clamped++;
+                    ck_assert_msg(logvar[i] == rlogvar[i], "%s: logvar[%zu] %g, the clamp gives %g", file, i, logvar[i], r);
+                } else {
+                    ck_assert_msg(fabs(logvar[i] - r) <= TOL * fmax(1.0, fabs(r)), "%s: logvar[%zu] %g vs %g", file, i,
+                                  logvar[i], r);
+                }
+            }
+    ck_assert_msg(clamped > 0, "the reference exercises the clamp");
+    ck_assert_msg(vae_decode(v, z, N, (int)zs[2], (int)zs[3], dx, &err) == 0, "%s", err.msg);
+    const double e_x = tu_nerr(dx, rx, nx, 1e-6);
+    fprintf(stderr, "%s (batch %d): mean %.2e, logvar[0:2] %.2e (%d clamped values equal), decode %.2e\n", file,
+            max_batch, e_mean, e_lv01, clamped, e_x);
+    ck_assert_msg(e_mean < TOL, "%s: mean error %g", file, e_mean);
+    ck_assert_msg(e_lv01 < TOL, "%s: logvar error %g", file, e_lv01);
+    ck_assert_msg(e_x < TOL, "%s: decode error %g", file, e_x);
+    vae_free(v);
+    free(x); free(z); free(rmean); free(rlogvar); free(rx); free(mean); free(logvar); free(dx);
+}
+
+START_TEST(test_tiny_new_names) { check_against_ref(FIX "vae_tiny.safetensors", 2); }
+END_TEST
+START_TEST(test_tiny_old_names) { check_against_ref(FIX "vae_tiny_old.safetensors", 2); }
+END_TEST
+// One image per chunk: the batch loop gives the same result.
+START_TEST(test_tiny_batch_one) { check_against_ref(FIX "vae_tiny.safetensors", 1); }
+END_TEST
+
+START_TEST(test_tiny_config) {
+    StFile f;
+    MalaErr err;
+    VaeConfig c;
+    ck_assert_msg(st_open(&f, FIX "vae_tiny_old.safetensors", &err) == 0, "%s", err.msg);
+    ck_assert_msg(vae_config_from_file(&c, &f, &err) == 0, "%s", err.msg);
+    st_close(&f);
+    ck_assert_int_eq(c.levels, 4);
+    ck_assert_int_eq(c.ch[0], 4); ck_assert_int_eq(c.ch[1], 8); ck_assert_int_eq(c.ch[2], 16); ck_assert_int_eq(c.ch[3], 16);
+    ck_assert_int_eq(c.layers, 2);
+    ck_assert_int_eq(c.groups, 2);
+    ck_assert_int_eq(c.latent, 4);
+    ck_assert_int_eq(c.naming, VAE_NAMES_OLD);
+    ck_assert_int_eq(c.attn_conv, 1);
+    VaeTable t;
+    ck_assert(vae_table_build(&t, &c, &err) == 0);
+    ck_assert_int_eq(t.n, 248);
+    ck_assert_uint_eq(t.floats, 85675);
+    vae_table_free(&t);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// The real config's names lists: the config derived from the shapes alone, then the table equals
+// the list (same names, same shapes, same order), and the parameter count is the real file's.
+
+typedef struct { int n; char (*name)[96]; int ndim[300]; int64_t shape[300][4]; } NameList;
+
+static void names_read(NameList *l, const char *path) {
+    FILE *fp = fopen(path, "r");
+    ck_assert_msg(fp != NULL, "missing %s", path);
+    l->n = 0;
+    l->name = malloc(sizeof *l->name * 300);
+    char line[2048];
+    while (fgets(line, sizeof line, fp)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        ck_assert(l->n < 300);
+        char *tok = strtok(line, " \n");
+        snprintf(l->name[l->n], sizeof l->name[0], "%s", tok);
+        int d = 0;
+        while ((tok = strtok(NULL, " \n")) && d < 4) l->shape[l->n][d++] = atoll(tok);
+        l->ndim[l->n++] = d;
+    }
+    fclose(fp);
+}
+
+static int list_shape(void *ctx, const char *name, int64_t shape[4]) {
+    const NameList *l = ctx;
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->name[i], name)) {
+            memcpy(shape, l->shape[i], sizeof(int64_t) * 4);
+            return l->ndim[i];
+        }
+    return -1;
+}
+
+static void check_names(const char *path, VaeNaming naming, int conv) {
+    NameList l;
+    names_read(&l, path);
+    MalaErr err;
+    VaeConfig c, sd;
+    ck_assert_msg(vae_config_derive(&c, list_shape, &l, path, VAE_DEFAULT_GROUPS, &err) == 0, "%s", err.msg);
+    vae_config_sd(&sd);
+    sd.naming = naming;
+    sd.attn_conv = conv;
+    ck_assert_msg(!memcmp(&c, &sd, sizeof c), "%s: the derived config is not sd-vae-ft-ema's", path);
+    VaeTable t;
+    ck_assert(vae_table_build(&t, &c, &err) == 0);
+    ck_assert_int_eq(t.n, l.n);
+    size_t params = 0;
+    for (int i = 0; i < t.n; i++) {
+        ck_assert_msg(!strcmp(t.p[i].name, l.name[i]), "%s: tensor %d is '%s', the table has '%s'", path, i, l.name[i],
+                      t.p[i].name);
+        ck_assert_int_eq(t.p[i].ndim, l.ndim[i]);
+        for (int d = 0; d < l.ndim[i]; d++) ck_assert_int_eq(t.p[i].shape[d], l.shape[i][d]);
+        params += t.p[i].numel;
+    }
+    ck_assert_uint_eq(params, 83653863);
+    ck_assert_uint_eq(t.floats, 83653863);  // every float of the buffer belongs to one tensor
+    // The weight layout covers each float once (the fused qkv included): sort-free check by marks.
+    unsigned char *mark = calloc(t.floats, 1);
+    for (int i = 0; i < t.n; i++)
+        for (size_t k = 0; k < t.p[i].numel; k++) {
+            ck_assert_msg(!mark[t.p[i].offset + k], "%s: '%s' overlaps another tensor", path, t.p[i].name);
+            mark[t.p[i].offset + k] = 1;
+        }
+    free(mark);
+    vae_table_free(&t);
+    free(l.name);
+}
+
+START_TEST(test_full_names_new) { check_names(FIX "vae_sd_names_new.txt", VAE_NAMES_NEW, 0); }
+END_TEST
+START_TEST(test_full_names_old) { check_names(FIX "vae_sd_names_old.txt", VAE_NAMES_OLD, 0); }
+END_TEST
+START_TEST(test_full_names_oldconv) { check_names(FIX "vae_sd_names_oldconv.txt", VAE_NAMES_OLD, 1); }
+END_TEST
+
+START_TEST(test_full_plan) {
+    // The real config's cost and memory at 256x256 (VAE_MATH.md): MACs and the largest map.
+    VaeConfig c;
+    vae_config_sd(&c);
+    const double enc = vae_encode_macs(&c, 256, 256), dec = vae_decode_macs(&c, 256, 256);
+    ck_assert_msg(fabs(enc / 1e9 - 136.4) < 0.1, "encoder %.2f GMAC, VAE_MATH.md: 136.4", enc / 1e9);
+    ck_assert_msg(fabs(dec / 1e9 - 311.1) < 0.1, "decoder %.2f GMAC, VAE_MATH.md: 311.1", dec / 1e9);
+    const size_t one = vae_activation_bytes(&c, backend_cpu(), 1, 256, 256);
+    // three maps of [256, 256, 256] (64 MiB each) plus scratch
+    ck_assert_msg(one >= 3 * (64u << 20) && one < 3 * (64u << 20) + (64u << 20), "%zu bytes per image", one);
+    ck_assert_int_eq(vae_batch_for(&c, backend_cpu(), 256, 256, 4 * one, 64), 4);
+    ck_assert_uint_eq(vae_weight_bytes(&c), 4 * 83653863u);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// Malformed files: each refused with the file and the first bad tensor named.
+
+static char tmp_file[512];
+
+// Writes the tiny model with tensor `drop` left out, or `reshape` given a wrong shape.
+static void write_variant(const char *drop, const char *reshape, const char *extra) {
+    StFile f;
+    MalaErr err;
+    ck_assert(st_open(&f, FIX "vae_tiny.safetensors", &err) == 0);
+    StWriter *w = st_writer_new();
+    st_writer_meta(w, "norm_num_groups", "2");
+    for (int i = 0; i < f.n; i++) {
+        const StTensor *t = &f.tensors[i];
+        if (drop && !strcmp(t->name, drop)) continue;
+        float *x = malloc(sizeof(float) * (size_t)st_numel(t));
+        ck_assert(st_read_f32(&f, t, x, &err) == 0);
+        int64_t shape[ST_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        int ndim = t->ndim;
+        if (reshape && !strcmp(t->name, reshape)) { shape[0] = 1; shape[1] = st_numel(t); ndim = 2; }
+        st_writer_add_copy(w, t->name, ST_F32, shape, ndim, x);
+        free(x);
+    }
+    if (extra) st_writer_add_copy(w, extra, ST_F32, (int64_t[]){1}, 1, (float[]){0});
+    snprintf(tmp_file, sizeof tmp_file, "%s/bad.safetensors", tu_tmp);
+    ck_assert_msg(st_writer_save(w, tmp_file, &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+    st_close(&f);
+}
+
+static void expect_refused(const char *want1, const char *want2) {
+    MalaErr err;
+    Vae *v = vae_load(tmp_file, backend_cpu(), 1, 32, 24, &err);
+    ck_assert_msg(v == NULL, "a malformed file was accepted");
+    ck_assert_msg(strstr(err.msg, tmp_file) && strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)),
+                  "message: %s", err.msg);
+}
+
+START_TEST(test_malformed) {
+    tu_make_tmpdir("vae");
+    write_variant("decoder.up_blocks.1.resnets.2.conv1.bias", NULL, NULL);
+    expect_refused("'decoder.up_blocks.1.resnets.2.conv1.bias'", "missing");
+    write_variant(NULL, "decoder.mid_block.attentions.0.to_k.weight", NULL);
+    expect_refused("'decoder.mid_block.attentions.0.to_k.weight'", "shape");
+    write_variant(NULL, NULL, "encoder.extra.weight");
+    expect_refused("'encoder.extra.weight'", "not part");
+    write_variant("encoder.conv_in.weight", NULL, NULL);
+    expect_refused("'encoder.conv_in.weight'", "missing");
+    // truncated: the file cut short inside the data area
+    size_t len;
+    char *buf = tu_read_file(FIX "vae_tiny.safetensors", &len);
+    FILE *fp = fopen(tmp_file, "wb");
+    ck_assert(fwrite(buf, 1, len - 1000, fp) == len - 1000);
+    fclose(fp);
+    free(buf);
+    expect_refused("tensor '", "past the end");
+    // not a VAE at all
+    write_variant(NULL, NULL, NULL);
+    MalaErr err;
+    ck_assert(vae_load(FIX "sample_model.safetensors", backend_cpu(), 1, 32, 32, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "sample_model.safetensors") && strstr(err.msg, "'encoder."), "message: %s", err.msg);
+    // sizes outside the plan
+    Vae *v = vae_load(tmp_file, backend_cpu(), 1, 32, 24, &err);
+    ck_assert_msg(v != NULL, "%s", err.msg);
+    float x[3 * 40 * 24] = {0}, m[4 * 5 * 3];
+    ck_assert(vae_encode(v, x, 1, 40, 24, m, NULL, &err) != 0);
+    ck_assert_msg(strstr(err.msg, "40x24"), "%s", err.msg);
+    ck_assert(vae_encode(v, x, 1, 20, 24, m, NULL, &err) != 0);
+    ck_assert_msg(strstr(err.msg, "multiple of 8"), "%s", err.msg);
+    vae_free(v);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("vae");
+    TCase *tc = tcase_create("vae");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_tiny_new_names);
+    tcase_add_test(tc, test_tiny_old_names);
+    tcase_add_test(tc, test_tiny_batch_one);
+    tcase_add_test(tc, test_tiny_config);
+    tcase_add_test(tc, test_full_names_new);
+    tcase_add_test(tc, test_full_names_old);
+    tcase_add_test(tc, test_full_names_oldconv);
+    tcase_add_test(tc, test_full_plan);
+    tcase_add_test(tc, test_malformed);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
