@@ -31,6 +31,18 @@ else
   $(info mala: CUDA backend OFF ($(if $(NVCC),CUDA=0 given,nvcc not found)))
 endif
 
+# ---- MPI detection (DESIGN 9; printed like CUDA's): Open MPI's pkg-config file or mpicc ----
+MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   ?= $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+MPI ?= $(if $(strip $(MPI_LIBS)),1,0)
+ifeq ($(MPI),1)
+  $(BUILD)/core/dist.o: CFLAGS += -DMALA_MPI $(MPI_CFLAGS)
+  LDLIBS += $(MPI_LIBS)
+  $(info mala: MPI ON ($(strip $(MPI_LIBS))); MPI=0 builds single-process)
+else
+  $(info mala: MPI OFF ($(if $(strip $(MPI_LIBS)),MPI=0 given,no ompi-c pkg-config / mpicc: single-process only)))
+endif
+
 LIB_SRC  = $(wildcard core/*.c model/*.c sampler/*.c pipeline/*.c train/*.c eval/*.c) $(filter-out app/main.c app/viewer%.c,$(wildcard app/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 VIEW_SRC = $(wildcard app/viewer*.c)

@@ -19,7 +19,8 @@ else
     exit 1
 fi
 packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
-          libstb-dev libsdl2-dev dataset-fashion-mnist xvfb xauth)
+          libstb-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
+          openmpi-bin libopenmpi-dev)  # MPI: multi-process training (DESIGN 9)
 run() {
     if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi
 }
