@@ -1,5 +1,5 @@
 // defines: dist_init, dist_finalize, dist_rank, dist_world, dist_local_rank, dist_engine,
-//          dist_sum_f32, dist_sum_f64, dist_any, dist_bcast, dist_barrier, dist_abort
+//          dist_sum_f32, dist_sum_f64, dist_sum_f32_device, dist_any, dist_bcast, dist_barrier, dist_abort
 #include "dist.h"
 
 #include <limits.h>
@@ -7,6 +7,11 @@
 #include <stdlib.h>
 
 #include "common.h"
+
+// The NCCL side (cuda/nccl/dist_nccl.c), linked into NCCL builds of mala only.
+void dist_nccl_pick_device(int local_rank) __attribute__((weak));
+int dist_nccl_sum_f32(float *x, size_t n) __attribute__((weak));
+void dist_nccl_finalize(void) __attribute__((weak));
 
 // What a launcher tells each process about the job's size (Open MPI, MPICH / Slurm's PMI).
 static int launcher_world(void) {
@@ -46,9 +51,11 @@ void dist_init(int *argc, char ***argv) {
         if (ver[i] == ',' || ver[i] == '\n') { ver[i] = 0; break; }
     snprintf(g_engine, sizeof g_engine, "MPI (%s)", ver);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    if (g_world > 1 && dist_nccl_pick_device) dist_nccl_pick_device(g_local);  // before any CUDA context
 }
 
 void dist_finalize(void) {
+    if (dist_nccl_finalize) dist_nccl_finalize();
     if (g_on) MPI_Finalize();
     g_on = 0;
 }
@@ -71,6 +78,11 @@ void dist_sum_f64(double *x, size_t n) {
     if (g_world == 1) return;
     for (size_t i = 0; i < n; i += CHUNK)
         MPI_Allreduce(MPI_IN_PLACE, x + i, (int)(n - i < CHUNK ? n - i : CHUNK), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+int dist_sum_f32_device(float *x, size_t n) {
+    if (g_world == 1) return 0;
+    return dist_nccl_sum_f32 ? dist_nccl_sum_f32(x, n) : -1;
 }
 
 int dist_any(int flag) {
@@ -111,6 +123,7 @@ int dist_local_rank(void) { return 0; }
 const char *dist_engine(void) { return "none (built without MPI)"; }
 void dist_sum_f32(float *x, size_t n) {}
 void dist_sum_f64(double *x, size_t n) {}
+int dist_sum_f32_device(float *x, size_t n) { return 0; }
 int dist_any(int flag) { return flag != 0; }
 void dist_bcast(void *buf, size_t bytes, int root) {}
 void dist_barrier(void) {}

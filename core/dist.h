@@ -20,6 +20,8 @@ const char *dist_engine(void);  // "MPI (Open MPI 4.1.4 ...)" or "none (built wi
 // In-place sums over all ranks; every rank receives the same result.
 void dist_sum_f32(float *x, size_t n);
 void dist_sum_f64(double *x, size_t n);
+// The same sum on GPU memory through NCCL; -1 (nothing done) in a build without NCCL.
+int dist_sum_f32_device(float *x, size_t n);
 // 1 on every rank when any rank passes a non-zero flag.
 int dist_any(int flag);
 // Copies root's bytes into every rank's buf.

@@ -16,7 +16,7 @@
 
 #define MPIRUN "mpirun --allow-run-as-root --oversubscribe --bind-to none -np"
 // DiT-T/4 on 64 Fashion-MNIST images, global batch 8, no grids; --out and --iters appended.
-#define TINY "train --model DiT-T/4 --batch 8 --limit 64 --log-every 1 --sample-every 0 --threads 1"
+#define TINY "train --model DiT-T/4 --batch 8 --limit 64 --log-every 1 --sample-every 0 --threads 1 --device cpu"
 // Weights after 10 steps: 2 x 4 and 1 x 8 sum the batch's gradient in another order (float
 // rounding, ~1e-7 relative), which AdamW's m / sqrt(v) carries into the weights (more where a
 // gradient is near zero); measured max |diff| 1.5e-8 with lr 1e-4. Not bit-exact.
@@ -140,13 +140,13 @@ START_TEST(resume_across_world_sizes) {
     RUN_OK(0, TINY " --iters 10 --ckpt-every 5 --keep 5 --out %s/straight1", tu_tmp);
     // 2 -> 2: bit-exact, checkpoint bytes included
     RUN_OK(2, TINY " --iters 5 --ckpt-every 5 --keep 5 --out %s/r22", tu_tmp);
-    RUN_OK(2, "train --resume --iters 10 --threads 1 --out %s/r22", tu_tmp);
+    RUN_OK(2, "train --resume --iters 10 --threads 1 --device cpu --out %s/r22", tu_tmp);
     ck_assert_msg(same_bytes(ckpt("straight2", 10), ckpt("r22", 10)), "2 -> 2 resume is not bit-exact");
     // 2 -> 1 and 1 -> 2: the same global batch, so the same model up to the summation order
     RUN_OK(2, TINY " --iters 5 --ckpt-every 5 --keep 5 --out %s/r21", tu_tmp);
-    RUN_OK(0, "train --resume --iters 10 --threads 1 --out %s/r21", tu_tmp);
+    RUN_OK(0, "train --resume --iters 10 --threads 1 --device cpu --out %s/r21", tu_tmp);
     RUN_OK(0, TINY " --iters 5 --ckpt-every 5 --keep 5 --out %s/r12", tu_tmp);
-    RUN_OK(2, "train --resume --iters 10 --threads 1 --out %s/r12", tu_tmp);
+    RUN_OK(2, "train --resume --iters 10 --threads 1 --device cpu --out %s/r12", tu_tmp);
     ck_assert_msg(strstr(g_err, "resuming"), "%s", g_err);
     double d21 = ckpt_max_diff(ckpt("straight1", 10), ckpt("r21", 10));
     double d12 = ckpt_max_diff(ckpt("straight1", 10), ckpt("r12", 10));

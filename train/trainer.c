@@ -108,12 +108,15 @@ uint64_t trainer_weights_hash(const Trainer *tr) {
 // each rank's gradient being the mean over its equal slice.
 static void allreduce_grad(Trainer *tr) {
     size_t n = tr->net->n_trainable;
-    if (tr->host_grad) {
-        tr->be->to_host(tr->host_grad, tr->grad, n * sizeof(float));
-        dist_sum_f32(tr->host_grad, n);
-        tr->be->to_device(tr->grad, tr->host_grad, n * sizeof(float));
+    if (!tr->host_grad) {
+        dist_sum_f32(tr->grad, n);  // host memory: MPI_Allreduce in place
     } else {
-        dist_sum_f32(tr->grad, n);
+        tr->be->sync();
+        if (dist_sum_f32_device(tr->grad, n) != 0) {  // no NCCL: through the host
+            tr->be->to_host(tr->host_grad, tr->grad, n * sizeof(float));
+            dist_sum_f32(tr->host_grad, n);
+            tr->be->to_device(tr->grad, tr->host_grad, n * sizeof(float));
+        }
     }
     tr->be->scale(tr->grad, 1.0f / (float)tr->world, n);
 }
