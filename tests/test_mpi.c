@@ -1,6 +1,7 @@
 // Data-parallel training under mpirun (DESIGN 9): 2 ranks x batch 4 train the model 1 process x
 // batch 8 trains, a run resumes across world sizes (2 -> 1, 1 -> 2) and bit-exactly on the same
-// one, and a killed rank brings the job down without a partial checkpoint. Runs the built
+// one, a killed rank brings the job down without a partial checkpoint, and sampling sharded over
+// 2 ranks writes the bytes one process writes. Runs the built
 // program ($MALA_BIN) under `mpirun -np 2` on the CPU backend, 1 thread per process; skipped,
 // with a message, when mpirun is missing or mala was built without MPI.
 #include <signal.h>
@@ -223,6 +224,25 @@ START_TEST(sigterm_checkpoints_and_killed_rank_ends_job) {
 }
 END_TEST
 
+// Batches go round-robin over the ranks and are computed as one process computes them: 3
+// batches over 2 ranks (ranks 0, 1, 0) give the bytes of one process, floats and uint8 alike.
+START_TEST(sampling_shards_to_the_same_bytes) {
+    tu_make_tmpdir("mpi");
+    const char *flags = "sample --ckpt tests/fixtures/sample_model.safetensors --n 11 --batch 4 --steps 10 --sampler ddpm "
+                        "--threads 1 --device cpu";
+    RUN_OK(0, "%s --save-npz %s/one.npz --save-npy %s/one.npy", flags, tu_tmp, tu_tmp);
+    RUN_OK(2, "%s --save-npz %s/two.npz --save-npy %s/two.npy", flags, tu_tmp, tu_tmp);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/one.npz", tu_tmp);
+    snprintf(b, sizeof b, "%s/two.npz", tu_tmp);
+    ck_assert_msg(same_bytes(a, b), "2-rank .npz differs from 1 process's");
+    snprintf(a, sizeof a, "%s/one.npy", tu_tmp);
+    snprintf(b, sizeof b, "%s/two.npy", tu_tmp);
+    ck_assert_msg(same_bytes(a, b), "2-rank .npy differs from 1 process's");
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     if (system("command -v mpirun >/dev/null 2>&1") != 0) {
         printf("test_mpi: skipped (mpirun not found: install openmpi-bin, tools/install_deps.sh)\n");
@@ -238,6 +258,7 @@ int main(void) {
     tcase_add_test(tc, two_ranks_equal_one_process);
     tcase_add_test(tc, resume_across_world_sizes);
     tcase_add_test(tc, sigterm_checkpoints_and_killed_rank_ends_job);
+    tcase_add_test(tc, sampling_shards_to_the_same_bytes);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
