@@ -541,16 +541,16 @@ int cmd_train(int argc, char **argv) {
     }
     progress_break(&pg);
     int stopped = dist_any(stop_requested);  // the vote that ended the loop (a signal on any rank)
-    if (!lead) {
-    } else if (stopped && tr->step != last_saved) {
+    if (lead && stopped && tr->step != last_saved) {
         ckpt_path(path, sizeof path, out, tr->step);
         run_meta_fill(&meta, &rs);
         if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
         prune_checkpoints(out, rs.keep, tr->step);
-        fprintf(stderr, "stopped by signal %d%s at step %llu; wrote %s (continue with --resume)\n",
-                stop_requested ? (int)stop_requested : SIGTERM, stop_requested ? "" : " to another process",
+        char why[48] = "a signal to another process";
+        if (stop_requested) snprintf(why, sizeof why, "signal %d", (int)stop_requested);
+        fprintf(stderr, "stopped by %s at step %llu; wrote %s (continue with --resume)\n", why,
                 (unsigned long long)tr->step, path);
-    } else if (rc == 0) {
+    } else if (lead && rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);
     }
