@@ -13,9 +13,10 @@ void dist_nccl_pick_device(int local_rank) __attribute__((weak));
 int dist_nccl_sum_f32(float *x, size_t n) __attribute__((weak));
 void dist_nccl_finalize(void) __attribute__((weak));
 
-// What a launcher tells each process about the job's size (Open MPI, MPICH / Slurm's PMI).
+// What a launcher tells each process about the job's size (Open MPI's mpirun, MPICH's and
+// Slurm's PMI, srun).
 static int launcher_world(void) {
-    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS", "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) > 1) return atoi(v);
@@ -30,14 +31,16 @@ static int g_rank = 0, g_world = 1, g_local = 0, g_on = 0;
 static char g_engine[MPI_MAX_LIBRARY_VERSION_STRING + 16];
 
 void dist_init(int *argc, char ***argv) {
-    if (g_on) return;
+    // One process needs no MPI: no MPI_Init (no singleton start-up, nothing of Open MPI's left
+    // at exit), every collective below returns at once.
+    if (g_on || launcher_world() == 1) return;
     int provided;
     // only the main thread calls MPI (the loader thread and OpenMP workers never do)
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) FATAL("MPI_Init failed");
     g_on = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_world);
-    if (g_world == 1 && launcher_world() > 1)
+    if (g_world == 1)
         FATAL("the launcher started %d processes but MPI sees one: mala's MPI library is not the launcher's (mpirun "
               "of another MPI?)", launcher_world());
     MPI_Comm local;

@@ -35,7 +35,9 @@ static int run(int np, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    if (np) snprintf(launch, sizeof launch, "%s %d", MPIRUN, np);
+    // Open MPI leaves its own allocations at MPI_Finalize, which LeakSanitizer reports (make
+    // sanitize); the single-process paths, without MPI_Init, run under it in test_cli.
+    if (np) snprintf(launch, sizeof launch, "ASAN_OPTIONS=detect_leaks=0 %s %d", MPIRUN, np);
     snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s %s >/dev/null 2>%s </dev/null", launch, mala_bin(), args, ep);
     int st = system(cmd);
@@ -167,7 +169,7 @@ START_TEST(sigterm_checkpoints_and_killed_rank_ends_job) {
     tu_make_tmpdir("mpi");
     char cmd[4096];
     for (int pass = 0; pass < 2; pass++) {
-        snprintf(cmd, sizeof cmd, "exec env OMP_NUM_THREADS=1 %s 2 %s " TINY " --iters 1000000 --ckpt-every 1000000 --out %s/run%d "
+        snprintf(cmd, sizeof cmd, "exec env OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 %s 2 %s " TINY " --iters 1000000 --ckpt-every 1000000 --out %s/run%d "
                  ">/dev/null 2>%s/.stderr%d", MPIRUN, mala_bin(), tu_tmp, pass, tu_tmp, pass);
         pid_t mp = fork();
         if (mp == 0) { setpgid(0, 0); execl("/bin/sh", "sh", "-c", cmd, (char *)NULL); _exit(127); }
