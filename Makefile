@@ -32,6 +32,34 @@ else
   $(info mala: CUDA backend OFF ($(if $(NVCC),CUDA=0 given,nvcc not found)))
 endif
 
+# ---- MPI detection (DESIGN 9; printed like CUDA's): Open MPI's pkg-config file or mpicc ----
+MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   ?= $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+MPI ?= $(if $(strip $(MPI_LIBS)),1,0)
+ifeq ($(MPI),1)
+  $(BUILD)/core/dist.o: CFLAGS += -DMALA_MPI $(MPI_CFLAGS)
+  LDLIBS += $(MPI_LIBS)
+  $(info mala: MPI ON ($(strip $(MPI_LIBS))); MPI=0 builds single-process)
+else
+  $(info mala: MPI OFF ($(if $(strip $(MPI_LIBS)),MPI=0 given,no ompi-c pkg-config / mpicc: single-process only)))
+endif
+
+# ---- NCCL (the GPU all-reduce): with CUDA and MPI, where nccl.h is; linked into mala only ----
+NCCL_H ?= $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
+ifeq ($(CUDA)$(MPI),11)
+  NCCL ?= $(if $(NCCL_H),1,0)
+else
+  NCCL = 0
+endif
+ifeq ($(NCCL),1)
+  NCCL_OBJ   = $(BUILD)/cuda/nccl/dist_nccl.o
+  MALA_LIBS += -lnccl
+  $(BUILD)/cuda/nccl/dist_nccl.o: CFLAGS += -I$(dir $(NCCL_H)) -I$(CUDA_HOME)/include
+  $(info mala: NCCL ON ($(NCCL_H)); NCCL=0 sums GPU gradients through the host)
+else
+  $(info mala: NCCL OFF ($(if $(NCCL_H),needs CUDA=1 and MPI=1,nccl.h not found)))
+endif
+
 LIB_SRC  = $(wildcard core/*.c model/*.c sampler/*.c pipeline/*.c train/*.c eval/*.c) $(filter-out app/main.c app/viewer%.c,$(wildcard app/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
 VIEW_SRC = $(wildcard app/viewer*.c)
@@ -43,8 +71,8 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 MALA_BIN ?= mala
 all: $(MALA_BIN)
 
-$(MALA_BIN): $(BUILD)/app/main.o $(VIEW_OBJ) $(BUILD)/libmala.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(SDL_LIBS)
+$(MALA_BIN): $(BUILD)/app/main.o $(VIEW_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MALA_LIBS) $(SDL_LIBS)
 
 $(BUILD)/libmala.a: $(LIB_OBJ)
 	@rm -f $@

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "dist.h"
 #include "generate.h"
 #include "image_io.h"
 #include "npy.h"
@@ -122,6 +123,11 @@ int cmd_sample(int argc, char **argv) {
     if (cls && labels) FATAL("--class and --labels exclude each other");
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
     set_threads(threads);
+    // Under mpirun / srun the batches of --batch images go round-robin over the ranks, each
+    // computed exactly as one process computes it (same images, same batch), then gathered:
+    // rank 0 writes the same bytes one process writes.
+    dist_init(&argc, &argv);
+    const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     const Backend *be = backend_select(device, precision);
     if (!ckpt) ckpt = default_model_path();
     NetConfig pc;
@@ -184,14 +190,20 @@ int cmd_sample(int argc, char **argv) {
     SampleProgress pr = {.total_images = n};
     progress_init(&pr.pg, stderr);
     for (int b0 = 0; b0 < n; b0 += batch) {
+        if ((b0 / batch) % world != rank) continue;
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
         pr.batch_end = b0 + nb;
         pr.t0 = now_seconds();
-        if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, on_step, &pr, &err))
+        if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, lead ? on_step : NULL, &pr, &err))
             FATAL("%s", err.msg);
     }
     progress_break(&pr.pg);
+    for (int b0 = 0; world > 1 && b0 < n; b0 += batch) {  // every batch from the rank that made it
+        int nb = n - b0 < batch ? n - b0 : batch;
+        dist_bcast(x + per * b0, (size_t)nb * per * sizeof(float), (b0 / batch) % world);
+    }
+    if (!lead) out = out_dir = npz = npy = NULL;  // rank 0 writes
 
     if (out) {
         if (image_save_grid(out, x, n, c->in_channels, c->image_size, c->image_size, nrow > 0 ? nrow : 8, 2, &err))
@@ -234,5 +246,6 @@ int cmd_sample(int argc, char **argv) {
     free(x);
     free(y);
     generator_close(&g);
+    dist_finalize();
     return 0;
 }

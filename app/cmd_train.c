@@ -5,6 +5,11 @@
 // directory holds one run: training into one that already has a log or checkpoints needs
 // --resume. The run's data and logging settings travel in the checkpoints' metadata (run.*), so
 // --resume continues with them unless they are given again.
+//
+// Under mpirun / srun (DESIGN 9) every process runs this command: --batch is the global batch,
+// split in equal slices over the ranks (trainer_shard, loader_shard); rank 0 alone writes the
+// run directory and the console; the ranks agree every step on stopping (a signal on any rank)
+// and compare a hash of their weights at every log line.
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -17,6 +22,7 @@
 #include "atomic_file.h"  // defines: atomic_remove_stale
 #include "commands.h"
 #include "data.h"
+#include "dist.h"
 #include "generate.h"
 #include "image_io.h"
 #include "loss_plot.h"
@@ -230,6 +236,22 @@ static void refuse_existing_run(const char *out, const char *dir, const char *cs
     free(steps);
 }
 
+// Every rank's weights and EMA must be rank 0's: a replica that drifted (a non-deterministic
+// reduction, a bad node) stops the job with an error instead of averaging unrelated models.
+static void check_replicas(const Trainer *tr) {
+    if (tr->world == 1) return;
+    uint64_t h = trainer_weights_hash(tr), h0 = h;
+    dist_bcast(&h0, sizeof h0, 0);
+    if (!dist_any(h != h0)) return;
+    if (h != h0)
+        fprintf(stderr, "error: rank %d: weights differ from rank 0's at step %llu (hash %016llx, rank 0 %016llx): the "
+                "replicas diverged; stopping (resume from the last checkpoint)\n", tr->rank,
+                (unsigned long long)tr->step, (unsigned long long)h, (unsigned long long)h0);
+    dist_barrier();
+    dist_finalize();
+    exit(1);
+}
+
 // ---- the command ----
 
 int cmd_train(int argc, char **argv) {
@@ -240,12 +262,14 @@ int cmd_train(int argc, char **argv) {
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", 100, 5000, 5000, -1, 0, 3, 0, "data", "data"};  // the defaults
     const char *out = "runs/mala", *device = NULL, *precision = NULL;
-    int batch = 256, resume = 0, threads = 0, epochs = 0;
+    int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC", "fashion-mnist or an image folder root/<class>/<image>",
          ARG_ALIAS("--data-path")},
-        {"--batch", OPT_INT, &batch, "B", "batch size", ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
+        {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",
+         ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
+        {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch", ARG_MIN(1)},
         {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
         {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
          "batch) steps; default: --iters)", ARG_MIN(1)},
@@ -285,6 +309,13 @@ int cmd_train(int argc, char **argv) {
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
+    if (GIVEN(gbatch)) {
+        if (GIVEN(batch) && batch != gbatch) FATAL("--batch %d and --global-batch %d contradict each other", batch, gbatch);
+        batch = gbatch;
+    }
+    int batch_given = GIVEN(batch) || GIVEN(gbatch);
+    dist_init(&argc, &argv);
+    const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
     signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
     set_threads(threads);
@@ -312,11 +343,15 @@ int cmd_train(int argc, char **argv) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 continue;
             }
-            if (GIVEN(batch) && batch != saved_batch)
+            if (batch_given && batch != saved_batch)
                 FATAL("--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", batch, saved_batch);
             batch = saved_batch;
-            args_check_memory("--batch", batch, model_batch_bytes(&c, batch, 1), "the training step's activations");
-            tr = trainer_new(&c, &cn, &saved, be, batch);
+            if (batch % world)
+                FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
+            args_check_memory("--batch", batch / world, model_batch_bytes(&c, batch / world, 1),
+                              "the training step's activations");
+            tr = trainer_new(&c, &cn, &saved, be, batch / world);
+            trainer_shard(tr, rank, world);
             if (trainer_load(tr, resume_path, &err)) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 trainer_free(tr);
@@ -385,6 +420,8 @@ int cmd_train(int argc, char **argv) {
         cn.names = xcalloc(cn.n, sizeof(char *));
         for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
     }
+    if (batch % world)
+        FATAL("--batch %d does not split over %d processes: give a multiple of %d", batch, world, world);
     if (batch > ds->n)
         FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", batch, (long long)ds->n, rs.data,
               rs.limit > 0 ? " with --limit" : "");
@@ -396,41 +433,53 @@ int cmd_train(int argc, char **argv) {
                               : strcmp(rs.data, "fashion-mnist") != 0 && strncmp(rs.data, "fashion-mnist:", 14) != 0;
     size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
     if (!resume)
-        args_check_memory("--batch", batch, model_batch_bytes(&c, batch, 1) + 3.0 * batch * per * sizeof(float),
+        args_check_memory("--batch", batch / world,
+                          model_batch_bytes(&c, batch / world, 1) + 3.0 * (batch / world) * per * sizeof(float),
                           "the training step's activations");
 
-    // 3. the run directory and the trainer
-    make_dirs(dir);
-    int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
-    if (stale > 0)
-        fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "", dir);
+    // 3. the run directory (rank 0's, once every rank has checked the run) and the trainer
+    dist_barrier();
+    if (lead) {
+        make_dirs(dir);
+        int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
+        if (stale > 0)
+            fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
+                    dir);
+    }
     History hist = {0};
     if (resume) {
-        fprintf(stderr, "resuming %s at step %llu\n", resume_path, (unsigned long long)tr->step);
-        rs.elapsed = history_load(&hist, csv, tr->step);
+        if (lead) fprintf(stderr, "resuming %s at step %llu\n", resume_path, (unsigned long long)tr->step);
+        if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
-        tr = trainer_new(&c, &cn, &to, be, batch);
+        tr = trainer_new(&c, &cn, &to, be, batch / world);
+        trainer_shard(tr, rank, world);
         trainer_init_weights(tr);
-        FILE *f = fopen(csv, "w");
-        if (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f))
+        FILE *f = lead ? fopen(csv, "w") : NULL;
+        if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
             FATAL("%s: cannot write: %s", csv, strerror(errno));
     }
     RunMeta meta;
     tr->n_meta = RUN_KEYS;
     tr->meta = meta.kv;
-    Loader *ld = loader_new(ds, batch, to.seed, hflip, &err);
+    Loader *ld = loader_new(ds, tr->batch, to.seed, hflip, &err);
     if (!ld) FATAL("%s", err.msg);
+    if (world > 1) loader_shard(ld, batch, rank * tr->batch);
     loader_seek(ld, tr->batches);
+    check_replicas(tr);
 
     char desc[256];
     net_config_describe(&c, desc, sizeof desc);
-    fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
+    if (lead && world > 1)
+        fprintf(stderr, "processes: %d (%s), %d images each of the global batch %d\n", world, dist_engine(), tr->batch,
+                batch);
+    if (lead) fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
             num_threads());
-    fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
+    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
             rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
             to.ema_decay, (unsigned long long)iters, out);
 
     Preview pv = {0};
+    if (!lead) rs.sample_every = 0;  // rank 0's grids only
     if (rs.sample_every > 0) {
         preview_init(&pv, &c, &tr->classes, be);
         snprintf(path, sizeof path, "%s/samples", out);
@@ -444,15 +493,15 @@ int cmd_train(int argc, char **argv) {
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, stderr);
-    while (tr->step < iters && !stop_requested) {
+    while (tr->step < iters && !dist_any(stop_requested)) {
         loader_next(ld, x, y);
         StepStats st = trainer_step(tr, x, y);
         if (st.skipped) {
             progress_break(&pg);
-            fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
+            if (lead) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
                     (unsigned long long)tr->step + 1, tr->bad_in_a_row);
             if (tr->bad_in_a_row >= to.max_bad_steps) {
-                fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
+                if (lead) fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
                         tr->bad_in_a_row, last_saved ? (ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
                 rc = 1;
                 break;
@@ -461,7 +510,8 @@ int cmd_train(int argc, char **argv) {
         }
         acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
         double now = now_seconds();
-        if (tr->step % rs.log_every == 0) {
+        if (tr->step % rs.log_every == 0) check_replicas(tr);
+        if (lead && tr->step % rs.log_every == 0) {
             double rate = acc_n * (double)batch / (now - t_log);
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
             char etas[32], stamp[32];
@@ -486,7 +536,7 @@ int cmd_train(int argc, char **argv) {
             acc_n = 0;
             t_log = now;
         }
-        if (tr->step % rs.ckpt_every == 0 || tr->step == iters) {
+        if (lead && (tr->step % rs.ckpt_every == 0 || tr->step == iters)) {
             ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
@@ -501,20 +551,24 @@ int cmd_train(int argc, char **argv) {
         }
     }
     progress_break(&pg);
-    if (stop_requested) {  // also when it came during start-up or while a checkpoint was written
+    int stopped = dist_any(stop_requested);  // the vote that ended the loop (a signal on any rank)
+    if (stopped) {  // also when it came during start-up or while a checkpoint was written
         int wrote = tr->step != last_saved;
-        if (wrote) {
+        if (wrote && lead) {
             ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
             prune_checkpoints(out, rs.keep, tr->step);
-            last_saved = tr->step;
         }
+        if (wrote) last_saved = tr->step;
+        char why[48] = "a signal to another process";
+        if (stop_requested) snprintf(why, sizeof why, "signal %d", (int)stop_requested);
         if (last_saved) ckpt_path(path, sizeof path, out, last_saved);
-        fprintf(stderr, "stopped by signal %d at step %llu; %s %s%s\n", (int)stop_requested, (unsigned long long)tr->step,
-                !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is", last_saved ? path : "written",
-                last_saved ? " (continue with --resume)" : "");
-    } else if (rc == 0) {
+        if (lead)
+            fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
+                    !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
+                    last_saved ? path : "written", last_saved ? " (continue with --resume)" : "");
+    } else if (lead && rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);
     }
@@ -528,5 +582,7 @@ int cmd_train(int argc, char **argv) {
     dataset_close(ds);
     trainer_free(tr);
     class_names_free(&cn);
+    dist_barrier();  // rank 0's last checkpoint is complete before any rank reports done
+    dist_finalize();
     return rc;
 }

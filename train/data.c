@@ -1,5 +1,5 @@
 // defines: dataset_open, dataset_close, dataset_limit, dataset_label, dataset_path, dataset_get_u8,
-//          dataset_get, loader_new, loader_next, loader_seek, loader_position, loader_sample_at,
+//          dataset_get, loader_new, loader_next, loader_seek, loader_position, loader_shard, loader_sample_at,
 //          loader_free
 //
 // Top to bottom: Fashion-MNIST (gzip IDX), image folders (ImageNet layout), the common sample
@@ -399,6 +399,7 @@ static inline int flip_at(uint64_t seed, uint64_t p) { return (int)(mix64(mix64(
 struct Loader {
     Dataset *d;
     int B, hflip, threads;
+    int stride, offset;  // batch k is stream positions k*stride + offset .. + B-1 (loader_shard)
     uint64_t seed;
     size_t per;                    // C*S*S
     float *bx[2];
@@ -436,7 +437,7 @@ static void fill_batch(Loader *l, uint64_t k, int slot) {
     Dataset *d = l->d;
     uint64_t n = (uint64_t)d->n;
     for (int b = 0; b < l->B; b++) {
-        uint64_t p = k * (uint64_t)l->B + (uint64_t)b, e = p / n;
+        uint64_t p = k * (uint64_t)l->stride + (uint64_t)l->offset + (uint64_t)b, e = p / n;
         if (!l->perm_ok || l->perm_epoch != e) { epoch_perm(l->perm, d->n, l->seed, e); l->perm_epoch = e; l->perm_ok = 1; }
         l->idx[b] = l->perm[p % n];
         l->flip[b] = l->hflip ? flip_at(l->seed, p) : 0;
@@ -494,7 +495,7 @@ Loader *loader_new(Dataset *d, int batch, uint64_t seed, int hflip, MalaErr *err
     if (!d || d->n < 1) { mala_errf(err, "loader: empty dataset"); return NULL; }
     if (batch < 1) { mala_errf(err, "loader: batch size must be >= 1, got %d", batch); return NULL; }
     Loader *l = xcalloc(1, sizeof *l);
-    l->d = d; l->B = batch; l->seed = seed; l->hflip = hflip ? 1 : 0;
+    l->d = d; l->B = l->stride = batch; l->seed = seed; l->hflip = hflip ? 1 : 0;
     l->per = (size_t)d->channels * d->image_size * d->image_size;
     for (int s = 0; s < 2; s++) {
         l->bx[s] = malloc(sizeof(float) * l->per * batch);
@@ -548,6 +549,14 @@ void loader_seek(Loader *l, uint64_t batches_consumed) {
 }
 
 uint64_t loader_position(const Loader *l) { return l->next_take; }
+
+void loader_shard(Loader *l, int global_batch, int offset) {
+    CHECK(offset >= 0 && offset + l->B <= global_batch, "slice %d+%d of a global batch of %d", offset, l->B, global_batch);
+    stop_worker(l);
+    l->stride = global_batch;
+    l->offset = offset;
+    if (start_worker(l)) FATAL("loader: cannot restart the loader thread");
+}
 
 int64_t loader_sample_at(const Loader *l, uint64_t p, int *flip) {
     uint64_t n = (uint64_t)l->d->n;

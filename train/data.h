@@ -75,6 +75,9 @@ void loader_next(Loader *l, float *x, int32_t *y);
 // as a fresh loader would after that many calls (resume).
 void loader_seek(Loader *l, uint64_t batches_consumed);
 uint64_t loader_position(const Loader *l);     // index of the batch the next loader_next returns
+// Data parallelism: this loader's batches become slices of a global batch, positions
+// k*global_batch + offset .. + B-1 of the stream for batch k (rank r of a job: offset r*B).
+void loader_shard(Loader *l, int global_batch, int offset);
 // Sample index and flip of stream position p (what loader_next puts there). Recomputes the
 // epoch's permutation: O(n), meant for tests and checks.
 int64_t loader_sample_at(const Loader *l, uint64_t p, int *flip);

@@ -1,10 +1,12 @@
-// defines: train_opts_default, trainer_new, trainer_free, trainer_init_weights, trainer_step,
+// defines: train_opts_default, trainer_new, trainer_free, trainer_shard, trainer_global_batch,
+//          trainer_weights_hash, trainer_init_weights, trainer_step,
 //          trainer_step_given, trainer_save, trainer_load, trainer_peek, trainer_export_ema
 #include "trainer.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "dist.h"
 #include "st_meta.h"
 
 void train_opts_default(TrainOpts *o) {
@@ -26,6 +28,7 @@ Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *
     tr->be = be;
     tr->opt = *o;
     tr->batch = batch;
+    tr->world = 1;
     class_names_copy(&tr->classes, cn);
     tr->net = net_create(c, be, batch, NET_TRAIN);
     size_t nf = tr->net->n_floats;
@@ -62,11 +65,60 @@ void trainer_free(Trainer *tr) {
     if (!tr) return;
     tr->be->release(tr->d_mem);
     tr->be->release(tr->d_opt);
+    if (tr->d_gbits) tr->be->release(tr->d_gbits);
+    free(tr->host_grad);
     free(tr->loss_host);
     diffusion_free(&tr->diff);
     class_names_free(&tr->classes);
     net_free(tr->net);
     free(tr);
+}
+
+void trainer_shard(Trainer *tr, int rank, int world) {
+    CHECK(world >= 1 && rank >= 0 && rank < world, "rank %d of %d", rank, world);
+    tr->rank = rank;
+    tr->world = world;
+    if (tr->d_gbits) tr->be->release(tr->d_gbits);
+    free(tr->host_grad);
+    tr->d_gbits = NULL;
+    tr->host_grad = NULL;
+    if (world == 1) return;
+    tr->d_gbits = tr->be->alloc(2 * (size_t)world * tr->batch * sizeof(uint32_t));
+    if (tr->be != backend_cpu()) tr->host_grad = xmalloc(tr->net->n_trainable * sizeof(float));
+}
+
+int trainer_global_batch(const Trainer *tr) { return tr->batch * tr->world; }
+
+uint64_t trainer_weights_hash(const Trainer *tr) {
+    size_t n = tr->net->n_floats;
+    float *host = xmalloc(2 * n * sizeof(float));
+    tr->be->to_host(host, tr->net->w, n * sizeof(float));
+    tr->be->to_host(host + n, tr->ema, n * sizeof(float));
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {  // 2n floats = n 64-bit words
+        uint64_t w;
+        memcpy(&w, host + 2 * i, sizeof w);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    free(host);
+    return h;
+}
+
+// Sums the gradient over the ranks and divides by their number: the mean over the global batch,
+// each rank's gradient being the mean over its equal slice.
+static void allreduce_grad(Trainer *tr) {
+    size_t n = tr->net->n_trainable;
+    if (!tr->host_grad) {
+        dist_sum_f32(tr->grad, n);  // host memory: MPI_Allreduce in place
+    } else {
+        tr->be->sync();
+        if (dist_sum_f32_device(tr->grad, n) != 0) {  // no NCCL: through the host
+            tr->be->to_host(tr->host_grad, tr->grad, n * sizeof(float));
+            dist_sum_f32(tr->host_grad, n);
+            tr->be->to_device(tr->grad, tr->host_grad, n * sizeof(float));
+        }
+    }
+    tr->be->scale(tr->grad, 1.0f / (float)tr->world, n);
 }
 
 void trainer_init_weights(Trainer *tr) {
@@ -97,11 +149,20 @@ static StepStats step_drawn(Trainer *tr) {
     be->diffusion_loss(tr->d_dout, tr->d_loss, tr->d_loss + B, tr->d_out, tr->d_x0, tr->d_noise, tr->d_t, tr->d_coefs,
                        tr->diff.vb_scale, B, C, hw, c->learn_sigma);
     be->to_host(tr->loss_host, tr->d_loss, 2 * (size_t)B * sizeof(double));
-    for (int b = 0; b < B; b++) { st.mse += tr->loss_host[b] / B; st.vb += tr->loss_host[B + b] / B; }
+    if (tr->world == 1) {
+        for (int b = 0; b < B; b++) { st.mse += tr->loss_host[b] / B; st.vb += tr->loss_host[B + b] / B; }
+    } else {  // the global batch's means: every rank gets the same sums, so all skip or none
+        double sums[2] = {0, 0};
+        for (int b = 0; b < B; b++) { sums[0] += tr->loss_host[b]; sums[1] += tr->loss_host[B + b]; }
+        dist_sum_f64(sums, 2);
+        st.mse = sums[0] / trainer_global_batch(tr);
+        st.vb = sums[1] / trainer_global_batch(tr);
+    }
     st.loss = st.mse + st.vb;
     if (isfinite(st.loss)) {
         be->zero(tr->grad, n->n_floats * sizeof(float));
         net_backward(n, tr->grad, tr->d_dout, B);
+        if (tr->world > 1) allreduce_grad(tr);
         st.grad_norm = sqrt(be->sumsq(tr->grad, n->n_trainable));
     }
     if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
@@ -134,8 +195,16 @@ StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
     const int B = tr->batch;
     size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
     upload_batch(tr, x0, y);
-    tr->be->rand_bits(tr->d_bits, 2 * (size_t)B, tr->opt.seed, tr->batches);
-    tr->be->rand_normal(tr->d_noise, B, per, tr->opt.seed ^ TRAIN_NOISE_KEY, tr->batches * (uint64_t)B, 1);
+    if (tr->world == 1) {
+        tr->be->rand_bits(tr->d_bits, 2 * (size_t)B, tr->opt.seed, tr->batches);
+    } else {  // this rank's slice of the global batch's draws: its timesteps, then its dropouts
+        size_t G = (size_t)trainer_global_batch(tr), off = (size_t)tr->rank * B;
+        tr->be->rand_bits(tr->d_gbits, 2 * G, tr->opt.seed, tr->batches);
+        tr->be->copy(tr->d_bits, tr->d_gbits + off, B * sizeof(uint32_t));
+        tr->be->copy(tr->d_bits + B, tr->d_gbits + G + off, B * sizeof(uint32_t));
+    }
+    uint64_t G = (uint64_t)trainer_global_batch(tr);
+    tr->be->rand_normal(tr->d_noise, B, per, tr->opt.seed ^ TRAIN_NOISE_KEY, tr->batches * G + (uint64_t)tr->rank * B, 1);
     return step_drawn(tr);
 }
 
@@ -165,7 +234,7 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     st_writer_meta_u64(wr, "batches", tr->batches);
     st_writer_meta_u64(wr, "skipped", tr->skipped_total);
     st_writer_meta_u64(wr, "seed", tr->opt.seed);
-    st_writer_meta_u64(wr, "batch", (uint64_t)tr->batch);
+    st_writer_meta_u64(wr, "batch", (uint64_t)trainer_global_batch(tr));
     st_writer_meta_float(wr, "lr", tr->opt.lr);
     st_writer_meta_u64(wr, "warmup", (uint64_t)tr->opt.warmup);
     st_writer_meta_float(wr, "weight_decay", tr->opt.weight_decay);

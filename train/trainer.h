@@ -61,12 +61,25 @@ typedef struct {
     float *d_x0, *d_noise, *d_xt, *d_tf, *d_out, *d_dout;
     uint32_t *d_bits;      // [2B]: timesteps, then label dropout
     int32_t *d_t, *d_y;
+    // data parallelism (trainer_shard): rank of world, each with `batch` of the global batch
+    int rank, world;
+    uint32_t *d_gbits;     // [2 * global batch]: the global batch's draws, of which d_bits is a slice
+    float *host_grad;      // gradient staging for the all-reduce when the backend is not host memory
 } Trainer;
 
 #define TRAIN_NOISE_KEY 0x6a09e667f3bcc909ull  // seed ^ this: the noise's generator seed
 
 Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch);
 void trainer_free(Trainer *tr);
+// Makes this trainer rank `rank` of `world` data-parallel trainers (DESIGN 9) whose batches are
+// slices of a global batch of world x batch: its step draws and trains on samples rank*batch ..
+// of the global batch's draws, gradients, loss terms and norm are averaged over the ranks
+// (dist_sum_f32), so every rank takes the step one process with the global batch takes (up to
+// the order of the gradient sums) and keeps identical weights. Checkpoints record the global batch.
+void trainer_shard(Trainer *tr, int rank, int world);
+int trainer_global_batch(const Trainer *tr);
+// FNV-1a over the online and EMA weights (64-bit words): equal on every rank of a job.
+uint64_t trainer_weights_hash(const Trainer *tr);
 // Fresh weights (DiT init from opt.seed), EMA = weights, zero moments.
 void trainer_init_weights(Trainer *tr);
 // One step on a batch x0 [B,C,S,S] in [-1,1] with labels y[B]. Returns the stats; a non-finite

@@ -1,0 +1,33 @@
+// Processes of a data-parallel job (DESIGN 9): MPI when mala is built with it (MALA_MPI), one
+// process otherwise. Rank r of W; every call is collective (all ranks make it, in the same
+// order). The one-process build refuses to run as one of several processes a launcher started
+// (mpirun, srun), instead of training W independent copies.
+#ifndef MALA_DIST_H
+#define MALA_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Joins the job (MPI_Init on first call; later calls do nothing). Exits with a message when the
+// build has no MPI and the environment says the job has more than one process.
+void dist_init(int *argc, char ***argv);
+void dist_finalize(void);
+int dist_rank(void);
+int dist_world(void);
+int dist_local_rank(void);  // rank among the processes of this host (one GPU each)
+const char *dist_engine(void);  // "MPI (Open MPI 4.1.4 ...)" or "none (built without MPI)"
+
+// In-place sums over all ranks; every rank receives the same result.
+void dist_sum_f32(float *x, size_t n);
+void dist_sum_f64(double *x, size_t n);
+// The same sum on GPU memory through NCCL; -1 (nothing done) in a build without NCCL.
+int dist_sum_f32_device(float *x, size_t n);
+// 1 on every rank when any rank passes a non-zero flag.
+int dist_any(int flag);
+// Copies root's bytes into every rank's buf.
+void dist_bcast(void *buf, size_t bytes, int root);
+void dist_barrier(void);
+// Ends every process of the job with this exit code (MPI_Abort); exit() in one process.
+void dist_abort(int code) __attribute__((noreturn));
+
+#endif

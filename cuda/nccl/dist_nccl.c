@@ -1,0 +1,52 @@
+// The GPU side of dist (DESIGN 9, as llm.c's zero.cuh): one GPU per rank of a host, an NCCL
+// communicator over all ranks whose unique id rank 0 broadcasts over MPI, and the gradient
+// all-reduce on device memory. Linked into mala only in builds with CUDA, MPI and nccl.h
+// (Makefile: NCCL=1); core/dist.c finds these functions through weak references and, without
+// them, the trainer sums on the host.
+// defines: dist_nccl_pick_device, dist_nccl_sum_f32, dist_nccl_finalize
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "common.h"
+#include "dist.h"
+
+static ncclComm_t g_comm;
+static cudaStream_t g_stream;
+static int g_ready;
+
+#define CUDA_OK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    fprintf(stderr, "error: rank %d: %s: %s\n", dist_rank(), #call, cudaGetErrorString(e_)); dist_abort(1); } } while (0)
+#define NCCL_OK(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) { \
+    fprintf(stderr, "error: rank %d: %s: %s\n", dist_rank(), #call, ncclGetErrorString(r_)); dist_abort(1); } } while (0)
+
+void dist_nccl_pick_device(int local_rank) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) return;  // no GPU: the CPU backend's job
+    CUDA_OK(cudaSetDevice(local_rank % n));
+}
+
+// Collective: every rank's first call builds the communicator.
+static void nccl_ready(void) {
+    if (g_ready) return;
+    ncclUniqueId id;
+    if (dist_rank() == 0) NCCL_OK(ncclGetUniqueId(&id));
+    dist_bcast(&id, sizeof id, 0);
+    NCCL_OK(ncclCommInitRank(&g_comm, dist_world(), id, dist_rank()));
+    CUDA_OK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
+    g_ready = 1;
+}
+
+// In-place sum of x (device memory) over the ranks; the caller has synchronised its own stream.
+int dist_nccl_sum_f32(float *x, size_t n) {
+    nccl_ready();
+    NCCL_OK(ncclAllReduce(x, x, n, ncclFloat, ncclSum, g_comm, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    return 0;
+}
+
+void dist_nccl_finalize(void) {
+    if (!g_ready) return;
+    ncclCommDestroy(g_comm);
+    cudaStreamDestroy(g_stream);
+    g_ready = 0;
+}
