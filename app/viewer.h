@@ -33,6 +33,9 @@ typedef enum { RUN_NONE, RUN_DONE, RUN_CANCELLED, RUN_FAILED } RunOutcome;
 
 typedef struct {
     int C, S;              // channels and side of one image
+    int has_attn;          // the backbone has attention rows (net_attn_info)
+    AttnRowInfo attn;      // their geometry, when it has
+    char attn_why[MALA_ERR_LEN];  // why not, when it has none (DiG, DiC)
     char arch[80];         // "depth 4, hidden 128, patch 4"
     char data[80];         // "mala, 32x32x1, 10 classes"
     ClassNames classes;
@@ -54,6 +57,24 @@ typedef struct {
     ViewRequest req;
 } Frame;
 
+// The attention map to show: the row of query token `query` of grid image `image` in block
+// `block`, head `head` (< 0: the mean over heads), the query scaled by a. id changes with every
+// new selection, so a map can be matched to the selection it answers.
+typedef struct {
+    int on, block, head, image, query;
+    float a;
+    uint64_t id;
+} AttnSel;
+
+typedef struct {
+    float *row;            // [gh*gw] scores (host), valid when ok
+    int ok;
+    AttnSel sel;           // what it answers
+    int step;              // the sampling step whose forward it comes from (0: none yet)
+    uint64_t frame_seq;    // WorkerStatus.seq when it was computed (the frame it belongs to)
+    char msg[MALA_ERR_LEN];  // why there is no row
+} AttnMap;
+
 typedef struct Worker Worker;
 typedef void (*WakeFn)(void *ctx);  // called from the worker whenever its status changes
 
@@ -67,6 +88,11 @@ void worker_cancel(Worker *w);  // the run stops after its current step
 // Copies the status into *st and, when a newer frame exists than *seen, the frame into *f
 // (f->x holds VIEW_MAX_IMAGES images) and updates *seen. Returns 1 when a frame was copied.
 int worker_poll(Worker *w, WorkerStatus *st, Frame *f, uint64_t *seen);
+// Asks for the attention map of sel (computed from the last forward: after every step of a run,
+// and at once when idle). Off (sel.on = 0) computes nothing.
+void worker_set_attn(Worker *w, const AttnSel *sel);
+// Copies the newest map into *m (m->row holds gh*gw floats) when it is newer than *seen; 1 then.
+int worker_poll_attn(Worker *w, AttnMap *m, uint64_t *seen);
 // Cancels any run, joins the thread, closes the model and frees everything.
 void worker_stop(Worker *w);
 
@@ -75,8 +101,15 @@ void worker_stop(Worker *w);
 typedef enum {
     ACT_NONE, ACT_CLASS_PREV, ACT_CLASS_NEXT, ACT_CLASS_SET, ACT_CFG_DOWN, ACT_CFG_UP, ACT_SAMPLER,
     ACT_STEPS_DOWN, ACT_STEPS_UP, ACT_ETA_DOWN, ACT_ETA_UP, ACT_SEED_DOWN, ACT_SEED_UP, ACT_SEED_MODE,
-    ACT_N_DOWN, ACT_N_UP, ACT_GENERATE, ACT_CANCEL, ACT_SAVE, ACT_HELP, ACT_QUIT
+    ACT_N_DOWN, ACT_N_UP, ACT_GENERATE, ACT_CANCEL, ACT_SAVE, ACT_HELP, ACT_QUIT,
+    // the attention view (viewer_attn.c)
+    ACT_ATTN, ACT_BLOCK_PREV, ACT_BLOCK_NEXT, ACT_HEAD_PREV, ACT_HEAD_NEXT, ACT_SCALE_DOWN, ACT_SCALE_UP,
+    ACT_SCALE_SET  // arg: slider notch 0..ATTN_NOTCHES-1
 } Action;
+
+#define ATTN_A_MIN 0.25f
+#define ATTN_A_MAX 8.0f
+#define ATTN_NOTCHES 41  // slider positions: a = 2^(-2 + 5 i / 40), a quarter of an octave (2^0.125) apart
 
 typedef struct {
     // settings for the next run
@@ -107,6 +140,11 @@ typedef struct {
     uint64_t tex_seq;        // frame seq the texture shows
     SDL_Rect image_rect;     // where the grid was last drawn (for logs and tests)
     int image_scale;
+    // the attention view: the selection (sent to the worker) and the newest map
+    AttnSel attn_sel;
+    AttnMap attn;
+    uint64_t attn_seen;
+    SDL_Rect attn_rect;      // where the map was last drawn
 } View;
 
 // viewer_actions.c
@@ -120,6 +158,22 @@ int view_save(View *v, const char *path, MalaErr *err);
 int view_busy(const View *v);            // a run is in progress
 int view_grid_cols(int n);               // images per grid row: ceil(sqrt(n))
 void view_message(View *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// viewer_attn.c
+void view_attn_do(View *v, Action a, int arg);
+// A click at window pixel (x, y): over an image of the grid, with the view on, picks the query
+// token under it. Returns 1 when it did.
+int view_attn_pick(View *v, int x, int y);
+// Sets the query to token (col, row) of grid image `image`; -1 with err when out of range.
+int view_attn_query(View *v, int col, int row, int image, MalaErr *err);
+int view_attn_ready(const View *v);        // the shown map answers the current selection and frame
+// Sharpness of a row of L scores: sum, top / mean (the largest score over the mean |score|; 1 for
+// a flat row, which MALA's rows are not quite, having negative scores) and the entropy of the
+// positive part normalised to sum 1 (nats; log L for a flat row).
+void attn_stats(const float *row, int L, double *sum, double *top_mean, double *entropy);
+// Writes the shown row as a float32 .npy [gh, gw] and logs its statistics.
+int view_attn_dump(View *v, const char *path, MalaErr *err);
+void view_attn_label(const View *v, char *buf, size_t n);  // "block 2/4  head mean"
 
 // ---- drawing (viewer_ui.c) ----
 
@@ -158,7 +212,8 @@ void font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
 
 typedef enum {
     SC_CLASS, SC_CFG, SC_STEPS, SC_SAMPLER, SC_ETA, SC_N, SC_SEED, SC_GENERATE, SC_WAIT, SC_CANCEL,
-    SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_KEY, SC_CLICK, SC_SIZE, SC_QUIT
+    SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_KEY, SC_CLICK, SC_SIZE, SC_QUIT,
+    SC_ATTN, SC_QUERY, SC_BLOCK, SC_HEAD, SC_SCALE, SC_ATTN_DUMP
 } ScriptOp;
 
 typedef struct {

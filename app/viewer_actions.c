@@ -26,6 +26,7 @@ void view_init(View *v) {
     v->n = VIEW_MAX_IMAGES;
     v->save_dir = ".";
     v->list_cls = -1;
+    v->attn_sel = (AttnSel){.on = 0, .block = 0, .head = -1, .image = 0, .query = 0, .a = 1.0f, .id = 1};
     view_message(v, "loading the model...");
 }
 
@@ -33,6 +34,12 @@ void view_model_ready(View *v) {
     size_t floats = (size_t)VIEW_MAX_IMAGES * v->model.C * v->model.S * v->model.S;
     v->frame.x = xcalloc(floats, sizeof(float));
     v->result.x = xcalloc(floats, sizeof(float));
+    if (v->model.has_attn) {
+        const AttnRowInfo *in = &v->model.attn;
+        v->attn.row = xcalloc((size_t)in->gh * in->gw, sizeof(float));
+        v->attn_sel.query = (in->gh / 2) * in->gw + in->gw / 2;  // the centre token until a click
+        v->attn_sel.block = in->blocks / 2;
+    }
     v->model_ready = 1;
     view_message(v, "ready: Enter generates, H shows the keys");
 }
@@ -40,6 +47,8 @@ void view_model_ready(View *v) {
 void view_free(View *v) {
     free(v->frame.x);
     free(v->result.x);
+    free(v->attn.row);
+    v->attn.row = NULL;
     class_names_free(&v->model.classes);
     v->frame.x = v->result.x = NULL;
 }
@@ -175,5 +184,7 @@ void view_do(View *v, Action a, int arg) {
     case ACT_SAVE: save_now(v); break;
     case ACT_HELP: v->help = !v->help; break;
     case ACT_QUIT: v->quit = 1; break;
+    case ACT_ATTN: case ACT_BLOCK_PREV: case ACT_BLOCK_NEXT: case ACT_HEAD_PREV: case ACT_HEAD_NEXT:
+    case ACT_SCALE_DOWN: case ACT_SCALE_UP: case ACT_SCALE_SET: view_attn_do(v, a, arg); break;
     }
 }

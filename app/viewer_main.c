@@ -55,6 +55,13 @@ static Action key_action(SDL_Keycode k, int *arg) {
     case SDLK_PLUS: case SDLK_EQUALS: case SDLK_KP_PLUS: return ACT_N_UP;
     case SDLK_s: return ACT_SAVE;
     case SDLK_h: case SDLK_F1: return ACT_HELP;
+    case SDLK_a: return ACT_ATTN;
+    case SDLK_b: return ACT_BLOCK_PREV;
+    case SDLK_n: return ACT_BLOCK_NEXT;
+    case SDLK_j: return ACT_HEAD_PREV;
+    case SDLK_k: return ACT_HEAD_NEXT;
+    case SDLK_z: return ACT_SCALE_DOWN;
+    case SDLK_x: return ACT_SCALE_UP;
     default: return ACT_NONE;
     }
 }
@@ -82,7 +89,7 @@ static void on_event(View *v, const UiHits *hits, const SDL_Event *e) {
         v->mouse_y = e->motion.y;
     } else if (e->type == SDL_MOUSEBUTTONDOWN && e->button.button == SDL_BUTTON_LEFT) {
         Action a = ui_hit(hits, e->button.x, e->button.y, &arg);
-        view_do(v, a, arg);
+        if (a != ACT_NONE || !view_attn_pick(v, e->button.x, e->button.y)) view_do(v, a, arg);
     } else if (e->type == SDL_MOUSEWHEEL) {
         SDL_Rect l = hits->list;
         if (v->mouse_x >= l.x && v->mouse_x < l.x + l.w && v->mouse_y >= l.y && v->mouse_y < l.y + l.h)
@@ -126,6 +133,7 @@ static int poll_worker(View *v) {
         changed = 1;
     }
     int fresh = worker_poll(v->worker, &v->st, &v->frame, &v->seen);
+    if (v->model_ready && v->model.has_attn) changed |= worker_poll_attn(v->worker, &v->attn, &v->attn_seen);
     if (fresh && v->frame.final) {
         const Frame *f = &v->frame;
         memcpy(v->result.x, f->x, (size_t)f->n * v->model.C * v->model.S * v->model.S * sizeof(float));
@@ -279,7 +287,7 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
         {"--width", OPT_INT, &a->width, "W", "window width", ARG_MIN(MIN_W), ARG_MAX(16384)},
         {"--height", OPT_INT, &a->height, "H", "window height", ARG_MIN(MIN_H), ARG_MAX(16384)},
     };
-    char usage[3072];
+    char usage[6144];
     snprintf(usage, sizeof usage, "usage: mala view [flags]\n\nOpens a window to generate images with the model: pick a class, "
              "guidance, sampler,\nsteps, eta, seed and grid size, watch the predicted x0 at every step, save PNGs.\n"
              "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "

@@ -42,12 +42,18 @@ static const ScriptSpec SPECS[] = {
     {"key", SC_KEY, ARG_TEXT, 0, 0, "key=NAME", "press a key as a person would (SDL names: Return, Left, F1, s)"},
     {"click", SC_CLICK, ARG_TEXT, 0, 0, "click=X,Y", "click the left mouse button at window pixel X,Y"},
     {"size", SC_SIZE, ARG_TEXT, 0, 0, "size=WxH", "resize the window"},
+    {"attn", SC_ATTN, ARG_TEXT, 0, 0, "attn=on|off", "the attention map beside the image"},
+    {"query", SC_QUERY, ARG_TEXT, 0, 0, "query=X,Y[,K]", "query token at column X, row Y of image K (0)"},
+    {"block", SC_BLOCK, ARG_INT, 0, 1000, "block=N", "attention block, 0-based"},
+    {"head", SC_HEAD, ARG_TEXT, 0, 0, "head=N|mean", "attention head, or the mean over heads"},
+    {"scale", SC_SCALE, ARG_NUM, ATTN_A_MIN, ATTN_A_MAX, "scale=A", "query scale a, 0.25..8 (slider notches)"},
+    {"attn_dump", SC_ATTN_DUMP, ARG_TEXT, 0, 0, "attn_dump=FILE", "the shown row as .npy [gh,gw] (waits for it)"},
     {"quit", SC_QUIT, ARG_NONE, 0, 0, "quit", "close the viewer"},
 };
 #define N_SPECS (int)(sizeof SPECS / sizeof SPECS[0])
 
 const char *script_usage(void) {
-    static char buf[2048];
+    static char buf[4096];
     if (buf[0]) return buf;
     size_t len = snprintf(buf, sizeof buf, "--script runs these commands in order, separated by ';', between frames once "
                           "the model is loaded:");
@@ -119,6 +125,19 @@ static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
     case SC_CLICK:
         if (sscanf(v, "%d,%d%c", &x, &y, &end) != 2 || x < 0 || y < 0)
             return mala_errf(err, "'%s': expected click=X,Y with pixel coordinates", item);
+        return 0;
+    case SC_ATTN:
+        if (parse_bool(v, &on)) return mala_errf(err, "'%s': expected attn=on or attn=off", item);
+        return 0;
+    case SC_QUERY: {
+        int k = 0, got = sscanf(v, "%d,%d,%d%c", &x, &y, &k, &end);
+        if ((got != 2 && got != 3) || x < 0 || y < 0 || k < 0 || k >= VIEW_MAX_IMAGES)
+            return mala_errf(err, "'%s': expected query=X,Y or query=X,Y,K (token column, row; image)", item);
+        return 0;
+    }
+    case SC_HEAD:
+        if (strcasecmp(v, "mean") && (sscanf(v, "%d%c", &x, &end) != 1 || x < 0))
+            return mala_errf(err, "'%s': expected head=N (0-based) or head=mean", item);
         return 0;
     case SC_SIZE:
         if (sscanf(v, "%dx%d%c", &x, &y, &end) != 2 || x < 1 || y < 1 || x > 16384 || y > 16384)
@@ -308,6 +327,64 @@ static CmdResult run_size(Script *s, View *v, const char *arg, MalaErr *err) {
     return CMD_ERROR;
 }
 
+// Sets the attention selection field by field (the same rules as the keys: block and head in
+// range), then hands it to the worker.
+static CmdResult run_attn(View *v, const ScriptCmd *c, MalaErr *err) {
+    AttnSel *sel = &v->attn_sel;
+    const AttnRowInfo *in = &v->model.attn;
+    int x = 0, y = 0, k = 0, on = 1;
+    if (c->op != SC_ATTN && !v->model.has_attn) {
+        mala_errf(err, "%s: no attention rows: %s", c->op == SC_QUERY ? "query" : c->op == SC_BLOCK ? "block" : "head",
+                  v->model.attn_why);
+        return CMD_ERROR;
+    }
+    switch (c->op) {
+    case SC_ATTN:
+        parse_bool(c->arg, &on);
+        if (on != sel->on) view_do(v, ACT_ATTN, 0);
+        return CMD_DONE;
+    case SC_QUERY:
+        sscanf(c->arg, "%d,%d,%d", &x, &y, &k);
+        if (view_attn_query(v, x, y, k, err)) return CMD_ERROR;
+        return CMD_DONE;
+    case SC_BLOCK:
+        if ((int)c->num >= in->blocks) {
+            mala_errf(err, "block=%d: the model has blocks 0..%d", (int)c->num, in->blocks - 1);
+            return CMD_ERROR;
+        }
+        sel->block = (int)c->num;
+        break;
+    case SC_HEAD:
+        if (!strcasecmp(c->arg, "mean")) x = -1;
+        else sscanf(c->arg, "%d", &x);
+        if (x >= in->heads) {
+            mala_errf(err, "head=%d: the model has heads 0..%d (or mean)", x, in->heads - 1);
+            return CMD_ERROR;
+        }
+        sel->head = x;
+        break;
+    default: break;
+    }
+    sel->id++;
+    worker_set_attn(v->worker, sel);
+    return CMD_DONE;
+}
+
+// attn_dump waits until the map answers the current selection and the newest frame.
+static CmdResult run_attn_dump(View *v, const char *path, MalaErr *err) {
+    if (!v->attn_sel.on) {
+        mala_errf(err, "attn_dump=%s: the attention view is off (attn=on first)", path);
+        return CMD_ERROR;
+    }
+    if (!v->model.has_attn) {
+        mala_errf(err, "attn_dump=%s: no attention rows: %s", path, v->model.attn_why);
+        return CMD_ERROR;
+    }
+    if (view_busy(v) || !view_attn_ready(v)) return CMD_WAIT;
+    if (view_attn_dump(v, path, err)) return CMD_ERROR;
+    return CMD_DONE;
+}
+
 static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
     int k, on = 1;
     switch (c->op) {
@@ -339,6 +416,11 @@ static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
     case SC_SLEEP: return run_sleep(s, c->num);
     case SC_KEY: case SC_CLICK: return run_input(s, v, c);
     case SC_SIZE: return run_size(s, v, c->arg, err);
+    case SC_ATTN: case SC_QUERY: case SC_BLOCK: case SC_HEAD: return run_attn(v, c, err);
+    case SC_SCALE:
+        view_do(v, ACT_SCALE_SET, (int)lroundf((log2f((float)c->num) + 2.0f) * (ATTN_NOTCHES - 1) / 5.0f));
+        return CMD_DONE;
+    case SC_ATTN_DUMP: return run_attn_dump(v, c->arg, err);
     case SC_QUIT: return CMD_QUIT;
     }
     return CMD_DONE;

@@ -2,6 +2,7 @@
 // The viewer's window, drawn immediate-mode: every frame lays out the control panel (left), the
 // image area (right) and the status bar (bottom) from the window size, and records each
 // clickable rectangle with its action so a click maps to the same view_do as a key.
+#include <math.h>
 #include <string.h>
 
 #include "image_io.h"
@@ -165,10 +166,122 @@ static void draw_panel(Ui *u) {
     draw_controls(u, y + rows * LIST_ROW_H + PAD);
 }
 
+// ---- the attention view ----
+
+// A dark-to-bright ramp (black, purple, orange, pale yellow) for t in [0, 1].
+static SDL_Color heat(double t) {
+    static const double K[4][3] = {{0, 0, 4}, {120, 28, 109}, {237, 105, 37}, {252, 255, 164}};
+    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    double f = t * 3;
+    int i = f >= 3 ? 2 : (int)f;
+    f -= i;
+    SDL_Color c = {(Uint8)(K[i][0] + f * (K[i + 1][0] - K[i][0])), (Uint8)(K[i][1] + f * (K[i + 1][1] - K[i][1])),
+                   (Uint8)(K[i][2] + f * (K[i + 1][2] - K[i][2])), 255};
+    return c;
+}
+
+static void outline(Ui *u, SDL_Rect r, SDL_Color c) {
+    SDL_SetRenderDrawColor(u->v->ren, c.r, c.g, c.b, c.a);
+    SDL_RenderDrawRect(u->v->ren, &r);
+}
+
+// The query token's cell on the grid image, in window pixels.
+static SDL_Rect query_cell(const View *v) {
+    const AttnRowInfo *in = &v->model.attn;
+    const int S = v->model.S, cols = view_grid_cols(v->frame.n), k = v->attn_sel.image;
+    const int tc = v->attn_sel.query % in->gw, tr = v->attn_sel.query / in->gw;
+    double fx = (double)v->image_rect.w / v->tex_w, fy = (double)v->image_rect.h / v->tex_h;
+    int gx = VIEW_GRID_PAD + (k % cols) * (S + VIEW_GRID_PAD) + tc * S / in->gw;
+    int gy = VIEW_GRID_PAD + (k / cols) * (S + VIEW_GRID_PAD) + tr * S / in->gh;
+    SDL_Rect r = {v->image_rect.x + (int)(gx * fx), v->image_rect.y + (int)(gy * fy), (int)(S / in->gw * fx),
+                  (int)(S / in->gh * fy)};
+    if (r.w < 3) r.w = 3;
+    if (r.h < 3) r.h = 3;
+    return r;
+}
+
+// The slider for a: ATTN_NOTCHES clickable notches on a log scale, 1/4 .. 8.
+static void draw_slider(Ui *u, SDL_Rect r) {
+    View *v = u->v;
+    fill(u, r, C_TRACK);
+    const int n = ATTN_NOTCHES;
+    int knob = (int)lroundf((log2f(v->attn_sel.a) + 2.0f) * (n - 1) / 5.0f);
+    for (int i = 0; i < n; i++) {
+        SDL_Rect h = {r.x + (int)((long long)r.w * i / n), r.y, (int)((long long)r.w * (i + 1) / n) - (int)((long long)r.w * i / n), r.h};
+        if (i <= knob) fill(u, (SDL_Rect){h.x, r.y + r.h / 2 - 2, h.w, 4}, C_SEL);
+        if (i == knob) fill(u, (SDL_Rect){h.x + h.w / 2 - 4, r.y, 8, r.h}, C_ACCENT);
+        add_hit(u, h, ACT_SCALE_SET, i);
+    }
+}
+
+static void draw_attn(Ui *u, SDL_Rect area) {
+    View *v = u->v;
+    fill(u, area, C_SHADE);
+    SDL_Rect line = {area.x + PAD, area.y + PAD, area.w - 2 * PAD, 22};
+    if (!v->model.has_attn) {
+        text_in(u, line, -1, C_ACCENT, "Attention map (A)");
+        line.y += 26;
+        text_in(u, line, -1, C_ERR, "no attention rows for this model:");
+        line.y += 24;
+        text_in(u, line, -1, C_DIM, v->model.attn_why);
+        return;
+    }
+    const AttnRowInfo *in = &v->model.attn;
+    char buf[160];
+    snprintf(buf, sizeof buf, "Attention map: %s", in->kind);
+    text_in(u, line, -1, C_ACCENT, buf);
+    hint(u, line, "A");
+    line.y += 24;
+    view_attn_label(v, buf, sizeof buf);
+    text_in(u, line, -1, C_TEXT, buf);
+    line.y += 24;
+    text_in(u, line, -1, C_DIM, "B N  J K  Z X  click");
+    int top = line.y + 26, bottom_h = 4 * 24 + 30 + PAD;
+    int side = area.w - 2 * PAD < area.h - (top - area.y) - bottom_h ? area.w - 2 * PAD : area.h - (top - area.y) - bottom_h;
+    int cell = side / (in->gw > in->gh ? in->gw : in->gh);
+    if (cell < 1) cell = 1;
+    SDL_Rect map = {area.x + (area.w - cell * in->gw) / 2, top, cell * in->gw, cell * in->gh};
+    v->attn_rect = map;
+    const int L = in->gh * in->gw, have = v->attn.step > 0 && v->attn.row;
+    int y = map.y + map.h + PAD;
+    if (!have || !v->attn.ok) {
+        fill(u, map, C_TRACK);
+        text_in(u, map, 0, v->attn.ok || !have ? C_DIM : C_ERR, !have ? "generate to see the map" : v->attn.msg);
+    } else {
+        float lo = v->attn.row[0], hi = v->attn.row[0];
+        for (int j = 1; j < L; j++) {
+            lo = v->attn.row[j] < lo ? v->attn.row[j] : lo;
+            hi = v->attn.row[j] > hi ? v->attn.row[j] : hi;
+        }
+        for (int j = 0; j < L; j++)
+            fill(u, (SDL_Rect){map.x + (j % in->gw) * cell, map.y + (j / in->gw) * cell, cell, cell},
+                 heat(hi > lo ? (v->attn.row[j] - lo) / (hi - lo) : 0.5));
+        const AttnSel *q = &v->attn.sel;
+        outline(u, (SDL_Rect){map.x + (q->query % in->gw) * cell, map.y + (q->query / in->gw) * cell, cell, cell},
+                C_OK);
+        double sum, tm, ent;
+        attn_stats(v->attn.row, L, &sum, &tm, &ent);
+        snprintf(buf, sizeof buf, "top/mean %.2f", tm);
+        text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
+        snprintf(buf, sizeof buf, "entropy %.2f (flat %.2f)", ent, log((double)L));
+        text_in(u, (SDL_Rect){line.x, y + 24, line.w, 22}, -1, C_TEXT, buf);
+        snprintf(buf, sizeof buf, "sum %.4f  step %d", sum, v->attn.step);
+        text_in(u, (SDL_Rect){line.x, y + 48, line.w, 22}, -1, C_DIM, buf);
+    }
+    snprintf(buf, sizeof buf, "query scale a %.2f", v->attn_sel.a);
+    text_in(u, (SDL_Rect){line.x, y + 72, line.w, 22}, -1, C_TEXT, buf);
+    draw_slider(u, (SDL_Rect){line.x, y + 96, line.w, 24});
+}
+
 // ---- the image area and the status bar ----
 
 static void draw_image(Ui *u, SDL_Rect area) {
     View *v = u->v;
+    if (v->attn_sel.on) {  // the map takes the right half
+        int half = area.w / 2;
+        draw_attn(u, (SDL_Rect){area.x + half, area.y, area.w - half, area.h});
+        area.w = half;
+    }
     fill(u, area, C_BG);
     if (!v->tex || v->frame.n == 0) {
         const char *msg = v->st.phase == WORKER_FAILED ? "the model could not be loaded (see below)"
@@ -188,6 +301,7 @@ static void draw_image(Ui *u, SDL_Rect area) {
     SDL_RenderCopy(v->ren, v->tex, NULL, &dst);
     v->image_rect = dst;
     v->image_scale = s;
+    if (v->attn_sel.on && v->model.has_attn && v->attn_sel.image < v->frame.n) outline(u, query_cell(v), C_OK);
 }
 
 static const char *sampler_name(SamplerKind k) { return k == SAMPLER_DDIM ? "DDIM" : "DDPM"; }
@@ -250,6 +364,9 @@ static const char *const HELP[][2] = {
     {"-  +", "images in the grid (1..16)"},
     {"S", "save the grid as PNG"},
     {"H, F1", "show / hide this help"},
+    {"A", "attention map (click the image: query token)"},
+    {"B N / J K", "attention block - / +, head - / + (mean)"},
+    {"Z  X", "query scale a - / + (slider: 1/4 .. 8)"},
 };
 #define HELP_N (int)(sizeof HELP / sizeof HELP[0])
 

@@ -1,7 +1,10 @@
-// defines: worker_start, worker_model, worker_submit, worker_cancel, worker_poll, worker_stop
+// defines: worker_start, worker_model, worker_submit, worker_cancel, worker_poll, worker_set_attn,
+//          worker_poll_attn, worker_stop
 // The viewer's generation thread. It alone calls generator_*: it opens the model, then runs one
 // request at a time, handing every step's predicted x0 to the UI thread under the mutex. The UI
-// never waits for a step: it copies whatever frame is newest when it polls.
+// never waits for a step: it copies whatever frame is newest when it polls. The network keeps each
+// block's attention inputs (NET_INFER_ATTN), so the worker also answers attention-map requests
+// from the last forward: after every step of a run and, when idle, as soon as one comes.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -27,6 +30,13 @@ struct Worker {
     WorkerStatus st;
     Frame frame;              // the newest frame, x has VIEW_MAX_IMAGES images
     double t0;                // start of the current run
+    AttnSel sel;              // the attention map asked for
+    int attn_dirty;           // sel changed since the last map
+    AttnMap map;              // the newest map (row: gh*gw floats)
+    uint64_t attn_seq;        // bumps with every new map
+    // the worker thread's own
+    Generator *g;
+    float *row;               // scratch row [gh*gw]
 };
 
 static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
@@ -48,6 +58,15 @@ static void publish_open(Worker *w, const Generator *g, int rc, const MalaErr *e
         w->model.S = g->net->cfg.image_size;
         describe(&w->model, &g->net->cfg);
         class_names_copy(&w->model.classes, &g->classes);
+        MalaErr why;
+        w->model.has_attn = net_attn_info(g->net, &w->model.attn, &why) == 0;
+        if (w->model.has_attn) {
+            size_t L = (size_t)w->model.attn.gh * w->model.attn.gw;
+            w->map.row = xcalloc(L, sizeof(float));
+            w->row = xcalloc(L, sizeof(float));
+        } else {
+            snprintf(w->model.attn_why, sizeof w->model.attn_why, "%s", why.msg);
+        }
         w->frame.x = xcalloc(VIEW_MAX_IMAGES * image_floats(&w->model), sizeof(float));
         w->loaded = 1;
         w->st.phase = WORKER_IDLE;
@@ -65,6 +84,29 @@ static void store_frame(Worker *w, const float *x, int n, int final) {
     w->st.seq++;
 }
 
+// Computes the map asked for from the network's last forward and publishes it (worker thread).
+static void update_attn(Worker *w) {
+    pthread_mutex_lock(&w->mu);
+    AttnSel sel = w->sel;
+    int step = w->st.step;
+    uint64_t seq = w->st.seq;
+    w->attn_dirty = 0;
+    pthread_mutex_unlock(&w->mu);
+    if (!sel.on || !w->model.has_attn) return;
+    MalaErr err = {{0}};
+    int rc = net_attn_row(w->g->net, w->row, sel.block, sel.head, sel.image, sel.query, sel.a, &err);
+    pthread_mutex_lock(&w->mu);
+    w->map.ok = rc == 0;
+    if (rc == 0) memcpy(w->map.row, w->row, (size_t)w->model.attn.gh * w->model.attn.gw * sizeof(float));
+    snprintf(w->map.msg, sizeof w->map.msg, "%s", rc ? err.msg : "");
+    w->map.sel = sel;
+    w->map.step = step;
+    w->map.frame_seq = seq;
+    w->attn_seq++;
+    pthread_mutex_unlock(&w->mu);
+    w->wake(w->wake_ctx);
+}
+
 static int on_step(void *ctx, int i, int nsteps, const float *x0) {
     Worker *w = ctx;
     pthread_mutex_lock(&w->mu);
@@ -73,15 +115,23 @@ static int on_step(void *ctx, int i, int nsteps, const float *x0) {
     w->st.nsteps = nsteps;
     w->st.seconds = now_seconds() - w->t0;
     w->st.steps_per_s = w->st.seconds > 0 ? (i + 1) / w->st.seconds : 0;
+    int attn = w->sel.on;
     pthread_mutex_unlock(&w->mu);
     w->wake(w->wake_ctx);
+    if (attn) update_attn(w);  // this step's forward
     return atomic_load(&w->cancel) ? 1 : 0;
 }
 
 // Waits for the next request; 0 when it is time to quit.
 static int next_request(Worker *w, ViewRequest *r) {
     pthread_mutex_lock(&w->mu);
-    while (!w->has_request && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+    for (;;) {  // answers attention-map requests while waiting
+        while (!w->has_request && !w->quit && !w->attn_dirty) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->has_request || w->quit) break;
+        pthread_mutex_unlock(&w->mu);
+        update_attn(w);
+        pthread_mutex_lock(&w->mu);
+    }
     int go = !w->quit;
     if (go) {
         *r = w->req;
@@ -105,6 +155,7 @@ static void finish_run(Worker *w, int rc, const float *x, const MalaErr *err) {
         snprintf(w->st.msg, sizeof w->st.msg, "%s", err->msg);
     }
     w->st.phase = WORKER_IDLE;
+    w->attn_dirty = w->sel.on;  // the map again, now tied to the final frame
     pthread_mutex_unlock(&w->mu);
     w->wake(w->wake_ctx);
 }
@@ -129,7 +180,8 @@ static void *worker_main(void *arg) {
     set_threads(w->threads);  // OpenMP's thread count is per calling thread: set it here
     Generator g;
     MalaErr err = {{0}};
-    int rc = generator_open(&g, w->path, w->be, VIEW_MAX_IMAGES, &err);
+    int rc = generator_open_mode(&g, w->path, w->be, VIEW_MAX_IMAGES, NET_INFER_ATTN, &err);
+    w->g = &g;
     publish_open(w, &g, rc, &err);
     if (rc == 0) run_requests(w, &g);
     generator_close(&g);
@@ -199,6 +251,28 @@ int worker_poll(Worker *w, WorkerStatus *st, Frame *f, uint64_t *seen) {
     return fresh;
 }
 
+void worker_set_attn(Worker *w, const AttnSel *sel) {
+    pthread_mutex_lock(&w->mu);
+    w->sel = *sel;
+    w->attn_dirty = sel->on;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int worker_poll_attn(Worker *w, AttnMap *m, uint64_t *seen) {
+    pthread_mutex_lock(&w->mu);
+    int fresh = w->loaded && w->model.has_attn && w->attn_seq != *seen;
+    if (fresh) {
+        float *row = m->row;
+        *m = w->map;
+        m->row = row;
+        memcpy(row, w->map.row, (size_t)w->model.attn.gh * w->model.attn.gw * sizeof(float));
+        *seen = w->attn_seq;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return fresh;
+}
+
 void worker_stop(Worker *w) {
     if (!w) return;
     atomic_store(&w->cancel, 1);
@@ -211,6 +285,8 @@ void worker_stop(Worker *w) {
     pthread_cond_destroy(&w->cv);
     class_names_free(&w->model.classes);
     free(w->frame.x);
+    free(w->map.row);
+    free(w->row);
     free(w->path);
     free(w);
 }

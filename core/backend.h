@@ -19,6 +19,9 @@
 
 typedef struct Backend Backend;
 
+// The attention kinds of attn_row (the same numbers as the model's AttnKind).
+enum { ATTN_ROW_MALA = 0, ATTN_ROW_SOFTMAX = 1, ATTN_ROW_LINEAR = 2 };
+
 // Per-call attention geometry. qkv rows have stride 3H; qkr (roped q', k') rows have stride 2H;
 // out rows have stride H.
 typedef struct {
@@ -129,6 +132,17 @@ struct Backend {
     void (*softmax_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
     void (*softmax_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                         float *cache, AttnShape s);
+    // One explicit attention row (the viewer's map): the scores of query token `query` of image b
+    // over that image's L tokens, for head `head` (0..heads-1) or the mean over all heads (head < 0),
+    // into row[L] (overwritten), with the query's features scaled by a for this row only (a = 1: the
+    // model's own row). qkv/qkr are as the forward of `kind` takes them (kind: ATTN_ROW_*):
+    //   MALA:    A_j = beta (s/L) (a qr) . kr_j - gamma, z = s (a q') . kbar, beta = 1 + 1/(z + eps),
+    //            gamma = z / L   (z without RoPE; rows sum to z / (z + eps) ~ 1 without RoPE)
+    //   linear:  A_j = (a qr) . kr_j / ((a q') . sum_l k'_l + eps)
+    //   softmax: A_j = softmax_j(s (a q) . k_j)   (on qr, kr when qkr is non-NULL)
+    // O(L d) per head: the L x L matrix is never formed.
+    void (*attn_row)(float *row, const float *qkv, const float *qkr, AttnShape s, int kind, int b, int head,
+                     int query, float a);
     // Depthwise k x k cross-correlation over the gh x gw token grid (odd k, zero padding k/2) plus
     // bias, ADDED to out [B, gh*gw, C] (rows of stride C); x rows have stride ldx; weight [C,1,k,k]
     // (PyTorch's Conv2d(C, C, k, groups=C)), bias [C] or NULL:
@@ -327,7 +341,7 @@ struct Backend {
     X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) \
     X(rope_bwd) X(mala_cache_floats) \
     X(linattn_cache_floats) X(softmax_cache_floats) X(mala_fwd) X(mala_bwd) X(linattn_fwd) X(linattn_bwd) \
-    X(softmax_fwd) X(softmax_bwd) X(dwconv_fwd) X(dwconv_bwd) X(logsigmoid_fwd) X(logsigmoid_bwd) \
+    X(softmax_fwd) X(softmax_bwd) X(attn_row) X(dwconv_fwd) X(dwconv_bwd) X(logsigmoid_fwd) X(logsigmoid_bwd) \
     X(gla_cache_floats) X(gla_fwd) X(gla_bwd) X(rmsnorm_gate_fwd) X(rmsnorm_gate_bwd) X(swiglu_fwd) \
     X(swiglu_bwd) X(permute_tokens_fwd) X(permute_tokens_bwd) \
     X(conv2d_workspace_floats) X(conv2d_fwd) X(conv2d_bwd) X(groupnorm_fwd) X(groupnorm_bwd) X(layernorm2d_fwd) \

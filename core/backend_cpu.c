@@ -56,6 +56,7 @@ static const Backend CPU = {
     .mala_fwd = cpu_mala_fwd, .mala_bwd = cpu_mala_bwd,
     .linattn_fwd = cpu_linattn_fwd, .linattn_bwd = cpu_linattn_bwd,
     .softmax_fwd = cpu_softmax_fwd, .softmax_bwd = cpu_softmax_bwd,
+    .attn_row = cpu_attn_row,
     .dwconv_fwd = cpu_dwconv_fwd, .dwconv_bwd = cpu_dwconv_bwd,
     .logsigmoid_fwd = cpu_logsigmoid_fwd, .logsigmoid_bwd = cpu_logsigmoid_bwd,
     .gla_cache_floats = cpu_gla_cache_floats, .gla_fwd = cpu_gla_fwd, .gla_bwd = cpu_gla_bwd,

@@ -1,6 +1,7 @@
 // CPU implementations of the op table (see backend.h for each op's contract). Split by topic:
 // ops_cpu_dense.c (linear, norms, adaLN, elementwise, embeddings, optimiser),
-// ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, the depthwise conv),
+// ops_cpu_attn.c (RoPE, MALA, linear and softmax attention, the depthwise conv), ops_cpu_attn_row.c
+// (one explicit attention row, for the viewer),
 // ops_cpu_gla.c (gated linear attention, its logsigmoid gate), ops_cpu_conv.c (conv2d),
 // ops_cpu_nchw.c (the other NCHW-map ops) and ops_cpu_diffusion.c (randomness, training-loss and
 // sampler-update ops).
@@ -24,6 +25,9 @@ void cpu_linattn_fwd(float *out, float *cache, const float *qkv, const float *qk
 void cpu_linattn_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                      float *cache, AttnShape s);
 void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
+// ops_cpu_attn_row.c
+void cpu_attn_row(float *row, const float *qkv, const float *qkr, AttnShape s, int kind, int b, int head,
+                  int query, float a);
 void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                      float *cache, AttnShape s);
 void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *b, int k, int B, int gh,

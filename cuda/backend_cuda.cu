@@ -154,6 +154,7 @@ static void fill_table(Backend *t) {
     t->mala_fwd = cuda_mala_fwd; t->mala_bwd = cuda_mala_bwd;
     t->linattn_fwd = cuda_linattn_fwd; t->linattn_bwd = cuda_linattn_bwd;
     t->softmax_fwd = cuda_softmax_fwd; t->softmax_bwd = cuda_softmax_bwd;
+    t->attn_row = cuda_attn_row;
     t->dwconv_fwd = cuda_dwconv_fwd; t->dwconv_bwd = cuda_dwconv_bwd;
     t->logsigmoid_fwd = cuda_logsigmoid_fwd; t->logsigmoid_bwd = cuda_logsigmoid_bwd;
     t->gla_cache_floats = cuda_gla_cache_floats; t->gla_fwd = cuda_gla_fwd; t->gla_bwd = cuda_gla_bwd;

@@ -143,6 +143,9 @@ size_t cuda_softmax_cache_floats(AttnShape s);
 void cuda_softmax_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
 void cuda_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                       float *cache, AttnShape s);
+// ---- ops_attn_row.cu ----
+void cuda_attn_row(float *row, const float *qkv, const float *qkr, AttnShape s, int kind, int b, int head, int query,
+                   float a);
 
 // ---- ops_dwconv.cu ----
 void cuda_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *b, int k, int B, int gh,

@@ -1,6 +1,6 @@
 // Model files: configuration metadata, strict tensor loading, saving.
 // defines: class_names_*, ckpt_read_config, ckpt_write_config, ckpt_load_tensors,
-//          ckpt_add_tensors, ckpt_load_model, ckpt_save_weights
+//          ckpt_add_tensors, ckpt_load_model, ckpt_load_model_mode, ckpt_save_weights
 #include "checkpoint.h"
 
 #include <errno.h>
@@ -120,11 +120,16 @@ void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float
 }
 
 Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err) {
+    return ckpt_load_model_mode(path, be, max_batch, NET_INFER, cn, err);
+}
+
+Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, int mode, ClassNames *cn,
+                          MalaErr *err) {
     StFile f;
     if (st_open(&f, path, err)) return NULL;
     NetConfig c;
     if (ckpt_read_config(&f, &c, cn, err)) { st_close(&f); return NULL; }
-    Net *m = net_create(&c, be, max_batch, NET_INFER);
+    Net *m = net_create(&c, be, max_batch, mode);
     const char *prefix = ckpt_has_ema(m, &f) ? "ema." : "";
     if (ckpt_load_tensors(m, &f, prefix, m->w, err)) {
         net_free(m);

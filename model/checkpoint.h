@@ -30,6 +30,9 @@ void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float
 
 // Opens a model for sampling: configuration from the metadata, EMA weights when present.
 Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err);
+// The same with the network mode (NET_INFER_ATTN for the viewer's attention maps).
+Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, int mode, ClassNames *cn,
+                          MalaErr *err);
 // Saves weights (host buffer of m->n_floats floats) as a sampling file.
 // 1 when the file holds EMA copies (ema.<name>) of the network's tensors.
 int ckpt_has_ema(const Net *m, const StFile *f);

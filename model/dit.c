@@ -114,6 +114,11 @@ static void dit_layout(Net *n, Arena *a) {
         b->h1 = arena_take(a, BL * 4 * H);
         b->mo = arena_take(a, BL * H);
     }
+    if (n->mode == NET_INFER_ATTN) {
+        m->keep_qkv = arena_take(a, (size_t)c->depth * BL * 3 * H);
+        m->keep_qkr = c->rope ? arena_take(a, (size_t)c->depth * BL * 2 * H) : NULL;
+        m->row = arena_take(a, L);
+    }
     dit_embed_layout(n, &m->e, a);
     A->x = arena_take(a, BL * H);
     A->xm = arena_take(a, BL * H);
@@ -178,6 +183,11 @@ static void block_forward(Net *n, int i, int B) {
     be->modulate_fwd(A->xm, b->xhat1, ada, ada + H, B, L, H, 6 * H);
     be->linear_fwd(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
     attention_forward(n, b, o, B);
+    if (m->keep_qkv) {  // NET_INFER_ATTN: what attn_row needs of this block (n->max_batch rows per block)
+        size_t rows = (size_t)n->max_batch * L;
+        be->copy(m->keep_qkv + (size_t)i * rows * 3 * H, b->qkv, (size_t)BL * 3 * H * sizeof(float));
+        if (c->rope) be->copy(m->keep_qkr + (size_t)i * rows * 2 * H, b->qkr, (size_t)BL * 2 * H * sizeof(float));
+    }
     const float *proj_in = b->o;
     if (c->gate) {
         be->linear_fwd(b->g, A->xm, W + o->gate_w, W + o->gate_b, BL, H, H);
@@ -306,4 +316,6 @@ const NetOps DIT_NET_OPS = {
     .init_weights = dit_init_weights,
     .forward = dit_forward,
     .backward = dit_backward,
+    .attn_info = dit_attn_info,
+    .attn_row = dit_attn_row,
 };

@@ -41,6 +41,9 @@ typedef struct {
     DitEmbed e; // embedders, final layer and their activations
     BlockOffsets *blk;
     DitActs acts;
+    // NET_INFER_ATTN only (else NULL): every block's qkv [depth][B*L*3H] and qkr [depth][B*L*2H]
+    // (rope only) of the last forward, as the attention op saw them, and a row [L] for attn_row.
+    float *keep_qkv, *keep_qkr, *row;
 } Dit;
 
 // dit_config.c
@@ -52,6 +55,10 @@ const char *dit_mixer(const NetConfig *c);
 int dit_read_meta(const StFile *f, NetConfig *c, MalaErr *err);
 void dit_write_meta(StWriter *w, const NetConfig *c);
 double dit_flops_per_image(const NetConfig *c);
+
+// dit_attn_rows.c (the viewer's attention maps)
+void dit_attn_info(const Net *n, AttnRowInfo *info);
+void dit_attn_row(Net *n, float *row, int block, int head, int image, int query, float a);
 
 // dit_init.c
 void dit_init_weights(const Net *n, float *w, uint64_t seed);

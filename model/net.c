@@ -231,6 +231,30 @@ void net_init_weights(Net *n, uint64_t seed) {
 void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B) {
     CHECK(B >= 1 && B <= n->max_batch, "batch %d exceeds the network's capacity %d", B, n->max_batch);
     n->ops->forward(n, out, x, t, y, B);
+    n->last_batch = B;
+}
+
+int net_attn_info(const Net *n, AttnRowInfo *info, MalaErr *err) {
+    if (!n->ops->attn_info || !n->ops->attn_row)
+        return mala_errf(err, "backbone %s (%s) has no attention rows", n->ops->name, net_mixer_name(&n->cfg));
+    n->ops->attn_info(n, info);
+    return 0;
+}
+
+int net_attn_row(Net *n, float *row, int block, int head, int image, int query, float a, MalaErr *err) {
+    AttnRowInfo in;
+    if (net_attn_info(n, &in, err)) return -1;
+    if (n->mode != NET_INFER_ATTN) return mala_errf(err, "attention rows need a network created with NET_INFER_ATTN");
+    if (n->last_batch < 1) return mala_errf(err, "attention rows: no forward pass yet");
+    if (block < 0 || block >= in.blocks) return mala_errf(err, "attention rows: block %d out of 0..%d", block, in.blocks - 1);
+    if (head >= in.heads) return mala_errf(err, "attention rows: head %d out of 0..%d", head, in.heads - 1);
+    if (image < 0 || image >= n->last_batch)
+        return mala_errf(err, "attention rows: image %d out of the last batch of %d", image, n->last_batch);
+    if (query < 0 || query >= in.gh * in.gw)
+        return mala_errf(err, "attention rows: query token %d out of 0..%d", query, in.gh * in.gw - 1);
+    if (!(a > 0.0f) || !isfinite(a)) return mala_errf(err, "attention rows: scale %g must be positive", (double)a);
+    n->ops->attn_row(n, row, block, head, image, query, a);
+    return 0;
 }
 
 void net_backward(Net *n, float *grad, const float *dout, int B) {

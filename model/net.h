@@ -57,7 +57,16 @@ typedef struct {
     size_t offset, numel;  // in floats, into the parameter buffer
 } ParamInfo;
 
-enum { NET_INFER = 0, NET_TRAIN = 1 };  // NET_TRAIN keeps every layer's activations for backward
+// NET_TRAIN keeps every layer's activations for backward; NET_INFER_ATTN is inference that also
+// keeps what each block's attention rows need (net_attn_row), for the viewer; plain NET_INFER
+// keeps nothing, so sampling memory does not grow.
+enum { NET_INFER = 0, NET_TRAIN = 1, NET_INFER_ATTN = 2 };
+
+// Where a backbone's attention rows live: blocks x heads, over a gh x gw token grid of each image.
+typedef struct {
+    int blocks, heads, gh, gw;
+    const char *kind;  // the token mixer ("mala", "softmax", "linear")
+} AttnRowInfo;
 
 // A bump allocator over one backend block: a first pass with base NULL counts the bytes, the second
 // hands out pointers (256-byte aligned).
@@ -89,6 +98,12 @@ typedef struct {
     void (*init_weights)(const Net *n, float *host, uint64_t seed);
     void (*forward)(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B);
     void (*backward)(Net *n, float *grad, const float *dout, int B);
+    // Optional (NULL: the backbone has no attention rows, as DiG and DiC): the geometry, and the
+    // row of query token `query` of image `image` of the last forward, for block `block` and head
+    // `head` (< 0: the mean over heads), with the query scaled by a (backend.h attn_row), into
+    // row[gh*gw] (host memory). Needs a network created with NET_INFER_ATTN.
+    void (*attn_info)(const Net *n, AttnRowInfo *info);
+    void (*attn_row)(Net *n, float *row, int block, int head, int image, int query, float a);
 } NetOps;
 
 struct Net {
@@ -96,6 +111,7 @@ struct Net {
     NetConfig cfg;
     const Backend *be;
     int mode, max_batch;
+    int last_batch;            // images of the last forward (0 before the first)
     int out_channels;          // C_out = C or 2C
     int nparams;
     ParamInfo *params;         // trainable tensors first, then fixed ones (pos_embed)
@@ -143,6 +159,14 @@ void net_init_weights(Net *n, uint64_t seed);
 void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B);
 // Adds d(loss)/d(params) into grad [n_floats] given dout = d(loss)/d(out) of the last forward.
 void net_backward(Net *n, float *grad, const float *dout, int B);
+
+// Attention rows of the last forward (NetOps attn_row): 0 and the geometry when the backbone has
+// them, else -1 with the reason in err.
+int net_attn_info(const Net *n, AttnRowInfo *info, MalaErr *err);
+// 0 and row[gh*gw] (host), or -1 with err naming what is out of range or missing (a backbone
+// without rows, a network not created with NET_INFER_ATTN, no forward yet, an image beyond the
+// last forward's batch).
+int net_attn_row(Net *n, float *row, int block, int head, int image, int query, float a, MalaErr *err);
 
 // For backbones: the initialisation distributions (PyTorch's nn.init, our Philox stream).
 void init_xavier_uniform(Rng *r, float *w, size_t fan_out, size_t fan_in, double gain);

@@ -39,8 +39,12 @@ static void generator_wire(Generator *g, int max_batch) {
 }
 
 int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err) {
+    return generator_open_mode(g, path, be, max_batch, NET_INFER, err);
+}
+
+int generator_open_mode(Generator *g, const char *path, const Backend *be, int max_batch, int mode, MalaErr *err) {
     memset(g, 0, sizeof *g);
-    g->net = ckpt_load_model(path, be, 2 * max_batch, &g->classes, err);  // 2x: guided batches
+    g->net = ckpt_load_model_mode(path, be, 2 * max_batch, mode, &g->classes, err);  // 2x: guided batches
     if (!g->net) return -1;
     generator_wire(g, max_batch);
     return 0;

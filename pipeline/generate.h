@@ -33,6 +33,9 @@ typedef struct {
 GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4, clip on
 // Opens `path` (EMA weights when present) for batches of up to max_batch images.
 int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err);
+// The same with the network mode: NET_INFER_ATTN keeps each block's attention inputs of the last
+// forward (net_attn_row; the viewer's maps), at the cost of depth x 5H floats per token and image.
+int generator_open_mode(Generator *g, const char *path, const Backend *be, int max_batch, int mode, MalaErr *err);
 // A generator over a new network of configuration c with zero weights: the caller fills g->net->w
 // (net_init_weights, or a copy of a trainer's EMA).
 void generator_new(Generator *g, const NetConfig *c, const ClassNames *cn, const Backend *be, int max_batch);

@@ -352,6 +352,40 @@ static void check_attn_kind(int kind) {
     check_attn(kind, SHAPES[0], 1, 2, 5100 + kind);
 }
 
+// The explicit attention row (the viewer's op): every kind, with and without RoPE, one head and
+// the mean over heads, the model's row (a = 1) and scaled queries, a few queries of each image.
+START_TEST(test_attn_row) {
+    static const int ROW_KIND[] = {ATTN_ROW_MALA, ATTN_ROW_LINEAR, ATTN_ROW_SOFTMAX};  // by K_*
+    const float scales[] = {1.0f, 0.25f, 8.0f};
+    for (int k = 0; k < NSHAPES; k++) {
+        AttnShape s = SHAPES[k];
+        const size_t rows = (size_t)s.B * s.L;
+        char sh[64], what[160];
+        shape_str(sh, sizeof sh, s);
+        for (int kind = K_MALA; kind <= K_SOFT; kind++)
+            for (int rope = 0; rope < 2; rope++) {
+                Buf qkv = buf_rand(rows * 3 * s.H, -1, 1, 7000 + 10 * k + kind);
+                if (kind != K_SOFT) { CPU->elu1_fwd(qkv.h, (int)rows, 2 * s.H, 3 * s.H); buf_push(&qkv); }
+                Buf qkr = {0};
+                if (rope) { qkr = buf_zeros(rows * 2 * s.H); CPU->rope_fwd(qkr.h, qkv.h, s); buf_push(&qkr); }
+                Buf row = buf_rand((size_t)s.L, -9, 9, 7500 + k);  // overwritten
+                for (int b = 0; b < s.B; b++)
+                    for (int h = -1; h < s.heads; h++)
+                        for (int ai = 0; ai < 3; ai++) {
+                            const int query = (b * 7 + h + 2 * ai + 1) % s.L;
+                            CPU->attn_row(row.h, qkv.h, qkr.h, s, ROW_KIND[kind], b, h, query, scales[ai]);
+                            GPU->attn_row(row.d, qkv.d, qkr.d, s, ROW_KIND[kind], b, h, query, scales[ai]);
+                            snprintf(what, sizeof what, "attn_row %s %s rope%d b%d head%d query%d a%g", KIND[kind],
+                                     sh, rope, b, h, query, scales[ai]);
+                            buf_check(what, &row, TOL_GEMM);
+                        }
+                buf_free(&qkv); buf_free(&row);
+                if (rope) buf_free(&qkr);
+            }
+    }
+}
+END_TEST
+
 START_TEST(test_mala) { check_attn_kind(K_MALA); }
 END_TEST
 START_TEST(test_linattn) { check_attn_kind(K_LIN); }
@@ -1210,6 +1244,7 @@ int main(void) {
     tcase_add_test(tc, test_mala);
     tcase_add_test(tc, test_linattn);
     tcase_add_test(tc, test_softmax);
+    tcase_add_test(tc, test_attn_row);
     tcase_add_test(tc, test_dwconv);
     tcase_add_test(tc, test_gla);
     tcase_add_test(tc, test_dig_elementwise);

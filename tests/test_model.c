@@ -343,6 +343,70 @@ START_TEST(test_dic_init) {
 }
 END_TEST
 
+// Attention rows of the last forward (NET_INFER_ATTN): MALA without RoPE sums to 1 in every block
+// and head; a batch's image 1 has the row of that image run alone; blocks differ; plain NET_INFER
+// keeps nothing (smaller arena) and refuses, as does a backbone without rows.
+START_TEST(test_attn_rows) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    MalaErr err;
+    ck_assert_int_eq(net_config_preset(&c, "DiT-T/4", &err), 0);
+    c.dit.rope = 0;
+    const Backend *be = backend_cpu();
+    ck_assert(net_arena_bytes(&c, be, 2, NET_INFER_ATTN) > net_arena_bytes(&c, be, 2, NET_INFER));
+    Net *m = net_create(&c, be, 2, NET_INFER_ATTN), *plain = net_create(&c, be, 2, NET_INFER);
+    tu_fill(m->w, m->n_floats, -0.2f, 0.2f, 11);  // every weight non-zero: adaLN and blocks do something
+    AttnRowInfo in;
+    ck_assert_int_eq(net_attn_info(m, &in, &err), 0);
+    ck_assert_int_eq(in.blocks, c.dit.depth);
+    ck_assert_int_eq(in.heads, c.dit.heads);
+    const int L = in.gh * in.gw, S = c.image_size, per = c.in_channels * S * S;
+    ck_assert_int_eq(L, (S / c.dit.patch) * (S / c.dit.patch));
+    float row[256], row0[256], *x = calloc(2 * per, sizeof(float)), *out = calloc(4 * per, sizeof(float));
+    float t[2] = {500, 40};
+    int32_t y[2] = {2, 7};
+    ck_assert_int_ne(net_attn_row(m, row, 0, 0, 0, 0, 1.0f, &err), 0);  // no forward yet
+    tu_fill(x, 2 * per, -1, 1, 12);
+    net_forward(m, out, x, t, y, 2);
+    double first = 0;
+    for (int blk = 0; blk < in.blocks; blk++)
+        for (int h = -1; h < in.heads; h++)
+            for (int q = 0; q < L; q += 5) {
+                ck_assert_int_eq(net_attn_row(m, row, blk, h, 1, q, 1.0f, &err), 0);
+                double sum = 0;
+                for (int j = 0; j < L; j++) sum += row[j];
+                ck_assert_msg(fabs(sum - 1.0) < 1e-4, "block %d head %d query %d sums to %.7f", blk, h, q, sum);
+                if (blk == 0 && h == 0 && q == 0) first = row[0];
+                if (blk == in.blocks - 1 && h == 0 && q == 0)
+                    ck_assert_msg(row[0] != first, "the last block's row equals the first block's");
+            }
+    ck_assert_int_eq(net_attn_row(m, row, 2, 1, 1, 9, 2.0f, &err), 0);
+    // image 1 alone, as image 0 of a batch of one
+    net_forward(m, out, x + per, t + 1, y + 1, 1);
+    ck_assert_int_eq(net_attn_row(m, row0, 2, 1, 0, 9, 2.0f, &err), 0);
+    for (int j = 0; j < L; j++) ck_assert_msg(fabs(row0[j] - row[j]) < 1e-6, "token %d: %g vs %g", j, row0[j], row[j]);
+    ck_assert_int_ne(net_attn_row(m, row, 0, 0, 1, 0, 1.0f, &err), 0);  // image 1 is not in the last batch
+    ck_assert(strstr(err.msg, "image 1") != NULL);
+    ck_assert_int_ne(net_attn_row(m, row, in.blocks, 0, 0, 0, 1.0f, &err), 0);
+    ck_assert_int_ne(net_attn_row(m, row, 0, in.heads, 0, 0, 1.0f, &err), 0);
+    ck_assert_int_ne(net_attn_row(m, row, 0, 0, 0, L, 1.0f, &err), 0);
+    net_forward(plain, out, x, t, y, 2);
+    ck_assert_int_ne(net_attn_row(plain, row, 0, 0, 0, 0, 1.0f, &err), 0);
+    ck_assert(strstr(err.msg, "NET_INFER_ATTN") != NULL);
+    net_free(m);
+    net_free(plain);
+    NetConfig g;
+    net_config_default(&g, BACKBONE_DIG);
+    ck_assert_int_eq(net_config_preset(&g, "DiG-T/4", &err), 0);
+    Net *dg = net_create(&g, be, 1, NET_INFER_ATTN);
+    ck_assert_int_ne(net_attn_info(dg, &in, &err), 0);
+    ck_assert(strstr(err.msg, "no attention rows") != NULL);
+    net_free(dg);
+    free(x);
+    free(out);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -354,6 +418,7 @@ int main(void) {
     tcase_add_loop_test(tc, test_names_vs_official, 0, 2);
     tcase_add_test(tc, test_dig_init);
     tcase_add_test(tc, test_dic_init);
+    tcase_add_test(tc, test_attn_rows);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

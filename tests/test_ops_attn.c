@@ -147,8 +147,9 @@ static void ref_lin(double *out, double *weights, const float *qkv, const float 
     free(ks);
 }
 
-// Softmax: P = softmax(s Q K^T), out = P V (Q, K from qkr when given, else raw q, k).
-static void ref_softmax(double *out, const float *qkv, const float *qkr, AttnShape s) {
+// Softmax: P = softmax(s Q K^T), out = P V (Q, K from qkr when given, else raw q, k); probs
+// (optional) gets P [B,heads,L,L].
+static void ref_softmax(double *out, double *probs, const float *qkv, const float *qkr, AttnShape s) {
     const int L = s.L, d = s.H / s.heads;
     const double sc = 1.0 / sqrt((double)d);
     double *p = dnew(L);
@@ -158,6 +159,8 @@ static void ref_softmax(double *out, const float *qkv, const float *qkr, AttnSha
                 double mx = -1e300, sum = 0;
                 for (int j = 0; j < L; j++) { p[j] = sc * ddot(QR(b, i, h), KR(b, j, h), d); mx = fmax(mx, p[j]); }
                 for (int j = 0; j < L; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                if (probs)
+                    for (int j = 0; j < L; j++) probs[(((size_t)b * s.heads + h) * L + i) * L + j] = p[j] / sum;
                 double *o = out + ((size_t)b * L + i) * s.H + h * d;
                 for (int c = 0; c < d; c++) {
                     double acc = 0;
@@ -320,7 +323,7 @@ static void check_attn_ref(int kind, int rope, AttnShape s, uint64_t seed) {
     const float *r = rope ? qkr : NULL;
     if (kind == K_MALA) { cpu_mala_fwd(out, cache, qkv, r, s); ref_mala(ref, NULL, qkv, r, s); }
     if (kind == K_LIN) { cpu_linattn_fwd(out, cache, qkv, r, s); ref_lin(ref, NULL, qkv, r, s); }
-    if (kind == K_SOFT) { cpu_softmax_fwd(out, cache, qkv, r, s); ref_softmax(ref, qkv, r, s); }
+    if (kind == K_SOFT) { cpu_softmax_fwd(out, cache, qkv, r, s); ref_softmax(ref, NULL, qkv, r, s); }
     double e = nerr_fd(out, ref, nout(s));
     ck_assert_msg(e < 2e-5, "kind %d rope %d B%d L%d H%d heads%d: normalised error %.3g vs naive reference",
                   kind, rope, s.B, s.L, s.H, s.heads, e);
@@ -427,6 +430,121 @@ START_TEST(test_scaling_property) {
     }
     free(qkv); free(qa); free(out1); free(outa); free(cache); free(mcache); free(mout1); free(mouta);
     free(o); free(A1); free(Aa); free(W1); free(Wa);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// The explicit attention row (attn_row, for the viewer)
+
+// The explicit L x L scores [B,heads,L,L] of a kind (the references above) with the q part of qkv
+// scaled by a (qkr, when roped, recomputed from the scaled q').
+static double *explicit_scores(int kind, int rope, const float *qkv, AttnShape s, float a) {
+    float *qa = fnew(nqkv(s)), *qr = rope ? fnew(nqkr(s)) : NULL;
+    double *A = dnew((size_t)s.B * s.heads * s.L * s.L), *o = dnew(nout(s));
+    memcpy(qa, qkv, sizeof(float) * nqkv(s));
+    for (size_t t = 0; t < (size_t)s.B * s.L; t++)
+        for (int c = 0; c < s.H; c++) qa[t * 3 * s.H + c] *= a;
+    if (rope) cpu_rope_fwd(qr, qa, s);
+    if (kind == K_MALA) ref_mala(o, A, qa, qr, s);
+    if (kind == K_LIN) ref_lin(o, A, qa, qr, s);
+    if (kind == K_SOFT) ref_softmax(o, A, qa, qr, s);
+    free(qa); free(qr); free(o);
+    return A;
+}
+
+static const int ROW_KIND[] = {ATTN_ROW_MALA, ATTN_ROW_LINEAR, ATTN_ROW_SOFTMAX};  // by K_*
+
+// Every row of every head (and the mean over heads) equals the matching row of the explicit
+// matrix, for each kind, with and without RoPE, at a = 1 and at scaled queries.
+START_TEST(test_attn_row_explicit) {
+    AttnShape shapes[] = {shp(2, 3, 3, 16, 2), shp(2, 4, 5, 32, 4)};
+    const float scales[] = {1.0f, 0.25f, 3.0f};
+    for (size_t si = 0; si < 2; si++) {
+        AttnShape s = shapes[si];
+        const int L = s.L;
+        float *qkv = fnew(nqkv(s)), *qkr = fnew(nqkr(s)), *row = fnew(L);
+        for (int kind = K_MALA; kind <= K_SOFT; kind++)
+            for (int rope = 0; rope < 2; rope++) {
+                if (kind == K_SOFT) fill_qkv(qkv, s, -1.5f, 1.5f, 300 + si);
+                else fill_qkv(qkv, s, 0.1f, 2.0f, 300 + si);
+                if (rope) cpu_rope_fwd(qkr, qkv, s);
+                for (int ai = 0; ai < 3; ai++) {
+                    const float a = scales[ai];
+                    double *A = explicit_scores(kind, rope, qkv, s, a);
+                    for (int b = 0; b < s.B; b++)
+                        for (int i = 0; i < L; i += 3)
+                            for (int h = -1; h < s.heads; h++) {
+                                for (int j = 0; j < L; j++) row[j] = NAN;  // must be overwritten
+                                cpu_attn_row(row, qkv, rope ? qkr : NULL, s, ROW_KIND[kind], b, h, i, a);
+                                double worst = 0, scale = 1e-6;
+                                for (int j = 0; j < L; j++) {
+                                    double ref = 0;
+                                    for (int hh = (h < 0 ? 0 : h); hh < (h < 0 ? s.heads : h + 1); hh++)
+                                        ref += A[(((size_t)b * s.heads + hh) * L + i) * L + j];
+                                    if (h < 0) ref /= s.heads;
+                                    worst = fmax(worst, fabs(row[j] - ref));
+                                    scale = fmax(scale, fabs(ref));
+                                }
+                                ck_assert_msg(worst / scale < 2e-5,
+                                              "kind %d rope %d a %g b %d query %d head %d: row differs from the "
+                                              "explicit matrix by %.3g (normalised)", kind, rope, a, b, i, h,
+                                              worst / scale);
+                            }
+                    free(A);
+                }
+            }
+        free(qkv); free(qkr); free(row);
+    }
+}
+END_TEST
+
+static double row_entropy(const float *p, int L) {
+    double e = 0;
+    for (int j = 0; j < L; j++)
+        if (p[j] > 0) e -= p[j] * log(p[j]);
+    return e;
+}
+
+// MALA rows (no RoPE) sum to 1 at every a; a larger a makes MALA's row sharper (larger spread,
+// lower entropy where the row is a distribution) and leaves linear attention's row unchanged.
+START_TEST(test_attn_row_properties) {
+    AttnShape s = shp(1, 4, 4, 32, 2);
+    const int L = s.L;
+    float *qkv = fnew(nqkv(s)), *r1 = fnew(L), *ra = fnew(L);
+    fill_qkv(qkv, s, 0.1f, 1.5f, 99);
+    for (int i = 0; i < L; i++)
+        for (int h = -1; h < s.heads; h++) {
+            double prev_spread = 0;
+            for (float a = 0.25f; a <= 8.0f; a *= 2.0f) {
+                cpu_attn_row(ra, qkv, NULL, s, ATTN_ROW_MALA, 0, h, i, a);
+                double sum = 0, mx = -1e300, mn = 1e300;
+                for (int j = 0; j < L; j++) { sum += ra[j]; mx = fmax(mx, ra[j]); mn = fmin(mn, ra[j]); }
+                ck_assert_msg(fabs(sum - 1.0) < 1e-5, "MALA row %d head %d a %g sums to %.9f", i, h, a, sum);
+                ck_assert_msg(mx - mn > 1.2 * prev_spread, "MALA row %d head %d: a %g spread %.6g not above %.6g", i,
+                              h, a, mx - mn, prev_spread);
+                prev_spread = mx - mn;
+            }
+            cpu_attn_row(r1, qkv, NULL, s, ATTN_ROW_MALA, 0, h, i, 1.0f);
+            cpu_attn_row(ra, qkv, NULL, s, ATTN_ROW_MALA, 0, h, i, 2.0f);
+            int positive = 1;
+            for (int j = 0; j < L; j++) positive &= r1[j] > 0 && ra[j] > 0;
+            if (positive)
+                ck_assert_msg(row_entropy(ra, L) < row_entropy(r1, L), "MALA row %d head %d: entropy did not drop", i, h);
+            for (int rope = 0; rope < 2; rope++) {
+                float *qkr = rope ? fnew(nqkr(s)) : NULL;
+                if (rope) cpu_rope_fwd(qkr, qkv, s);
+                cpu_attn_row(r1, qkv, qkr, s, ATTN_ROW_LINEAR, 0, h, i, 1.0f);
+                for (float a = 0.25f; a <= 8.0f; a *= 2.0f) {
+                    cpu_attn_row(ra, qkv, qkr, s, ATTN_ROW_LINEAR, 0, h, i, a);
+                    for (int j = 0; j < L; j++)
+                        ck_assert_msg(fabs(ra[j] - r1[j]) <= 1e-5 * fabs(r1[j]) + 1e-9,
+                                      "linear row %d head %d rope %d: a %g changed [%d] %.9g -> %.9g", i, h, rope, a,
+                                      j, r1[j], ra[j]);
+                }
+                free(qkr);
+            }
+        }
+    free(qkv); free(r1); free(ra);
 }
 END_TEST
 
@@ -724,6 +842,8 @@ static Suite *attn_suite(void) {
     ADD(test_attn_reference);
     ADD(test_mala_rows_sum_to_one);
     ADD(test_scaling_property);
+    ADD(test_attn_row_explicit);
+    ADD(test_attn_row_properties);
     ADD(test_dwconv);
     ADD(test_threads_consistent);
     return s;

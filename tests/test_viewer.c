@@ -15,12 +15,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "args.h"
+#include "generate.h"
 #include "image_io.h"
+#include "npy.h"
 #include "testutil.h"
 
 #define S_IMG 32         // image side of the model the fixture trains (Fashion-MNIST, padded)
 #define WIN_W 800
 #define WIN_H 600
+#define VIEW_MAX_IMAGES_TEST 16  // the viewer opens its generator for 16 images (app/viewer.h)
 
 static char g_dir[] = "/tmp/mala_viewer_XXXXXX";
 static char g_model[512];
@@ -96,13 +100,17 @@ static char *read_text(const char *path) {
 
 // ./mala view --ckpt MODEL --threads 1 --width W --height H --script SCRIPT [--screenshot SHOT]
 // on our Xvfb (under timeout, so a hung viewer fails the test instead of the run).
-static int run_view(const char *script, const char *shot, const char *log) {
+static int run_view_model(const char *model, const char *script, const char *shot, const char *log) {
     char size_w[16], size_h[16];
     snprintf(size_w, sizeof size_w, "%d", WIN_W);
     snprintf(size_h, sizeof size_h, "%d", WIN_H);
-    char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", g_model, "--threads", "1", "--width", size_w, "--height", size_h, "--script",
+    char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)model, "--threads", "1", "--width", size_w, "--height", size_h, "--script",
                     (char *)script, shot ? "--screenshot" : NULL, (char *)shot, NULL};
     return run(argv, log, 1);
+}
+
+static int run_view(const char *script, const char *shot, const char *log) {
+    return run_view_model(g_model, script, shot, log);
 }
 
 // The Unix socket address of X display d: Linux's abstract one (what Xlib tries first, shared
@@ -382,6 +390,162 @@ START_TEST(script_errors) {
 }
 END_TEST
 
+// ---- the attention view ----
+
+#define BUNDLED "assets/mala-dit-fmnist.safetensors"
+
+// A one-step training run of `preset` with extra model flags into run_<name>/; returns its model file.
+static const char *train_model(const char *name, const char *preset, char *const extra[]) {
+    static char path[4][1024];
+    static int i;
+    i = (i + 1) % 4;
+    char out[512];
+    snprintf(out, sizeof out, "%s/run_%s", g_dir, name);
+    snprintf(path[i], sizeof path[i], "%s/checkpoints/0000001.safetensors", out);
+    if (access(path[i], R_OK) == 0) return path[i];
+    char *argv[32] = {(char *)mala_bin(), "train", "--model", (char *)preset, "--iters", "1", "--limit", "16", "--batch",
+                      "2", "--sample-every", "0", "--threads", "1", "--out", out};
+    int n = 16;
+    for (int k = 0; extra && extra[k]; k++) argv[n++] = extra[k];
+    argv[n] = NULL;
+    char log[600];
+    snprintf(log, sizeof log, "%s.log", out);
+    ck_assert_msg(run(argv, log, 0) == 0, "training the %s model failed, see %s", name, log);
+    return path[i];
+}
+
+// A row the viewer wrote with attn_dump: [gh, gw] float32.
+static float *load_row(const char *path, int *L) {
+    NpyArray a;
+    MalaErr err;
+    ck_assert_msg(npy_load(path, &a, &err) == 0, "%s", err.msg);
+    ck_assert_msg(a.ndim == 2 && !strcmp(a.dtype, "<f4"), "%s: expected a [gh, gw] float32 array", path);
+    float *row;
+    ck_assert(npy_to_f32(&a, &row, path, &err) == 0);
+    *L = (int)npy_numel(&a);
+    npy_free(&a);
+    return row;
+}
+
+static double row_sum(const float *r, int L) {
+    double s = 0;
+    for (int j = 0; j < L; j++) s += r[j];
+    return s;
+}
+
+static double row_spread(const float *r, int L) {
+    double lo = r[0], hi = r[0];
+    for (int j = 1; j < L; j++) { lo = fmin(lo, r[j]); hi = fmax(hi, r[j]); }
+    return hi - lo;
+}
+
+// The bundled model (MALA with RoPE): the view opens, clicks and keys reach it, and the rows it
+// shows are the library's explicit rows of the same run (same seed, sampler, steps and guidance,
+// computed here through generate.h and net_attn_row). The screenshot shows the map beside the grid.
+START_TEST(attention_view_bundled) {
+    if (skip_without_display("attention_view_bundled")) return;
+    ck_assert_msg(access(BUNDLED, R_OK) == 0, "no bundled model %s", BUNDLED);
+    char script[1024];
+    snprintf(script, sizeof script,
+             "attn=on;class=Bag;steps=3;n=2;seed=5;generate;wait;query=2,5,1;block=2;head=1;attn_dump=%s;"
+             "head=mean;scale=2;attn_dump=%s;key=n;key=k;key=x;attn_dump=%s;quit",
+             tp("b1.npy"), tp("b2.npy"), tp("b3.npy"));
+    assert_ran(run_view_model(BUNDLED, script, tp("attn.png"), tp("attn.log")), 0, tp("attn.log"));
+    char *log = read_text(tp("attn.log"));
+    ck_assert_msg(strstr(log, "view: attention mala block 2/4  head 1/4 a 1.0000 image 1 query 42 (2,5) step 3"), "%s", log);
+    // keys: n = next block (3), k = next head (mean -> 0), x = a one notch up (2 * 2^(1/8))
+    ck_assert_msg(strstr(log, "view: attention mala block 3/4  head 0/4 a 2.1810 image 1 query 42"), "%s", log);
+
+    set_threads(1);
+    Generator g;
+    MalaErr err;
+    ck_assert_msg(generator_open_mode(&g, BUNDLED, backend_cpu(), VIEW_MAX_IMAGES_TEST, NET_INFER_ATTN, &err) == 0,
+                  "%s", err.msg);
+    GenOpts o = gen_opts_default();
+    o.kind = SAMPLER_DDIM;
+    o.steps = 3;
+    int32_t y[2] = {8, 8};
+    size_t per = generator_image_floats(&g);
+    float *x = calloc(2 * per, sizeof(float));
+    generator_noise(&g, x, 5, 0, 2);
+    ck_assert_msg(generator_run(&g, &o, x, y, 2, 5, 0, NULL, NULL, &err) == 0, "%s", err.msg);
+    const char *files[3] = {tp("b1.npy"), tp("b2.npy"), tp("b3.npy")};
+    const int blocks[3] = {2, 2, 3}, heads[3] = {1, -1, 0};
+    const float as[3] = {1.0f, 2.0f, exp2f(1.125f)};
+    for (int k = 0; k < 3; k++) {
+        int L;
+        float *shown = load_row(files[k], &L), want[1024];
+        ck_assert_int_eq(L, 64);
+        ck_assert_int_eq(net_attn_row(g.net, want, blocks[k], heads[k], 1, 5 * 8 + 2, as[k], &err), 0);
+        double e = tu_nerr(shown, want, L, 1e-6);
+        ck_assert_msg(e < 1e-4, "%s: the viewer's row differs from the library's by %.3g (normalised)", files[k], e);
+        free(shown);
+    }
+    free(x);
+    generator_close(&g);
+
+    // the screenshot: the map (right half of the image area) is drawn and not blank
+    uint8_t *shot;
+    int sw, sh;
+    load_rgb(tp("attn.png"), &shot, &sw, &sh);
+    const int panel = 420, half = (sw - panel) / 2;
+    ck_assert_msg(variance(shot, half - 24, 200, sw * 3, panel + half + 12, 100) > 100, "the attention map is blank");
+    free(shot);
+    free(log);
+}
+END_TEST
+
+// MALA without RoPE: the shown rows sum to 1 (DESIGN 1) at every a, and a larger a sharpens them
+// (a wider spread of scores). A linear-attention model's rows do not change with a at all.
+START_TEST(attention_slider_mala_vs_linear) {
+    if (skip_without_display("attention_slider_mala_vs_linear")) return;
+    char *mala_flags[] = {"--rope", "0", NULL}, *lin_flags[] = {"--attn", "linear", NULL};
+    const char *models[2] = {train_model("norope", "DiT-T/4", mala_flags), train_model("linear", "DiT-T/4", lin_flags)};
+    const float scales[3] = {0.25f, 1.0f, 8.0f};
+    for (int m = 0; m < 2; m++) {
+        char script[2048], f[3][512];
+        for (int k = 0; k < 3; k++) snprintf(f[k], sizeof f[k], "%s", tp(k == 0 ? "s0.npy" : k == 1 ? "s1.npy" : "s2.npy"));
+        snprintf(script, sizeof script,
+                 "attn=on;steps=2;n=1;generate;wait;query=1,6;block=1;head=mean;scale=0.25;attn_dump=%s;scale=1;"
+                 "attn_dump=%s;scale=8;attn_dump=%s;head=0;quit", f[0], f[1], f[2]);
+        assert_ran(run_view_model(models[m], script, NULL, tp("slider.log")), 0, tp("slider.log"));
+        char *log = read_text(tp("slider.log"));
+        ck_assert_msg(strstr(log, m == 0 ? "view: attention mala" : "view: attention linear"), "%s", log);
+        free(log);
+        float *r[3];
+        int L;
+        for (int k = 0; k < 3; k++) r[k] = load_row(f[k], &L);
+        if (m == 0) {
+            for (int k = 0; k < 3; k++)
+                ck_assert_msg(fabs(row_sum(r[k], L) - 1.0) < 1e-4, "MALA a=%g: the row sums to %.6f", scales[k],
+                              row_sum(r[k], L));
+            for (int k = 1; k < 3; k++)
+                ck_assert_msg(row_spread(r[k], L) > 1.5 * row_spread(r[k - 1], L),
+                              "MALA: a=%g spread %.4g is not sharper than a=%g's %.4g", scales[k], row_spread(r[k], L),
+                              scales[k - 1], row_spread(r[k - 1], L));
+        } else {
+            for (int k = 0; k < 3; k += 2)
+                for (int j = 0; j < L; j++)
+                    ck_assert_msg(fabsf(r[k][j] - r[1][j]) <= 1e-5f * fabsf(r[1][j]) + 1e-9f,
+                                  "linear: a=%g changed token %d from %.8g to %.8g", scales[k], j, r[1][j], r[k][j]);
+        }
+        for (int k = 0; k < 3; k++) free(r[k]);
+    }
+}
+END_TEST
+
+// DiG has no attention rows: the view says so, and attn_dump fails with the reason.
+START_TEST(attention_view_dig) {
+    if (skip_without_display("attention_view_dig")) return;
+    const char *model = train_model("dig", "DiG-T/4", NULL);
+    assert_ran(run_view_model(model, "attn=on;steps=1;n=1;generate;wait;attn_dump=x.npy;quit", NULL, tp("dig.log")), 1,
+               tp("dig.log"));
+    char *log = read_text(tp("dig.log"));
+    ck_assert_msg(strstr(log, "attn_dump=x.npy: no attention rows: backbone dig"), "%s", log);
+    free(log);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("viewer");
     TCase *tc = tcase_create("viewer");
@@ -391,6 +555,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, matches_mala_sample);
     tcase_add_test(tc, keys_preview_and_cancel);
     tcase_add_test(tc, script_errors);
+    tcase_add_test(tc, attention_view_bundled);
+    tcase_add_test(tc, attention_slider_mala_vs_linear);
+    tcase_add_test(tc, attention_view_dig);
     suite_add_tcase(s, tc);
     return s;
 }
