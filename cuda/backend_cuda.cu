@@ -29,7 +29,8 @@
 //   gate, modulate, gated residual (ops_norm.cu); GELU (tanh and exact), SiLU, SwiGLU, add, mul, ELU+1,
 //   logsigmoid, scale (ops_elementwise.cu); RoPE (ops_rope.cu); the token means, row statistics
 //   and row scalings of MALA and linear attention (ops_linear_attn.cu); the row softmax and its
-//   backward (ops_softmax.cu); the depthwise conv of LePE and DiG (ops_dwconv.cu); the chunked
+//   backward (ops_softmax.cu); one explicit attention row for the viewer (ops_attn_row.cu); the
+//   depthwise conv of LePE and DiG (ops_dwconv.cu); the chunked
 //   gated linear attention (ops_gla.cu); token flips and grid transposes (ops_permute.cu);
 //   patches and embeddings (ops_embed.cu); im2col, col2im and the bias sums of conv2d
 //   (ops_conv.cu); GroupNorm, LayerNorm over channels and per-channel adaLN on NCHW maps
