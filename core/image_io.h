@@ -33,9 +33,10 @@ int image_decode(const void *buf, size_t len, const char *name, int channels, co
 int image_probe(const void *buf, size_t len, const char *name, const ImageLimits *lim, int *w, int *h, MalaErr *err);
 // Reads a file (at most IMAGE_MAX_FILE_BYTES) and decodes it with the default limits.
 int image_load(const char *path, int channels, uint8_t **pixels, int *w, int *h, MalaErr *err);
-// Cheap validity check without decoding (reads the header and the last bytes): the format is
-// supported, the header parses, the size is within the limits and, for PNG, JPEG and PGM / PPM,
-// the file is complete (IEND / end-of-image marker / all samples), which catches truncated downloads.
+// Cheap validity check without decoding (reads the header, the PNG chunk headers and the last
+// bytes): the format is supported, the header parses, the size is within the limits and, for
+// PNG, JPEG and PGM / PPM, the file is complete (every chunk inside the file and IEND /
+// end-of-image marker / all samples), which catches truncated downloads.
 int image_check(const char *path, int *w, int *h, MalaErr *err);
 // Writes an 8-bit PNG (channels 1, 2, 3 or 4) atomically.
 int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int channels, MalaErr *err);
