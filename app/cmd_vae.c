@@ -247,8 +247,8 @@ int cmd_vae(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "encode")) return cmd_vae_encode(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "decode")) return cmd_vae_decode(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
-    fprintf(stderr, "error: mala vae: expected encode or decode%s%s\n%s", argc >= 2 ? ", got " : "",
-            argc >= 2 ? argv[1] : "", usage);
+    fprintf(stderr, "error: mala vae: expected encode or decode%s%s%s (mala vae --help)\n", argc >= 2 ? ", got '" : "",
+            argc >= 2 ? argv[1] : "", argc >= 2 ? "'" : "");
     return 2;
 }
 
