@@ -247,8 +247,8 @@ int cmd_vae(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "encode")) return cmd_vae_encode(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "decode")) return cmd_vae_decode(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
-    fprintf(stderr, "error: mala vae: expected encode or decode%s%s\n%s", argc >= 2 ? ", got " : "",
-            argc >= 2 ? argv[1] : "", usage);
+    fprintf(stderr, "error: mala vae: expected encode or decode%s%s%s (mala vae --help)\n", argc >= 2 ? ", got '" : "",
+            argc >= 2 ? argv[1] : "", argc >= 2 ? "'" : "");
     return 2;
 }
 
@@ -307,8 +307,8 @@ int cmd_bench_vae(int argc, char **argv) {
     }
     const double ge = 2 * vae_encode_macs(&c, size, size) / 1e9, gd = 2 * vae_decode_macs(&c, size, size) / 1e9;
     printf("{\"bench\":\"vae\",\"vae\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,"
-           "\"image_size\":%d,\"encode_img_per_s\":%.4f,\"decode_img_per_s\":%.4f,\"encode_gflop_per_img\":%.1f,"
-           "\"decode_gflop_per_img\":%.1f,\"encode_gflops\":%.1f,\"decode_gflops\":%.1f,\"peak_rss_mb\":%.0f}\n",
+           "\"image_size\":%d,\"encode_img_per_s\":%.4f,\"decode_img_per_s\":%.4f,\"encode_gflop_per_img\":%.3f,"
+           "\"decode_gflop_per_img\":%.3f,\"encode_gflops\":%.1f,\"decode_gflops\":%.1f,\"peak_rss_mb\":%.0f}\n",
            vae ? vae : "random sd-vae-ft-ema config", be->name, be->precision(), num_threads(), batch, size,
            batch / t[0], batch / t[1], ge, gd, ge * batch / t[0], gd * batch / t[1], peak_rss_bytes() / 1048576.0);
     free(x); free(z); free(mean); free(xo);

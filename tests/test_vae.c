@@ -1,12 +1,15 @@
 // The AutoencoderKL (model/vae.h) against tools/ref_vae.py's reference tensors on the tiny config
 // (both attention namings), the full-size config's names lists (every tensor used, none missing,
 // without allocating the weights), malformed files, and `mala vae encode|decode` through the CLI.
+#include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
 #include "backend.h"
+#include "image_io.h"
 #include "npy.h"
 #include "safetensors.h"
 #include "vae.h"
@@ -275,6 +278,164 @@ START_TEST(test_malformed) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// mala vae encode | decode through the CLI ($MALA_BIN, default ./mala).
+
+static char g_err[1 << 14];
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char args[3000], cmd[4000], ep[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>%s </dev/null", getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala",
+             args, ep);
+    const int st = system(cmd);
+    FILE *f = fopen(ep, "rb");
+    const size_t n = f ? fread(g_err, 1, sizeof g_err - 1, f) : 0;
+    if (f) fclose(f);
+    g_err[n] = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// One "error:" line holding the phrases, a non-zero exit.
+static void expect_cli_error(int rc, const char *p1, const char *p2) {
+    const char *nl = strchr(g_err, '\n');
+    ck_assert_msg(rc == 1 || rc == 2, "exit %d (expected an error):\n%s", rc, g_err);
+    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "expected one error line, got:\n%s", g_err);
+    ck_assert_msg(strstr(g_err, p1) && (!p2 || strstr(g_err, p2)), "message: %s", g_err);
+}
+
+static void save_npy(const char *path, const float *x, const int64_t *shape) {
+    NpyArray a;
+    MalaErr err;
+    ck_assert(npy_wrap(&a, "<f4", (void *)x, 4, shape) == 0);
+    ck_assert_msg(npy_save(path, &a, &err) == 0, "%s", err.msg);
+}
+
+static float *load_f32(const char *path, const char *key, int64_t *shape) {
+    NpyArray a;
+    MalaErr err;
+    ck_assert_msg((key ? npz_load(path, key, &a, &err) : npy_load(path, &a, &err)) == 0, "%s", err.msg);
+    ck_assert_str_eq(a.dtype, "<f4");
+    ck_assert_int_eq(a.ndim, 4);
+    memcpy(shape, a.shape, sizeof(int64_t) * 4);
+    float *x = malloc(a.nbytes);
+    memcpy(x, a.data, a.nbytes);
+    npy_free(&a);
+    return x;
+}
+
+START_TEST(test_cli_decode_encode) {
+    tu_make_tmpdir("vae_cli");
+    int64_t xs[4], zs[4], ms[4], s[4];
+    float *x = ref_tensor("in.x", xs), *z = ref_tensor("in.z", zs), *rx = ref_tensor("out.x", xs);
+    float *rmean = ref_tensor("out.mean", ms), *rlogvar = ref_tensor("out.logvar", ms);
+    char p[400], q[400];
+    snprintf(p, sizeof p, "%s/z.npy", tu_tmp);
+    save_npy(p, z, zs);
+    snprintf(q, sizeof q, "%s/x.npy", tu_tmp);
+    ck_assert_int_eq(run("vae decode --vae " FIX "vae_tiny_old.safetensors --in %s --out %s", p, q), 0);
+    float *dx = load_f32(q, NULL, s);
+    ck_assert(s[0] == xs[0] && s[1] == 3 && s[2] == xs[2] && s[3] == xs[3]);
+    const double ed = tu_nerr(dx, rx, (size_t)xs[0] * 3 * xs[2] * xs[3], 1e-6);
+    ck_assert_msg(ed < TOL, "decode through the CLI: %g", ed);
+    // the PNG grid: two images side by side with make_grid's 2-pixel padding
+    snprintf(q, sizeof q, "%s/grid.png", tu_tmp);
+    ck_assert_int_eq(run("vae decode --vae " FIX "vae_tiny.safetensors --in %s --out %s --batch 1", p, q), 0);
+    int gw, gh;
+    MalaErr err;
+    ck_assert_msg(image_check(q, &gw, &gh, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(gw, 2 + 2 * (24 + 2));
+    ck_assert_int_eq(gh, 2 + 32 + 2);
+    // encode from an array
+    snprintf(p, sizeof p, "%s/in.npy", tu_tmp);
+    save_npy(p, x, xs);
+    snprintf(q, sizeof q, "%s/m.npz", tu_tmp);
+    ck_assert_int_eq(run("vae encode --vae " FIX "vae_tiny.safetensors --in %s --out %s", p, q), 0);
+    float *mean = load_f32(q, "mean", s), *logvar = load_f32(q, "logvar", s);
+    ck_assert(s[0] == ms[0] && s[1] == 4 && s[2] == ms[2] && s[3] == ms[3]);
+    const size_t nl = (size_t)ms[0] * 4 * ms[2] * ms[3];
+    const double em = tu_nerr(mean, rmean, nl, 1e-6);
+    ck_assert_msg(em < TOL, "encode through the CLI: mean %g", em);
+    for (size_t i = 0; i < nl; i++)
+        ck_assert_msg(fabs(logvar[i] - rlogvar[i]) <= TOL * fmax(1.0, fabs(rlogvar[i])), "logvar[%zu] %g vs %g", i,
+                      logvar[i], rlogvar[i]);
+    free(x); free(z); free(rx); free(rmean); free(rlogvar); free(dx); free(mean); free(logvar);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// A folder of images (one class folder and one loose image) is center-cropped as center_crop_arr
+// and encoded in sorted order: the same numbers as cropping and encoding here.
+START_TEST(test_cli_encode_folder) {
+    tu_make_tmpdir("vae_dir");
+    char dir[400], p[500], q[400];
+    snprintf(dir, sizeof dir, "%s/imgs", tu_tmp);
+    ck_assert(mkdir(dir, 0755) == 0);
+    snprintf(p, sizeof p, "%s/b_class", dir);
+    ck_assert(mkdir(p, 0755) == 0);
+    const int sizes[3][2] = {{40, 36}, {32, 50}, {24, 24}};
+    const char *names[3] = {"b_class/x.png", "b_class/y.png", "a.png"};  // sorted: a.png, b_class/x, b_class/y
+    const int order[3] = {2, 0, 1};
+    const int S = 16;
+    float *want = malloc(sizeof(float) * 3 * 3 * S * S);
+    for (int i = 0; i < 3; i++) {
+        const int w = sizes[i][0], h = sizes[i][1];
+        uint8_t *px = malloc((size_t)w * h * 3), *crop = malloc((size_t)S * S * 3);
+        for (int k = 0; k < w * h * 3; k++) px[k] = (uint8_t)((k * 37 + i * 101) % 251);
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        MalaErr err;
+        ck_assert_msg(image_write_png(p, px, w, h, 3, &err) == 0, "%s", err.msg);
+        ck_assert(image_center_crop_arr(crop, S, px, w, h, 3) == 0);
+        int slot = 0;
+        while (order[slot] != i) slot++;
+        image_u8_to_float(want + (size_t)slot * 3 * S * S, crop, S, S, 3, 0);
+        free(px); free(crop);
+    }
+    MalaErr err;
+    Vae *v = vae_load(FIX "vae_tiny.safetensors", backend_cpu(), 3, S, S, &err);
+    ck_assert_msg(v != NULL, "%s", err.msg);
+    float mean[3 * 4 * 2 * 2], logvar[3 * 4 * 2 * 2];
+    ck_assert(vae_encode(v, want, 3, S, S, mean, logvar, &err) == 0);
+    vae_free(v);
+    snprintf(q, sizeof q, "%s/m.npz", tu_tmp);
+    ck_assert_int_eq(run("vae encode --vae " FIX "vae_tiny.safetensors --in %s --image-size %d --out %s", dir, S, q), 0);
+    int64_t s[4];
+    float *got = load_f32(q, "mean", s), *glv = load_f32(q, "logvar", s);
+    ck_assert(s[0] == 3 && s[1] == 4 && s[2] == 2 && s[3] == 2);
+    // 1e-5, not bit-equality: mala may pick other OpenBLAS kernels than this process (blas_core.h)
+    ck_assert_msg(tu_nerr(got, mean, 48, 1e-6) < 1e-5, "folder encode differs: %g", tu_nerr(got, mean, 48, 1e-6));
+    ck_assert_msg(tu_nerr(glv, logvar, 48, 1e-6) < 1e-5, "folder encode logvar differs");
+    free(got); free(glv); free(want);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+START_TEST(test_cli_errors) {
+    tu_make_tmpdir("vae_err");
+    char p[400], q[400];
+    const float z[1 * 3 * 4 * 3] = {0};
+    snprintf(p, sizeof p, "%s/z3.npy", tu_tmp);
+    save_npy(p, z, (int64_t[]){1, 3, 4, 3});
+    snprintf(q, sizeof q, "%s/x.npy", tu_tmp);
+    expect_cli_error(run("vae decode --vae " FIX "vae_tiny.safetensors --in %s --out %s", p, q), "z3.npy", "[N, 4, H, W]");
+    ck_assert_msg(access(q, F_OK) != 0, "no output after an error");
+    expect_cli_error(run("vae decode --vae " FIX "sample_model.safetensors --in %s --out %s", p, q),
+                     "sample_model.safetensors", "'encoder.");
+    expect_cli_error(run("vae decode --in %s --out %s", p, q), "--vae", NULL);
+    expect_cli_error(run("vae decode --vae " FIX "vae_tiny.safetensors --in %s --out %s/x.txt", p, tu_tmp), "x.txt",
+                     ".npy or .png");
+    expect_cli_error(run("vae encode --vae " FIX "vae_tiny.safetensors --in %s/none --out %s/m.npz", tu_tmp, tu_tmp),
+                     "none", NULL);
+    expect_cli_error(run("vae frobnicate"), "encode or decode", NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("vae");
     TCase *tc = tcase_create("vae");
@@ -288,6 +449,9 @@ int main(void) {
     tcase_add_test(tc, test_full_names_oldconv);
     tcase_add_test(tc, test_full_plan);
     tcase_add_test(tc, test_malformed);
+    tcase_add_test(tc, test_cli_decode_encode);
+    tcase_add_test(tc, test_cli_encode_folder);
+    tcase_add_test(tc, test_cli_errors);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

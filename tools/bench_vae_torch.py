@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""PyTorch eager peer of `mala bench vae` (app/cmd_vae.c: cmd_bench_vae): tools/ref_vae.py's
+AutoencoderKL (diffusers' architecture, sd-vae-ft-ema's config, random weights; or --tiny for the
+test config) timed on encode (posterior mean and clamped logvar) and decode of scaled latents, on
+the same batch, image size and thread count. Prints one JSON line.
+
+    /usr/bin/python3 tools/bench_vae_torch.py --batch 4 --size 256 --threads 2
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_vae import SCALE, AutoencoderKL, random_init  # noqa: E402
+
+
+def timed(fn, reps):
+    fn()  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="0 = torch's default")
+    ap.add_argument("--tiny", action="store_true", help="the test config (channels 4 8 16 16, 2 groups)")
+    args = ap.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.tiny:
+        model = AutoencoderKL(block_out_channels=(4, 8, 16, 16), norm_num_groups=2)
+    else:
+        model = AutoencoderKL()
+    random_init(model, 0)
+    model.eval()
+    f = 2 ** (len(model.config["block_out_channels"]) - 1)
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(args.batch, 3, args.size, args.size, generator=g) * 2 - 1
+    z = torch.randn(args.batch, model.config["latent_channels"], args.size // f, args.size // f, generator=g)
+    with torch.inference_mode():
+        te = timed(lambda: model.encode(x), args.reps)
+        td = timed(lambda: model.decode(z / SCALE), args.reps)
+    print(json.dumps({"bench": "vae_torch", "threads": torch.get_num_threads(), "batch": args.batch,
+                      "image_size": args.size, "encode_img_per_s": round(args.batch / te, 4),
+                      "decode_img_per_s": round(args.batch / td, 4), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()
