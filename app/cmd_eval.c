@@ -395,7 +395,7 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
     if (!a->gen.ckpt) return;
     const GenOpts *o = &a->gen.opts;
     json_str_field(b, "preset", a->preset);
-    json_str_field(b, "sampler", o->kind == SAMPLER_DDIM ? "ddim" : "ddpm");
+    json_str_field(b, "sampler", sampler_kind_name(o->kind));
     json_buf_printf(b, ",\"steps\":%d,\"cfg_scale\":%g,\"eta\":%g,\"clip\":%s,\"num\":%d", o->steps, o->cfg_scale,
                     o->eta, o->clip ? "true" : "false", a->gen.num);
 }

@@ -1,14 +1,29 @@
-// defines: sampler_kind_parse, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
+// defines: sampler_kind_parse, sampler_kind_name, sampler_kind_list, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
 //          sampler_set_steps, sampler_step_coefs, sampler_run, sampler_free
 #include "sampler.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+static const char *const SAMPLER_NAMES[SAMPLER_KIND_COUNT] = {"ddpm", "ddim"};
+
+const char *sampler_kind_name(SamplerKind k) {
+    return (int)k >= 0 && k < SAMPLER_KIND_COUNT ? SAMPLER_NAMES[k] : NULL;
+}
+
+const char *sampler_kind_list(void) {
+    static char list[128];
+    if (!list[0])
+        for (int k = 0; k < SAMPLER_KIND_COUNT; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "|" : "", SAMPLER_NAMES[k]);
+    return list;
+}
+
 int sampler_kind_parse(const char *name, SamplerKind *out) {
-    if (!strcasecmp(name, "ddpm")) { *out = SAMPLER_DDPM; return 0; }
-    if (!strcasecmp(name, "ddim")) { *out = SAMPLER_DDIM; return 0; }
+    for (int k = 0; k < SAMPLER_KIND_COUNT; k++)
+        if (!strcasecmp(name, SAMPLER_NAMES[k])) { *out = (SamplerKind)k; return 0; }
     return -1;
 }
 

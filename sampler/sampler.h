@@ -36,9 +36,11 @@ typedef int (*SamplerStepFn)(void *ctx, int step_index, int num_steps, const flo
 // with standard normals for step step_index. Only called on steps that add noise.
 typedef void (*SamplerNoiseFn)(void *ctx, float *out, size_t count, int step_index);
 
-typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1 } SamplerKind;
+typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1, SAMPLER_KIND_COUNT } SamplerKind;
 
-int sampler_kind_parse(const char *name, SamplerKind *out);   // "ddpm" / "ddim" (any case); 0 on success
+int sampler_kind_parse(const char *name, SamplerKind *out);   // a sampler_kind_name (any case); 0 on success
+const char *sampler_kind_name(SamplerKind k);                 // "ddpm", "ddim"; NULL out of range
+const char *sampler_kind_list(void);                          // "ddpm|ddim", for usage and errors
 
 #define SAMPLER_CANCELLED 1   // sampler_run's return when on_step asked to stop
 
