@@ -16,39 +16,12 @@
 #include "npy.h"
 #include "progress.h"
 #include "testutil.h"
+#include "testcli.h"   // defines: run, g_out, g_err, mala_bin
 
 #define MODEL "tests/fixtures/sample_model.safetensors"  // 8x8x1, 3 classes: fast to sample
 #define BUNDLED "assets/mala-dit-fmnist.safetensors"
 // A tiny run: DiT-T/4 on 32x32 images, batch 4, no periodic grids.
 #define TINY "--model DiT-T/4 --batch 4 --log-every 1 --sample-every 0 --threads 2"
-
-static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
-
-static char g_out[1 << 16], g_err[1 << 16];  // stdout and stderr of the last run()
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-}
-
-// Runs `mala ARGS` (a printf format); returns the exit status, or 128 + the signal.
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char args[4096], cmd[5000], op[300], ep[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(op, sizeof op, "%s/.stdout", tu_tmp);
-    snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s </dev/null", mala_bin(), args, op, ep);
-    int st = system(cmd);
-    slurp(op, g_out, sizeof g_out);
-    slurp(ep, g_err, sizeof g_err);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 #define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
     ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)

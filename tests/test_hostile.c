@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "testcli.h"   // defines: run, g_out, g_err, mala_bin
 #include "image_io.h"
 #include "inception.h"
 #include "json.h"
@@ -26,36 +27,6 @@
 #define FMNIST "/usr/share/datasets/fashion-mnist"
 // The tiny run: DiT-T/8 (16 tokens), batch 2, 8 images, no sample grids.
 #define TRAIN "train --model DiT-T/8 --batch 2 --limit 8 --lr 1e-3 --log-every 1 --sample-every 0"
-
-static const char *bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
-
-static char g_err[65536], g_out[16384];  // stderr and stdout of the last run()
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-}
-
-// Runs `mala ARGS` (a printf format) through the shell; returns the exit status, or 128 + the
-// signal that ended it.
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char args[3072], cmd[4096], ep[300], op[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(ep, sizeof ep, "%s/stderr", tu_tmp);
-    snprintf(op, sizeof op, "%s/stdout", tu_tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", bin(), args, op, ep);
-    int st = system(cmd);
-    slurp(ep, g_err, sizeof g_err);
-    slurp(op, g_out, sizeof g_out);
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static const char *err_tail(void) {
     size_t n = strlen(g_err);
@@ -270,7 +241,7 @@ END_TEST
 // Starts `mala ARGS` with stderr to `errfile`; returns the pid.
 static pid_t spawn(const char *errfile, const char *args) {
     char cmd[3072];
-    snprintf(cmd, sizeof cmd, "exec %s %s >/dev/null 2>%s", bin(), args, errfile);
+    snprintf(cmd, sizeof cmd, "exec %s %s >/dev/null 2>%s", mala_bin(), args, errfile);
     pid_t pid = fork();
     ck_assert(pid >= 0);
     if (pid == 0) {
@@ -286,7 +257,7 @@ static int catches_sigterm(pid_t pid) {
     char p[64], line[256], exe[4096], want[4096];
     snprintf(p, sizeof p, "/proc/%d/exe", (int)pid);
     ssize_t n = readlink(p, exe, sizeof exe - 1);
-    if (n <= 0 || !realpath(bin(), want)) return 0;
+    if (n <= 0 || !realpath(mala_bin(), want)) return 0;
     exe[n] = 0;
     if (strcmp(exe, want)) return 0;
     snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
