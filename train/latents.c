@@ -385,16 +385,18 @@ int latent_file_hash(const char *path, uint64_t *hash, uint64_t *bytes, MalaErr 
 static int manifest_mismatch(const LatentManifest *a, const LatentManifest *b, char *what, size_t cap) {
     if (a->count != b->count || a->list_hash != b->list_hash || a->image_size != b->image_size ||
         a->num_classes != b->num_classes)
-        snprintf(what, cap, "another image list (%lld images at %d px, list hash %016llx; now %lld at %d px, %016llx)",
+        snprintf(what, cap, "the image list (%lld images at %d px, list hash %016llx; now %lld at %d px, %016llx)",
                  (long long)a->count, a->image_size, (unsigned long long)a->list_hash, (long long)b->count, b->image_size,
                  (unsigned long long)b->list_hash);
     else if (a->vae_hash != b->vae_hash || a->vae_bytes != b->vae_bytes)
-        snprintf(what, cap, "another VAE (%.200s, hash %016llx; now %.200s, %016llx)", a->vae_file, (unsigned long long)a->vae_hash,
+        snprintf(what, cap, "the VAE (%.200s, hash %016llx; now %.200s, %016llx)", a->vae_file, (unsigned long long)a->vae_hash,
                  b->vae_file, (unsigned long long)b->vae_hash);
-    else if (a->views != b->views) snprintf(what, cap, "%s --hflip", a->views == 2 ? "with" : "without");
-    else if (a->f16 != b->f16) snprintf(what, cap, "dtype %s", a->f16 ? "float16" : "float32");
+    else if (a->views != b->views)
+        snprintf(what, cap, "the views (%d: encoded %s --hflip)", a->views, a->views == 2 ? "with" : "without");
+    else if (a->f16 != b->f16) snprintf(what, cap, "the dtype (%s)", a->f16 ? "f16" : "f32");
     else if (a->c != b->c || a->h != b->h || a->w != b->w || a->shard_images != b->shard_images || a->scale != b->scale)
-        snprintf(what, cap, "latents [%d, %d, %d] in shards of %d", a->c, a->h, a->w, a->shard_images);
+        snprintf(what, cap, "the latents or shards ([%d, %d, %d] in shards of %d images)", a->c, a->h, a->w,
+                 a->shard_images);
     else return 0;
     return 1;
 }
@@ -444,7 +446,8 @@ int latent_writer_open(LatentWriter *w, const char *dir, const LatentManifest *m
         char what[1400];
         if (latent_manifest_read(dir, &old, err)) goto fail;
         if (manifest_mismatch(&old, m, what, sizeof what)) {
-            mala_errf(err, "%s/%s: these latents were encoded from %s; give a fresh --out", dir, LATENT_MANIFEST, what);
+            mala_errf(err, "%s/%s: this set differs from the command in %s; continue it with its own flags, or give a "
+                      "fresh --out", dir, LATENT_MANIFEST, what);
             goto fail;
         }
         w->m.shards_done = old.shards_done;
