@@ -291,7 +291,8 @@ START_TEST(test_encode_train_sample) {
     ck_assert_int_ge(w, 32);
 
     // sample through the VAE: a PNG grid and the ADM .npz at the decoded size
-    const char *model = tp("a/checkpoints/0000004.safetensors");
+    char model[512];
+    snprintf(model, sizeof model, "%s", tp("a/checkpoints/0000004.safetensors"));
     RUN_FAILS("--vae FILE", "sample --ckpt %s --n 2 --steps 2 --out %s", model, tp("x.png"));
     RUN_FAILS("pixel-space", "sample --vae " VAE " --ckpt tests/fixtures/sample_model.safetensors --n 2 --out %s",
               tp("x.png"));
@@ -307,6 +308,20 @@ START_TEST(test_encode_train_sample) {
     ck_assert(npy_load(tp("s.npy"), &arr, &err) == 0);
     ck_assert(arr.ndim == 4 && arr.shape[1] == 3 && arr.shape[2] == 32);
     npy_free(&arr);
+    // eval --ckpt and the viewer decode the same way, and refuse a latent model without --vae
+    RUN_OK("eval is --ckpt %s --vae " VAE " --inception random --num 4 --sample-batch 2 --steps 2 --splits 1 "
+           "--threads 2", model);
+    ck_assert_msg(strstr(g_err, "4 samples"), "%s", g_err);
+    RUN_FAILS("--vae FILE", "eval is --ckpt %s --inception random --num 2 --splits 1", model);
+    RUN_FAILS("--vae FILE", "view --ckpt %s", model);
+    if (system("command -v xvfb-run >/dev/null 2>&1") == 0) {
+        char view[2048];
+        snprintf(view, sizeof view, "ASAN_OPTIONS=detect_leaks=0 timeout 120 xvfb-run -a -s '-screen 0 1024x768x24' %s "
+                 "view --ckpt %s --vae " VAE " --threads 2 --script 'n=2;steps=3;generate;wait;save=%s;quit' "
+                 ">/dev/null 2>&1", mala_bin(), model, tp("v.png"));
+        ck_assert(system(view) == 0);
+        ck_assert(image_check(tp("v.png"), &w, &h, &err) == 0);
+    }
     tu_rm_tmpdir();
 }
 END_TEST
