@@ -2,7 +2,7 @@
 //   decode --vae FILE --in Z.npy --out X.npy|grid.png   Z: float32 NCHW scaled latents;
 //          X = decoder(post_quant_conv(Z / 0.18215)), float32 NCHW in the [-1, 1] scale, unclamped
 //   encode --vae FILE --in X.npy|DIR --out M.npz        X: float32 NCHW in [-1, 1], or a folder of
-//          images (and of class folders of images), center-cropped as ADM's center_crop_arr;
+//          images (walked as datasets are, folder_walk), center-cropped as ADM's center_crop_arr;
 //          M holds `mean` and `logvar` (after quant_conv, unscaled, logvar clamped to [-30, 20])
 #include <math.h>
 #include <string.h>
