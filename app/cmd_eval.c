@@ -95,6 +95,7 @@ typedef struct {
 // What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
 typedef struct {
     const char *ckpt, *device, *precision;
+    const char *vae;       // latent models: the VAE that decodes the samples
     int num, batch;
     uint64_t seed;
     GenOpts opts;
@@ -117,13 +118,13 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     s->path = sp->ckpt;
     s->gen = xcalloc(1, sizeof *s->gen);
     if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
-    const NetConfig *c = &s->gen->net->cfg;
+    if (generator_attach_vae(s->gen, sp->vae, sp->ckpt, err)) return -1;
     s->gopts = &sp->opts;
     s->seed = sp->seed;
     s->n = sp->num;
-    s->c = c->in_channels;
-    s->h = s->w = c->image_size;
-    s->x = xmalloc((size_t)sp->batch * s->c * s->h * s->w * sizeof(float));
+    s->c = generator_out_channels(s->gen);  // a latent model's decoded images
+    s->h = s->w = generator_out_size(s->gen);
+    s->x = xmalloc((size_t)sp->batch * generator_image_floats(s->gen) * sizeof(float));
     s->y = xmalloc((size_t)sp->batch * sizeof(int32_t));
     return 0;
 }
@@ -213,8 +214,12 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
         return NULL;
     }
     float *b = batch_buf(s, max, s->c, s->h, s->w);
+    if (generator_decode(s->gen, s->x, k, b, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return NULL;
+    }
     size_t total = (size_t)k * s->c * s->h * s->w;
-    for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(s->x[i]) / 255.0f;
+    for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(b[i]) / 255.0f;
     s->next += k;
     *n = k;
     return b;
@@ -524,6 +529,7 @@ int cmd_eval(int argc, char **argv) {
         OPT_THREADS(&a.threads),
         {"--ckpt", OPT_STR, &a.gen.ckpt, "FILE", "fid / is: sample from this model instead of --samples"},
         {"--quick", OPT_FLAG, &a.quick, NULL, "--ckpt: the quick preset, DDIM 50 steps and 10,000 images"},
+        {"--vae", OPT_STR, &a.gen.vae, "FILE", "--ckpt of a latent model: the VAE that decodes its samples"},
         {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample", ARG_MIN(1), ARG_ALIAS("--num-fid-samples")},
         {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch", ARG_MIN(1),
          ARG_ALIAS("--per-proc-batch-size")},

@@ -84,6 +84,7 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
+    const char *vae = NULL;
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0;
     uint64_t seed = 0;
@@ -109,6 +110,7 @@ int cmd_sample(int argc, char **argv) {
         {"--save-npz", OPT_STR, &npz, "FILE", "ADM evaluator batch: arr_0 uint8 NHWC, arr_1 labels"},
         {"--save-npy", OPT_STR, &npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
         {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
+        {"--vae", OPT_STR, &vae, "FILE", "latent models: the VAE that decodes their samples (diffusers safetensors)"},
         OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
@@ -148,6 +150,7 @@ int cmd_sample(int argc, char **argv) {
     Generator g;
     if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
     if (!strcmp(weights, "online")) use_online_weights(&g, ckpt);
+    if (generator_attach_vae(&g, vae, ckpt, &err)) FATAL("%s", err.msg);
     const NetConfig *c = &g.net->cfg;
     int K = c->num_classes;
     int32_t *y = NULL;
@@ -205,44 +208,57 @@ int cmd_sample(int argc, char **argv) {
     }
     if (!lead) out = out_dir = npz = npy = NULL;  // rank 0 writes
 
-    if (out) {
-        if (image_save_grid(out, x, n, c->in_channels, c->image_size, c->image_size, nrow > 0 ? nrow : 8, 2, &err))
-            FATAL("%s", err.msg);
-        fprintf(stderr, "wrote %s (%d images)\n", out, n);
-    }
-    if (out_dir) {
-        make_dirs(out_dir);
-        for (int i = 0; i < n; i++) {
+    // the images: decoded batch by batch (a latent model's through its VAE), kept whole only
+    // for the grid and the .npy
+    const int oc = generator_out_channels(&g), os = generator_out_size(&g);
+    const size_t oper = generator_out_floats(&g);
+    if (out || npy) args_check_memory("--n", n, (double)n * oper * sizeof(float), "the decoded images");
+    if (npz) args_check_memory("--n", n, (double)n * oper, "the .npz's uint8 images");
+    float *img = out || npy ? xmalloc(oper * n * sizeof(float)) : NULL;
+    float *chunk = img ? NULL : xmalloc(oper * batch * sizeof(float));
+    uint8_t *u8 = npz ? xmalloc(oper * n) : NULL;
+    if (out_dir) make_dirs(out_dir);
+    progress_init(&pr.pg, stderr);
+    for (int b0 = 0; (out || out_dir || npz || npy) && b0 < n; b0 += batch) {
+        int nb = n - b0 < batch ? n - b0 : batch;
+        float *dst = img ? img + oper * b0 : chunk;
+        if (generator_decode(&g, x + per * b0, nb, dst, &err)) FATAL("%s", err.msg);
+        if (g.vae) progress_update(&pr.pg, b0 + nb == n, "decoding images %d-%d of %d", b0 + 1, b0 + nb, n);
+        for (int i = 0; out_dir && i < nb; i++) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, i, g.classes.names[y[i]]);
+            snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, g.classes.names[y[b0 + i]]);
             for (char *p = path + strlen(out_dir) + 1; *p; p++)
                 if (*p == '/' || *p == ' ') *p = '_';
-            if (image_save_grid(path, x + per * i, 1, c->in_channels, c->image_size, c->image_size, 1, 0, &err))
-                FATAL("%s", err.msg);
+            if (image_save_grid(path, dst + oper * i, 1, oc, os, os, 1, 0, &err)) FATAL("%s", err.msg);
         }
-        fprintf(stderr, "wrote %d PNGs to %s\n", n, out_dir);
+        if (u8) to_u8_nhwc(u8 + oper * b0, dst, nb, oc, os);
     }
+    progress_break(&pr.pg);
+    if (out) {
+        if (image_save_grid(out, img, n, oc, os, os, nrow > 0 ? nrow : 8, 2, &err)) FATAL("%s", err.msg);
+        fprintf(stderr, "wrote %s (%d images)\n", out, n);
+    }
+    if (out_dir) fprintf(stderr, "wrote %d PNGs to %s\n", n, out_dir);
     if (npz) {
-        uint8_t *u8 = xmalloc(per * n);
-        to_u8_nhwc(u8, x, n, c->in_channels, c->image_size);
         int64_t *lab = xmalloc(n * sizeof(int64_t));
         for (int i = 0; i < n; i++) lab[i] = y[i];
         NpyArray arr[2];
-        npy_wrap(&arr[0], "|u1", u8, 4, (int64_t[]){n, c->image_size, c->image_size, c->in_channels});
+        npy_wrap(&arr[0], "|u1", u8, 4, (int64_t[]){n, os, os, oc});
         npy_wrap(&arr[1], "<i8", lab, 1, (int64_t[]){n});
         const char *keys[2] = {"arr_0", "arr_1"};
         if (npz_save(npz, keys, arr, 2, &err)) FATAL("%s", err.msg);
-        fprintf(stderr, "wrote %s (arr_0 uint8 [%d,%d,%d,%d], arr_1 labels)\n", npz, n, c->image_size, c->image_size,
-                c->in_channels);
-        free(u8);
+        fprintf(stderr, "wrote %s (arr_0 uint8 [%d,%d,%d,%d], arr_1 labels)\n", npz, n, os, os, oc);
         free(lab);
     }
     if (npy) {
         NpyArray a;
-        npy_wrap(&a, "<f4", x, 4, (int64_t[]){n, c->in_channels, c->image_size, c->image_size});
+        npy_wrap(&a, "<f4", img, 4, (int64_t[]){n, oc, os, os});
         if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
         fprintf(stderr, "wrote %s\n", npy);
     }
+    free(img);
+    free(chunk);
+    free(u8);
     free(x);
     free(y);
     generator_close(&g);

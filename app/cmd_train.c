@@ -25,6 +25,7 @@
 #include "dist.h"
 #include "generate.h"
 #include "image_io.h"
+#include "latents.h"  // defines: latent_is_set
 #include "loss_plot.h"
 #include "progress.h"
 #include "trainer.h"
@@ -121,17 +122,21 @@ static double history_load(History *h, const char *csv, uint64_t upto) {
 
 // The sample grid of the EMA weights, through the one sampling API (DDIM-50, guidance 4, a fixed
 // seed, so grids of one run are comparable).
+// A latent model's grid decodes through --vae (pipeline/decode.c).
 typedef struct {
     Generator g;
     int n, per_class;
-    float *x;
+    float *x, *img;
     int32_t *y;
 } Preview;
 
-static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be) {
+static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae) {
     p->n = c->num_classes <= 16 ? 4 * c->num_classes : 64;
     generator_new(&p->g, c, cn, be, p->n);
+    MalaErr err;
+    if (generator_attach_vae(&p->g, vae, "the model trained", &err)) FATAL("%s", err.msg);
     p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
+    p->img = xmalloc((size_t)p->n * generator_out_floats(&p->g) * sizeof(float));
     p->y = xmalloc(p->n * sizeof(int32_t));
     p->per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
     for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % c->num_classes;
@@ -145,13 +150,17 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
     o.kind = SAMPLER_DDIM;
     o.steps = 50;
     generator_noise(&p->g, p->x, 1234, 0, p->n);
+    const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
+    (void)c;
     if (generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, NULL, NULL, &err) < 0 ||
-        image_save_grid(path, p->x, p->n, c->in_channels, c->image_size, c->image_size, p->per_class, 2, &err))
+        generator_decode(&p->g, p->x, p->n, p->img, &err) ||
+        image_save_grid(path, p->img, p->n, oc, os, os, p->per_class, 2, &err))
         fprintf(stderr, "warning: sample grid: %s\n", err.msg);
 }
 
 static void preview_free(Preview *p) {
     free(p->x);
+    free(p->img);
     free(p->y);
     generator_close(&p->g);
 }
@@ -166,12 +175,13 @@ static void format_eta(char *buf, size_t n, double s) {
 
 typedef struct {
     const char *data;
+    const char *vae;                 // latent data: the VAE of the sample grids ("" = none)
     int log_every, sample_every, ckpt_every, hflip, limit, keep;
     double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
 } RunSettings;
 
-enum { RUN_KEYS = 9 };
+enum { RUN_KEYS = 10 };
 
 typedef struct {
     char val[RUN_KEYS][4200];
@@ -182,12 +192,13 @@ typedef struct {
 // steps goes in (no clock), so a resumed run's checkpoints stay byte-identical to a straight one's.
 static void run_meta_fill(RunMeta *m, const RunSettings *r) {
     static const char *keys[RUN_KEYS] = {"run.data", "run.log_every", "run.sample_every", "run.ckpt_every", "run.hflip",
-                                         "run.limit", "run.keep", "run.channels_from", "run.classes_from"};
+                                         "run.limit", "run.keep", "run.channels_from", "run.classes_from", "run.vae"};
     snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
     int ints[6] = {r->log_every, r->sample_every, r->ckpt_every, r->hflip, r->limit, r->keep};
     for (int i = 0; i < 6; i++) snprintf(m->val[1 + i], sizeof m->val[0], "%d", ints[i]);
     snprintf(m->val[7], sizeof m->val[0], "%s", r->channels_from);
     snprintf(m->val[8], sizeof m->val[0], "%s", r->classes_from);
+    snprintf(m->val[9], sizeof m->val[0], "%s", r->vae ? r->vae : "");
     for (int i = 0; i < RUN_KEYS; i++) { m->kv[2 * i] = keys[i]; m->kv[2 * i + 1] = m->val[i]; }
 }
 
@@ -203,13 +214,15 @@ static int meta_int(const StFile *f, const char *key, int *out) {
 
 // Reads the run.* settings of a checkpoint into r (keeps r's values for keys it lacks); strings
 // are copied into buf. Returns the number of keys found.
-static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap) {
+static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap) {
     StFile f;
     MalaErr err;
     if (st_open(&f, path, &err)) return 0;
     int found = 0;
     const char *data = st_meta(&f, "run.data");
     if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
+    const char *vae = st_meta(&f, "run.vae");
+    if (vae) { snprintf(vae_buf, vae_cap, "%s", vae); r->vae = vae_buf[0] ? vae_buf : NULL; }
     found += meta_int(&f, "run.log_every", &r->log_every) + meta_int(&f, "run.sample_every", &r->sample_every) +
              meta_int(&f, "run.ckpt_every", &r->ckpt_every) + meta_int(&f, "run.hflip", &r->hflip) +
              meta_int(&f, "run.limit", &r->limit) + meta_int(&f, "run.keep", &r->keep);
@@ -260,13 +273,14 @@ int cmd_train(int argc, char **argv) {
     mo.channels = mo.classes = 0;  // from the data unless given
     TrainOpts to;
     train_opts_default(&to);
-    RunSettings rs = {"fashion-mnist", 100, 5000, 5000, -1, 0, 3, 0, "data", "data"};  // the defaults
+    RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 0, "data", "data"};  // the defaults
     const char *out = "runs/mala", *device = NULL, *precision = NULL;
     int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC", "fashion-mnist or an image folder root/<class>/<image>",
          ARG_ALIAS("--data-path")},
+        {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
         {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",
          ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
         {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch", ARG_MIN(1)},
@@ -322,7 +336,7 @@ int cmd_train(int argc, char **argv) {
     const Backend *be = backend_select(device, precision);
     MalaErr err;
 
-    char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200];
+    char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200], vae_buf[4200];
     snprintf(dir, sizeof dir, "%s/checkpoints", out);
     snprintf(csv, sizeof csv, "%s/log.csv", out);
     snprintf(plot, sizeof plot, "%s/loss.png", out);
@@ -377,10 +391,11 @@ int cmd_train(int argc, char **argv) {
         tr->opt = to;
         // the run's data and logging settings, except those given again
         RunSettings r = rs;
-        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf))
+        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf, vae_buf, sizeof vae_buf))
             fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
                     resume_path);
         if (!GIVEN(rs.data)) rs.data = r.data;
+        if (!GIVEN(rs.vae)) rs.vae = r.vae;
         if (!GIVEN(rs.log_every)) rs.log_every = r.log_every;
         if (!GIVEN(rs.sample_every)) rs.sample_every = r.sample_every;
         if (!GIVEN(rs.ckpt_every)) rs.ckpt_every = r.ckpt_every;
@@ -396,10 +411,15 @@ int cmd_train(int argc, char **argv) {
     }
 
     // 2. the data, checked before anything is written; it shapes a fresh model
-    Dataset *ds = dataset_open(rs.data, resume ? c.image_size : mo.image_size,
+    // a latent set fixes the image size (its latents'), unless a flag asks for one
+    const int latent_data = latent_is_set(rs.data);
+    Dataset *ds = dataset_open(rs.data, resume ? c.image_size : latent_data && !GIVEN(mo.image_size) ? 0 : mo.image_size,
                                resume ? c.in_channels : GIVEN(mo.channels) ? mo.channels : 0, &err);
     if (!ds) FATAL("%s", err.msg);
     if (rs.limit > 0 && dataset_limit(ds, rs.limit, &err)) FATAL("%s", err.msg);
+    if (resume && (ds->views > 0) != (c.latent_scale > 0))
+        FATAL("%s: %s, the resumed model is a %s model", rs.data, ds->views ? "a latent set" : "images",
+              c.latent_scale > 0 ? "latent" : "pixel-space");
     if (resume) {
         if (ds->num_classes != c.num_classes)
             FATAL("%s: %d classes, the resumed model has %d", rs.data, ds->num_classes, c.num_classes);
@@ -414,7 +434,9 @@ int cmd_train(int argc, char **argv) {
         snprintf(rs.classes_from, sizeof rs.classes_from, "%s", GIVEN(mo.classes) ? "--classes" : "data");
         mo.channels = ds->channels;
         mo.classes = ds->num_classes;
+        if (ds->views) mo.image_size = ds->image_size;
         model_opts_config(&mo, &c);
+        c.latent_scale = ds->latent_scale;  // the model file records that it is a latent model
         model_check_learnable(&c, mo.preset);
         cn.n = ds->num_classes;
         cn.names = xcalloc(cn.n, sizeof(char *));
@@ -431,6 +453,11 @@ int cmd_train(int argc, char **argv) {
     }
     int hflip = rs.hflip >= 0 ? rs.hflip
                               : strcmp(rs.data, "fashion-mnist") != 0 && strncmp(rs.data, "fashion-mnist:", 14) != 0;
+    if (ds->views) {  // a latent set's flips are its encoded views (a latent cannot be mirrored)
+        if (rs.hflip == 1 && ds->views == 1)
+            FATAL("--hflip 1: %s holds one view per image; encode with `mala encode --hflip` to train with flips", rs.data);
+        hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
+    }
     size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
     if (!resume)
         args_check_memory("--batch", batch / world,
@@ -480,8 +507,13 @@ int cmd_train(int argc, char **argv) {
 
     Preview pv = {0};
     if (!lead) rs.sample_every = 0;  // rank 0's grids only
-    if (rs.sample_every > 0) {
-        preview_init(&pv, &c, &tr->classes, be);
+    int grid_every = rs.sample_every;  // the run's setting stays in its checkpoints either way
+    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
+        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
+        grid_every = 0;
+    }
+    if (grid_every > 0) {
+        preview_init(&pv, &c, &tr->classes, be, rs.vae);
         snprintf(path, sizeof path, "%s/samples", out);
         make_dirs(path);
     }
@@ -543,7 +575,7 @@ int cmd_train(int argc, char **argv) {
             last_saved = tr->step;
             prune_checkpoints(out, rs.keep, tr->step);
         }
-        if (rs.sample_every > 0 && (tr->step % rs.sample_every == 0 || tr->step == iters)) {
+        if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
             double t0 = now_seconds();
             preview_write(&pv, tr, path);  // also the final grid, at the run's last step
@@ -573,7 +605,7 @@ int cmd_train(int argc, char **argv) {
                 now_seconds() - t_start, dir);
     }
 #undef GIVEN
-    if (rs.sample_every > 0) preview_free(&pv);
+    if (grid_every > 0) preview_free(&pv);
     free(x);
     free(y);
     free(hist.step);

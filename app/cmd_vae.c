@@ -2,38 +2,23 @@
 //   decode --vae FILE --in Z.npy --out X.npy|grid.png   Z: float32 NCHW scaled latents;
 //          X = decoder(post_quant_conv(Z / 0.18215)), float32 NCHW in the [-1, 1] scale, unclamped
 //   encode --vae FILE --in X.npy|DIR --out M.npz        X: float32 NCHW in [-1, 1], or a folder of
-//          images (and of class folders of images), center-cropped as ADM's center_crop_arr;
+//          images (walked as datasets are, folder_walk), center-cropped as ADM's center_crop_arr;
 //          M holds `mean` and `logvar` (after quant_conv, unscaled, logvar clamped to [-30, 20])
-#include <dirent.h>
 #include <math.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "data.h"  // defines: folder_walk
 #include "image_io.h"
 #include "npy.h"
 #include "rng.h"
 #include "vae.h"
 
-#define VAE_AUTO_BATCH_CAP 8
-#define VAE_AUTO_BYTES ((size_t)2 << 30)  // activations budget when --batch is not given
-
 static int ends_with(const char *s, const char *suffix) {
     const size_t n = strlen(s), k = strlen(suffix);
     return n >= k && !strcasecmp(s + n - k, suffix);
-}
-
-// The batch: --batch, or the largest up to 8 whose activations fit 2 GiB.
-static int pick_batch(const char *vae_path, int batch, int h, int w, const Backend *be) {
-    if (batch > 0) return batch;
-    StFile f;
-    MalaErr err;
-    VaeConfig c;
-    if (st_open(&f, vae_path, &err)) FATAL("%s", err.msg);
-    if (vae_config_from_file(&c, &f, &err)) FATAL("%s", err.msg);
-    st_close(&f);
-    return vae_batch_for(&c, be, h, w, VAE_AUTO_BYTES, VAE_AUTO_BATCH_CAP);
 }
 
 // A float32 NCHW array from path with `channels` channels.
@@ -72,20 +57,13 @@ static int cmd_vae_decode(int argc, char **argv) {
     if (!ends_with(out, ".npy") && !ends_with(out, ".png")) FATAL("--out %s: expected a .npy or .png path", out);
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
-    StFile f;
     MalaErr err;
     VaeConfig c;
-    if (st_open(&f, vae, &err) || vae_config_from_file(&c, &f, &err)) FATAL("%s", err.msg);
-    st_close(&f);
+    vae_peek(vae, &c);
     int64_t zs[4];
     float *z = load_nchw(in, c.latent, zs);
     const int fct = vae_factor(&c), N = (int)zs[0], h = (int)zs[2], w = (int)zs[3], H = h * fct, W = w * fct;
-    batch = pick_batch(vae, batch, H, W, be);
-    if (batch > N && N > 0) batch = N;
-    args_check_memory("--batch", batch, (double)vae_activation_bytes(&c, be, batch, H, W) + vae_weight_bytes(&c),
-                      "the VAE's weights and activations");
-    Vae *v = vae_load(vae, be, batch, H, W, &err);
-    if (!v) FATAL("%s", err.msg);
+    Vae *v = vae_open_for(vae, be, batch, N, H, W, &batch);
     float *x = xmalloc(sizeof(float) * (size_t)N * c.out_channels * H * W + 1);
     double t0 = now_seconds();
     if (vae_decode(v, z, N, h, w, x, &err)) FATAL("%s: %s", in, err.msg);
@@ -117,66 +95,32 @@ static int is_image(const char *name) {
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-typedef struct { char **p; int n, cap; } Paths;
-
-static void paths_add(Paths *ps, const char *dir, const char *name) {
-    if (ps->n == ps->cap) {
-        ps->cap = ps->cap ? 2 * ps->cap : 64;
-        ps->p = realloc(ps->p, sizeof(char *) * (size_t)ps->cap);
-        CHECK(ps->p != NULL, "out of memory");
-    }
-    const size_t len = strlen(dir) + strlen(name) + 2;
-    ps->p[ps->n] = xmalloc(len);
-    snprintf(ps->p[ps->n++], len, "%s/%s", dir, name);
-}
-
-// The images of dir and of its sub-folders (one level: an ImageNet-layout folder), sorted by
-// (folder, file name).
-static void list_images(Paths *ps, const char *dir, int depth) {
-    DIR *d = opendir(dir);
-    if (!d) FATAL("%s: cannot open the folder", dir);
-    Paths here = {0};
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') paths_add(&here, dir, e->d_name);
-    closedir(d);
-    qsort(here.p, (size_t)here.n, sizeof(char *), cmp_str);
-    for (int i = 0; i < here.n; i++) {
-        struct stat st;
-        if (stat(here.p[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            if (depth == 0) list_images(ps, here.p[i], 1);
-        } else if (is_image(here.p[i])) {
-            const char *slash = strrchr(here.p[i], '/');
-            paths_add(ps, dir, slash + 1);
-        }
-        free(here.p[i]);
-    }
-    free(here.p);
-}
-
 // The folder's images center-cropped to size x size, as float [-1, 1] NCHW.
 static float *load_folder(const char *dir, int size, int channels, int *N) {
-    Paths ps = {0};
-    list_images(&ps, dir, 0);
-    if (ps.n == 0) FATAL("%s: no images in the folder or its sub-folders", dir);
+    char **all;
+    size_t total, n = 0;
+    MalaErr err;
+    if (folder_walk(dir, &all, &total, &err)) FATAL("%s", err.msg);
+    for (size_t i = 0; i < total; i++) {
+        if (is_image(all[i])) all[n++] = all[i];
+        else free(all[i]);
+    }
+    if (n == 0) FATAL("%s: no images in the folder or its sub-folders", dir);
     const size_t per = (size_t)channels * size * size;
-    float *x = xmalloc(sizeof(float) * per * ps.n);
+    float *x = xmalloc(sizeof(float) * per * n);
     uint8_t *crop = xmalloc((size_t)size * size * channels);
-    for (int i = 0; i < ps.n; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint8_t *px;
         int w, h;
-        MalaErr err;
-        if (image_load(ps.p[i], channels, &px, &w, &h, &err)) FATAL("%s", err.msg);
-        if (image_center_crop_arr(crop, size, px, w, h, channels)) FATAL("%s: cannot crop to %d", ps.p[i], size);
+        if (image_load(all[i], channels, &px, &w, &h, &err)) FATAL("%s", err.msg);
+        if (image_center_crop_arr(crop, size, px, w, h, channels)) FATAL("%s: cannot crop to %d", all[i], size);
         image_u8_to_float(x + per * i, crop, size, size, channels, 0);
         free(px);
-        free(ps.p[i]);
+        free(all[i]);
     }
     free(crop);
-    free(ps.p);
-    *N = ps.n;
+    free(all);
+    *N = (int)n;
     return x;
 }
 
@@ -199,11 +143,9 @@ static int cmd_vae_encode(int argc, char **argv) {
     if (!ends_with(out, ".npz")) FATAL("--out %s: expected a .npz path", out);
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
-    StFile f;
     MalaErr err;
     VaeConfig c;
-    if (st_open(&f, vae, &err) || vae_config_from_file(&c, &f, &err)) FATAL("%s", err.msg);
-    st_close(&f);
+    vae_peek(vae, &c);
     struct stat st;
     if (stat(in, &st)) FATAL("%s: no such file or folder", in);
     int64_t xs[4];
@@ -217,12 +159,7 @@ static int cmd_vae_encode(int argc, char **argv) {
     }
     const int fct = vae_factor(&c), N = (int)xs[0], H = (int)xs[2], W = (int)xs[3];
     if (H % fct || W % fct) FATAL("%s: images of %dx%d pixels; the VAE needs multiples of %d", in, H, W, fct);
-    batch = pick_batch(vae, batch, H, W, be);
-    if (batch > N && N > 0) batch = N;
-    args_check_memory("--batch", batch, (double)vae_activation_bytes(&c, be, batch, H, W) + vae_weight_bytes(&c),
-                      "the VAE's weights and activations");
-    Vae *v = vae_load(vae, be, batch, H, W, &err);
-    if (!v) FATAL("%s", err.msg);
+    Vae *v = vae_open_for(vae, be, batch, N, H, W, &batch);
     const size_t nl = (size_t)N * c.latent * (H / fct) * (W / fct);
     float *mean = xmalloc(sizeof(float) * nl + 1), *logvar = xmalloc(sizeof(float) * nl + 1);
     double t0 = now_seconds();
@@ -274,13 +211,8 @@ int cmd_bench_vae(int argc, char **argv) {
     const Backend *be = backend_select(device, precision);
     MalaErr err;
     VaeConfig c;
-    if (vae) {
-        StFile f;
-        if (st_open(&f, vae, &err) || vae_config_from_file(&c, &f, &err)) FATAL("%s", err.msg);
-        st_close(&f);
-    } else {
-        vae_config_sd(&c);
-    }
+    if (vae) vae_peek(vae, &c);
+    else vae_config_sd(&c);
     const int fct = vae_factor(&c);
     if (size % fct) FATAL("--image-size %d: the VAE needs a multiple of %d", size, fct);
     args_check_memory("--batch", batch, (double)vae_activation_bytes(&c, be, batch, size, size) + vae_weight_bytes(&c),

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "net.h"
+#include "vae.h"
 
 int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
@@ -19,6 +20,13 @@ int cmd_bench_inception(int argc, char **argv);
 // mala vae encode|decode (argv[0] is "vae") and mala bench vae (argv[0] is "vae"): app/cmd_vae.c.
 int cmd_vae(int argc, char **argv);
 int cmd_bench_vae(int argc, char **argv);
+// mala encode: an image folder -> a latent set (train/latents.h): app/cmd_encode.c.
+int cmd_encode(int argc, char **argv);
+// The --vae file's configuration (exits with a one-line error on a bad file), and the file loaded
+// for batches of `batch` images of h x w pixels (batch 0: the most up to 8 whose activations fit
+// 2 GiB; at most n when n > 0), the memory checked first; *batch_out (may be NULL) gets the batch.
+void vae_peek(const char *path, VaeConfig *c);
+Vae *vae_open_for(const char *path, const Backend *be, int batch, int n, int h, int w, int *batch_out);
 
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,
 // --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.

@@ -14,6 +14,7 @@ static const Command COMMANDS[] = {
     {"sample", cmd_sample, "generate images with DDPM or DDIM and classifier-free guidance"},
     {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
     {"bench", cmd_bench, "measure throughput: bench train | sample | inception | vae"},
+    {"encode", cmd_encode, "encode an image folder once through the VAE into a latent set for training"},
     {"vae", cmd_vae, "Stable Diffusion's VAE on its own: vae encode (images -> latents) | vae decode"},
     {"export", cmd_export, "write a checkpoint's EMA weights as a small model file for sampling"},
     {"info", cmd_info, "print a model file's configuration, parameters, training state and tensors"},

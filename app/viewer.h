@@ -80,6 +80,10 @@ typedef void (*WakeFn)(void *ctx);  // called from the worker whenever its statu
 
 // Starts the thread, which opens the model file and then waits for requests.
 Worker *worker_start(const char *path, const Backend *be, int threads, WakeFn wake, void *wake_ctx);
+// Latent models (DESIGN 8): the VAE file every worker started afterwards decodes frames with
+// (NULL: none), and the check that a model and the flag agree (a latent model needs --vae).
+void worker_set_vae(const char *vae_path);
+int worker_check_vae(const char *model, const char *vae_path, MalaErr *err);
 // Fills *out (class names copied) and returns 0 once the model is loaded; -1 before or on failure.
 int worker_model(Worker *w, ModelInfo *out);
 // Queues a run; -1 unless the worker is idle. The phase is WORKER_RUNNING when this returns 0.

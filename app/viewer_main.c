@@ -17,6 +17,7 @@
 
 typedef struct {
     const char *ckpt, *device, *precision, *script, *screenshot, *save_dir;
+    const char *vae;  // latent models: the VAE that decodes their frames
     int threads, width, height;
 } ViewArgs;
 
@@ -278,6 +279,7 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
     *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720};
     Opt opts[] = {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model)"},
+        {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
         OPT_DEVICE(&a->device),
         OPT_PRECISION(&a->precision),
         OPT_THREADS(&a->threads),
@@ -312,6 +314,12 @@ int cmd_view(int argc, char **argv) {
         script_free(&script);
         return 1;
     }
+    if (worker_check_vae(path, a.vae, &err)) {  // before a window opens
+        fprintf(stderr, "error: %s\n", err.msg);
+        script_free(&script);
+        return 1;
+    }
+    worker_set_vae(a.vae);
     View v;
     view_init(&v);
     v.model_path = path;

@@ -37,9 +37,44 @@ struct Worker {
     // the worker thread's own
     Generator *g;
     float *row;               // scratch row [gh*gw]
+    float *dec;               // latent models: decoded images [VIEW_MAX_IMAGES, out C, out S, out S]
+    double last_decode;       // when the last intermediate frame was decoded
 };
 
 static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
+
+// ---- latent models: frames decoded through the VAE ----
+static const char *g_vae_path;  // set before any worker starts (worker_set_vae)
+#define LATENT_FRAME_EVERY_S 1.0  // intermediate frames of a latent model: at most one decode a second
+
+void worker_set_vae(const char *vae_path) { g_vae_path = vae_path; }
+
+int worker_check_vae(const char *model, const char *vae_path, MalaErr *err) {
+    StFile f;
+    NetConfig c;
+    ClassNames cn;
+    if (st_open(&f, model, err)) return -1;
+    int rc = ckpt_read_config(&f, &c, &cn, err);
+    st_close(&f);
+    if (rc) return -1;
+    class_names_free(&cn);
+    if (c.latent_scale > 0 && !vae_path)
+        return mala_errf(err, "%s is a latent model: give --vae FILE, the VAE that decodes its samples", model);
+    if (!(c.latent_scale > 0) && vae_path)
+        return mala_errf(err, "--vae %s: %s is a pixel-space model (its samples are images already)", vae_path, model);
+    return 0;
+}
+
+// x (model space, n images) as the frame's images: w->dec for a latent model, else x itself.
+static const float *frame_images(Worker *w, const float *x, int n) {
+    if (!w->g->vae) return x;
+    MalaErr err;
+    if (generator_decode(w->g, x, n, w->dec, &err)) {
+        fprintf(stderr, "warning: viewer: %s\n", err.msg);
+        return NULL;
+    }
+    return w->dec;
+}
 
 static void describe(ModelInfo *mi, const NetConfig *c) {
     net_backbone(c->backbone)->describe(c, mi->arch, sizeof mi->arch);
@@ -54,8 +89,9 @@ static void publish_open(Worker *w, const Generator *g, int rc, const MalaErr *e
         w->st.phase = WORKER_FAILED;
         snprintf(w->st.msg, sizeof w->st.msg, "%s", err->msg);
     } else {
-        w->model.C = g->net->cfg.in_channels;
-        w->model.S = g->net->cfg.image_size;
+        w->model.C = generator_out_channels(g);  // a latent model's decoded images
+        w->model.S = generator_out_size(g);
+        if (g->vae) w->dec = xmalloc(VIEW_MAX_IMAGES * generator_out_floats(g) * sizeof(float));
         describe(&w->model, &g->net->cfg);
         class_names_copy(&w->model.classes, &g->classes);
         MalaErr why;
@@ -109,8 +145,14 @@ static void update_attn(Worker *w) {
 
 static int on_step(void *ctx, int i, int nsteps, const float *x0) {
     Worker *w = ctx;
+    const float *img = x0;
+    if (w->g->vae) {
+        if (now_seconds() - w->last_decode < LATENT_FRAME_EVERY_S && i + 1 < nsteps) return atomic_load(&w->cancel) ? 1 : 0;
+        img = frame_images(w, x0, w->req.n);
+        w->last_decode = now_seconds();
+    }
     pthread_mutex_lock(&w->mu);
-    store_frame(w, x0, w->req.n, 0);
+    if (img) store_frame(w, img, w->req.n, 0);
     w->st.step = i + 1;
     w->st.nsteps = nsteps;
     w->st.seconds = now_seconds() - w->t0;
@@ -143,10 +185,11 @@ static int next_request(Worker *w, ViewRequest *r) {
 }
 
 static void finish_run(Worker *w, int rc, const float *x, const MalaErr *err) {
+    const float *img = rc == 0 ? frame_images(w, x, w->req.n) : NULL;
     pthread_mutex_lock(&w->mu);
     w->st.seconds = now_seconds() - w->t0;
-    if (rc == 0) {
-        store_frame(w, x, w->req.n, 1);
+    if (rc == 0 && img) {
+        store_frame(w, img, w->req.n, 1);
         w->st.outcome = RUN_DONE;
     } else if (rc == SAMPLER_CANCELLED) {
         w->st.outcome = RUN_CANCELLED;
@@ -181,6 +224,10 @@ static void *worker_main(void *arg) {
     Generator g;
     MalaErr err = {{0}};
     int rc = generator_open_mode(&g, w->path, w->be, VIEW_MAX_IMAGES, NET_INFER_ATTN, &err);
+    if (rc == 0 && generator_attach_vae(&g, g_vae_path, w->path, &err)) {
+        generator_close(&g);
+        rc = -1;
+    }
     w->g = &g;
     publish_open(w, &g, rc, &err);
     if (rc == 0) run_requests(w, &g);
@@ -287,6 +334,7 @@ void worker_stop(Worker *w) {
     free(w->frame.x);
     free(w->map.row);
     free(w->row);
+    free(w->dec);
     free(w->path);
     free(w);
 }

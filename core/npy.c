@@ -1,4 +1,4 @@
-// defines: npy_dtype_size, npy_numel, npy_wrap, npy_free, npy_load, npy_save, npy_parse,
+// defines: npy_dtype_size, npy_numel, npy_wrap, npy_free, npy_load, npy_save, npy_parse, npy_parse_header, npy_header,
 //          npz_load, npz_keys, npz_keys_free, npz_save, npy_to_f64, npy_to_f32
 //
 // Layout of this file, top to bottom:
@@ -335,9 +335,10 @@ static uint32_t rd16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t
 static uint32_t rd32(const unsigned char *p) { return rd16(p) | rd16(p + 2) << 16; }
 static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
-// `total` is the entry's full length when known (else UINT64_MAX) so a header cannot make us
-// allocate more than the file holds.
-static int npy_read_src(Src *s, uint64_t total, NpyArray *a, MalaErr *err) {
+// The magic, version and header dict from a source; *head = the bytes before the data. `total` is
+// the entry's full length when known (else UINT64_MAX) so a header cannot make us allocate more
+// than the file holds; with it, the data must fill the rest exactly.
+static int npy_read_header(Src *s, uint64_t total, NpyArray *a, uint64_t *head, MalaErr *err) {
     memset(a, 0, sizeof *a);
     unsigned char pre[12];
     if (total < 10 || src_read(s, pre, 8, err))
@@ -384,6 +385,13 @@ static int npy_read_src(Src *s, uint64_t total, NpyArray *a, MalaErr *err) {
                          (unsigned long long)nb, (unsigned long long)have);
     }
     a->nbytes = (size_t)nb;
+    *head = prefix + hlen;
+    return 0;
+}
+
+static int npy_read_src(Src *s, uint64_t total, NpyArray *a, MalaErr *err) {
+    uint64_t head;
+    if (npy_read_header(s, total, a, &head, err)) return -1;
     a->data = malloc(a->nbytes ? a->nbytes : 1);
     if (!a->data) {
         size_t want = a->nbytes;
@@ -392,6 +400,14 @@ static int npy_read_src(Src *s, uint64_t total, NpyArray *a, MalaErr *err) {
     }
     if (src_read(s, a->data, a->nbytes, err) || src_finish(s, err)) { npy_free(a); return -1; }
     return 0;
+}
+
+int npy_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name, NpyArray *a,
+                     uint64_t *data_offset, MalaErr *err) {
+    Src s = { .name = name ? name : "<memory>", .mem = buf, .in_left = len, .expect = UINT64_MAX };
+    int rc = npy_read_header(&s, file_size, a, data_offset, err);
+    a->data = NULL;
+    return rc;
 }
 
 static int open_read(const char *path, FILE **f, uint64_t *size, MalaErr *err) {
@@ -694,6 +710,15 @@ static size_t header_for(const NpyArray *a, char *buf, size_t cap) {
     char why[128];
     dtype_normalise(a->dtype, c.dtype, why, sizeof why);
     return build_header(&c, buf, cap);
+}
+
+size_t npy_header(const char *dtype, int ndim, const int64_t *shape, char *buf, size_t cap) {
+    NpyArray a = {0};
+    char why[128];
+    if (ndim < 0 || ndim > NPY_MAX_DIMS || dtype_normalise(dtype, a.dtype, why, sizeof why)) return 0;
+    a.ndim = ndim;
+    memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return build_header(&a, buf, cap);
 }
 
 int npy_save(const char *path, const NpyArray *a, MalaErr *err) {

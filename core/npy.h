@@ -44,6 +44,15 @@ int npy_save(const char *path, const NpyArray *a, MalaErr *err);
 // Parses a whole .npy image held in memory (`name` is used in messages). Data is copied.
 int npy_parse(const void *buf, size_t len, const char *name, NpyArray *a, MalaErr *err);
 
+// Only the header of a .npy file whose first len bytes are buf (len may be less than the file):
+// a->data stays NULL, a->nbytes is the data's size, *data_offset where it starts. file_size is
+// the whole file's: the data must fill it exactly (for memory-mapped arrays).
+int npy_parse_header(const void *buf, size_t len, uint64_t file_size, const char *name, NpyArray *a,
+                     uint64_t *data_offset, MalaErr *err);
+// numpy's header (magic, version, dict, padding to 64 bytes) for an array of this dtype and shape,
+// into buf. Returns its length, or 0 for a bad dtype / ndim or a buffer too small.
+size_t npy_header(const char *dtype, int ndim, const int64_t *shape, char *buf, size_t cap);
+
 // Loads entry `key` (the archive member `key.npy`, or `key` itself). A missing key gives
 // "<path>: no array 'key' (has: a, b, c)".
 int npz_load(const char *path, const char *key, NpyArray *a, MalaErr *err);

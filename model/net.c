@@ -85,8 +85,8 @@ int net_config_validate(const NetConfig *c, MalaErr *err) {
 void net_config_describe(const NetConfig *c, char *buf, size_t n) {
     char own[224];
     net_backbone(c->backbone)->describe(c, own, sizeof own);
-    snprintf(buf, n, "%s %s, %dx%dx%d, %d classes%s", backbone_name(c->backbone), own, c->image_size, c->image_size,
-             c->in_channels, c->num_classes, c->learn_sigma ? ", learned sigma" : "");
+    snprintf(buf, n, "%s %s, %dx%dx%d%s, %d classes%s", backbone_name(c->backbone), own, c->image_size, c->image_size,
+             c->in_channels, c->latent_scale > 0 ? " latents" : "", c->num_classes, c->learn_sigma ? ", learned sigma" : "");
 }
 
 double net_flops_per_image(const NetConfig *c) { return net_backbone(c->backbone)->flops_per_image(c); }
@@ -108,6 +108,13 @@ int net_config_read(const StFile *f, NetConfig *c, MalaErr *err) {
         st_meta_need_int(f, "num_classes", &c->num_classes, err))
         return -1;
     if (st_meta_bool(f, "learn_sigma", &c->learn_sigma, err) < 0) return -1;
+    int latent = 0;
+    if (st_meta_bool(f, "latent", &latent, err) < 0) return -1;
+    if (latent) {
+        if (st_meta_float(f, "latent_scale", &c->latent_scale, err) < 0) return -1;
+        if (!(c->latent_scale > 0))
+            return mala_errf(err, "%s: metadata 'latent' is true but 'latent_scale' is missing or not positive", f->path);
+    }
     if (net_backbone(k)->read_meta(f, c, err)) return -1;
     MalaErr verr;
     if (net_config_validate(c, &verr)) return mala_errf(err, "%s: %s", f->path, verr.msg);
@@ -120,6 +127,10 @@ void net_config_write(StWriter *w, const NetConfig *c) {
     st_writer_meta_int(w, "in_channels", c->in_channels);
     st_writer_meta_int(w, "num_classes", c->num_classes);
     st_writer_meta(w, "learn_sigma", c->learn_sigma ? "true" : "false");
+    if (c->latent_scale > 0) {
+        st_writer_meta(w, "latent", "true");
+        st_writer_meta_float(w, "latent_scale", c->latent_scale);
+    }
     net_backbone(c->backbone)->write_meta(w, c);
 }
 

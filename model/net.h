@@ -44,6 +44,9 @@ typedef struct {
     BackboneKind backbone;
     int image_size, in_channels, num_classes;  // what the data fixes
     int learn_sigma;                           // output 2C channels (eps and variance)
+    float latent_scale;                        // > 0: a latent model (DESIGN 8), its samples are VAE
+                                               // latents times this scale (metadata `latent`,
+                                               // `latent_scale`); 0: pixels
     DitConfig dit;                             // backbone "dit"
     DigConfig dig;                             // backbone "dig"
     DicConfig dic;                             // backbone "dic"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "rng.h"
+#include "vae.h"   // defines: vae_free
 
 GenOpts gen_opts_default(void) {
     GenOpts o = {SAMPLER_DDPM, 250, 4.0f, 0.0f, 1};
@@ -59,6 +60,7 @@ void generator_new(Generator *g, const NetConfig *c, const ClassNames *cn, const
 
 void generator_close(Generator *g) {
     if (!g->net) return;
+    vae_free(g->vae);
     sampler_free(&g->s);
     diffusion_free(&g->base);
     g->net->be->release(g->d_x);
@@ -106,7 +108,7 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     g->s.cfg.kind = o->kind;
     g->s.cfg.cfg_scale = o->cfg_scale;
     g->s.cfg.eta = o->eta;
-    g->s.cfg.clip_denoised = o->clip;
+    g->s.cfg.clip_denoised = o->clip && !(g->net->cfg.latent_scale > 0);  // latents: never clipped
     g->noise_seed = seed;
     g->noise_first = first;
     g->run_n = n;

@@ -9,6 +9,8 @@
 #include "checkpoint.h"
 #include "sampler.h"
 
+typedef struct Vae Vae;  // model/vae.h
+
 typedef struct {
     Net *net;
     ClassNames classes;
@@ -21,6 +23,8 @@ typedef struct {
     float *d_x;            // backend copy of the images being sampled [max_batch, C, S, S]
     float *x0_host;        // host copy of the predicted x0 for the caller's on_step
     SamplerStepFn user_step; void *user_ctx;
+    Vae *vae;              // latent models: the decoder of their samples (generator_attach_vae)
+    int out_c, out_s;      // the decoded images' channels and size
 } Generator;
 
 typedef struct {
@@ -52,5 +56,19 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
 // sees the predicted x0 (host memory) after every step and may cancel (returns 1).
 int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err);
+
+// ---- latent models (DESIGN 8; pipeline/decode.c) ----
+// A latent model (cfg.latent_scale > 0) samples scaled VAE latents; its images come from
+// generator_decode through the VAE attached here (sized for up to 8 images per pass), and its
+// sampling never clips x0 (DiT's latents use clip off). vae_path NULL for a latent model, or given
+// for a pixel model, is an error naming --vae (model: the model file's name for the message).
+int generator_attach_vae(Generator *g, const char *vae_path, const char *model, MalaErr *err);
+// An output image: the decoded one for a latent model, the model's own for a pixel model.
+int generator_out_channels(const Generator *g);
+int generator_out_size(const Generator *g);
+size_t generator_out_floats(const Generator *g);
+// generator_run's samples x [n, C, S, S] -> images out [n, out_C, out_S, out_S] in the [-1, 1]
+// scale: decoded through the VAE, or copied for a pixel model (out may be x then).
+int generator_decode(Generator *g, const float *x, int n, float *out, MalaErr *err);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "idx.h"        // defines: idx_read
 #include "image_io.h"   // defines: image_load, image_check, image_center_crop_arr, image_u8_to_float
+#include "latents.h"    // defines: latent_is_set, latent_set_open, latent_set_draw
 #include <stb_image.h>  // defines: stbi_info_from_file (declarations only; image_io.c holds the code)
 
 #define FMNIST_DIR      "/usr/share/datasets/fashion-mnist"
@@ -30,7 +31,7 @@ static const char *FMNIST_CLASSES[10] = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 };
 
-enum { KIND_FMNIST = 0, KIND_FOLDER = 1 };
+enum { KIND_FMNIST = 0, KIND_FOLDER = 1, KIND_LATENT = 2 };
 
 struct DatasetPriv {
     int kind;
@@ -41,6 +42,8 @@ struct DatasetPriv {
     char *arena;
     int64_t *path_off;        // [n]
     unsigned char *reported;  // [n] late decode failures already reported
+    // latent sets: the mapped set; path_off[i] is sample i's row
+    LatentSet *lat;
 };
 
 static Dataset *dataset_alloc(int kind) {
@@ -58,6 +61,7 @@ void dataset_close(Dataset *d) {
     if (d->priv) {
         free(d->priv->labels); free(d->priv->pix); free(d->priv->arena);
         free(d->priv->path_off); free(d->priv->reported);
+        if (d->priv->lat) { latent_set_close(d->priv->lat); free(d->priv->lat); }
         free(d->priv);
     }
     free(d);
@@ -300,6 +304,43 @@ static Dataset *open_folder(const char *root, int image_size, int channels, Mala
     return d;
 }
 
+// ---------------------------------------------------------------------------------------------
+// latent sets (mala encode)
+
+static Dataset *open_latents(const char *root, int image_size, int channels, MalaErr *err) {
+    LatentSet *ls = xcalloc(1, sizeof *ls);
+    if (latent_set_open(ls, root, err)) { free(ls); return NULL; }
+    const LatentManifest *m = &ls->m;
+    const char *bad = m->h != m->w ? "its latents are not square" : NULL;
+    char why[160];
+    if (!bad && image_size && image_size != m->h)
+        snprintf(why, sizeof why, "its latents are %dx%d, not --image-size %d (image size comes from the latents)", m->h,
+                 m->w, image_size), bad = why;
+    if (!bad && channels && channels != m->c)
+        snprintf(why, sizeof why, "its latents have %d channels, not %d", m->c, channels), bad = why;
+    if (bad) {
+        mala_errf(err, "%s: %s", root, bad);
+        latent_set_close(ls);
+        free(ls);
+        return NULL;
+    }
+    Dataset *d = dataset_alloc(KIND_LATENT);
+    d->n = ls->rows;
+    d->channels = m->c;
+    d->image_size = m->h;
+    d->num_classes = m->num_classes;
+    d->views = m->views;
+    d->latent_scale = m->scale;
+    d->class_names = ls->class_names;
+    ls->class_names = NULL;
+    d->source = xstrdup(root);
+    d->priv->lat = ls;
+    d->priv->labels = xmalloc(sizeof(int32_t) * (size_t)d->n);
+    d->priv->path_off = xmalloc(sizeof(int64_t) * (size_t)d->n);
+    for (int64_t i = 0; i < d->n; i++) { d->priv->labels[i] = ls->labels[i]; d->priv->path_off[i] = i; }
+    return d;
+}
+
 Dataset *dataset_open(const char *spec, int image_size, int channels, MalaErr *err) {
     if (!spec || !spec[0]) { mala_errf(err, "dataset: empty spec"); return NULL; }
     const char *names[2] = { "fashion-mnist-test", "fashion-mnist" };
@@ -315,6 +356,7 @@ Dataset *dataset_open(const char *spec, int image_size, int channels, MalaErr *e
     char root[4096];
     snprintf(root, sizeof root, "%s", spec);
     for (size_t l = strlen(root); l > 1 && root[l - 1] == '/'; l--) root[l - 1] = 0;
+    if (latent_is_set(root)) return open_latents(root, image_size, channels, err);
     return open_folder(root, image_size, channels, err);
 }
 
@@ -348,6 +390,7 @@ const char *dataset_path(const Dataset *d, int64_t i) {
 int dataset_get_u8(const Dataset *d, int64_t i, uint8_t *hwc, MalaErr *err) {
     if (i < 0 || i >= d->n) return mala_errf(err, "%s: sample %lld out of range (n = %lld)", d->source, (long long)i, (long long)d->n);
     int S = d->image_size, C = d->channels;
+    if (d->priv->kind == KIND_LATENT) return mala_errf(err, "%s: a latent set holds latents, not images", d->source);
     if (d->priv->kind == KIND_FMNIST) {
         int pad = (S - FMNIST_SIDE) / 2;
         memset(hwc, 0, (size_t)S * S);
@@ -366,6 +409,11 @@ int dataset_get_u8(const Dataset *d, int64_t i, uint8_t *hwc, MalaErr *err) {
 
 int dataset_get(const Dataset *d, int64_t i, int hflip, float *chw, MalaErr *err) {
     int S = d->image_size, C = d->channels;
+    if (d->priv->kind == KIND_LATENT) {
+        if (i < 0 || i >= d->n) return mala_errf(err, "%s: sample %lld out of range (n = %lld)", d->source, (long long)i, (long long)d->n);
+        latent_set_draw(d->priv->lat, d->priv->path_off[i], hflip && d->views == 2, 0, 0, 0, chw);
+        return 0;
+    }
     uint8_t *u = malloc((size_t)S * S * C);
     if (!u) return mala_errf(err, "%s: out of memory", d->source);
     int rc = dataset_get_u8(d, i, u, err);
@@ -444,9 +492,16 @@ static void fill_batch(Loader *l, uint64_t k, int slot) {
     }
     int S = d->image_size, C = d->channels;
     size_t img = (size_t)S * S * C;
-    int folder = d->priv->kind == KIND_FOLDER;
-    #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) if (folder && l->B > 1 && l->threads > 1)
+    int folder = d->priv->kind == KIND_FOLDER, latent = d->priv->kind == KIND_LATENT;
+    #pragma omp parallel for num_threads(l->threads) schedule(dynamic, 1) if ((folder || latent) && l->B > 1 && l->threads > 1)
     for (int b = 0; b < l->B; b++) {
+        if (latent) {
+            uint64_t p = k * (uint64_t)l->stride + (uint64_t)l->offset + (uint64_t)b;
+            l->by[slot][b] = dataset_label(d, l->idx[b]);
+            latent_set_draw(d->priv->lat, d->priv->path_off[l->idx[b]], l->flip[b] && d->views == 2, 1,
+                            l->seed ^ LOADER_LATENT_KEY, p, l->bx[slot] + (size_t)b * l->per);
+            continue;
+        }
         uint8_t *u = l->u8 + (size_t)b * img;
         l->by[slot][b] = load_sample(l, l->idx[b], u);
         image_u8_to_float(l->bx[slot] + (size_t)b * l->per, u, S, S, C, l->flip[b]);

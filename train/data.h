@@ -11,6 +11,10 @@
 //                              each class folder is walked recursively, files sorted by path;
 //                              images decoded with stb_image on demand and cropped like ADM's
 //                              center_crop_arr (PIL BOX halving, PIL BICUBIC resize, centre crop)
+//   "LATENTS" (a folder with latents.json)   a latent set of `mala encode` (train/latents.h):
+//                              samples are scaled latents C x h x h (h = w), drawn afresh at
+//                              every use (see the loader); image_size and channels must be 0 or
+//                              the set's
 // image_size 0 picks the default (32 for Fashion-MNIST, 256 for folders); channels 0 takes the
 // data's (Fashion-MNIST 1; a folder 3 when any image header has colour, 1 when all are gray).
 // Folder images become RGB (channels 3) or gray with PIL's "L" weights (channels 1).
@@ -33,6 +37,8 @@ typedef struct {
     int num_classes;
     char **class_names;     // [num_classes]
     char *source;           // what was opened (directory or IDX file path), for messages
+    int views;              // latent sets: views per image (2: encoded with flips); 0 for images
+    float latent_scale;     // latent sets: the VAE's scaling factor; 0 for images
     DatasetPriv *priv;
 } Dataset;
 
@@ -53,7 +59,8 @@ int32_t dataset_label(const Dataset *d, int64_t i);
 const char *dataset_path(const Dataset *d, int64_t i);
 // Sample i as uint8 S x S x C (HWC), the layout of ADM's reference batches (arr_0).
 int dataset_get_u8(const Dataset *d, int64_t i, uint8_t *hwc, MalaErr *err);
-// Sample i as float C x S x S in [-1, 1], optionally mirrored left-right.
+// Sample i as float C x S x S in [-1, 1], optionally mirrored left-right (a latent set: the
+// posterior mean times the scale, of view 1 when hflip and the set has two).
 int dataset_get(const Dataset *d, int64_t i, int hflip, float *chw, MalaErr *err);
 
 // ---- loader ----
@@ -61,12 +68,16 @@ int dataset_get(const Dataset *d, int64_t i, int hflip, float *chw, MalaErr *err
 // drawn from (seed, e) (Fisher-Yates over splitmix64). Stream position p = e * n + j holds
 // sample perm_e[j]; batch k holds positions k*B .. k*B+B-1 (batches run across epoch ends, no
 // sample is dropped). With hflip, position p is mirrored when a hash of (seed, p) says so.
+// A latent set's position p is z = (mean + exp(logvar / 2) * eps) * scale of its sample, eps the
+// Philox normals of stream p under seed ^ LOADER_LATENT_KEY, of view 1 when flipped and the set
+// has two views: a fresh z for every use, a function of (seed, p) only, so resume is exact.
 // Batches are produced by a background thread one batch ahead of the consumer (folder images
 // are decoded with up to $MALA_LOADER_THREADS OpenMP threads, default min(4, cores)). A folder
 // image that fails to decode later (it passed the open-time check) is reported once on stderr
 // and replaced by the next decodable sample in index order (with that sample's label), so batch contents stay
 // deterministic.
 typedef struct Loader Loader;
+#define LOADER_LATENT_KEY 0x3c6ef372fe94f82bull
 
 Loader *loader_new(Dataset *d, int batch, uint64_t seed, int hflip, MalaErr *err);
 // Copies the next batch: x [B, C, S, S] in [-1, 1], y [B] (either may be NULL to skip it).

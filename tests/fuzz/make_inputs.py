@@ -235,7 +235,39 @@ def image_seeds():
     save("rgba32.bmp", rgb.convert("RGBA"), "BMP")
 
 
+def npy_bytes(descr, shape, raw):
+    """A .npy file (format 1.0) as numpy.save writes it."""
+    d = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (
+        descr, ", ".join(str(x) for x in shape) + ("," if len(shape) == 1 else ""))
+    d += " " * (-(10 + len(d) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode() + raw
+
+
+def latents_seeds():
+    """A latent set of mala encode (train/latents.h) as fuzz_latents takes it: its five files
+    joined by the separator. 3 images, 2 views, [2, 2, 2] latents, float16 and float32."""
+    sep = b"\n@@latents@@\n"
+    for dtype, descr, size in (("float16", "<f2", 2), ("float32", "<f4", 4)):
+        manifest = {"format": "mala-latents", "version": 1, "count": 3, "views": 2, "dtype": dtype,
+                    "latent_shape": [2, 2, 2], "image_size": 16, "scale": 0.18215, "crop": "adm_center_crop_arr",
+                    "num_classes": 2, "shard_images": 2, "shards_done": 1, "complete": False,
+                    "vae": {"file": "v.safetensors", "bytes": 10, "hash64": "0123456789abcdef"},
+                    "source": {"dir": "imgs", "images": 3, "list_hash64": "fedcba9876543210"}}
+        n = 3 * 2 * 8
+        if size == 2:
+            mean = b"".join(struct.pack("<e", (i % 7) / 4 - 0.5) for i in range(n))
+            logvar = b"".join(struct.pack("<e", -(i % 5)) for i in range(n))
+        else:
+            mean = b"".join(struct.pack("<f", (i % 7) / 4 - 0.5) for i in range(n))
+            logvar = b"".join(struct.pack("<f", -(i % 5)) for i in range(n))
+        parts = [json.dumps(manifest).encode(), npy_bytes(descr, (3, 2, 2, 2, 2), mean),
+                 npy_bytes(descr, (3, 2, 2, 2, 2), logvar), npy_bytes("<i4", (3,), struct.pack("<3i", 0, 1, 1)),
+                 b'["cat", "dog"]']
+        seed("latents", "set_%s.bin" % dtype, sep.join(parts))
+
+
 if __name__ == "__main__":
+    latents_seeds()
     npz_zip64_extra_claims_16()
     idx_files()
     image_files()

@@ -1,0 +1,70 @@
+// defines: generator_attach_vae, generator_out_channels, generator_out_size, generator_out_floats,
+//          generator_decode
+//
+// Latent models (DESIGN 8): their samples are VAE latents times the model's latent_scale, and
+// every command that writes or shows images decodes them here, through the one VAE it was given.
+#include <string.h>
+
+#include "generate.h"
+#include "vae.h"
+
+#define DECODE_BATCH_CAP 8
+#define DECODE_BYTES ((size_t)2 << 30)  // the VAE's activations budget
+
+static int is_latent(const Generator *g) { return g->net->cfg.latent_scale > 0; }
+
+int generator_attach_vae(Generator *g, const char *vae_path, const char *model, MalaErr *err) {
+    const NetConfig *c = &g->net->cfg;
+    if (!is_latent(g)) {
+        if (vae_path) return mala_errf(err, "--vae %s: %s is a pixel-space model (its samples are images already)", vae_path, model);
+        return 0;
+    }
+    if (!vae_path)
+        return mala_errf(err, "%s is a latent model (%dx%dx%d latents, scale %g): give --vae FILE, the VAE its data was "
+                         "encoded with, to decode its samples", model, c->in_channels, c->image_size, c->image_size,
+                         c->latent_scale);
+    StFile f;
+    VaeConfig vc;
+    if (st_open(&f, vae_path, err)) return -1;
+    int rc = vae_config_from_file(&vc, &f, err);
+    st_close(&f);
+    if (rc) return -1;
+    if (vc.latent != c->in_channels)
+        return mala_errf(err, "--vae %s: its latents have %d channels, %s's have %d", vae_path, vc.latent, model,
+                         c->in_channels);
+    const int S = c->image_size * vae_factor(&vc);
+    int cap = g->max_batch < DECODE_BATCH_CAP ? g->max_batch : DECODE_BATCH_CAP;
+    int batch = vae_batch_for(&vc, g->net->be, S, S, DECODE_BYTES, cap);
+    g->vae = vae_load(vae_path, g->net->be, batch, S, S, err);
+    if (!g->vae) return -1;
+    g->out_c = vc.out_channels;
+    g->out_s = S;
+    return 0;
+}
+
+int generator_out_channels(const Generator *g) { return g->vae ? g->out_c : g->net->cfg.in_channels; }
+int generator_out_size(const Generator *g) { return g->vae ? g->out_s : g->net->cfg.image_size; }
+size_t generator_out_floats(const Generator *g) {
+    size_t s = (size_t)generator_out_size(g);
+    return (size_t)generator_out_channels(g) * s * s;
+}
+
+int generator_decode(Generator *g, const float *x, int n, float *out, MalaErr *err) {
+    if (!g->vae) {
+        if (is_latent(g)) return mala_errf(err, "a latent model's samples need a VAE to decode (--vae FILE)");
+        if (out != x) memcpy(out, x, (size_t)n * generator_image_floats(g) * sizeof(float));
+        return 0;
+    }
+    const NetConfig *c = &g->net->cfg;
+    const size_t per = generator_image_floats(g);
+    const float *z = x;
+    float *rescaled = NULL;
+    if (c->latent_scale != VAE_SCALE) {  // the VAE divides by its own 0.18215
+        rescaled = xmalloc((size_t)n * per * sizeof(float));
+        for (size_t i = 0; i < (size_t)n * per; i++) rescaled[i] = x[i] * (VAE_SCALE / c->latent_scale);
+        z = rescaled;
+    }
+    int rc = vae_decode(g->vae, z, n, c->image_size, c->image_size, out, err);
+    free(rescaled);
+    return rc;
+}
