@@ -484,13 +484,13 @@ static void draw_help(Ui *u) {
     SDL_SetRenderDrawBlendMode(u->v->ren, SDL_BLENDMODE_BLEND);
     fill(u, (SDL_Rect){0, 0, u->w, u->h}, (SDL_Color){0, 0, 0, 150});
     SDL_SetRenderDrawBlendMode(u->v->ren, SDL_BLENDMODE_NONE);
-    int bw = 700, bh = 76 + HELP_N * 26;
+    int bw = 700, bh = 76 + HELP_N * 24;
     SDL_Rect box = {(u->w - bw) / 2, (u->h - bh) / 2, bw, bh};
     fill(u, (SDL_Rect){box.x - 2, box.y - 2, box.w + 4, box.h + 4}, C_ACCENT);
     fill(u, box, C_SHADE);
     text(u, box.x + 24, box.y + 20, C_ACCENT, "Keys (mouse: click the controls)");
     for (int i = 0; i < HELP_N; i++) {
-        int y = box.y + 56 + i * 26;
+        int y = box.y + 56 + i * 24;
         text(u, box.x + 24, y, C_TEXT, HELP[i][0]);
         text(u, box.x + 200, y, C_DIM, HELP[i][1]);
     }
