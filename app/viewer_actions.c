@@ -49,6 +49,7 @@ void view_pane_ready(View *v, int p) {
             if (v->attn_sel.block < 0) v->attn_sel.block = in->blocks / 2;
         }
     }
+    if (p == 0 && v->cls >= pn->model.classes.n) v->cls = 0;  // a model with fewer classes took the left pane
     if (p == 0) view_config_model_ready(v);
     if (pn->model.has_attn) view_attn_send(v, p);
     if (!view_ready(v)) return;
