@@ -409,11 +409,11 @@ static void progress_text(const View *v, int p, char *buf, size_t n) {
     for (char *c = kind; *c; c++) *c = (char)toupper((unsigned char)*c);
     const int narrow = v->npanes > 1;  // half the bar's width
     if (pn->st.phase == WORKER_RUNNING && narrow)
-        snprintf(buf, n, "step %d/%d  %.1f steps/s  %s", st->step, st->nsteps, st->steps_per_s, dev);
+        snprintf(buf, n, "%d/%d  %.1f steps/s  %s", st->step, st->nsteps, st->steps_per_s, dev);
     else if (pn->st.phase == WORKER_RUNNING)
         snprintf(buf, n, "step %d/%d   %.1f steps/s   %.1f s   %s", st->step, st->nsteps, st->steps_per_s, st->seconds, dev);
     else if (st->outcome == RUN_DONE && narrow)
-        snprintf(buf, n, "done %.1f s  %.1f steps/s  %s", st->seconds, st->steps_per_s, dev);
+        snprintf(buf, n, "done  %.1f steps/s  %s", st->steps_per_s, dev);
     else if (st->outcome == RUN_DONE)
         snprintf(buf, n, "done: %d image%s, %s %d steps in %.1f s (%.1f steps/s, %s)", r->n, r->n == 1 ? "" : "s", kind,
                  st->nsteps, st->seconds, st->steps_per_s, dev);
