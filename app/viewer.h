@@ -5,6 +5,7 @@
 //   viewer_ui.c      layout, widgets, drawing, screenshots (SDL renderer)
 //   viewer_font.c    text drawn from stb_easy_font's built-in glyphs (no font files)
 //   viewer_script.c  --script: parsing, then execution between frames
+//   viewer_config.c  the settings file between runs (its parser: view_settings.c, without SDL)
 // Threads: the UI thread owns the window and the View; the worker owns the Generator. They
 // share only the Worker struct (viewer_worker.c), under its mutex.
 #ifndef MALA_VIEWER_H
@@ -83,7 +84,9 @@ Worker *worker_start(const char *path, const Backend *be, int threads, WakeFn wa
 // Latent models (DESIGN 8): the VAE file every worker started afterwards decodes frames with
 // (NULL: none), and the check that a model and the flag agree (a latent model needs --vae).
 void worker_set_vae(const char *vae_path);
-int worker_check_vae(const char *model, const char *vae_path, MalaErr *err);
+// A latent model needs vae_path; a pixel model refuses one unless pixel_ok (two panes: the VAE is
+// for the latent one).
+int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, MalaErr *err);
 // Fills *out (class names copied) and returns 0 once the model is loaded; -1 before or on failure.
 int worker_model(Worker *w, ModelInfo *out);
 // Queues a run; -1 unless the worker is idle. The phase is WORKER_RUNNING when this returns 0.
@@ -106,6 +109,9 @@ typedef enum {
     ACT_NONE, ACT_CLASS_PREV, ACT_CLASS_NEXT, ACT_CLASS_SET, ACT_CFG_DOWN, ACT_CFG_UP, ACT_SAMPLER,
     ACT_STEPS_DOWN, ACT_STEPS_UP, ACT_ETA_DOWN, ACT_ETA_UP, ACT_SEED_DOWN, ACT_SEED_UP, ACT_SEED_MODE,
     ACT_N_DOWN, ACT_N_UP, ACT_GENERATE, ACT_CANCEL, ACT_SAVE, ACT_HELP, ACT_QUIT,
+    ACT_SAMPLER_SET,  // arg: a SamplerKind
+    ACT_SAVE_ONE,     // one image: the one under the pointer, else the attention view's image
+    ACT_NEXT_MODEL,   // arg: the pane that moves on to the next model file
     // the attention view (viewer_attn.c)
     ACT_ATTN, ACT_BLOCK_PREV, ACT_BLOCK_NEXT, ACT_HEAD_PREV, ACT_HEAD_NEXT, ACT_SCALE_DOWN, ACT_SCALE_UP,
     ACT_SCALE_SET  // arg: slider notch 0..ATTN_NOTCHES-1
@@ -115,50 +121,76 @@ typedef enum {
 #define ATTN_A_MAX 8.0f
 #define ATTN_NOTCHES 41  // slider positions: a = 2^(-2 + 5 i / 40), a quarter of an octave (2^0.125) apart
 
+#define VIEW_MAX_PANES 2  // models shown side by side
+
+// One model on screen: its worker, what it generated and where it was drawn.
+typedef struct {
+    const char *path;        // its model file (one of View.models)
+    Worker *worker;
+    ModelInfo model;
+    int ready;               // the model is loaded and the frames allocated
+    WorkerStatus st;
+    uint64_t seen;
+    Frame frame;   // shown: the latest preview or result
+    Frame result;  // the latest finished run: what Save writes
+    int run_previews;        // step previews (predicted x0) drawn for the latest run
+    SDL_Texture *tex;
+    int tex_w, tex_h;
+    uint64_t tex_seq;        // frame seq the texture shows
+    SDL_Rect image_rect;     // where the grid was last drawn (for clicks, logs and tests)
+    int image_scale;
+    AttnMap attn;            // the newest map of this model
+    uint64_t attn_seen;
+    SDL_Rect attn_rect;      // where the map was last drawn
+} Pane;
+
 typedef struct {
     // settings for the next run
     int cls, n, seed_random;
     uint64_t seed;
     GenOpts opts;
-    // the model and the worker
-    const char *model_path, *save_dir;
-    Worker *worker;
-    ModelInfo model;
-    int model_ready;
-    WorkerStatus st;
-    uint64_t seen;
-    Frame frame;   // shown: the latest preview or result
-    Frame result;  // the latest finished run: what Save writes
+    // the models: every --ckpt, then the files of --models DIR; pane p shows models[model_at[p]]
+    const char *const *models;
+    int nmodels, npanes, model_at[VIEW_MAX_PANES];
+    Pane pane[VIEW_MAX_PANES];
+    const Backend *be;
+    int threads;
+    WakeFn wake;
+    const char *save_dir;
     // interface state
     int help, quit, mouse_x, mouse_y;
     int list_top, list_cls;  // first class shown in the list; the class it last scrolled to
-    int run_previews;        // step previews (predicted x0) drawn for the latest run
     char message[320];
     const char *shot_path;   // screenshot wanted at the next frame
     int shot_failed;
+    char pending_class[64];  // a class name from the settings file, resolved once the model is loaded
     // rendering
     SDL_Window *win;
     SDL_Renderer *ren;
-    SDL_Texture *tex;
-    int tex_w, tex_h;
-    uint64_t tex_seq;        // frame seq the texture shows
-    SDL_Rect image_rect;     // where the grid was last drawn (for logs and tests)
-    int image_scale;
-    // the attention view: the selection (sent to the worker) and the newest map
+    // the attention view: the selection (sent to every worker; the query point is kept as a
+    // fraction of the image, so models with different token grids answer the same spot)
     AttnSel attn_sel;
-    AttnMap attn;
-    uint64_t attn_seen;
-    SDL_Rect attn_rect;      // where the map was last drawn
+    float attn_fx, attn_fy;
 } View;
 
 // viewer_actions.c
 void view_init(View *v);
-void view_model_ready(View *v);          // allocates frames once the model is known
+// Starts pane p's worker on models[k] (closing the one it had).
+void view_pane_open(View *v, int p, int k);
+void view_pane_close(View *v, int p);    // stops its worker, frees its frames and texture
+void view_pane_ready(View *v, int p);    // allocates its frames once its model is known
 void view_free(View *v);
+int view_ready(const View *v);           // every pane's model is loaded
+// The pane whose image grid holds window pixel (x, y), with the image and the point as a fraction
+// of that image; -1 when none.
+int view_image_at(const View *v, int x, int y, int *image, float *fx, float *fy);
+// Writes image k of pane p's latest finished run as PNG; path NULL picks a new numbered name.
+int view_save_one(View *v, int p, int k, const char *path, MalaErr *err);
+const char *view_pane_name(const View *v, int p);  // the model file's name without its folder
 void view_do(View *v, Action a, int arg);  // keys, clicks and scripts all end up here
 int view_generate(View *v);              // -1 (with a message) when busy or not loaded
-// Writes the latest finished grid as PNG; path NULL picks a new name in save_dir.
-int view_save(View *v, const char *path, MalaErr *err);
+// Writes pane p's latest finished grid as PNG; path NULL picks a new name in save_dir.
+int view_save(View *v, int p, const char *path, MalaErr *err);
 int view_busy(const View *v);            // a run is in progress
 int view_grid_cols(int n);               // images per grid row: ceil(sqrt(n))
 void view_message(View *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -170,14 +202,27 @@ void view_attn_do(View *v, Action a, int arg);
 int view_attn_pick(View *v, int x, int y);
 // Sets the query to token (col, row) of grid image `image`; -1 with err when out of range.
 int view_attn_query(View *v, int col, int row, int image, MalaErr *err);
-int view_attn_ready(const View *v);        // the shown map answers the current selection and frame
+int view_attn_ready(const View *v);        // every shown map answers the current selection and frame
+int view_attn_ref(const View *v);          // the first pane with attention rows, -1 when none
+// The selection as pane p's worker sees it: the query point on its grid, block and head clamped.
+AttnSel view_attn_sel(const View *v, int p);
+void view_attn_send(View *v, int p);       // hands pane p's selection to its worker
 // Sharpness of a row of L scores: sum, top / mean (the largest score over the mean |score|; 1 for
 // a flat row, which MALA's rows are not quite, having negative scores) and the entropy of the
 // positive part normalised to sum 1 (nats; log L for a flat row).
 void attn_stats(const float *row, int L, double *sum, double *top_mean, double *entropy);
-// Writes the shown row as a float32 .npy [gh, gw] and logs its statistics.
-int view_attn_dump(View *v, const char *path, MalaErr *err);
-void view_attn_label(const View *v, char *buf, size_t n);  // "block 2/4  head mean"
+// Writes pane p's shown row as a float32 .npy [gh, gw] and logs its statistics.
+int view_attn_dump(View *v, int p, const char *path, MalaErr *err);
+void view_attn_label(const View *v, int p, char *buf, size_t n);  // "block 2/4  head mean"
+
+// viewer_config.c: the settings file (view_settings.h) between runs
+// Applies the file at path to v's settings (the class by name once the model is loaded). A
+// corrupt file is ignored with a one-line warning on stderr; returns -1 then (it is not
+// overwritten at the end), else 0 (also when there is no file yet).
+int view_config_load(View *v, const char *path);
+void view_config_model_ready(View *v);  // resolves the class name the file gave
+// Writes v's settings to path atomically; a failure is a one-line warning.
+void view_config_save(const View *v, const char *path);
 
 // ---- drawing (viewer_ui.c) ----
 
@@ -198,8 +243,8 @@ typedef struct {
 void ui_draw(View *v, UiHits *hits);
 // The action under (x, y), ACT_NONE when none.
 Action ui_hit(const UiHits *h, int x, int y, int *arg);
-// Re-uploads the shown frame into the texture when it changed. -1 with err on failure.
-int ui_update_texture(View *v, MalaErr *err);
+// Re-uploads pane p's shown frame into its texture when it changed. -1 with err on failure.
+int ui_update_texture(View *v, int p, MalaErr *err);
 // Reads the rendered (not yet presented) frame and writes it as an RGB PNG of the output size.
 int ui_screenshot(SDL_Renderer *ren, const char *path, MalaErr *err);
 void ui_scroll_list(View *v, int rows);
@@ -217,7 +262,7 @@ void font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
 typedef enum {
     SC_CLASS, SC_CFG, SC_STEPS, SC_SAMPLER, SC_ETA, SC_N, SC_SEED, SC_GENERATE, SC_WAIT, SC_CANCEL,
     SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_KEY, SC_CLICK, SC_SIZE, SC_QUIT,
-    SC_ATTN, SC_QUERY, SC_BLOCK, SC_HEAD, SC_SCALE, SC_ATTN_DUMP
+    SC_ATTN, SC_QUERY, SC_BLOCK, SC_HEAD, SC_SCALE, SC_ATTN_DUMP, SC_PANE, SC_SAVE_ONE, SC_NEXT_MODEL
 } ScriptOp;
 
 typedef struct {
@@ -230,6 +275,7 @@ typedef struct {
     ScriptCmd *cmd;
     int n, pc;
     int started;    // cmd[pc] began and is waiting (generate, sleep, screenshot)
+    int pane;       // the pane save, save_one and attn_dump act on (pane=)
     double until;   // sleep deadline
 } Script;
 

@@ -1,9 +1,11 @@
-// defines: view_attn_do, view_attn_pick, view_attn_query, view_attn_ready, attn_stats, view_attn_dump,
-//          view_attn_label
+// defines: view_attn_do, view_attn_pick, view_attn_query, view_attn_ready, view_attn_ref, view_attn_sel,
+//          view_attn_send, attn_stats, view_attn_dump, view_attn_label
 // The attention view's settings: which query token (a click on the grid), block, head (or the
 // mean over heads) and the query-magnitude factor a (DESIGN 1: scaling phi(q) sharpens MALA's row
 // and leaves linear attention's unchanged). Every change goes to the worker, which computes the
-// row from the last forward (net_attn_row, one O(L d) row per head).
+// row from the last forward (net_attn_row, one O(L d) row per head). With two models side by side
+// both get the same selection: the query is a point of the image (each model takes the token
+// under it on its own grid), block and head are clamped to what each model has.
 #include <math.h>
 #include <string.h>
 
@@ -13,21 +15,73 @@
 static float notch_a(int i) { return exp2f(-2.0f + 5.0f * (float)i / (float)(ATTN_NOTCHES - 1)); }
 static int a_notch(float a) { return (int)lroundf((log2f(a) + 2.0f) * (float)(ATTN_NOTCHES - 1) / 5.0f); }
 
+int view_attn_ref(const View *v) {
+    for (int p = 0; p < v->npanes; p++)
+        if (v->pane[p].ready && v->pane[p].model.has_attn) return p;
+    return -1;
+}
+
+AttnSel view_attn_sel(const View *v, int p) {
+    AttnSel s = v->attn_sel;
+    const Pane *pn = &v->pane[p];
+    if (!pn->model.has_attn) return s;
+    const AttnRowInfo *in = &pn->model.attn;
+    int col = (int)(v->attn_fx * (float)in->gw), row = (int)(v->attn_fy * (float)in->gh);
+    col = col < 0 ? 0 : col >= in->gw ? in->gw - 1 : col;
+    row = row < 0 ? 0 : row >= in->gh ? in->gh - 1 : row;
+    s.query = row * in->gw + col;
+    s.block = s.block < 0 ? 0 : s.block >= in->blocks ? in->blocks - 1 : s.block;
+    s.head = s.head >= in->heads ? in->heads - 1 : s.head;
+    return s;
+}
+
+void view_attn_send(View *v, int p) {
+    Pane *pn = &v->pane[p];
+    if (!pn->worker || !pn->ready || !pn->model.has_attn) return;
+    AttnSel s = view_attn_sel(v, p);
+    worker_set_attn(pn->worker, &s);
+}
+
 static void send(View *v) {
     v->attn_sel.id++;
-    if (v->worker) worker_set_attn(v->worker, &v->attn_sel);
+    for (int p = 0; p < v->npanes; p++) view_attn_send(v, p);
+}
+
+// The most blocks and heads of the models shown (the keys cycle over these; each model clamps).
+static void attn_extent(const View *v, int *blocks, int *heads) {
+    *blocks = *heads = 1;
+    for (int p = 0; p < v->npanes; p++) {
+        const Pane *pn = &v->pane[p];
+        if (!pn->ready || !pn->model.has_attn) continue;
+        if (pn->model.attn.blocks > *blocks) *blocks = pn->model.attn.blocks;
+        if (pn->model.attn.heads > *heads) *heads = pn->model.attn.heads;
+    }
+}
+
+static void no_rows_message(View *v) {
+    char buf[sizeof v->message] = "";
+    for (int p = 0; p < v->npanes; p++) {
+        const Pane *pn = &v->pane[p];
+        if (!pn->ready || pn->model.has_attn) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, "%s%s", len ? "; " : "", pn->model.attn_why);
+    }
+    if (view_attn_ref(v) < 0) view_message(v, "no attention rows: %s", buf);
+    else if (*buf) view_message(v, "attention view: click the image to pick a query token (%s)", buf);
+    else view_message(v, "attention view: click the image to pick a query token");
 }
 
 void view_attn_do(View *v, Action a, int arg) {
     AttnSel *s = &v->attn_sel;
-    const AttnRowInfo *in = &v->model.attn;
-    const int blocks = v->model.has_attn ? in->blocks : 1, heads = v->model.has_attn ? in->heads : 1;
+    int blocks, heads;
+    attn_extent(v, &blocks, &heads);
+    if (s->block < 0 || s->block >= blocks) s->block = s->block < 0 ? 0 : blocks - 1;
+    if (s->head >= heads) s->head = heads - 1;
     int notch = a_notch(s->a);
     switch (a) {
     case ACT_ATTN:
         s->on = !s->on;
-        if (s->on && !v->model.has_attn) view_message(v, "no attention rows: %s", v->model.attn_why);
-        else if (s->on) view_message(v, "attention view: click the image to pick a query token");
+        if (s->on) no_rows_message(v);
         break;
     case ACT_BLOCK_PREV: s->block = (s->block + blocks - 1) % blocks; break;
     case ACT_BLOCK_NEXT: s->block = (s->block + 1) % blocks; break;
@@ -43,40 +97,41 @@ void view_attn_do(View *v, Action a, int arg) {
 }
 
 int view_attn_query(View *v, int col, int row, int image, MalaErr *err) {
-    if (!v->model.has_attn) return mala_errf(err, "no attention rows: %s", v->model.attn_why);
-    const AttnRowInfo *in = &v->model.attn;
+    int r = view_attn_ref(v);
+    if (r < 0) return mala_errf(err, "no attention rows: %s", v->pane[0].model.attn_why);
+    const AttnRowInfo *in = &v->pane[r].model.attn;
     if (col < 0 || col >= in->gw || row < 0 || row >= in->gh)
         return mala_errf(err, "token %d,%d is outside the %dx%d token grid", col, row, in->gw, in->gh);
-    if (image < 0 || image >= VIEW_MAX_IMAGES || (v->frame.n > 0 && image >= v->frame.n))
-        return mala_errf(err, "image %d is not in the grid of %d", image, v->frame.n);
-    v->attn_sel.query = row * in->gw + col;
+    const int n = v->pane[r].frame.n;
+    if (image < 0 || image >= VIEW_MAX_IMAGES || (n > 0 && image >= n))
+        return mala_errf(err, "image %d is not in the grid of %d", image, n);
+    v->attn_fx = ((float)col + 0.5f) / (float)in->gw;  // the token's centre, on every model's grid
+    v->attn_fy = ((float)row + 0.5f) / (float)in->gh;
     v->attn_sel.image = image;
     send(v);
     return 0;
 }
 
 int view_attn_pick(View *v, int x, int y) {
-    SDL_Rect r = v->image_rect;
-    if (!v->attn_sel.on || !v->model.has_attn || v->frame.n == 0 || r.w <= 0 || x < r.x || y < r.y ||
-        x >= r.x + r.w || y >= r.y + r.h)
-        return 0;
-    // window pixel -> grid pixel -> (image, pixel in the image): make_grid puts image k at column
-    // k % cols, row k / cols, each cell S + pad wide after a leading pad
-    const int S = v->model.S, cell = S + VIEW_GRID_PAD, cols = view_grid_cols(v->frame.n);
-    int gx = (int)((long long)(x - r.x) * v->tex_w / r.w) - VIEW_GRID_PAD;
-    int gy = (int)((long long)(y - r.y) * v->tex_h / r.h) - VIEW_GRID_PAD;
-    if (gx < 0 || gy < 0 || gx % cell >= S || gy % cell >= S) return 0;  // on the padding
-    int image = (gy / cell) * cols + gx / cell;
-    if (gx / cell >= cols || image >= v->frame.n) return 0;
-    const AttnRowInfo *in = &v->model.attn;
-    MalaErr err;
-    if (view_attn_query(v, (gx % cell) * in->gw / S, (gy % cell) * in->gh / S, image, &err)) return 0;
+    int image;
+    float fx, fy;
+    if (!v->attn_sel.on || view_attn_ref(v) < 0 || view_image_at(v, x, y, &image, &fx, &fy) < 0) return 0;
+    v->attn_fx = fx;
+    v->attn_fy = fy;
+    v->attn_sel.image = image;
+    send(v);
     return 1;
 }
 
 int view_attn_ready(const View *v) {
-    return v->attn_sel.on && v->model.has_attn && v->attn.sel.id == v->attn_sel.id && v->attn.frame_seq == v->seen &&
-           v->attn.step > 0;
+    if (!v->attn_sel.on || view_attn_ref(v) < 0) return 0;
+    for (int p = 0; p < v->npanes; p++) {
+        const Pane *pn = &v->pane[p];
+        if (!pn->ready) return 0;
+        if (pn->model.has_attn && (pn->attn.sel.id != v->attn_sel.id || pn->attn.frame_seq != pn->seen || pn->attn.step <= 0))
+            return 0;
+    }
+    return 1;
 }
 
 void attn_stats(const float *row, int L, double *sum, double *top_mean, double *entropy) {
@@ -95,30 +150,34 @@ void attn_stats(const float *row, int L, double *sum, double *top_mean, double *
     *entropy = e;
 }
 
-void view_attn_label(const View *v, char *buf, size_t n) {
-    const AttnSel *s = &v->attn_sel;
+void view_attn_label(const View *v, int p, char *buf, size_t n) {
+    const AttnSel s = view_attn_sel(v, p);
+    const AttnRowInfo *in = &v->pane[p].model.attn;
     char head[16];
-    if (s->head < 0) snprintf(head, sizeof head, "mean");
-    else snprintf(head, sizeof head, "%d/%d", s->head, v->model.attn.heads);
-    snprintf(buf, n, "block %d/%d  head %s", s->block, v->model.attn.blocks, head);
+    if (s.head < 0) snprintf(head, sizeof head, "mean");
+    else snprintf(head, sizeof head, "%d/%d", s.head, in->heads);
+    snprintf(buf, n, "block %d/%d  head %s", s.block, in->blocks, head);
 }
 
-int view_attn_dump(View *v, const char *path, MalaErr *err) {
+int view_attn_dump(View *v, int p, const char *path, MalaErr *err) {
+    const Pane *pn = &v->pane[p];
+    if (!pn->model.has_attn) return mala_errf(err, "no attention rows: %s", pn->model.attn_why);
     if (!view_attn_ready(v)) return mala_errf(err, "no attention map to write (attn=on and a finished run first)");
-    if (!v->attn.ok) return mala_errf(err, "%s", v->attn.msg);
-    const AttnRowInfo *in = &v->model.attn;
+    if (!pn->attn.ok) return mala_errf(err, "%s", pn->attn.msg);
+    const AttnRowInfo *in = &pn->model.attn;
     const int L = in->gh * in->gw;
     NpyArray a;
-    npy_wrap(&a, "<f4", v->attn.row, 2, (const int64_t[]){in->gh, in->gw});
+    npy_wrap(&a, "<f4", pn->attn.row, 2, (const int64_t[]){in->gh, in->gw});
     if (npy_save(path, &a, err)) return -1;
     double sum, tm, ent;
-    attn_stats(v->attn.row, L, &sum, &tm, &ent);
-    const AttnSel *s = &v->attn_sel;
-    char label[96];
-    view_attn_label(v, label, sizeof label);
-    fprintf(stderr, "view: attention %s %s a %.4f image %d query %d (%d,%d) step %d: sum %.6f top/mean %.4f "
-            "entropy %.4f -> %s\n", in->kind, label, s->a, s->image, s->query, s->query % in->gw, s->query / in->gw,
-            v->attn.step, sum, tm, ent, path);
+    attn_stats(pn->attn.row, L, &sum, &tm, &ent);
+    const AttnSel s = view_attn_sel(v, p);
+    char label[96], which[48] = "";
+    view_attn_label(v, p, label, sizeof label);
+    if (v->npanes > 1) snprintf(which, sizeof which, " (pane %d)", p);
+    fprintf(stderr, "view: attention%s %s %s a %.4f image %d query %d (%d,%d) step %d: sum %.6f top/mean %.4f "
+            "entropy %.4f -> %s\n", which, in->kind, label, s.a, s.image, s.query, s.query % in->gw, s.query / in->gw,
+            pn->attn.step, sum, tm, ent, path);
     view_message(v, "wrote %s", path);
     return 0;
 }

@@ -3,12 +3,15 @@
 // events, runs --script commands between frames and draws; generation happens on the worker
 // thread (viewer_worker.c), which wakes the event loop with a user event whenever it has news,
 // so the loop sleeps in SDL_WaitEventTimeout instead of polling and never waits for a step.
+#include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "view_settings.h"
 #include "viewer.h"
 
 #define MIN_W 640
@@ -16,9 +19,9 @@
 #define FRAME_S (1.0 / 60)  // at most 60 redraws a second, however fast the steps come
 
 typedef struct {
-    const char *ckpt, *device, *precision, *script, *screenshot, *save_dir;
+    const char *ckpt, *models_dir, *device, *precision, *script, *screenshot, *save_dir, *config;
     const char *vae;  // latent models: the VAE that decodes their frames
-    int threads, width, height;
+    int threads, width, height, no_config;
 } ViewArgs;
 
 static Uint32 g_wake_type;       // SDL user event the worker pushes
@@ -34,9 +37,11 @@ static void wake_ui(void *ctx) {
 
 // ---- events ----
 
-static Action key_action(SDL_Keycode k, int *arg) {
+static Action key_action(const View *v, SDL_Keycode k, Uint16 mod, int *arg) {
     *arg = 0;
     switch (k) {
+    case SDLK_TAB: *arg = mod & KMOD_SHIFT ? 0 : v->npanes - 1; return ACT_NEXT_MODEL;
+    case SDLK_i: return ACT_SAVE_ONE;
     case SDLK_RETURN: case SDLK_KP_ENTER: case SDLK_SPACE: return ACT_GENERATE;
     case SDLK_ESCAPE: *arg = 1; return ACT_CANCEL;  // cancels a run, quits when idle
     case SDLK_q: return ACT_QUIT;
@@ -67,13 +72,13 @@ static Action key_action(SDL_Keycode k, int *arg) {
     }
 }
 
-static void on_key(View *v, SDL_Keycode k) {
+static void on_key(View *v, SDL_Keycode k, Uint16 mod) {
     if (v->help && (k == SDLK_ESCAPE || k == SDLK_h || k == SDLK_F1)) {
         v->help = 0;  // Esc closes the overlay before it cancels or quits
         return;
     }
     int arg;
-    Action a = key_action(k, &arg);
+    Action a = key_action(v, k, mod, &arg);
     view_do(v, a, arg);
 }
 
@@ -84,7 +89,7 @@ static void on_event(View *v, const UiHits *hits, const SDL_Event *e) {
     } else if (e->type == SDL_QUIT) {
         v->quit = 1;
     } else if (e->type == SDL_KEYDOWN) {
-        on_key(v, e->key.keysym.sym);
+        on_key(v, e->key.keysym.sym, e->key.keysym.mod);
     } else if (e->type == SDL_MOUSEMOTION) {
         v->mouse_x = e->motion.x;
         v->mouse_y = e->motion.y;
@@ -110,64 +115,98 @@ static int pump_events(View *v, const UiHits *hits, int timeout_ms) {
 
 // ---- the worker's news ----
 
-static void log_run_end(const View *v) {
-    const WorkerStatus *st = &v->st;
-    const ViewRequest *r = &v->frame.req;
-    if (st->outcome == RUN_DONE)
-        fprintf(stderr, "view: generated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
-                "%.1f steps/s, %d step previews shown\n", r->n, v->model.classes.names[r->cls],
-                r->opts.kind == SAMPLER_DDIM ? "DDIM" : "DDPM", r->opts.steps, r->opts.cfg_scale, r->opts.eta,
-                (unsigned long long)r->seed, st->seconds, st->steps_per_s, v->run_previews);
-    else if (st->outcome == RUN_CANCELLED)
-        fprintf(stderr, "view: cancelled at step %d/%d after %.2f s, %d step previews shown\n", st->step,
-                st->nsteps, st->seconds, v->run_previews);
-    else if (st->outcome == RUN_FAILED)
-        fprintf(stderr, "view: generation failed: %s\n", st->msg);
+static void sampler_upper(SamplerKind k, char *buf, size_t n) {
+    snprintf(buf, n, "%s", sampler_kind_name(k) ? sampler_kind_name(k) : "?");
+    for (char *c = buf; *c; c++) *c = (char)toupper((unsigned char)*c);
 }
 
-// Takes the worker's status and newest frame; returns 1 when something changed.
-static int poll_worker(View *v) {
-    WorkerPhase before = v->st.phase;
+static void log_run_end(const View *v, int p) {
+    const Pane *pn = &v->pane[p];
+    const WorkerStatus *st = &pn->st;
+    const ViewRequest *r = &pn->frame.req;
+    char who[300] = "", kind[16];
+    if (v->npanes > 1) snprintf(who, sizeof who, "pane %d %s: ", p, view_pane_name(v, p));
+    sampler_upper(r->opts.kind, kind, sizeof kind);
+    if (st->outcome == RUN_DONE)
+        fprintf(stderr, "view: %sgenerated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
+                "%.1f steps/s on %s, %d step previews shown\n", who, r->n, pn->model.classes.names[r->cls], kind,
+                r->opts.steps, r->opts.cfg_scale, r->opts.eta, (unsigned long long)r->seed, st->seconds, st->steps_per_s,
+                v->be->name, pn->run_previews);
+    else if (st->outcome == RUN_CANCELLED)
+        fprintf(stderr, "view: %scancelled at step %d/%d after %.2f s, %d step previews shown\n", who, st->step,
+                st->nsteps, st->seconds, pn->run_previews);
+    else if (st->outcome == RUN_FAILED)
+        fprintf(stderr, "view: %sgeneration failed: %s\n", who, st->msg);
+}
+
+// Takes pane p's status and newest frame; returns 1 when something changed.
+static int poll_pane(View *v, int p) {
+    Pane *pn = &v->pane[p];
+    WorkerPhase before = pn->st.phase;
     int changed = 0;
-    if (!v->model_ready && worker_model(v->worker, &v->model) == 0) {
-        view_model_ready(v);
+    if (!pn->worker) return 0;
+    if (!pn->ready && worker_model(pn->worker, &pn->model) == 0) {
+        view_pane_ready(v, p);
         changed = 1;
     }
-    int fresh = worker_poll(v->worker, &v->st, &v->frame, &v->seen);
-    if (v->model_ready && v->model.has_attn) changed |= worker_poll_attn(v->worker, &v->attn, &v->attn_seen);
-    if (fresh && v->frame.final) {
-        const Frame *f = &v->frame;
-        memcpy(v->result.x, f->x, (size_t)f->n * v->model.C * v->model.S * v->model.S * sizeof(float));
-        v->result.n = f->n;
-        v->result.final = 1;
-        v->result.req = f->req;
+    int fresh = worker_poll(pn->worker, &pn->st, &pn->frame, &pn->seen);
+    if (pn->ready && pn->model.has_attn) changed |= worker_poll_attn(pn->worker, &pn->attn, &pn->attn_seen);
+    if (fresh && pn->frame.final) {
+        const Frame *f = &pn->frame;
+        memcpy(pn->result.x, f->x, (size_t)f->n * pn->model.C * pn->model.S * pn->model.S * sizeof(float));
+        pn->result.n = f->n;
+        pn->result.final = 1;
+        pn->result.req = f->req;
     }
-    if (before == WORKER_RUNNING && v->st.phase == WORKER_IDLE) {
-        log_run_end(v);
-        if (v->st.outcome == RUN_CANCELLED) view_message(v, "cancelled");
-        else if (v->st.outcome == RUN_DONE) view_message(v, "done: S saves the grid");
+    if (before == WORKER_RUNNING && pn->st.phase == WORKER_IDLE) {
+        log_run_end(v, p);
+        if (!view_busy(v)) {
+            if (pn->st.outcome == RUN_CANCELLED) view_message(v, "cancelled");
+            else if (pn->st.outcome == RUN_DONE) view_message(v, "done: S saves the grid, I one image");
+        }
     }
-    return changed || fresh || before != v->st.phase;
+    return changed || fresh || before != pn->st.phase;
+}
+
+static int poll_worker(View *v) {
+    int changed = 0;
+    for (int p = 0; p < v->npanes; p++) changed |= poll_pane(v, p);
+    return changed;
+}
+
+static int pane_failed(const View *v) {
+    for (int p = 0; p < v->npanes; p++)
+        if (v->pane[p].st.phase == WORKER_FAILED) return p;
+    return -1;
 }
 
 // ---- frames ----
 
 static void draw_frame(View *v, UiHits *hits) {
     MalaErr err;
-    uint64_t shown = v->tex_seq;
-    if (ui_update_texture(v, &err)) view_message(v, "%s", err.msg);
-    if (v->tex_seq != shown && !v->frame.final) v->run_previews++;
+    for (int p = 0; p < v->npanes; p++) {
+        Pane *pn = &v->pane[p];
+        uint64_t shown = pn->tex_seq;
+        if (ui_update_texture(v, p, &err)) view_message(v, "%s", err.msg);
+        if (pn->tex_seq != shown && !pn->frame.final) pn->run_previews++;
+    }
     ui_draw(v, hits);
     if (v->shot_path) {
         if (ui_screenshot(v->ren, v->shot_path, &err)) {
             v->shot_failed = 1;
             view_message(v, "%s", err.msg);
         } else {
-            SDL_Rect r = v->image_rect;
+            SDL_Rect r = v->pane[0].image_rect;
             int w, h;
             SDL_GetRendererOutputSize(v->ren, &w, &h);
             fprintf(stderr, "view: screenshot %s %dx%d, image %dx%d at %d,%d scale %d\n", v->shot_path, w, h, r.w,
-                    r.h, r.x, r.y, v->image_scale);
+                    r.h, r.x, r.y, v->pane[0].image_scale);
+            for (int p = 0; p < v->npanes && v->npanes > 1; p++) {
+                const Pane *pn = &v->pane[p];
+                fprintf(stderr, "view: pane %d %s image %dx%d at %d,%d scale %d, map %dx%d at %d,%d\n", p,
+                        view_pane_name(v, p), pn->image_rect.w, pn->image_rect.h, pn->image_rect.x, pn->image_rect.y,
+                        pn->image_scale, pn->attn_rect.w, pn->attn_rect.h, pn->attn_rect.x, pn->attn_rect.y);
+            }
         }
         v->shot_path = NULL;
     }
@@ -185,7 +224,7 @@ typedef struct {
 
 // Runs the script's next commands; returns 1 when they changed something, -1 on an error.
 static int advance_script(View *v, ScriptRun *r) {
-    if (r->over || !v->model_ready) return 0;
+    if (r->over || !view_ready(v)) return 0;
     MalaErr err;
     int pc = r->sc->pc;
     ScriptState ss = script_step(r->sc, v, &err);
@@ -209,7 +248,7 @@ static int wait_ms(const View *v, const ScriptRun *r, int dirty, double last_dra
         int ms = (int)((last_draw + FRAME_S - now_seconds()) * 1000) + 1;
         return ms > 0 ? ms : 0;
     }
-    return (!r->over && v->model_ready) || v->shot_path ? 10 : 500;
+    return (!r->over && view_ready(v)) || v->shot_path ? 10 : 500;
 }
 
 // The event loop; returns the exit status.
@@ -220,8 +259,9 @@ static int run_loop(View *v, ScriptRun *r) {
     while (!v->quit) {
         dirty |= pump_events(v, &hits, wait_ms(v, r, dirty, last_draw));
         dirty |= poll_worker(v);
-        if (v->st.phase == WORKER_FAILED && r->headless) {
-            fprintf(stderr, "error: %s\n", v->st.msg);
+        int failed = pane_failed(v);
+        if (failed >= 0 && r->headless) {
+            fprintf(stderr, "error: %s\n", v->pane[failed].st.msg);
             return 1;
         }
         int changed = advance_script(v, r);
@@ -269,7 +309,6 @@ static int open_window(View *v, int w, int h) {
 }
 
 static void close_window(View *v) {
-    if (v->tex) SDL_DestroyTexture(v->tex);
     if (v->ren) SDL_DestroyRenderer(v->ren);
     if (v->win) SDL_DestroyWindow(v->win);
     SDL_Quit();
@@ -278,23 +317,88 @@ static void close_window(View *v) {
 static void parse_view_args(ViewArgs *a, int argc, char **argv) {
     *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720};
     Opt opts[] = {
-        {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model)"},
+        {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model); "
+         "twice: two models side by side"},
+        {"--models", OPT_STR, &a->models_dir, "DIR", "the model files (*.safetensors) of DIR, side by side; Tab cycles them"},
         {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
         OPT_DEVICE(&a->device),
         OPT_PRECISION(&a->precision),
         OPT_THREADS(&a->threads),
         {"--script", OPT_STR, &a->script, "CMDS", "run commands, e.g. \"class=Sneaker;generate;wait;save=a.png;quit\""},
         {"--screenshot", OPT_STR, &a->screenshot, "FILE", "save the window as PNG when the script ends"},
-        {"--save-dir", OPT_STR, &a->save_dir, "DIR", "where S / the Save button writes PNGs"},
+        {"--save-dir", OPT_STR, &a->save_dir, "DIR", "where S / I / the Save button write PNGs"},
+        {"--config", OPT_STR, &a->config, "FILE", "the settings file (default: $XDG_CONFIG_HOME/mala/viewer.ini, "
+         "else ~/.config/mala/viewer.ini; scripted runs use one only when given here or in $MALA_VIEW_CONFIG)"},
+        {"--no-config", OPT_FLAG, &a->no_config, NULL, "neither read nor write the settings file (also MALA_VIEW_CONFIG=off)"},
         {"--width", OPT_INT, &a->width, "W", "window width", ARG_MIN(MIN_W), ARG_MAX(16384)},
         {"--height", OPT_INT, &a->height, "H", "window height", ARG_MIN(MIN_H), ARG_MAX(16384)},
     };
     char usage[6144];
     snprintf(usage, sizeof usage, "usage: mala view [flags]\n\nOpens a window to generate images with the model: pick a class, "
              "guidance, sampler,\nsteps, eta, seed and grid size, watch the predicted x0 at every step, save PNGs.\n"
+             "Two models (--ckpt A --ckpt B, or --models DIR) run side by side on the same seed and settings.\n"
              "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "
              "--script: once the model is loaded).", script_usage());
     args_parse(usage, opts, sizeof opts / sizeof opts[0], argc, argv, 1);
+}
+
+// The model files: every --ckpt in order (the flag table keeps only the last), then DIR's
+// *.safetensors sorted by name. Returns the count, or -1 after printing why.
+static int collect_models(int argc, char **argv, const char *dir, char ***out) {
+    int n = 0, cap = 8;
+    char **m = xmalloc(cap * sizeof *m);
+    for (int i = 1; i < argc; i++) {
+        const char *val = NULL;
+        if (!strcmp(argv[i], "--ckpt") && i + 1 < argc) val = argv[++i];
+        else if (!strncmp(argv[i], "--ckpt=", 7)) val = argv[i] + 7;
+        else if (!strcmp(argv[i], "--script") || !strcmp(argv[i], "--screenshot")) i++;  // values, not flags
+        if (!val) continue;
+        if (n == cap) m = realloc(m, (cap *= 2) * sizeof *m);
+        m[n++] = xstrdup(val);
+    }
+    if (dir) {
+        struct dirent **ents;
+        int k = scandir(dir, &ents, NULL, alphasort), found = 0;
+        if (k < 0) {
+            fprintf(stderr, "error: --models %s: cannot read the folder: %s\n", dir, strerror(errno));
+            free(m);
+            return -1;
+        }
+        for (int i = 0; i < k; i++) {
+            const char *name = ents[i]->d_name;
+            size_t len = strlen(name);
+            if (len > 12 && !strcmp(name + len - 12, ".safetensors") && name[0] != '.') {
+                if (n == cap) m = realloc(m, (cap *= 2) * sizeof *m);
+                char path[4096];
+                snprintf(path, sizeof path, "%s/%s", dir, name);
+                m[n++] = xstrdup(path);
+                found++;
+            }
+            free(ents[i]);
+        }
+        free(ents);
+        if (!found) {
+            fprintf(stderr, "error: --models %s: no model files (*.safetensors) in the folder\n", dir);
+            for (int i = 0; i < n; i++) free(m[i]);
+            free(m);
+            return -1;
+        }
+    }
+    if (n == 0) m[n++] = xstrdup(default_model_path());
+    *out = m;
+    return n;
+}
+
+// The settings file to use, NULL for none: --no-config or MALA_VIEW_CONFIG=off disables it,
+// --config or MALA_VIEW_CONFIG names it; otherwise the default path, but only for a person's
+// session: a scripted run stays reproducible and leaves the person's settings alone.
+static const char *config_path(const ViewArgs *a, char *buf, size_t n) {
+    const char *env = getenv("MALA_VIEW_CONFIG");
+    if (a->no_config || (env && (!strcmp(env, "off") || !strcmp(env, "0") || !*env))) return NULL;
+    if (a->config) return a->config;
+    if (env) return env;
+    if (a->script || a->screenshot) return NULL;
+    return view_settings_default_path(buf, n) == 0 ? buf : NULL;
 }
 
 int cmd_view(int argc, char **argv) {
@@ -306,33 +410,49 @@ int cmd_view(int argc, char **argv) {
         fprintf(stderr, "error: --script: %s\n", err.msg);
         return 2;
     }
-    const Backend *be = backend_select(a.device, a.precision);
-    const char *path = a.ckpt ? a.ckpt : default_model_path();
-    if (access(path, R_OK)) {
-        fprintf(stderr, "error: %s: cannot read the model file: %s%s\n", path, strerror(errno),
-                a.ckpt ? "" : " (the bundled model is missing: train one with `mala train` and pass --ckpt)");
+    char **models;
+    int nmodels = collect_models(argc, argv, a.models_dir, &models);
+    if (nmodels < 0) {
         script_free(&script);
         return 1;
     }
-    if (worker_check_vae(path, a.vae, &err)) {  // before a window opens
-        fprintf(stderr, "error: %s\n", err.msg);
-        script_free(&script);
-        return 1;
+    int rc = 1;
+    for (int i = 0; i < nmodels; i++) {
+        if (access(models[i], R_OK)) {
+            fprintf(stderr, "error: %s: cannot read the model file: %s%s\n", models[i], strerror(errno),
+                    a.ckpt || a.models_dir ? "" : " (the bundled model is missing: train one with `mala train` and pass --ckpt)");
+            goto out;
+        }
+        if (worker_check_vae(models[i], a.vae, nmodels > 1, &err)) {  // before a window opens
+            fprintf(stderr, "error: %s\n", err.msg);
+            goto out;
+        }
     }
     worker_set_vae(a.vae);
+    const Backend *be = backend_select(a.device, a.precision);
+    char cfg_buf[4096];
+    const char *cfg = config_path(&a, cfg_buf, sizeof cfg_buf);
     View v;
     view_init(&v);
-    v.model_path = path;
+    v.models = (const char *const *)models;
+    v.nmodels = nmodels;
+    v.npanes = nmodels < VIEW_MAX_PANES ? nmodels : VIEW_MAX_PANES;
+    v.be = be;
+    v.threads = a.threads;
+    v.wake = wake_ui;
     v.save_dir = a.save_dir;
-    int rc = 1;
+    if (view_config_load(&v, cfg)) cfg = NULL;  // corrupt: ignored, and kept as it is
     if (open_window(&v, a.width, a.height) == 0) {
-        v.worker = worker_start(path, be, a.threads, wake_ui, NULL);
+        for (int p = 0; p < v.npanes; p++) view_pane_open(&v, p, p);
         ScriptRun run = {&script, a.screenshot, a.script || a.screenshot, 0, 0, 0};
         rc = run_loop(&v, &run);
-        worker_stop(v.worker);
+        if (rc == 0) view_config_save(&v, cfg);
     }
     view_free(&v);
     close_window(&v);
+out:
+    for (int i = 0; i < nmodels; i++) free(models[i]);
+    free(models);
     script_free(&script);
     return rc;
 }

@@ -28,14 +28,17 @@ static const ScriptSpec SPECS[] = {
     {"class", SC_CLASS, ARG_TEXT, 0, 0, "class=NAME|K", "class by name (any case) or number"},
     {"cfg", SC_CFG, ARG_NUM, 0, 100, "cfg=W", "guidance scale (1 = none)"},
     {"steps", SC_STEPS, ARG_INT, 1, 1000, "steps=N", "sampling steps, 1..1000"},
-    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=ddpm|ddim", "ancestral DDPM or DDIM"},
+    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=NAME", "a sampler kind (mala sample --sampler's names)"},
     {"eta", SC_ETA, ARG_NUM, 0, 1, "eta=E", "DDIM noise, 0..1"},
     {"n", SC_N, ARG_INT, 1, VIEW_MAX_IMAGES, "n=N", "images in the grid, 1..16"},
     {"seed", SC_SEED, ARG_TEXT, 0, 0, "seed=S|random", "fixed seed, or a new one each run"},
     {"generate", SC_GENERATE, ARG_NONE, 0, 0, "generate", "start a run (after the current one ends)"},
     {"wait", SC_WAIT, ARG_NONE, 0, 0, "wait", "until the current run ends (fails if it failed)"},
     {"cancel", SC_CANCEL, ARG_NONE, 0, 0, "cancel", "stop the current run after its step"},
-    {"save", SC_SAVE, ARG_OPT_TEXT, 0, 0, "save[=FILE]", "the latest finished grid as PNG"},
+    {"save", SC_SAVE, ARG_OPT_TEXT, 0, 0, "save[=FILE]", "the latest finished grid as PNG (of the pane=)"},
+    {"save_one", SC_SAVE_ONE, ARG_TEXT, 0, 0, "save_one=K[,FILE]", "image K of that grid alone (no FILE: a new name)"},
+    {"pane", SC_PANE, ARG_INT, 0, VIEW_MAX_PANES - 1, "pane=P", "the model (0 left, 1 right) save, save_one, attn_dump use"},
+    {"next_model", SC_NEXT_MODEL, ARG_OPT_TEXT, 0, 0, "next_model[=P]", "pane P (default the right one) loads the next model file"},
     {"screenshot", SC_SCREENSHOT, ARG_TEXT, 0, 0, "screenshot=FILE", "the window as PNG"},
     {"help", SC_HELP, ARG_OPT_TEXT, 0, 0, "help[=on|off]", "the key overlay"},
     {"sleep", SC_SLEEP, ARG_NUM, 0, 3600, "sleep=SECONDS", "pause the script (the window keeps running)"},
@@ -105,7 +108,7 @@ static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
     switch (c->op) {
     case SC_SAMPLER: {
         SamplerKind k;
-        if (sampler_kind_parse(v, &k)) return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
+        if (sampler_kind_parse(v, &k)) return mala_errf(err, "'%s': expected sampler=%s", item, sampler_kind_list());
         return 0;
     }
     case SC_SEED:
@@ -138,6 +141,16 @@ static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
     case SC_HEAD:
         if (strcasecmp(v, "mean") && (sscanf(v, "%d%c", &x, &end) != 1 || x < 0))
             return mala_errf(err, "'%s': expected head=N (0-based) or head=mean", item);
+        return 0;
+    case SC_SAVE_ONE: {
+        int off = 0;
+        if (sscanf(v, "%d%n", &x, &off) != 1 || x < 0 || x >= VIEW_MAX_IMAGES || (v[off] && (v[off] != ',' || !v[off + 1])))
+            return mala_errf(err, "'%s': expected save_one=K or save_one=K,FILE (K: the image, 0..15)", item);
+        return 0;
+    }
+    case SC_NEXT_MODEL:
+        if (v && (sscanf(v, "%d%c", &x, &end) != 1 || x < 0 || x >= VIEW_MAX_PANES))
+            return mala_errf(err, "'%s': expected next_model or next_model=P (pane 0 or 1)", item);
         return 0;
     case SC_SIZE:
         if (sscanf(v, "%dx%d%c", &x, &y, &end) != 2 || x < 1 || y < 1 || x > 16384 || y > 16384)
@@ -210,7 +223,7 @@ void script_free(Script *s) {
 typedef enum { CMD_DONE, CMD_WAIT, CMD_QUIT, CMD_ERROR } CmdResult;
 
 static CmdResult unknown_class(const View *v, const char *name, MalaErr *err) {
-    const ClassNames *cn = &v->model.classes;
+    const ClassNames *cn = &v->pane[0].model.classes;
     char list[MALA_ERR_LEN / 2] = "";
     size_t len = 0;
     for (int i = 0; i < cn->n && len < sizeof list; i++)
@@ -230,10 +243,45 @@ static CmdResult run_generate(View *v, MalaErr *err) {
 
 static CmdResult run_wait(View *v, MalaErr *err) {
     if (view_busy(v)) return CMD_WAIT;
-    if (v->st.outcome == RUN_FAILED) {
-        mala_errf(err, "generation failed: %s", v->st.msg);
+    for (int p = 0; p < v->npanes; p++)
+        if (v->pane[p].st.outcome == RUN_FAILED) {
+            mala_errf(err, "generation failed: %s", v->pane[p].st.msg);
+            return CMD_ERROR;
+        }
+    return CMD_DONE;
+}
+
+static CmdResult pane_ok(const Script *s, const View *v, const char *what, MalaErr *err) {
+    if (s->pane < v->npanes) return CMD_DONE;
+    mala_errf(err, "%s: pane=%d, but one model is shown (two: --ckpt A --ckpt B or --models DIR)", what, s->pane);
+    return CMD_ERROR;
+}
+
+static CmdResult run_save_one(Script *s, View *v, const char *arg, MalaErr *err) {
+    if (pane_ok(s, v, "save_one", err) != CMD_DONE) return CMD_ERROR;
+    int k = atoi(arg);
+    const char *comma = strchr(arg, ',');
+    if (view_save_one(v, s->pane, k, comma ? comma + 1 : NULL, err)) return CMD_ERROR;
+    fprintf(stderr, "view: %s (image %d of pane %d, %dx%d)\n", v->message, k, s->pane, v->pane[s->pane].model.S,
+            v->pane[s->pane].model.S);
+    return CMD_DONE;
+}
+
+// Starts the switch; the script then pauses until the new model is loaded (advance_script waits
+// for every pane).
+static CmdResult run_next_model(View *v, const char *arg, MalaErr *err) {
+    int p = arg ? atoi(arg) : v->npanes - 1;
+    if (p >= v->npanes) {
+        mala_errf(err, "next_model=%d: one model is shown", p);
         return CMD_ERROR;
     }
+    int before = v->model_at[p];
+    view_do(v, ACT_NEXT_MODEL, p);
+    if (v->model_at[p] == before) {
+        mala_errf(err, "next_model: %s", v->message);
+        return CMD_ERROR;
+    }
+    fprintf(stderr, "view: pane %d now shows %s\n", p, v->models[v->model_at[p]]);
     return CMD_DONE;
 }
 
@@ -331,17 +379,25 @@ static CmdResult run_size(Script *s, View *v, const char *arg, MalaErr *err) {
 // range), then hands it to the worker.
 static CmdResult run_attn(View *v, const ScriptCmd *c, MalaErr *err) {
     AttnSel *sel = &v->attn_sel;
-    const AttnRowInfo *in = &v->model.attn;
-    int x = 0, y = 0, k = 0, on = 1;
-    if (c->op != SC_ATTN && !v->model.has_attn) {
+    int x = 0, y = 0, k = 0, on = 1, ref = view_attn_ref(v);
+    if (c->op != SC_ATTN && ref < 0) {
         mala_errf(err, "%s: no attention rows: %s", c->op == SC_QUERY ? "query" : c->op == SC_BLOCK ? "block" : "head",
-                  v->model.attn_why);
+                  v->pane[0].model.attn_why);
         return CMD_ERROR;
     }
+    AttnRowInfo most = {0};  // block and head are checked against the largest model shown
+    for (int p = 0; p < v->npanes; p++) {
+        const Pane *pn = &v->pane[p];
+        if (!pn->model.has_attn) continue;
+        if (pn->model.attn.blocks > most.blocks) most.blocks = pn->model.attn.blocks;
+        if (pn->model.attn.heads > most.heads) most.heads = pn->model.attn.heads;
+    }
+    const AttnRowInfo *in = &most;
     switch (c->op) {
     case SC_ATTN:
         parse_bool(c->arg, &on);
         if (on != sel->on) view_do(v, ACT_ATTN, 0);
+        if (on) fprintf(stderr, "view: %s\n", v->message);  // what the window says about the models' rows
         return CMD_DONE;
     case SC_QUERY:
         sscanf(c->arg, "%d,%d,%d", &x, &y, &k);
@@ -366,30 +422,33 @@ static CmdResult run_attn(View *v, const ScriptCmd *c, MalaErr *err) {
     default: break;
     }
     sel->id++;
-    worker_set_attn(v->worker, sel);
+    for (int p = 0; p < v->npanes; p++) view_attn_send(v, p);
     return CMD_DONE;
 }
 
 // attn_dump waits until the map answers the current selection and the newest frame.
-static CmdResult run_attn_dump(View *v, const char *path, MalaErr *err) {
+static CmdResult run_attn_dump(Script *s, View *v, const char *path, MalaErr *err) {
+    if (pane_ok(s, v, "attn_dump", err) != CMD_DONE) return CMD_ERROR;
+    const Pane *pn = &v->pane[s->pane];
     if (!v->attn_sel.on) {
         mala_errf(err, "attn_dump=%s: the attention view is off (attn=on first)", path);
         return CMD_ERROR;
     }
-    if (!v->model.has_attn) {
-        mala_errf(err, "attn_dump=%s: no attention rows: %s", path, v->model.attn_why);
+    if (!pn->model.has_attn) {
+        mala_errf(err, "attn_dump=%s: no attention rows: %s", path, pn->model.attn_why);
         return CMD_ERROR;
     }
     if (view_busy(v) || !view_attn_ready(v)) return CMD_WAIT;
-    if (view_attn_dump(v, path, err)) return CMD_ERROR;
+    if (view_attn_dump(v, s->pane, path, err)) return CMD_ERROR;
     return CMD_DONE;
 }
 
 static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
     int k, on = 1;
+    if (!view_ready(v)) return CMD_WAIT;  // a model is loading (next_model): the script waits for it
     switch (c->op) {
     case SC_CLASS:
-        if ((k = class_names_find(&v->model.classes, c->arg)) < 0) return unknown_class(v, c->arg, err);
+        if ((k = class_names_find(&v->pane[0].model.classes, c->arg)) < 0) return unknown_class(v, c->arg, err);
         view_do(v, ACT_CLASS_SET, k);
         return CMD_DONE;
     case SC_CFG: v->opts.cfg_scale = (float)c->num; return CMD_DONE;
@@ -403,9 +462,12 @@ static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
         return CMD_DONE;
     case SC_GENERATE: return run_generate(v, err);
     case SC_WAIT: return run_wait(v, err);
-    case SC_CANCEL: if (view_busy(v)) worker_cancel(v->worker); return CMD_DONE;
+    case SC_CANCEL:
+        for (int p = 0; p < v->npanes; p++)
+            if (v->pane[p].st.phase == WORKER_RUNNING) worker_cancel(v->pane[p].worker);
+        return CMD_DONE;
     case SC_SAVE:
-        if (view_save(v, c->arg, err)) return CMD_ERROR;
+        if (pane_ok(s, v, "save", err) != CMD_DONE || view_save(v, s->pane, c->arg, err)) return CMD_ERROR;
         fprintf(stderr, "view: %s\n", v->message);
         return CMD_DONE;
     case SC_SCREENSHOT: return run_screenshot(s, v, c->arg, err);
@@ -420,7 +482,10 @@ static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
     case SC_SCALE:
         view_do(v, ACT_SCALE_SET, (int)lroundf((log2f((float)c->num) + 2.0f) * (ATTN_NOTCHES - 1) / 5.0f));
         return CMD_DONE;
-    case SC_ATTN_DUMP: return run_attn_dump(v, c->arg, err);
+    case SC_ATTN_DUMP: return run_attn_dump(s, v, c->arg, err);
+    case SC_PANE: s->pane = (int)c->num; return CMD_DONE;
+    case SC_SAVE_ONE: return run_save_one(s, v, c->arg, err);
+    case SC_NEXT_MODEL: return run_next_model(v, c->arg, err);
     case SC_QUIT: return CMD_QUIT;
     }
     return CMD_DONE;

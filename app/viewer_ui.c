@@ -2,6 +2,7 @@
 // The viewer's window, drawn immediate-mode: every frame lays out the control panel (left), the
 // image area (right) and the status bar (bottom) from the window size, and records each
 // clickable rectangle with its action so a click maps to the same view_do as a key.
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -92,6 +93,21 @@ static void toggle(Ui *u, int y, const char *label, const char *a, const char *b
     hint(u, (SDL_Rect){hx, y, PANEL_W - PAD - hx, ROW_H}, key);
 }
 
+// "label   [ ddpm | ddim | ... ]   hint": one button per sampler kind, the active one highlighted.
+static void sampler_list(Ui *u, int y, SamplerKind active) {
+    text_in(u, (SDL_Rect){PAD, y, LABEL_W, ROW_H}, -1, C_TEXT, "Sampler");
+    const int x = PAD + LABEL_W, hint_w = 28, by = y + (ROW_H - SMALL_BTN) / 2;
+    const int w = PANEL_W - PAD - x - hint_w, n = SAMPLER_KIND_COUNT;
+    for (int k = 0; k < n; k++) {
+        char name[24];
+        snprintf(name, sizeof name, "%s", sampler_kind_name((SamplerKind)k));
+        for (char *c = name; *c; c++) *c = (char)toupper((unsigned char)*c);
+        int x0 = x + w * k / n, x1 = x + w * (k + 1) / n;
+        button(u, (SDL_Rect){x0, by, x1 - x0, SMALL_BTN}, name, ACT_SAMPLER_SET, k, (int)active == k);
+    }
+    hint(u, (SDL_Rect){x + w, y, hint_w, ROW_H}, "M");
+}
+
 #define CONTROLS_H (7 * ROW_H + 2 * BTN_H + 3 * PAD)
 
 static void draw_controls(Ui *u, int y) {
@@ -100,7 +116,7 @@ static void draw_controls(Ui *u, int y) {
     char buf[64];
     snprintf(buf, sizeof buf, o->cfg_scale == 1.0f ? "%.1f off" : "%.1f", o->cfg_scale);
     stepper(u, y, "Guidance", buf, ACT_CFG_DOWN, ACT_CFG_UP, "Up/Dn", 1);
-    toggle(u, y += ROW_H, "Sampler", "DDPM", "DDIM", o->kind == SAMPLER_DDIM, ACT_SAMPLER, "M");
+    sampler_list(u, y += ROW_H, o->kind);
     snprintf(buf, sizeof buf, "%d", o->steps);
     stepper(u, y += ROW_H, "Steps", buf, ACT_STEPS_DOWN, ACT_STEPS_UP, "[ ]", 1);
     snprintf(buf, sizeof buf, "%.1f", o->eta);
@@ -115,14 +131,15 @@ static void draw_controls(Ui *u, int y) {
     if (view_busy(v)) button(u, gen, "Cancel (Esc)", ACT_CANCEL, 0, 1);
     else button(u, gen, "Generate (Enter)", ACT_GENERATE, 0, 0);
     y += BTN_H + PAD;
-    int half = (PANEL_W - 3 * PAD) / 2;
-    button(u, (SDL_Rect){PAD, y, half, BTN_H}, "Save PNG (S)", ACT_SAVE, 0, 0);
-    button(u, (SDL_Rect){2 * PAD + half, y, half, BTN_H}, "Help (H)", ACT_HELP, 0, v->help);
+    int third = (PANEL_W - 4 * PAD) / 3;
+    button(u, (SDL_Rect){PAD, y, third, BTN_H}, "Grid (S)", ACT_SAVE, 0, 0);
+    button(u, (SDL_Rect){2 * PAD + third, y, third, BTN_H}, "Image (I)", ACT_SAVE_ONE, 0, 0);
+    button(u, (SDL_Rect){3 * PAD + 2 * third, y, third, BTN_H}, "Help (H)", ACT_HELP, 0, v->help);
 }
 
 static void draw_class_list(Ui *u, int y, int rows) {
     View *v = u->v;
-    const ClassNames *cn = &v->model.classes;
+    const ClassNames *cn = &v->pane[0].model.classes;
     if (v->cls != v->list_cls) {  // a new class: scroll it into view (the wheel may move away)
         if (v->cls < v->list_top) v->list_top = v->cls;
         if (v->cls >= v->list_top + rows) v->list_top = v->cls - rows + 1;
@@ -147,21 +164,33 @@ static void draw_class_list(Ui *u, int y, int rows) {
 
 static void draw_panel(Ui *u) {
     View *v = u->v;
+    const ModelInfo *m = &v->pane[0].model;
     fill(u, (SDL_Rect){0, 0, PANEL_W, u->h}, C_PANEL);
     font_draw(v->ren, PAD, PAD, 3, C_TEXT, "MALA-DiT viewer");
     int y = PAD + 3 * font_height(1) + PAD;
-    const char *base = strrchr(v->model_path, '/');
-    text_in(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, -1, C_DIM, base ? base + 1 : v->model_path);
-    if (!v->model_ready) return;
-    text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, v->model.arch);
-    text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, v->model.data);
+    if (v->npanes == 1) {
+        text_in(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, -1, C_DIM, view_pane_name(v, 0));
+        if (!v->pane[0].ready) return;
+        text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, m->arch);
+        text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, m->data);
+    } else {  // each column names its model; here: which file is where, and the switch keys
+        for (int p = 0; p < v->npanes; p++) {
+            char buf[320];
+            snprintf(buf, sizeof buf, "%c  %s", 'A' + p, view_pane_name(v, p));
+            text_in(u, (SDL_Rect){PAD, y + 20 * p, PANEL_W - 2 * PAD, 20}, -1, C_DIM, buf);
+        }
+        char buf[96];
+        snprintf(buf, sizeof buf, "Tab: B's next model (%d files)", v->nmodels);
+        text_in(u, (SDL_Rect){PAD, y += 40, PANEL_W - 2 * PAD, 20}, -1, C_DIM, buf);
+        if (!v->pane[0].ready) return;
+    }
     y += 20 + PAD / 2;
     text_in(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 24}, -1, C_TEXT, "Class");
     hint(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 24}, "Left/Right");
     y += 26;
     int free_rows = (u->h - y - CONTROLS_H - PAD) / LIST_ROW_H;
     int rows = free_rows < 3 ? 3 : free_rows;
-    if (rows > v->model.classes.n) rows = v->model.classes.n;
+    if (rows > m->classes.n) rows = m->classes.n;
     draw_class_list(u, y, rows);
     draw_controls(u, y + rows * LIST_ROW_H + PAD);
 }
@@ -186,14 +215,16 @@ static void outline(Ui *u, SDL_Rect r, SDL_Color c) {
 }
 
 // The query token's cell on the grid image, in window pixels.
-static SDL_Rect query_cell(const View *v) {
-    const AttnRowInfo *in = &v->model.attn;
-    const int S = v->model.S, cols = view_grid_cols(v->frame.n), k = v->attn_sel.image;
-    const int tc = v->attn_sel.query % in->gw, tr = v->attn_sel.query / in->gw;
-    double fx = (double)v->image_rect.w / v->tex_w, fy = (double)v->image_rect.h / v->tex_h;
-    int gx = VIEW_GRID_PAD + (k % cols) * (S + VIEW_GRID_PAD) + tc * S / in->gw;
-    int gy = VIEW_GRID_PAD + (k / cols) * (S + VIEW_GRID_PAD) + tr * S / in->gh;
-    SDL_Rect r = {v->image_rect.x + (int)(gx * fx), v->image_rect.y + (int)(gy * fy), (int)(S / in->gw * fx),
+static SDL_Rect query_cell(const View *v, int p) {
+    const Pane *pn = &v->pane[p];
+    const AttnRowInfo *in = &pn->model.attn;
+    const AttnSel sel = view_attn_sel(v, p);
+    const int S = pn->model.S, cols = view_grid_cols(pn->frame.n), k = sel.image;
+    const int tc = sel.query % in->gw, tr = sel.query / in->gw, pad = pn->frame.n == 1 ? 0 : VIEW_GRID_PAD;
+    double fx = (double)pn->image_rect.w / pn->tex_w, fy = (double)pn->image_rect.h / pn->tex_h;
+    int gx = pad + (k % cols) * (S + VIEW_GRID_PAD) + tc * S / in->gw;
+    int gy = pad + (k / cols) * (S + VIEW_GRID_PAD) + tr * S / in->gh;
+    SDL_Rect r = {pn->image_rect.x + (int)(gx * fx), pn->image_rect.y + (int)(gy * fy), (int)(S / in->gw * fx),
                   (int)(S / in->gh * fy)};
     if (r.w < 3) r.w = 3;
     if (r.h < 3) r.h = 3;
@@ -214,134 +245,211 @@ static void draw_slider(Ui *u, SDL_Rect r) {
     }
 }
 
-static void draw_attn(Ui *u, SDL_Rect area) {
+// Pane p's map in area: a heading, the heat map as large as fits, the sharpness numbers and the
+// slider (compact: a shorter heading, for the half-height area of a side-by-side column).
+static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
     View *v = u->v;
+    Pane *pn = &v->pane[p];
     fill(u, area, C_SHADE);
-    SDL_Rect line = {area.x + PAD, area.y + PAD, area.w - 2 * PAD, 22};
-    if (!v->model.has_attn) {
+    SDL_Rect line = {area.x + PAD, area.y + PAD / 2, area.w - 2 * PAD, 22};
+    pn->attn_rect = (SDL_Rect){0, 0, 0, 0};
+    if (!pn->ready) return;
+    if (!pn->model.has_attn) {
+        const int dig = strstr(pn->model.data, "dig") == pn->model.data;
         text_in(u, line, -1, C_ACCENT, "Attention map (A)");
         line.y += 26;
         text_in(u, line, -1, C_ERR, "no attention rows for this model:");
         line.y += 24;
-        text_in(u, line, -1, C_DIM, v->model.attn_why);
+        text_in(u, line, -1, C_DIM, pn->model.attn_why);
+        line.y += 24;
+        text_in(u, line, -1, C_DIM, dig ? "DiG mixes tokens by gated linear recurrence (GLA);"
+                                        : "DiC mixes tokens by convolutions only;");
+        line.y += 24;
+        text_in(u, line, -1, C_DIM, dig ? "its gates/decay are not exposed: nothing to show" : "there is no map to show");
         return;
     }
-    const AttnRowInfo *in = &v->model.attn;
-    char buf[160];
-    snprintf(buf, sizeof buf, "Attention map: %s", in->kind);
-    text_in(u, line, -1, C_ACCENT, buf);
-    hint(u, line, "A");
-    line.y += 24;
-    view_attn_label(v, buf, sizeof buf);
-    text_in(u, line, -1, C_TEXT, buf);
-    line.y += 24;
-    text_in(u, line, -1, C_DIM, "B N  J K  Z X  click");
-    int top = line.y + 26, bottom_h = 4 * 24 + 30 + PAD;
+    const AttnRowInfo *in = &pn->model.attn;
+    char buf[160], label[96];
+    view_attn_label(v, p, label, sizeof label);
+    if (compact) {  // "mala  block 2/4  head mean" without the word head
+        char *h = strstr(label, "head ");
+        if (h) memmove(h, h + 5, strlen(h + 5) + 1);
+        snprintf(buf, sizeof buf, "%s  %s", in->kind, label);
+        text_in(u, line, -1, C_ACCENT, buf);
+    } else {
+        snprintf(buf, sizeof buf, "Attention map: %s", in->kind);
+        text_in(u, line, -1, C_ACCENT, buf);
+        hint(u, line, "A");
+        line.y += 24;
+        text_in(u, line, -1, C_TEXT, label);
+        line.y += 24;
+        text_in(u, line, -1, C_DIM, "B N  J K  Z X  click");
+    }
+    int top = line.y + 26, bottom_h = (compact ? 3 : 4) * 24 + 30 + PAD;
     int side = area.w - 2 * PAD < area.h - (top - area.y) - bottom_h ? area.w - 2 * PAD : area.h - (top - area.y) - bottom_h;
     int cell = side / (in->gw > in->gh ? in->gw : in->gh);
     if (cell < 1) cell = 1;
     SDL_Rect map = {area.x + (area.w - cell * in->gw) / 2, top, cell * in->gw, cell * in->gh};
-    v->attn_rect = map;
-    const int L = in->gh * in->gw, have = v->attn.step > 0 && v->attn.row;
+    pn->attn_rect = map;
+    const int L = in->gh * in->gw, have = pn->attn.step > 0 && pn->attn.row;
     int y = map.y + map.h + PAD;
-    if (!have || !v->attn.ok) {
+    if (!have || !pn->attn.ok) {
         fill(u, map, C_TRACK);
-        text_in(u, map, 0, v->attn.ok || !have ? C_DIM : C_ERR, !have ? "generate to see the map" : v->attn.msg);
+        text_in(u, map, 0, pn->attn.ok || !have ? C_DIM : C_ERR, !have ? "generate to see the map" : pn->attn.msg);
     } else {
-        float lo = v->attn.row[0], hi = v->attn.row[0];
+        float lo = pn->attn.row[0], hi = pn->attn.row[0];
         for (int j = 1; j < L; j++) {
-            lo = v->attn.row[j] < lo ? v->attn.row[j] : lo;
-            hi = v->attn.row[j] > hi ? v->attn.row[j] : hi;
+            lo = pn->attn.row[j] < lo ? pn->attn.row[j] : lo;
+            hi = pn->attn.row[j] > hi ? pn->attn.row[j] : hi;
         }
         for (int j = 0; j < L; j++)
             fill(u, (SDL_Rect){map.x + (j % in->gw) * cell, map.y + (j / in->gw) * cell, cell, cell},
-                 heat(hi > lo ? (v->attn.row[j] - lo) / (hi - lo) : 0.5));
-        const AttnSel *q = &v->attn.sel;
+                 heat(hi > lo ? (pn->attn.row[j] - lo) / (hi - lo) : 0.5));
+        const AttnSel *q = &pn->attn.sel;
         outline(u, (SDL_Rect){map.x + (q->query % in->gw) * cell, map.y + (q->query / in->gw) * cell, cell, cell},
                 C_OK);
         double sum, tm, ent;
-        attn_stats(v->attn.row, L, &sum, &tm, &ent);
-        snprintf(buf, sizeof buf, "top/mean %.2f", tm);
-        text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
-        snprintf(buf, sizeof buf, "entropy %.2f (flat %.2f)", ent, log((double)L));
-        text_in(u, (SDL_Rect){line.x, y + 24, line.w, 22}, -1, C_TEXT, buf);
-        snprintf(buf, sizeof buf, "sum %.4f  step %d", sum, v->attn.step);
-        text_in(u, (SDL_Rect){line.x, y + 48, line.w, 22}, -1, C_DIM, buf);
+        attn_stats(pn->attn.row, L, &sum, &tm, &ent);
+        if (compact) {
+            snprintf(buf, sizeof buf, "top/mean %.2f  ent %.2f/%.2f", tm, ent, log((double)L));
+            text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
+            snprintf(buf, sizeof buf, "sum %.4f  step %d", sum, pn->attn.step);
+            text_in(u, (SDL_Rect){line.x, y + 24, line.w, 22}, -1, C_DIM, buf);
+        } else {
+            snprintf(buf, sizeof buf, "top/mean %.2f", tm);
+            text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
+            snprintf(buf, sizeof buf, "entropy %.2f (flat %.2f)", ent, log((double)L));
+            text_in(u, (SDL_Rect){line.x, y + 24, line.w, 22}, -1, C_TEXT, buf);
+            snprintf(buf, sizeof buf, "sum %.4f  step %d", sum, pn->attn.step);
+            text_in(u, (SDL_Rect){line.x, y + 48, line.w, 22}, -1, C_DIM, buf);
+        }
     }
+    int sy = y + (compact ? 48 : 72);
     snprintf(buf, sizeof buf, "query scale a %.2f", v->attn_sel.a);
-    text_in(u, (SDL_Rect){line.x, y + 72, line.w, 22}, -1, C_TEXT, buf);
-    draw_slider(u, (SDL_Rect){line.x, y + 96, line.w, 24});
+    text_in(u, (SDL_Rect){line.x, sy, line.w, 22}, -1, C_TEXT, buf);
+    draw_slider(u, (SDL_Rect){line.x, sy + 24, line.w, 24});
 }
 
 // ---- the image area and the status bar ----
 
-static void draw_image(Ui *u, SDL_Rect area) {
+// Pane p's grid, as large as whole-pixel scaling allows, centred in area.
+static void draw_grid(Ui *u, int p, SDL_Rect area) {
     View *v = u->v;
-    if (v->attn_sel.on) {  // the map takes the right half
-        int half = area.w / 2;
-        draw_attn(u, (SDL_Rect){area.x + half, area.y, area.w - half, area.h});
-        area.w = half;
-    }
+    Pane *pn = &v->pane[p];
     fill(u, area, C_BG);
-    if (!v->tex || v->frame.n == 0) {
-        const char *msg = v->st.phase == WORKER_FAILED ? "the model could not be loaded (see below)"
-                          : !v->model_ready ? "loading the model..." : "no images yet: press Enter to generate";
-        text_in(u, area, 0, v->st.phase == WORKER_FAILED ? C_ERR : C_DIM, msg);
+    pn->image_rect = (SDL_Rect){0, 0, 0, 0};
+    if (!pn->tex || pn->frame.n == 0) {
+        const char *msg = pn->st.phase == WORKER_FAILED ? "the model could not be loaded (see below)"
+                          : !pn->ready ? "loading the model..." : "no images yet: press Enter to generate";
+        text_in(u, area, 0, pn->st.phase == WORKER_FAILED ? C_ERR : C_DIM, msg);
         return;
     }
     int aw = area.w - 2 * PAD, ah = area.h - 2 * PAD;
-    int s = aw / v->tex_w < ah / v->tex_h ? aw / v->tex_w : ah / v->tex_h;
-    int dw = v->tex_w * s, dh = v->tex_h * s;
+    int s = aw / pn->tex_w < ah / pn->tex_h ? aw / pn->tex_w : ah / pn->tex_h;
+    int dw = pn->tex_w * s, dh = pn->tex_h * s;
     if (s < 1) {  // larger than the window: shrink to fit, keeping the aspect ratio
-        double f = (double)aw / v->tex_w < (double)ah / v->tex_h ? (double)aw / v->tex_w : (double)ah / v->tex_h;
-        dw = (int)(v->tex_w * f);
-        dh = (int)(v->tex_h * f);
+        double f = (double)aw / pn->tex_w < (double)ah / pn->tex_h ? (double)aw / pn->tex_w : (double)ah / pn->tex_h;
+        dw = (int)(pn->tex_w * f);
+        dh = (int)(pn->tex_h * f);
     }
     SDL_Rect dst = {area.x + (area.w - dw) / 2, area.y + (area.h - dh) / 2, dw, dh};
-    SDL_RenderCopy(v->ren, v->tex, NULL, &dst);
-    v->image_rect = dst;
-    v->image_scale = s;
-    if (v->attn_sel.on && v->model.has_attn && v->attn_sel.image < v->frame.n) outline(u, query_cell(v), C_OK);
+    SDL_RenderCopy(v->ren, pn->tex, NULL, &dst);
+    pn->image_rect = dst;
+    pn->image_scale = s;
+    if (v->attn_sel.on && pn->model.has_attn && v->attn_sel.image < pn->frame.n) outline(u, query_cell(v, p), C_OK);
 }
 
-static const char *sampler_name(SamplerKind k) { return k == SAMPLER_DDIM ? "DDIM" : "DDPM"; }
+#define HEAD_H 24  // a side-by-side column's heading
 
-// The progress line: live during a run, a summary afterwards.
-static void progress_text(const View *v, char *buf, size_t n) {
-    const WorkerStatus *st = &v->st;
-    const ViewRequest *r = &v->frame.req;
-    if (view_busy(v))
-        snprintf(buf, n, "step %d/%d   %.1f steps/s   %.1f s", st->step, st->nsteps, st->steps_per_s, st->seconds);
+static void draw_image(Ui *u, SDL_Rect area) {
+    View *v = u->v;
+    if (v->npanes == 1) {
+        if (v->attn_sel.on) {  // the map takes the right half
+            int half = area.w / 2;
+            draw_attn(u, 0, (SDL_Rect){area.x + half, area.y, area.w - half, area.h}, 0);
+            area.w = half;
+        }
+        draw_grid(u, 0, area);
+        return;
+    }
+    // side by side: a column per model, its name on top, its map under its grid
+    for (int p = 0; p < v->npanes; p++) {
+        const Pane *pn = &v->pane[p];
+        int x0 = area.x + area.w * p / v->npanes, x1 = area.x + area.w * (p + 1) / v->npanes;
+        SDL_Rect col = {x0, area.y, x1 - x0, area.h};
+        SDL_Rect head = {col.x, col.y, col.w, HEAD_H};
+        fill(u, head, C_PANEL);
+        char buf[320], size[48] = "";
+        snprintf(buf, sizeof buf, "%c  %s", 'A' + p, view_pane_name(v, p));
+        char *ext = strstr(buf, ".safetensors");
+        if (ext && !ext[12]) *ext = 0;
+        if (pn->ready) snprintf(size, sizeof size, "%dx%dx%d", pn->model.S, pn->model.S, pn->model.C);
+        hint(u, head, size);
+        text_in(u, (SDL_Rect){head.x, head.y, head.w - font_width(size, TS) - 12, head.h}, -1, C_TEXT, buf);
+        SDL_Rect body = {col.x, col.y + HEAD_H, col.w, col.h - HEAD_H};
+        if (v->attn_sel.on) {
+            int gh = body.h * 12 / 25;
+            draw_grid(u, p, (SDL_Rect){body.x, body.y, body.w, gh});
+            draw_attn(u, p, (SDL_Rect){body.x, body.y + gh, body.w, body.h - gh}, 1);
+        } else {
+            draw_grid(u, p, body);
+        }
+        if (p > 0) fill(u, (SDL_Rect){col.x, col.y, 2, col.h}, C_PANEL);  // the divider
+    }
+}
+
+// The progress line of pane p: live during a run, a summary afterwards; with the device.
+static void progress_text(const View *v, int p, char *buf, size_t n) {
+    const Pane *pn = &v->pane[p];
+    const WorkerStatus *st = &pn->st;
+    const ViewRequest *r = &pn->frame.req;
+    const char *dev = v->be->name;
+    char kind[24];
+    snprintf(kind, sizeof kind, "%s", sampler_kind_name(r->opts.kind) ? sampler_kind_name(r->opts.kind) : "?");
+    for (char *c = kind; *c; c++) *c = (char)toupper((unsigned char)*c);
+    const int narrow = v->npanes > 1;  // half the bar's width
+    if (pn->st.phase == WORKER_RUNNING && narrow)
+        snprintf(buf, n, "%d/%d  %.1f steps/s  %s", st->step, st->nsteps, st->steps_per_s, dev);
+    else if (pn->st.phase == WORKER_RUNNING)
+        snprintf(buf, n, "step %d/%d   %.1f steps/s   %.1f s   %s", st->step, st->nsteps, st->steps_per_s, st->seconds, dev);
+    else if (st->outcome == RUN_DONE && narrow)
+        snprintf(buf, n, "done  %.1f steps/s  %s", st->steps_per_s, dev);
     else if (st->outcome == RUN_DONE)
-        snprintf(buf, n, "done: %d image%s, %s %d steps in %.1f s (%.1f steps/s)", r->n, r->n == 1 ? "" : "s",
-                 sampler_name(r->opts.kind),
-                 st->nsteps, st->seconds, st->steps_per_s);
-    else if (st->outcome == RUN_CANCELLED) snprintf(buf, n, "cancelled at step %d/%d", st->step, st->nsteps);
+        snprintf(buf, n, "done: %d image%s, %s %d steps in %.1f s (%.1f steps/s, %s)", r->n, r->n == 1 ? "" : "s", kind,
+                 st->nsteps, st->seconds, st->steps_per_s, dev);
+    else if (st->outcome == RUN_CANCELLED) snprintf(buf, n, "cancelled at step %d/%d (%s)", st->step, st->nsteps, dev);
     else if (st->outcome == RUN_FAILED) snprintf(buf, n, "failed: %s", st->msg);
-    else snprintf(buf, n, "idle");
+    else if (pn->st.phase == WORKER_LOADING) snprintf(buf, n, "loading on %s", dev);
+    else snprintf(buf, n, "idle   device %s", dev);
 }
 
 static void draw_status(Ui *u, SDL_Rect bar) {
     View *v = u->v;
     fill(u, bar, C_PANEL);
-    SDL_Rect track = {bar.x + PAD, bar.y + 8, bar.w - 2 * PAD, 24};
-    fill(u, track, C_TRACK);
-    const WorkerStatus *st = &v->st;
-    if (st->nsteps > 0 && st->step > 0) {
-        SDL_Rect done = track;
-        done.w = (int)((long long)track.w * st->step / st->nsteps);
-        fill(u, done, view_busy(v) ? C_SEL : st->outcome == RUN_DONE ? C_DONE : C_HOT);
-    }
     char buf[MALA_ERR_LEN + 64];
-    progress_text(v, buf, sizeof buf);
-    text_in(u, track, -1, C_TEXT, buf);
+    int failed = -1;
+    for (int p = 0; p < v->npanes; p++) {  // a progress track per model
+        const Pane *pn = &v->pane[p];
+        const WorkerStatus *st = &pn->st;
+        int x0 = bar.x + PAD + (bar.w - PAD) * p / v->npanes, x1 = bar.x + (bar.w - PAD) * (p + 1) / v->npanes;
+        SDL_Rect track = {x0, bar.y + 8, x1 - x0, 24};
+        fill(u, track, C_TRACK);
+        if (st->nsteps > 0 && st->step > 0) {
+            SDL_Rect done = track;
+            done.w = (int)((long long)track.w * st->step / st->nsteps);
+            fill(u, done, st->phase == WORKER_RUNNING ? C_SEL : st->outcome == RUN_DONE ? C_DONE : C_HOT);
+        }
+        progress_text(v, p, buf, sizeof buf);
+        text_in(u, track, -1, C_TEXT, buf);
+        if (failed < 0 && (st->phase == WORKER_FAILED || st->outcome == RUN_FAILED)) failed = p;
+    }
     SDL_Rect line = {bar.x + PAD, bar.y + 36, bar.w - 2 * PAD, 24};
-    int failed = st->phase == WORKER_FAILED || st->outcome == RUN_FAILED;
-    text_in(u, line, -1, failed ? C_ERR : !strncmp(v->message, "saved", 5) ? C_OK : C_DIM,
-            failed ? st->msg : v->message);
-    if (v->frame.n > 0 && !failed) {
-        const ViewRequest *r = &v->frame.req;
-        snprintf(buf, sizeof buf, "%s  seed %llu  cfg %.1f", v->model.classes.names[r->cls],
+    text_in(u, line, -1, failed >= 0 ? C_ERR : !strncmp(v->message, "saved", 5) ? C_OK : C_DIM,
+            failed >= 0 ? v->pane[failed].st.msg : v->message);
+    const Pane *p0 = &v->pane[0];
+    if (p0->frame.n > 0 && failed < 0) {
+        const ViewRequest *r = &p0->frame.req;
+        snprintf(buf, sizeof buf, "%s  seed %llu  cfg %.1f", p0->model.classes.names[r->cls],
                  (unsigned long long)r->seed, r->opts.cfg_scale);
         int tw = font_width(buf, TS), mw = font_width(v->message, TS);
         if (mw + tw + 40 < line.w) text_in(u, line, 1, C_DIM, buf);
@@ -356,13 +464,15 @@ static const char *const HELP[][2] = {
     {"Q", "quit"},
     {"Left, Right", "class (or click the list; wheel scrolls)"},
     {"Up, Down", "guidance scale +/- 0.5"},
-    {"M", "sampler DDPM / DDIM"},
+    {"M", "next sampler (or click the list)"},
     {"[  ]", "steps - / +"},
     {",  .", "eta - / + 0.1 (DDIM)"},
     {"PgDn, PgUp", "seed - / + 1"},
     {"R", "seed: fixed / new each run"},
     {"-  +", "images in the grid (1..16)"},
-    {"S", "save the grid as PNG"},
+    {"S", "save the grid as PNG (each model's)"},
+    {"I", "save one image (under the pointer) as PNG"},
+    {"Tab, Shift+Tab", "next model file in pane B / A"},
     {"H, F1", "show / hide this help"},
     {"A", "attention map (click the image: query token)"},
     {"B N / J K", "attention block - / +, head - / + (mean)"},
@@ -374,13 +484,13 @@ static void draw_help(Ui *u) {
     SDL_SetRenderDrawBlendMode(u->v->ren, SDL_BLENDMODE_BLEND);
     fill(u, (SDL_Rect){0, 0, u->w, u->h}, (SDL_Color){0, 0, 0, 150});
     SDL_SetRenderDrawBlendMode(u->v->ren, SDL_BLENDMODE_NONE);
-    int bw = 700, bh = 76 + HELP_N * 26;
+    int bw = 700, bh = 76 + HELP_N * 24;
     SDL_Rect box = {(u->w - bw) / 2, (u->h - bh) / 2, bw, bh};
     fill(u, (SDL_Rect){box.x - 2, box.y - 2, box.w + 4, box.h + 4}, C_ACCENT);
     fill(u, box, C_SHADE);
     text(u, box.x + 24, box.y + 20, C_ACCENT, "Keys (mouse: click the controls)");
     for (int i = 0; i < HELP_N; i++) {
-        int y = box.y + 56 + i * 26;
+        int y = box.y + 56 + i * 24;
         text(u, box.x + 24, y, C_TEXT, HELP[i][0]);
         text(u, box.x + 200, y, C_DIM, HELP[i][1]);
     }
@@ -419,27 +529,28 @@ void ui_scroll_list(View *v, int rows) {
     if (v->list_top < 0) v->list_top = 0;
 }
 
-int ui_update_texture(View *v, MalaErr *err) {
-    if (v->tex_seq == v->seen || v->frame.n == 0) return 0;
+int ui_update_texture(View *v, int p, MalaErr *err) {
+    Pane *pn = &v->pane[p];
+    if (!pn->ready || pn->tex_seq == pn->seen || pn->frame.n == 0) return 0;
     uint8_t *rgb;
-    int gw, gh, S = v->model.S;
-    if (image_grid_u8(&rgb, &gw, &gh, v->frame.x, v->frame.n, v->model.C, S, S, view_grid_cols(v->frame.n),
+    int gw, gh, S = pn->model.S;
+    if (image_grid_u8(&rgb, &gw, &gh, pn->frame.x, pn->frame.n, pn->model.C, S, S, view_grid_cols(pn->frame.n),
                       VIEW_GRID_PAD, err))
         return -1;
-    if (!v->tex || gw != v->tex_w || gh != v->tex_h) {
-        if (v->tex) SDL_DestroyTexture(v->tex);
-        v->tex = SDL_CreateTexture(v->ren, SDL_PIXELFORMAT_RGB24, SDL_TEXTUREACCESS_STREAMING, gw, gh);
-        if (!v->tex) {
+    if (!pn->tex || gw != pn->tex_w || gh != pn->tex_h) {
+        if (pn->tex) SDL_DestroyTexture(pn->tex);
+        pn->tex = SDL_CreateTexture(v->ren, SDL_PIXELFORMAT_RGB24, SDL_TEXTUREACCESS_STREAMING, gw, gh);
+        if (!pn->tex) {
             free(rgb);
             return mala_errf(err, "cannot create a %dx%d texture: %s", gw, gh, SDL_GetError());
         }
-        SDL_SetTextureScaleMode(v->tex, SDL_ScaleModeNearest);
-        v->tex_w = gw;
-        v->tex_h = gh;
+        SDL_SetTextureScaleMode(pn->tex, SDL_ScaleModeNearest);
+        pn->tex_w = gw;
+        pn->tex_h = gh;
     }
-    SDL_UpdateTexture(v->tex, NULL, rgb, gw * 3);
+    SDL_UpdateTexture(pn->tex, NULL, rgb, gw * 3);
     free(rgb);
-    v->tex_seq = v->seen;
+    pn->tex_seq = pn->seen;
     return 0;
 }
 

@@ -49,7 +49,7 @@ static const char *g_vae_path;  // set before any worker starts (worker_set_vae)
 
 void worker_set_vae(const char *vae_path) { g_vae_path = vae_path; }
 
-int worker_check_vae(const char *model, const char *vae_path, MalaErr *err) {
+int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, MalaErr *err) {
     StFile f;
     NetConfig c;
     ClassNames cn;
@@ -60,7 +60,7 @@ int worker_check_vae(const char *model, const char *vae_path, MalaErr *err) {
     class_names_free(&cn);
     if (c.latent_scale > 0 && !vae_path)
         return mala_errf(err, "%s is a latent model: give --vae FILE, the VAE that decodes its samples", model);
-    if (!(c.latent_scale > 0) && vae_path)
+    if (!(c.latent_scale > 0) && vae_path && !pixel_ok)
         return mala_errf(err, "--vae %s: %s is a pixel-space model (its samples are images already)", vae_path, model);
     return 0;
 }
@@ -224,7 +224,7 @@ static void *worker_main(void *arg) {
     Generator g;
     MalaErr err = {{0}};
     int rc = generator_open_mode(&g, w->path, w->be, VIEW_MAX_IMAGES, NET_INFER_ATTN, &err);
-    if (rc == 0 && generator_attach_vae(&g, g_vae_path, w->path, &err)) {
+    if (rc == 0 && generator_attach_vae(&g, g.net->cfg.latent_scale > 0 ? g_vae_path : NULL, w->path, &err)) {
         generator_close(&g);
         rc = -1;
     }

@@ -20,6 +20,7 @@
 #include "image_io.h"
 #include "npy.h"
 #include "testutil.h"
+#include "view_settings.h"
 
 #define S_IMG 32         // image side of the model the fixture trains (Fashion-MNIST, padded)
 #define WIN_W 800
@@ -77,6 +78,7 @@ static int run(char *const argv[], const char *log, int viewer) {
             close(fd);
         }
         setenv("OMP_NUM_THREADS", "1", 1);
+        unsetenv("MALA_VIEW_CONFIG");  // hermetic: scripted runs use a settings file only when given --config
         if (viewer) no_leak_check();
         execvp(argv[0], argv);
         fprintf(stderr, "cannot run %s\n", argv[0]);
@@ -111,6 +113,24 @@ static int run_view_model(const char *model, const char *script, const char *sho
 
 static int run_view(const char *script, const char *shot, const char *log) {
     return run_view_model(g_model, script, shot, log);
+}
+
+// ./mala view [flags...] --threads 1 --width W --height H --script SCRIPT [--screenshot SHOT]
+static int run_view_flags(char *const flags[], const char *script, const char *shot, const char *log) {
+    char size_w[16], size_h[16];
+    snprintf(size_w, sizeof size_w, "%d", WIN_W);
+    snprintf(size_h, sizeof size_h, "%d", WIN_H);
+    char *argv[40] = {"timeout", "240", (char *)mala_bin(), "view"};
+    int n = 4;
+    for (int i = 0; flags[i]; i++) argv[n++] = flags[i];
+    char *tail[] = {"--threads", "1", "--width", size_w, "--height", size_h, "--script", (char *)script};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++) argv[n++] = tail[i];
+    if (shot) {
+        argv[n++] = "--screenshot";
+        argv[n++] = (char *)shot;
+    }
+    argv[n] = NULL;
+    return run(argv, log, 1);
 }
 
 // The Unix socket address of X display d: Linux's abstract one (what Xlib tries first, shared
@@ -355,7 +375,9 @@ START_TEST(script_errors) {
     const char *bad[][2] = {{"generate;frobnicate;quit", "unknown command"},
                             {"steps=0", "expected an integer from 1 to 1000"},
                             {"n=17", "expected an integer from 1 to 16"},
-                            {"sampler=euler", "expected sampler=ddpm or sampler=ddim"},
+                            {"sampler=euler", "expected sampler="},
+                            {"save_one=x", "expected save_one=K"},
+                            {"pane=2", "expected an integer from 0 to 1"},
                             {"key=NoSuchKey", "unknown key name"},
                             {"generate=3", "takes no value"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -546,6 +568,296 @@ START_TEST(attention_view_dig) {
 }
 END_TEST
 
+// ---- two models side by side, saving one image, the settings file ----
+
+// "view: pane P NAME image WxH at X,Y scale S, map WxH at X,Y" for pane p.
+static void pane_rect(const char *log, int p, int *iw, int *ih, int *ix, int *iy, int *scale) {
+    char key[32];
+    snprintf(key, sizeof key, "view: pane %d ", p);
+    for (const char *line = strstr(log, key); line; line = strstr(line + 1, key))
+        if (sscanf(line, "view: pane %*d %*s image %dx%d at %d,%d scale %d", iw, ih, ix, iy, scale) == 5) return;
+    ck_abort_msg("no position of pane %d in: %s", p, log);
+}
+
+// The screen region (iw x ih at ix, iy; nearest scaling by `scale`) shows the saved grid exactly,
+// but for the query token's outline (the viewer's green, 120 210 140).
+static void assert_shows(const uint8_t *shot, int sw, const char *grid_png, int iw, int ih, int ix, int iy, int scale) {
+    uint8_t *grid;
+    int gw, gh;
+    load_rgb(grid_png, &grid, &gw, &gh);
+    ck_assert_msg(scale >= 1 && iw == gw * scale && ih == gh * scale, "%s: %dx%d shown %dx%d at scale %d", grid_png, gw,
+                  gh, iw, ih, scale);
+    ck_assert_msg(variance(shot, iw, ih, sw * 3, ix, iy) > 0, "the grid of %s is blank on screen", grid_png);
+    long differ = 0, outline = 0;
+    static const uint8_t green[3] = {120, 210, 140};
+    for (int y = 0; y < ih; y++)
+        for (int x = 0; x < iw; x++) {
+            const uint8_t *px = shot + ((size_t)(iy + y) * sw + ix + x) * 3;
+            if (!memcmp(px, green, 3)) outline++;
+            else differ += memcmp(px, grid + ((size_t)(y / scale) * gw + x / scale) * 3, 3) != 0;
+        }
+    ck_assert_msg(differ == 0, "%ld screen pixels differ from %s", differ, grid_png);
+    ck_assert_msg(outline < iw * ih / 50, "%ld outline pixels on %s", outline, grid_png);
+    free(grid);
+}
+
+// The bundled MALA model beside a softmax model of another image size (16x16: a 4x4 token grid
+// against 8x8): both generate from the same settings, both grids are on screen, and one click
+// (here query=) gives both maps, each at the same spot of its own grid.
+START_TEST(side_by_side) {
+    if (skip_without_display("side_by_side")) return;
+    ck_assert_msg(access(BUNDLED, R_OK) == 0, "no bundled model %s", BUNDLED);
+    // a folder of two classes of 16x16 RGB images: a model of another size, channels and classes
+    char root[600];
+    snprintf(root, sizeof root, "%s/img16", g_dir);
+    mkdir(root, 0755);
+    for (int c = 0; c < 2; c++) {
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/%c", root, 'a' + c);
+        mkdir(dir, 0755);
+        for (int i = 0; i < 4; i++) {
+            uint8_t px[16 * 16 * 3];
+            for (int j = 0; j < (int)sizeof px; j++) px[j] = (uint8_t)((j * 37 + i * 101 + c * 59) & 255);
+            char file[800];
+            MalaErr err;
+            snprintf(file, sizeof file, "%s/%d.png", dir, i);
+            ck_assert_msg(image_write_png(file, px, 16, 16, 3, &err) == 0, "%s", err.msg);
+        }
+    }
+    char *sm_flags[] = {"--data", root, "--image-size", "16", "--attn", "softmax", NULL};
+    const char *softmax = train_model("softmax16", "DiT-T/4", sm_flags);
+    char script[2048];
+    snprintf(script, sizeof script,
+             "attn=on;class=1;steps=2;n=4;seed=5;generate;wait;query=2,5,1;attn_dump=%s;pane=1;attn_dump=%s;save=%s;"
+             "pane=0;save=%s;quit", tp("sa.npy"), tp("sb.npy"), tp("gb.png"), tp("ga.png"));
+    char *flags[] = {"--ckpt", BUNDLED, "--ckpt", (char *)softmax, NULL};
+    assert_ran(run_view_flags(flags, script, tp("side.png"), tp("side.log")), 0, tp("side.log"));
+    char *log = read_text(tp("side.log"));
+    ck_assert_msg(strstr(log, "view: pane 0 mala-dit-fmnist.safetensors: generated 4 x Trouser (DDIM 2 steps, cfg 4.0, eta 0.0, seed 5)"),
+                  "%s", log);
+    ck_assert_msg(strstr(log, "view: pane 1 0000001.safetensors: generated 4 x b (DDIM 2 steps, cfg 4.0, eta 0.0, seed 5)"),
+                  "%s", log);
+    // the same point: token (2,5) of 8x8 on the left, (1,2) = 9 of 4x4 on the right
+    ck_assert_msg(strstr(log, "view: attention (pane 0) mala block 2/4  head mean a 1.0000 image 1 query 42 (2,5)"), "%s", log);
+    ck_assert_msg(strstr(log, "view: attention (pane 1) softmax block 2/4  head mean a 1.0000 image 1 query 9 (1,2)"), "%s", log);
+    int L;
+    float *rb = load_row(tp("sb.npy"), &L);
+    ck_assert_int_eq(L, 16);
+    ck_assert_msg(fabs(row_sum(rb, L) - 1.0) < 1e-4, "softmax row sums to %.6f", row_sum(rb, L));
+    free(rb);
+    float *ra = load_row(tp("sa.npy"), &L);
+    ck_assert_int_eq(L, 64);
+    free(ra);
+
+    uint8_t *shot;
+    int sw, sh, r[2][5];
+    load_rgb(tp("side.png"), &shot, &sw, &sh);
+    for (int p = 0; p < 2; p++) {
+        pane_rect(log, p, &r[p][0], &r[p][1], &r[p][2], &r[p][3], &r[p][4]);
+        char key[32];
+        snprintf(key, sizeof key, "view: pane %d ", p);
+        int mw = 0, mh = 0, mx = 0, my = 0;
+        for (const char *l = strstr(log, key); l; l = strstr(l + 1, key)) {
+            const char *m = strstr(l, ", map ");
+            if (m && sscanf(m, ", map %dx%d at %d,%d", &mw, &mh, &mx, &my) == 4) break;
+        }
+        ck_assert_msg(mw > 0 && mh > 0 && mx + mw <= sw && my + mh <= sh, "pane %d map %dx%d at %d,%d", p, mw, mh, mx, my);
+        ck_assert_msg(variance(shot, mw, mh, sw * 3, mx, my) > 100, "the attention map of pane %d is blank", p);
+    }
+    ck_assert_msg(r[0][2] + r[0][0] <= r[1][2], "the grids overlap: pane 0 ends at x %d, pane 1 starts at %d",
+                  r[0][2] + r[0][0], r[1][2]);
+    assert_shows(shot, sw, tp("ga.png"), r[0][0], r[0][1], r[0][2], r[0][3], r[0][4]);
+    assert_shows(shot, sw, tp("gb.png"), r[1][0], r[1][1], r[1][2], r[1][3], r[1][4]);
+    uint8_t *gb;
+    int gbw, gbh;
+    load_rgb(tp("gb.png"), &gb, &gbw, &gbh);
+    ck_assert_msg(gbw == 2 * (16 + 2) + 2 && gbh == gbw, "the 16x16 model's grid is %dx%d", gbw, gbh);
+    free(gb);
+    free(shot);
+    free(log);
+    // a class only one model knows is refused, saying which
+    ck_assert_int_eq(run_view_flags(flags, "class=Bag;generate;quit", NULL, tp("side2.log")), 1);
+    log = read_text(tp("side2.log"));
+    ck_assert_msg(strstr(log, "generate: class 8 is not one of the 2 classes of 0000001.safetensors"), "%s", log);
+    free(log);
+}
+END_TEST
+
+// DiG beside MALA: DiG's pane says it has no rows, MALA's map still works; Tab-style switching
+// (next_model) loads the next file of --models DIR without a restart.
+START_TEST(side_by_side_dig_and_switch) {
+    if (skip_without_display("side_by_side_dig_and_switch")) return;
+    const char *dig = train_model("dig", "DiG-T/4", NULL);
+    char dir[600], link1[700], link2[700], link3[700];
+    snprintf(dir, sizeof dir, "%s/models", g_dir);
+    mkdir(dir, 0755);
+    snprintf(link1, sizeof link1, "%s/a_dig.safetensors", dir);
+    snprintf(link2, sizeof link2, "%s/b_mala.safetensors", dir);
+    snprintf(link3, sizeof link3, "%s/c_dit.safetensors", dir);
+    ck_assert(symlink(dig, link1) == 0 || access(link1, R_OK) == 0);
+    ck_assert(symlink(g_model, link2) == 0 || access(link2, R_OK) == 0);
+    char cwd[512];
+    ck_assert(getcwd(cwd, sizeof cwd) != NULL);
+    char bundled[1024];
+    snprintf(bundled, sizeof bundled, "%s/%s", cwd, BUNDLED);
+    ck_assert(symlink(bundled, link3) == 0 || access(link3, R_OK) == 0);
+    char script[2048];
+    snprintf(script, sizeof script, "attn=on;steps=1;n=1;generate;wait;pane=1;attn_dump=%s;pane=0;attn_dump=%s;quit",
+             tp("d1.npy"), tp("d0.npy"));
+    char *flags[] = {"--models", dir, NULL};
+    ck_assert_int_eq(run_view_flags(flags, script, NULL, tp("dig2.log")), 1);
+    char *log = read_text(tp("dig2.log"));
+    ck_assert_msg(strstr(log, "view: attention view: click the image to pick a query token (backbone dig"), "%s", log);
+    ck_assert_msg(strstr(log, "view: attention (pane 1) mala"), "%s", log);
+    ck_assert_msg(strstr(log, "attn_dump=") && strstr(log, "no attention rows: backbone dig"), "%s", log);
+    free(log);
+    // pane 1 moves on from b_mala to c_dit (the bundled model), then on again past a_dig (pane
+    // 0's) back to b_mala
+    snprintf(script, sizeof script, "steps=1;n=1;next_model;generate;wait;next_model=1;generate;wait;quit");
+    assert_ran(run_view_flags(flags, script, NULL, tp("switch.log")), 0, tp("switch.log"));
+    log = read_text(tp("switch.log"));
+    const char *a = strstr(log, "now shows "), *b = a ? strstr(a + 1, "now shows ") : NULL;
+    ck_assert_msg(a && strstr(a, "c_dit.safetensors") && b && strstr(b, "b_mala.safetensors"), "%s", log);
+    ck_assert_msg(strstr(log, "view: pane 1 c_dit.safetensors: generated 1 x"), "%s", log);
+    ck_assert_msg(strstr(log, "view: pane 1 b_mala.safetensors: generated 1 x"), "%s", log);
+    free(log);
+}
+END_TEST
+
+// One image of the grid, to a new numbered file every time; an explicit name is taken as given.
+START_TEST(save_one_image) {
+    if (skip_without_display("save_one_image")) return;
+    assert_model();
+    char dir[600], script[2048];
+    snprintf(dir, sizeof dir, "%s/one", g_dir);
+    mkdir(dir, 0755);
+    snprintf(script, sizeof script, "class=Bag;steps=2;n=4;seed=7;generate;wait;save=%s;save_one=2;save_one=2;"
+             "save_one=3,%s;key=i;quit", tp("grid4.png"), tp("three.png"));
+    char *flags[] = {"--ckpt", g_model, "--save-dir", dir, NULL};
+    assert_ran(run_view_flags(flags, script, NULL, tp("one.log")), 0, tp("one.log"));
+    char first[700], second[700];
+    snprintf(first, sizeof first, "%s/mala_Bag_seed7_img2.png", dir);
+    snprintf(second, sizeof second, "%s/mala_Bag_seed7_img2_2.png", dir);
+    uint8_t *grid, *a, *b, *c = NULL;
+    int gw, gh, w, h;
+    load_rgb(tp("grid4.png"), &grid, &gw, &gh);
+    load_rgb(first, &a, &w, &h);
+    ck_assert_msg(w == S_IMG && h == S_IMG, "%s is %dx%d, the model's images %dx%d", first, w, h, S_IMG, S_IMG);
+    load_rgb(second, &b, &w, &h);
+    ck_assert_msg(w == S_IMG && h == S_IMG && !memcmp(a, b, (size_t)w * h * 3), "%s differs from %s", second, first);
+    // image 2 sits at column 0, row 1 of the 2x2 grid; image 3 at column 1, row 1
+    for (int k = 2; k <= 3; k++) {
+        const uint8_t *img = k == 2 ? a : NULL;
+        if (k == 3) {
+            load_rgb(tp("three.png"), &c, &w, &h);
+            ck_assert(w == S_IMG && h == S_IMG);
+            img = c;
+        }
+        int x0 = 2 + (k % 2) * (S_IMG + 2), y0 = 2 + (k / 2) * (S_IMG + 2);
+        for (int y = 0; y < S_IMG; y++)
+            ck_assert_msg(!memcmp(img + (size_t)y * S_IMG * 3, grid + ((size_t)(y0 + y) * gw + x0) * 3, S_IMG * 3),
+                          "image %d row %d differs from the grid", k, y);
+    }
+    free(grid);
+    free(a);
+    free(b);
+    free(c);
+    char *log = read_text(tp("one.log"));
+    ck_assert_msg(strstr(log, "(image 2 of pane 0, 32x32)"), "%s", log);
+    free(log);
+    // the I key (pointer off the grid): the attention view's image, 0, under a new name
+    char key_file[700];
+    snprintf(key_file, sizeof key_file, "%s/mala_Bag_seed7_img0.png", dir);
+    ck_assert_msg(access(key_file, R_OK) == 0, "the I key did not write %s", key_file);
+}
+END_TEST
+
+// The settings file: written when the viewer closes, read when it opens; a corrupt one is
+// ignored with one warning and left as it is; the default path follows XDG_CONFIG_HOME.
+START_TEST(settings_round_trip) {
+    if (skip_without_display("settings_round_trip")) return;
+    assert_model();
+    char ini[600];
+    snprintf(ini, sizeof ini, "%s", tp("conf/mala/viewer.ini"));
+    char *flags[] = {"--ckpt", g_model, "--config", (char *)ini, NULL};
+    assert_ran(run_view_flags(flags, "class=Bag;cfg=3;steps=3;sampler=ddpm;eta=0.5;seed=42;n=2;attn=on;block=1;head=0;"
+                              "scale=2;quit", NULL, tp("set1.log")), 0, tp("set1.log"));
+    char *text = read_text(ini);
+    const char *want[] = {"class=Bag\n", "cfg=3\n", "steps=3\n", "sampler=ddpm\n", "eta=0.5\n", "seed=42\n",
+                          "seed_mode=fixed\n", "images=2\n", "attn=on\n", "block=1\n", "head=0\n", "scale=2\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) ck_assert_msg(strstr(text, want[i]), "no %s in:\n%s", want[i], text);
+    free(text);
+    // a second run starts from them: no setting in its script
+    char script[1024];
+    snprintf(script, sizeof script, "generate;wait;attn_dump=%s;quit", tp("set.npy"));
+    assert_ran(run_view_flags(flags, script, NULL, tp("set2.log")), 0, tp("set2.log"));
+    char *log = read_text(tp("set2.log"));
+    ck_assert_msg(strstr(log, "generated 2 x Bag (DDPM 3 steps, cfg 3.0, eta 0.5, seed 42)"), "%s", log);
+    ck_assert_msg(strstr(log, "view: attention mala block 1/"), "%s", log);
+    ck_assert_msg(strstr(log, "head 0/") && strstr(log, " a 2.0000 "), "%s", log);
+    free(log);
+    // corrupt: one warning line, the defaults, the file untouched
+    const char bad[] = "class=Bag\nsteps=many\n";
+    FILE *f = fopen(ini, "w");
+    ck_assert(f && fwrite(bad, 1, sizeof bad - 1, f) == sizeof bad - 1);
+    fclose(f);
+    assert_ran(run_view_flags(flags, "steps=1;n=1;generate;wait;quit", NULL, tp("set3.log")), 0, tp("set3.log"));
+    log = read_text(tp("set3.log"));
+    const char *w = strstr(log, "warning: ");
+    ck_assert_msg(w && strstr(w, "viewer.ini: line 2: bad value 'steps'") && !strstr(w + 1, "warning: "), "%s", log);
+    ck_assert_msg(strstr(log, "generated 1 x T-shirt/top (DDIM 1 steps"), "%s", log);
+    free(log);
+    text = read_text(ini);
+    ck_assert_str_eq(text, bad);
+    free(text);
+    // --no-config: nothing read (the class stays the default)
+    char *off[] = {"--ckpt", g_model, "--config", (char *)ini, "--no-config", NULL};
+    assert_ran(run_view_flags(off, "quit", NULL, tp("set4.log")), 0, tp("set4.log"));
+    log = read_text(tp("set4.log"));
+    ck_assert_msg(!strstr(log, "warning"), "%s", log);
+    free(log);
+    // the default path
+    char path[512], *old_xdg = getenv("XDG_CONFIG_HOME") ? strdup(getenv("XDG_CONFIG_HOME")) : NULL;
+    char *old_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    setenv("XDG_CONFIG_HOME", "/x/cfg", 1);
+    ck_assert(view_settings_default_path(path, sizeof path) == 0);
+    ck_assert_str_eq(path, "/x/cfg/mala/viewer.ini");
+    unsetenv("XDG_CONFIG_HOME");
+    setenv("HOME", "/home/u", 1);
+    ck_assert(view_settings_default_path(path, sizeof path) == 0);
+    ck_assert_str_eq(path, "/home/u/.config/mala/viewer.ini");
+    if (old_xdg) setenv("XDG_CONFIG_HOME", old_xdg, 1);
+    if (old_home) setenv("HOME", old_home, 1);
+    else unsetenv("HOME");
+    free(old_xdg);
+    free(old_home);
+}
+END_TEST
+
+// The parser alone (no display needed): every key, and refusals naming the line.
+START_TEST(settings_parser) {
+    const char good[] = "# c\n class = Ankle boot \r\ncfg=2.5\nsteps=20\nsampler=ddim\neta=0\nseed=18446744073709551615\n"
+                        "seed_mode=random\nimages=16\nattn=off\nblock=0\nhead=mean\nscale=0.25\n\n";
+    ViewSettings s, t;
+    MalaErr err;
+    ck_assert_msg(view_settings_parse(good, sizeof good - 1, "v.ini", &s, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(s.cls, "Ankle boot");
+    ck_assert(s.cfg == 2.5f && s.steps == 20 && !strcmp(s.sampler, "ddim") && s.seed == UINT64_MAX && s.seed_random &&
+              s.images == 16 && !s.attn && s.block == 0 && s.head == -1 && s.scale == 0.25f);
+    char buf[1024];
+    size_t n = view_settings_format(&s, buf, sizeof buf);
+    ck_assert(n < sizeof buf && view_settings_parse(buf, n, "v.ini", &t, &err) == 0);
+    ck_assert(!memcmp(&s, &t, sizeof s));
+    const char *bad[][2] = {{"steps=0\n", "line 1: bad value 'steps'"}, {"x\n", "line 1: expected key=value"},
+                            {"\nwho=1\n", "line 2: unknown key 'who'"}, {"scale=9\n", "bad value 'scale'"},
+                            {"seed=-1\n", "bad value 'seed'"}, {"head=mean2\n", "bad value 'head'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert(view_settings_parse(bad[i][0], strlen(bad[i][0]), "v.ini", &s, &err) == -1);
+        ck_assert_msg(strstr(err.msg, bad[i][1]) && !strncmp(err.msg, "v.ini: ", 7), "%s: %s", bad[i][0], err.msg);
+    }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("viewer");
     TCase *tc = tcase_create("viewer");
@@ -558,6 +870,11 @@ static Suite *suite(void) {
     tcase_add_test(tc, attention_view_bundled);
     tcase_add_test(tc, attention_slider_mala_vs_linear);
     tcase_add_test(tc, attention_view_dig);
+    tcase_add_test(tc, side_by_side);
+    tcase_add_test(tc, side_by_side_dig_and_switch);
+    tcase_add_test(tc, save_one_image);
+    tcase_add_test(tc, settings_round_trip);
+    tcase_add_test(tc, settings_parser);
     suite_add_tcase(s, tc);
     return s;
 }
