@@ -604,7 +604,7 @@ int cmd_eval(int argc, char **argv) {
                       "the Inception features of a batch");
     if (a.gen.ckpt && a.gen.batch > a.gen.num) a.gen.batch = a.gen.num;
     dist_init(&argc, &argv);
-    if (dist_world() > 1 && !a.gen.ckpt) {
+    if (dist_world() > 1 && (!a.gen.ckpt || !strcmp(sub, "stats"))) {
         if (dist_rank() == 0)
             fprintf(stderr, "error: mala eval %s under mpirun: only sampling with --ckpt is shared out over the "
                     "processes; run it as one process\n", sub);
