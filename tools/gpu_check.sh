@@ -31,7 +31,7 @@ DRY=${GPU_CHECK_DRY:-0}
 OUT=${OUT:-gpu-check}
 WORK=${GPU_CHECK_WORK:-build-gpu/check-work}
 SECTIONS=" ${GPU_CHECK_SECTIONS:-setup parity ddim smoke dist bench gemm torch compile} "
-if [ "$DRY" = 1 ]; then BUDGET=${GPU_CHECK_BUDGET:-120}; else BUDGET=${GPU_CHECK_BUDGET:-450}; fi
+if [ "$DRY" = 1 ]; then BUDGET=${GPU_CHECK_BUDGET:-160}; else BUDGET=${GPU_CHECK_BUDGET:-450}; fi
 mkdir -p "$OUT" "$WORK" || exit 1
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/log.txt
@@ -284,7 +284,9 @@ sec_dist() {
         notes="$notes; 2 processes skipped: $bin was built without MPI (libopenmpi-dev)"
     else
         rm -rf "$data" "$WORK"/dist-z*; mkdir -p "$data"
+        [ -d "$WORK/smoke-data/class1" ] && data=$WORK/smoke-data  # the smoke section's images
         for k in 0 1; do
+            [ "$data" = "$WORK/smoke-data" ] && break
             step 30 "${MALA[@]}" sample --device cuda --class $k --n 4 --batch 4 --sampler ddim --steps 2 \
                 --out-dir "$data/class$k" || { finish "$(rc_word $STEP_RC)" "$notes; sampling the training images failed"; return; }
         done
