@@ -14,7 +14,9 @@
 #include "backend.h"    // defines: backend_select
 #include "fid.h"
 #include "data.h"       // defines: Dataset (eval stats --data fashion-mnist)
+#include "dist.h"       // defines: dist_init (eval fid|is --ckpt under mpirun)
 #include "generate.h"   // defines: Generator (eval fid --ckpt samples on the fly)
+#include "generate_shard.h"  // defines: ShardedGen (--ckpt: the batches sharded over the processes)
 #include "image_io.h"   // defines: image_load
 #include "inception.h"
 #include "json.h"       // defines: JsonBuf, json_write_line, json_printf_line
@@ -90,6 +92,7 @@ typedef struct {
     uint64_t seed;
     float *x;              // [gen batch, C, H, W] samples in [-1, 1]
     int32_t *y;
+    ShardedGen shard;      // the generator's batches (over the processes under mpirun)
 } Source;
 
 // What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
@@ -171,6 +174,7 @@ static int source_open(Source *s, const char *path, MalaErr *err) {
 }
 
 static void source_close(Source *s) {
+    if (s->shard.g) sharded_gen_free(&s->shard);
     if (s->ds) dataset_close(s->ds);
     if (s->gen) generator_close(s->gen);
     free(s->gen);
@@ -205,11 +209,9 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     *c = s->c; *h = s->h; *w = s->w;
     *n = 0;
     if (k <= 0) return NULL;
-    int K = s->gen->net->cfg.num_classes;
-    for (int i = 0; i < k; i++) s->y[i] = (s->next + i) % K;
-    MalaErr err;
-    generator_noise(s->gen, s->x, s->seed, s->next, k);
-    if (generator_run(s->gen, s->gopts, s->x, s->y, k, s->seed, s->next, NULL, NULL, &err)) {
+    MalaErr err;  // batches of the first call's size, labels i mod K
+    if (!s->shard.g) sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
+    if ((k = sharded_gen_next(&s->shard, s->x, k, &err)) < 0) {
         fprintf(stderr, "error: %s\n", err.msg);
         return NULL;
     }
@@ -299,6 +301,7 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
         return -1;
     }
     int total = limit > 0 && limit < s.n ? limit : s.n;
+    if (s.gen) s.n = total;  // sampled as far as used (eval_serve_samples counts the same)
     float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
     size_t lcap = want_logits ? (size_t)total : 0;
     if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * INCEPTION_CLASSES * sizeof *r->logits);
@@ -491,6 +494,26 @@ static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
     return rc;
 }
 
+// Ranks > 0 of `mpirun -np N mala eval fid|is --ckpt`: they sample their share of the batches for
+// rank 0 (pipeline/generate_shard.h), which runs the Inception and prints the result. The batches
+// are the ones rank 0's sampler_next asks for: min(--batch, --sample-batch, the images used).
+static int eval_serve_samples(const EvalArgs *a) {
+    MalaErr err;
+    Generator g;
+    int total = a->limit > 0 && a->limit < a->gen.num ? a->limit : a->gen.num;
+    int batch = a->batch < total ? a->batch : total;
+    if (batch > a->gen.batch) batch = a->gen.batch;
+    if (generator_open(&g, a->gen.ckpt, backend_select(a->gen.device, a->gen.precision), a->gen.batch, &err))
+        FATAL("%s", err.msg);
+    ShardedGen s;
+    sharded_gen_init(&s, &g, &a->gen.opts, a->gen.seed, total, batch);
+    if (sharded_gen_serve(&s, &err)) FATAL("%s", err.msg);
+    sharded_gen_free(&s);
+    generator_close(&g);
+    dist_finalize();
+    return 0;
+}
+
 static const char *kEvalUsage =
     "usage: mala eval stats --data fashion-mnist|FILE.npz|DIR --out stats.npz [flags]\n"
     "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
@@ -586,6 +609,15 @@ int cmd_eval(int argc, char **argv) {
     args_check_memory("--batch", a.batch, (double)a.batch * (INCEPTION_DIM + INCEPTION_CLASSES) * sizeof(float),
                       "the Inception features of a batch");
     if (a.gen.ckpt && a.gen.batch > a.gen.num) a.gen.batch = a.gen.num;
+    dist_init(&argc, &argv);
+    if (dist_world() > 1 && (!a.gen.ckpt || !strcmp(sub, "stats"))) {
+        if (dist_rank() == 0)
+            fprintf(stderr, "error: mala eval %s under mpirun: only sampling with --ckpt is shared out over the "
+                    "processes; run it as one process\n", sub);
+        dist_finalize();
+        return 2;
+    }
+    if (dist_rank() > 0) return eval_serve_samples(&a);
     if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
         MalaErr err;
         StFile f;
@@ -614,6 +646,7 @@ int cmd_eval(int argc, char **argv) {
     int rc = !strcmp(sub, "stats") ? eval_stats(&a, m, wpath) : !strcmp(sub, "fid") ? eval_fid(&a, m, wpath)
                                                                                       : eval_is(&a, m, wpath);
     inception_free(m);
+    dist_finalize();
     return rc;
 }
 

@@ -9,7 +9,8 @@
 // Under mpirun / srun (DESIGN 9) every process runs this command: --batch is the global batch,
 // split in equal slices over the ranks (trainer_shard, loader_shard); rank 0 alone writes the
 // run directory and the console; the ranks agree every step on stopping (a signal on any rank)
-// and compare a hash of their weights at every log line.
+// and compare a hash of their weights at every log line. --zero 1 shards AdamW's moments over the
+// ranks (ZeRO-1, trainer_zero1); the checkpoints stay the same.
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -265,6 +266,19 @@ static void check_replicas(const Trainer *tr) {
     exit(1);
 }
 
+// Test hook for the check above: MALA_TEST_DIVERGE=RANK:STEP nudges one weight of that rank
+// after that step by one ulp, as a replica that drifted would.
+static void maybe_diverge(const Trainer *tr) {
+    const char *e = getenv("MALA_TEST_DIVERGE");
+    int rank;
+    unsigned long long step;
+    if (!e || sscanf(e, "%d:%llu", &rank, &step) != 2 || rank != tr->rank || step != tr->step) return;
+    float w;
+    tr->be->to_host(&w, tr->net->w, sizeof w);
+    w = nextafterf(w, INFINITY);
+    tr->be->to_device(tr->net->w, &w, sizeof w);
+}
+
 // ---- the command ----
 
 int cmd_train(int argc, char **argv) {
@@ -275,7 +289,7 @@ int cmd_train(int argc, char **argv) {
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 0, "data", "data"};  // the defaults
     const char *out = "runs/mala", *device = NULL, *precision = NULL;
-    int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0;
+    int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC", "fashion-mnist or an image folder root/<class>/<image>",
@@ -306,6 +320,8 @@ int cmd_train(int argc, char **argv) {
         {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
         {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
+        {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
+         "of its memory)", ARG_MIN(0), ARG_MAX(1)},
         OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
@@ -366,6 +382,7 @@ int cmd_train(int argc, char **argv) {
                               "the training step's activations");
             tr = trainer_new(&c, &cn, &saved, be, batch / world);
             trainer_shard(tr, rank, world);
+            if (zero) trainer_zero1(tr);
             if (trainer_load(tr, resume_path, &err)) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 trainer_free(tr);
@@ -480,6 +497,7 @@ int cmd_train(int argc, char **argv) {
     } else {
         tr = trainer_new(&c, &cn, &to, be, batch / world);
         trainer_shard(tr, rank, world);
+        if (zero) trainer_zero1(tr);
         trainer_init_weights(tr);
         FILE *f = lead ? fopen(csv, "w") : NULL;
         if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
@@ -501,6 +519,10 @@ int cmd_train(int argc, char **argv) {
                 batch);
     if (lead) fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
             num_threads());
+    if (lead && (world > 1 || zero))
+        fprintf(stderr, "optimiser state (AdamW m, v): %.2f MB per process%s\n", trainer_opt_state_bytes(tr) / 1e6,
+                tr->zero ? " (ZeRO-1: 1/world of it)" : world > 1 ? " (each holds all of it; --zero 1 shards it)"
+                                                      : " (--zero 1: one process, nothing to shard)");
     if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
             rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
             to.ema_decay, (unsigned long long)iters, out);
@@ -528,6 +550,7 @@ int cmd_train(int argc, char **argv) {
     while (tr->step < iters && !dist_any(stop_requested)) {
         loader_next(ld, x, y);
         StepStats st = trainer_step(tr, x, y);
+        maybe_diverge(tr);
         if (st.skipped) {
             progress_break(&pg);
             if (lead) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
@@ -568,12 +591,12 @@ int cmd_train(int argc, char **argv) {
             acc_n = 0;
             t_log = now;
         }
-        if (lead && (tr->step % rs.ckpt_every == 0 || tr->step == iters)) {
+        if ((lead || tr->zero) && (tr->step % rs.ckpt_every == 0 || tr->step == iters)) {  // ZeRO: all gather
             ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
             last_saved = tr->step;
-            prune_checkpoints(out, rs.keep, tr->step);
+            if (lead) prune_checkpoints(out, rs.keep, tr->step);
         }
         if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
@@ -586,11 +609,11 @@ int cmd_train(int argc, char **argv) {
     int stopped = dist_any(stop_requested);  // the vote that ended the loop (a signal on any rank)
     if (stopped) {  // also when it came during start-up or while a checkpoint was written
         int wrote = tr->step != last_saved;
-        if (wrote && lead) {
+        if (wrote && (lead || tr->zero)) {
             ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-            prune_checkpoints(out, rs.keep, tr->step);
+            if (lead) prune_checkpoints(out, rs.keep, tr->step);
         }
         if (wrote) last_saved = tr->step;
         char why[48] = "a signal to another process";

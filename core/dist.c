@@ -1,16 +1,21 @@
 // defines: dist_init, dist_finalize, dist_rank, dist_world, dist_local_rank, dist_engine,
-//          dist_sum_f32, dist_sum_f64, dist_sum_f32_device, dist_any, dist_bcast, dist_barrier, dist_abort
+//          dist_sum_f32, dist_sum_f64, dist_sum_f32_device, dist_block, dist_reduce_scatter_f32,
+//          dist_allgather_f32, dist_gather_f32, dist_reduce_scatter_f32_device, dist_allgather_f32_device,
+//          dist_any, dist_bcast, dist_barrier, dist_abort
 #include "dist.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
 // The NCCL side (cuda/nccl/dist_nccl.c), linked into NCCL builds of mala only.
-void dist_nccl_pick_device(int local_rank) __attribute__((weak));
+void dist_nccl_pick_device(int local_rank, int local_size) __attribute__((weak));
 int dist_nccl_sum_f32(float *x, size_t n) __attribute__((weak));
+int dist_nccl_reduce_scatter_f32(const float *x, float *shard, size_t block) __attribute__((weak));
+int dist_nccl_allgather_f32(float *x, size_t block) __attribute__((weak));
 void dist_nccl_finalize(void) __attribute__((weak));
 
 // What a launcher tells each process about the job's size (Open MPI's mpirun, MPICH's and
@@ -44,8 +49,10 @@ void dist_init(int *argc, char ***argv) {
         FATAL("the launcher started %d processes but MPI sees one: mala's MPI library is not the launcher's (mpirun "
               "of another MPI?)", launcher_world());
     MPI_Comm local;
+    int local_size;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &local);
     MPI_Comm_rank(local, &g_local);
+    MPI_Comm_size(local, &local_size);
     MPI_Comm_free(&local);
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];
     int len;
@@ -54,7 +61,7 @@ void dist_init(int *argc, char ***argv) {
         if (ver[i] == ',' || ver[i] == '\n') { ver[i] = 0; break; }
     snprintf(g_engine, sizeof g_engine, "MPI (%s)", ver);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-    if (g_world > 1 && dist_nccl_pick_device) dist_nccl_pick_device(g_local);  // before any CUDA context
+    if (g_world > 1 && dist_nccl_pick_device) dist_nccl_pick_device(g_local, local_size);  // before any CUDA context
 }
 
 void dist_finalize(void) {
@@ -86,6 +93,40 @@ void dist_sum_f64(double *x, size_t n) {
 int dist_sum_f32_device(float *x, size_t n) {
     if (g_world == 1) return 0;
     return dist_nccl_sum_f32 ? dist_nccl_sum_f32(x, n) : -1;
+}
+
+size_t dist_block(size_t n) { return (n + (size_t)g_world - 1) / (size_t)g_world; }
+
+// One block is one MPI count (an int); a block of 2^31 floats would be a model of 2^31 x world.
+static int block_count(size_t block) {
+    CHECK(block <= INT_MAX, "a block of %zu floats is more than one MPI call takes", block);
+    return (int)block;
+}
+
+void dist_reduce_scatter_f32(const float *x, float *shard, size_t block) {
+    if (g_world == 1) { memmove(shard, x, block * sizeof(float)); return; }
+    MPI_Reduce_scatter_block(x, shard, block_count(block), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+void dist_allgather_f32(float *x, size_t block) {
+    if (g_world == 1) return;
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, block_count(block), MPI_FLOAT, MPI_COMM_WORLD);
+}
+
+void dist_gather_f32(float *x, size_t block, int root) {
+    if (g_world == 1) return;
+    if (g_rank == root) MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, block_count(block), MPI_FLOAT, root, MPI_COMM_WORLD);
+    else MPI_Gather(x, block_count(block), MPI_FLOAT, NULL, 0, MPI_DATATYPE_NULL, root, MPI_COMM_WORLD);
+}
+
+int dist_reduce_scatter_f32_device(const float *x, float *shard, size_t block) {
+    if (g_world == 1) return -1;  // the caller's copy
+    return dist_nccl_reduce_scatter_f32 ? dist_nccl_reduce_scatter_f32(x, shard, block) : -1;
+}
+
+int dist_allgather_f32_device(float *x, size_t block) {
+    if (g_world == 1) return 0;
+    return dist_nccl_allgather_f32 ? dist_nccl_allgather_f32(x, block) : -1;
 }
 
 int dist_any(int flag) {
@@ -127,6 +168,12 @@ const char *dist_engine(void) { return "none (built without MPI)"; }
 void dist_sum_f32(float *x, size_t n) {}
 void dist_sum_f64(double *x, size_t n) {}
 int dist_sum_f32_device(float *x, size_t n) { return 0; }
+size_t dist_block(size_t n) { return n; }
+void dist_reduce_scatter_f32(const float *x, float *shard, size_t block) { memmove(shard, x, block * sizeof(float)); }
+void dist_allgather_f32(float *x, size_t block) {}
+void dist_gather_f32(float *x, size_t block, int root) {}
+int dist_reduce_scatter_f32_device(const float *x, float *shard, size_t block) { return -1; }
+int dist_allgather_f32_device(float *x, size_t block) { return 0; }
 int dist_any(int flag) { return flag != 0; }
 void dist_bcast(void *buf, size_t bytes, int root) {}
 void dist_barrier(void) {}

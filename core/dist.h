@@ -22,6 +22,22 @@ void dist_sum_f32(float *x, size_t n);
 void dist_sum_f64(double *x, size_t n);
 // The same sum on GPU memory through NCCL; -1 (nothing done) in a build without NCCL.
 int dist_sum_f32_device(float *x, size_t n);
+// ZeRO-1's partition (DESIGN 9): a vector of n floats splits into world blocks of
+// dist_block(n) = ceil(n / world) floats, rank r's at offset r * block (the last ones short or
+// empty); a buffer that holds the whole vector for these calls has block * world floats.
+size_t dist_block(size_t n);
+// shard[block] = this rank's block of the sum over the ranks of x[block * world] (reduce-scatter).
+void dist_reduce_scatter_f32(const float *x, float *shard, size_t block);
+// x[block * world], each rank's own block at its offset: afterwards every rank's x holds every
+// rank's block (all-gather, in place).
+void dist_allgather_f32(float *x, size_t block);
+// root's x[block * world] (its own block already at its offset) receives every rank's block;
+// every other rank's x is its block [block] (gather, in place at the root).
+void dist_gather_f32(float *x, size_t block, int root);
+// The same reduce-scatter and all-gather on GPU memory through NCCL; -1 (nothing done) in a
+// build without NCCL or where the ranks of a host share a GPU (NCCL needs one each).
+int dist_reduce_scatter_f32_device(const float *x, float *shard, size_t block);
+int dist_allgather_f32_device(float *x, size_t block);
 // 1 on every rank when any rank passes a non-zero flag.
 int dist_any(int flag);
 // Copies root's bytes into every rank's buf.

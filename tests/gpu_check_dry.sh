@@ -22,7 +22,7 @@ sed -n '/^== gpu-check/,$p' "$tmp/stdout"
 [ -s "$tmp/stderr" ] && { cat "$tmp/stderr"; fail "dry run wrote to stderr (above)"; }
 n=$(grep -c '' "$tmp/out/summary.txt")
 cmp -s <(tail -n "$n" "$tmp/stdout") "$tmp/out/summary.txt" || fail "the last lines printed are not summary.txt"
-for s in setup parity ddim smoke bench gemm torch compile; do
+for s in setup parity ddim smoke dist bench gemm torch compile; do
     grep -Eq "^$s +(PASS|ok|n/a) " "$tmp/out/summary.txt" || fail "section $s: $(grep "^$s " "$tmp/out/summary.txt" || echo 'no row')"
 done
 [ "$(grep -c '^  \(train\|sample\) ' "$tmp/out/summary.txt")" = 6 ] || fail "expected 6 benchmark rows"

@@ -1,7 +1,9 @@
 // Data-parallel training under mpirun (DESIGN 9): 2 ranks x batch 4 train the model 1 process x
 // batch 8 trains, a run resumes across world sizes (2 -> 1, 1 -> 2) and bit-exactly on the same
 // one, a killed rank brings the job down without a partial checkpoint, and sampling sharded over
-// 2 ranks writes the bytes one process writes. Runs the built
+// 2 ranks writes the bytes one process writes; ZeRO-1 trains the same weights and resumes across
+// world sizes and on / off, eval fid --ckpt sharded gives one process's numbers, and a replica
+// that drifts stops the job. Runs the built
 // program ($MALA_BIN) under `mpirun -np 2` on the CPU backend, 1 thread per process; skipped,
 // with a message, when mpirun is missing or mala was built without MPI.
 #include <signal.h>
@@ -25,12 +27,12 @@
 #define LOSS_TOL 1e-5
 
 static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
-static char g_err[1 << 16];
+static char g_err[1 << 16], g_out[1 << 14];
 
 // Runs `[mpirun -np N] mala ARGS` with OMP_NUM_THREADS=1 (np 0: no launcher); returns the exit status.
 static int run(int np, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int run(int np, const char *fmt, ...) {
-    char args[4096], cmd[5000], launch[128] = "", ep[300];
+    char args[4096], cmd[5000], launch[128] = "", ep[300], op[300];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
@@ -39,12 +41,17 @@ static int run(int np, const char *fmt, ...) {
     // sanitize); the single-process paths, without MPI_Init, run under it in test_cli.
     if (np) snprintf(launch, sizeof launch, "ASAN_OPTIONS=detect_leaks=0 %s %d", MPIRUN, np);
     snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s %s >/dev/null 2>%s </dev/null", launch, mala_bin(), args, ep);
+    snprintf(op, sizeof op, "%s/.stdout", tu_tmp);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s %s %s >%s 2>%s </dev/null", launch, mala_bin(), args, op, ep);
     int st = system(cmd);
     FILE *f = fopen(ep, "rb");
     size_t n = f ? fread(g_err, 1, sizeof g_err - 1, f) : 0;
     if (f) fclose(f);
     g_err[n] = 0;
+    f = fopen(op, "rb");
+    n = f ? fread(g_out, 1, sizeof g_out - 1, f) : 0;
+    if (f) fclose(f);
+    g_out[n] = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -245,6 +252,94 @@ START_TEST(sampling_shards_to_the_same_bytes) {
 }
 END_TEST
 
+// The "optimiser state" line's MB per process.
+static double opt_state_mb(void) {
+    const char *p = strstr(g_err, "optimiser state (AdamW m, v): ");
+    ck_assert_msg(p, "no optimiser state line:\n%s", g_err);
+    return atof(p + strlen("optimiser state (AdamW m, v): "));
+}
+
+// A run directory holding only run `from`'s checkpoint of `step` and its log, to resume from.
+static void copy_run_at(const char *from, int step, const char *to) {
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/%s/checkpoints && cp %s %s/%s/checkpoints/ && cp %s/%s/log.csv %s/%s/", tu_tmp,
+             to, ckpt(from, step), tu_tmp, to, tu_tmp, from, tu_tmp, to);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+// ZeRO-1 on 2 ranks: the checkpoints of an unsharded run, byte for byte (each gradient sum is
+// one addition, a + b = b + a; no clipping), with half the optimiser memory per process; a
+// ZeRO-1 checkpoint resumes on 1 process (within WEIGHT_TOL: the sums change order), and an
+// unsharded one resumes with --zero 1 bit-exactly.
+START_TEST(zero1_same_weights_and_resumes) {
+    tu_make_tmpdir("mpi");
+    RUN_OK(2, TINY " --iters 6 --ckpt-every 3 --keep 5 --out %s/off", tu_tmp);
+    double mb_off = opt_state_mb();
+    RUN_OK(2, TINY " --iters 6 --ckpt-every 3 --keep 5 --zero 1 --out %s/on", tu_tmp);
+    double mb_on = opt_state_mb();
+    fprintf(stderr, "ZeRO-1 over 2 ranks: optimiser state %.2f MB per process, unsharded %.2f MB\n", mb_on, mb_off);
+    ck_assert_msg(mb_on > 0.45 * mb_off && mb_on < 0.55 * mb_off, "%.2f MB vs %.2f MB", mb_on, mb_off);
+    ck_assert_msg(same_bytes(ckpt("off", 3), ckpt("on", 3)) && same_bytes(ckpt("off", 6), ckpt("on", 6)),
+                  "ZeRO-1 checkpoints differ from unsharded ones (max |diff| %g)", ckpt_max_diff(ckpt("off", 6), ckpt("on", 6)));
+    logs_agree("off", "on");
+    copy_run_at("on", 3, "on_to_1");
+    RUN_OK(0, "train --resume --iters 6 --threads 1 --device cpu --out %s/on_to_1", tu_tmp);
+    double d = ckpt_max_diff(ckpt("off", 6), ckpt("on_to_1", 6));
+    fprintf(stderr, "ZeRO-1 2 ranks -> 1 process resume: max |diff| %.3g\n", d);
+    ck_assert_msg(d <= WEIGHT_TOL, "2 ranks ZeRO-1 -> 1 process: %g", d);
+    copy_run_at("off", 3, "off_to_on");
+    RUN_OK(2, "train --resume --zero 1 --iters 6 --threads 1 --device cpu --out %s/off_to_on", tu_tmp);
+    ck_assert_msg(same_bytes(ckpt("off", 6), ckpt("off_to_on", 6)), "unsharded -> ZeRO-1 resume is not bit-exact");
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// eval fid --ckpt on 2 ranks: 5 images in batches of 2, two rounds (the second: rank 0's short
+// batch, nothing for rank 1), the numbers one process prints.
+START_TEST(eval_fid_shards_to_the_same_numbers) {
+    tu_make_tmpdir("mpi");
+    RUN_OK(0, "eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s/ref.npz --inception random --threads 1",
+           tu_tmp);
+    const char *flags = "eval fid --ckpt tests/fixtures/sample_model.safetensors --inception random --num 5 "
+                        "--sample-batch 3 --batch 2 --steps 2 --sampler ddim --splits 1 --threads 1 --device cpu";
+    char one[1 << 14], *fields[2];
+    RUN_OK(0, "%s --ref %s/ref.npz", flags, tu_tmp);
+    snprintf(one, sizeof one, "%s", g_out);
+    RUN_OK(2, "%s --ref %s/ref.npz", flags, tu_tmp);
+    ck_assert_msg(!strchr(strchr(g_out, '\n') ? strchr(g_out, '\n') + 1 : g_out, '{'), "more than one JSON line:\n%s", g_out);
+    fields[0] = one;
+    fields[1] = g_out;
+    double v[2][3];
+    for (int k = 0; k < 2; k++) {  // the numbers: everything from "n" to "splits" (not the timings)
+        char *p = strstr(fields[k], "\"n\":"), *e = p ? strstr(p, ",\"seconds\"") : NULL;
+        ck_assert_msg(p && e, "no result line: %s", fields[k]);
+        *e = 0;
+        ck_assert_int_eq(sscanf(strstr(p, "\"fid\":"), "\"fid\":%lf,\"is_mean\":%lf,\"is_std\":%lf", &v[k][0], &v[k][1], &v[k][2]), 3);
+        fields[k] = p;
+    }
+    ck_assert_str_eq(fields[0], fields[1]);
+    ck_assert_msg(strstr(fields[0], "\"n\":5,"), "%s", fields[0]);
+    fprintf(stderr, "eval fid --ckpt, 1 process and 2 ranks: %s\n", fields[0]);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// A replica that drifts (MALA_TEST_DIVERGE: rank 1 nudges a weight after step 3) stops the job at
+// the next checksum with an error naming the rank and the step, and no checkpoint.
+START_TEST(weight_checksum_catches_a_divergence) {
+    tu_make_tmpdir("mpi");
+    setenv("MALA_TEST_DIVERGE", "1:3", 1);
+    int rc = run(2, TINY " --iters 10 --log-every 1 --zero 1 --out %s/drift", tu_tmp);
+    unsetenv("MALA_TEST_DIVERGE");
+    ck_assert_msg(rc != 0, "a diverged replica, and exit 0:\n%s", g_err);
+    ck_assert_msg(strstr(g_err, "rank 1: weights differ from rank 0's at step 3") && strstr(g_err, "diverged"), "%s", g_err);
+    char p[600];
+    snprintf(p, sizeof p, "%s/drift/checkpoints/0000010.safetensors", tu_tmp);
+    ck_assert_msg(access(p, F_OK) != 0, "a checkpoint after the divergence");
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     if (system("command -v mpirun >/dev/null 2>&1") != 0) {
         printf("test_mpi: skipped (mpirun not found: install openmpi-bin, tools/install_deps.sh)\n");
@@ -262,5 +357,11 @@ int main(void) {
     tcase_add_test(tc, sigterm_checkpoints_and_killed_rank_ends_job);
     tcase_add_test(tc, sampling_shards_to_the_same_bytes);
     suite_add_tcase(s, tc);
+    TCase *tz = tcase_create("zero_eval_checksum");  // CK_RUN_CASE=zero_eval_checksum runs these alone
+    tcase_set_timeout(tz, 600);
+    tcase_add_test(tz, zero1_same_weights_and_resumes);
+    tcase_add_test(tz, eval_fid_shards_to_the_same_numbers);
+    tcase_add_test(tz, weight_checksum_catches_a_divergence);
+    suite_add_tcase(s, tz);
     return tu_run(s);
 }

@@ -8,6 +8,9 @@
 #   parity   the CPU-vs-CUDA parity suite (every op of the table, models, 10 training steps)
 #   ddim     the same DDIM run on the CPU and on the GPU must give the same images
 #   smoke    300 training steps on images sampled from the bundled model: the loss must fall
+#   dist     NCCL on one GPU (tools/nccl_check.c: mala's NCCL calls on a 1-rank communicator),
+#            then `mpirun -np 2 mala train` with and without --zero 1 (same weights), or a
+#            skip that says why (no nccl.h, no mpirun, a mala without MPI)
 #   bench    mala bench train (tf32, and fp32 at the first size) and sample: DiT-S/2 mala and
 #            softmax, DiG-S/2, at 32x32x4 and 64x64x4, batch 64
 #   gemm     PyTorch's fp32 and TF32 matrix-product rates on this GPU
@@ -27,8 +30,8 @@ source tools/gpu_bundle.sh
 DRY=${GPU_CHECK_DRY:-0}
 OUT=${OUT:-gpu-check}
 WORK=${GPU_CHECK_WORK:-build-gpu/check-work}
-SECTIONS=" ${GPU_CHECK_SECTIONS:-setup parity ddim smoke bench gemm torch compile} "
-if [ "$DRY" = 1 ]; then BUDGET=${GPU_CHECK_BUDGET:-120}; else BUDGET=${GPU_CHECK_BUDGET:-450}; fi
+SECTIONS=" ${GPU_CHECK_SECTIONS:-setup parity ddim smoke dist bench gemm torch compile} "
+if [ "$DRY" = 1 ]; then BUDGET=${GPU_CHECK_BUDGET:-160}; else BUDGET=${GPU_CHECK_BUDGET:-450}; fi
 mkdir -p "$OUT" "$WORK" || exit 1
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/log.txt
@@ -39,12 +42,14 @@ if [ "$DRY" = 1 ]; then
     MODELS="DiT-T/4:mala DiT-T/4:softmax DiG-T/4:-"; SIZES="8"; BATCH=2; TRAIN_STEPS=1; SAMPLE_STEPS=2
     DDIM_LABELS=0,3; DDIM_STEPS=3
     SMOKE_N=4; SMOKE_STEPS=2; SMOKE_SIZE=16; SMOKE_BATCH=4; SMOKE_ITERS=6; SMOKE_LOG=2; SMOKE_DROP=1.0
+    DIST_ITERS=2
     BENCH_TRAIN_DEV=cpu; TORCH_DEV=cpu; THREADS="--threads 2"
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 else
     MODELS="DiT-S/2:mala DiT-S/2:softmax DiG-S/2:-"; SIZES="32 64"; BATCH=64; TRAIN_STEPS=10; SAMPLE_STEPS=20
     DDIM_LABELS=0,3,7,9; DDIM_STEPS=20
     SMOKE_N=64; SMOKE_STEPS=10; SMOKE_SIZE=32; SMOKE_BATCH=64; SMOKE_ITERS=300; SMOKE_LOG=25; SMOKE_DROP=0.7
+    DIST_ITERS=10
     BENCH_TRAIN_DEV=cuda; TORCH_DEV=cuda; THREADS=""
 fi
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -232,6 +237,77 @@ sec_smoke() {
     else finish "${r%% *}" "${r#* }"; fi
 }
 
+# ---- dist: NCCL on one GPU, and two processes -----------------------------------------------
+# nccl.h and libnccl: CUDA's, the system's, or the nvidia-nccl wheel PyTorch brings.
+nccl_dirs() {
+    local d
+    for d in "$CUDA_HOME/include" /usr/include /usr/local/include $(ls -d /usr/local/lib/python3*/dist-packages/nvidia/nccl/include \
+             /usr/lib/python3/dist-packages/nvidia/nccl/include "$HOME"/.local/lib/python3*/site-packages/nvidia/nccl/include \
+             2> /dev/null); do
+        [ -f "$d/nccl.h" ] || continue
+        for l in "${d%/include}/lib64" "${d%/include}/lib" /usr/lib/x86_64-linux-gnu; do
+            ls "$l"/libnccl.so* > /dev/null 2>&1 && { echo "$d $l"; return 0; }
+        done
+    done
+    return 1
+}
+# 1. tools/nccl_check.c, built here and run on GPU 0 (the dry run builds it only: no GPU).
+# 2. mpirun -np 2 mala train, --zero 0 and 1: the same checkpoint bytes (2 ranks: each sum is one
+#    addition). On one GPU both ranks share it and the sums go through the host over MPI (NCCL
+#    refuses two ranks on one GPU); with two GPUs they go through NCCL. The dry run does this on
+#    the emulator build (the CUDA backend's host-staged path).
+sec_dist() {
+    begin dist 120
+    have_mala || return
+    local st=ok ran=0 notes="" dirs inc lib cuda_inc=${CUDA_HOME:-/usr/local/cuda} bin z data=$WORK/dist-data k
+    [ "$DRY" = 1 ] && cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
+    if dirs=$(CUDA_HOME=$cuda_inc nccl_dirs); then
+        inc=${dirs% *}; lib=${dirs#* }
+        step 60 cc -O2 -std=c11 -D_GNU_SOURCE -I. -Icore -I"$inc" -I"$cuda_inc/include" tools/nccl_check.c \
+            cuda/nccl/dist_nccl.c core/dist.c core/common.c -L"$lib" -Wl,-rpath,"$lib" -L"$cuda_inc/lib64" \
+            -Wl,-rpath,"$cuda_inc/lib64" -lnccl -lcudart -o "$WORK/nccl_check"
+        if [ $STEP_RC != 0 ]; then st=FAIL; notes="nccl_check did not build (log.txt)"
+        elif [ "$DRY" = 1 ]; then notes="nccl_check built against $inc (not run: no GPU in a dry run)"
+        else
+            step 30 env LD_LIBRARY_PATH="$RUN_LD" "$WORK/nccl_check"
+            [ $STEP_RC = 0 ] || st=FAIL
+            ran=1
+            notes="$(tail -1 "$WORK/step.out" | cut -c1-140)"
+        fi
+    else
+        notes="1-GPU NCCL check skipped: no nccl.h with a libnccl (CUDA's, /usr/include, PyTorch's nvidia-nccl)"
+    fi
+    bin=${MALA[${#MALA[@]}-1]}
+    if ! command -v mpirun > /dev/null; then
+        notes="$notes; 2 processes skipped: no mpirun on this machine (openmpi-bin)"
+    elif ! LD_LIBRARY_PATH="$RUN_LD" ldd "$bin" 2> /dev/null | grep -q libmpi; then
+        notes="$notes; 2 processes skipped: $bin was built without MPI (libopenmpi-dev)"
+    else
+        rm -rf "$data" "$WORK"/dist-z*; mkdir -p "$data"
+        [ -d "$WORK/smoke-data/class1" ] && data=$WORK/smoke-data  # the smoke section's images
+        for k in 0 1; do
+            [ "$data" = "$WORK/smoke-data" ] && break
+            step 30 "${MALA[@]}" sample --device cuda --class $k --n 4 --batch 4 --sampler ddim --steps 2 \
+                --out-dir "$data/class$k" || { finish "$(rc_word $STEP_RC)" "$notes; sampling the training images failed"; return; }
+        done
+        for z in 0 1; do
+            step 45 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "${MALA[@]}" train --device cuda \
+                --data "$data" --image-size 16 --channels 1 --classes 2 --model DiT-T/4 --batch 4 --iters $DIST_ITERS \
+                --log-every 1 --sample-every 0 --zero $z --out "$WORK/dist-z$z"
+            [ $STEP_RC = 0 ] || { finish "$(rc_word $STEP_RC)" "$notes; mpirun -np 2 mala train --zero $z failed (log.txt)"; return; }
+        done
+        k=$(printf '%07d' $DIST_ITERS)
+        ran=1
+        if cmp -s "$WORK/dist-z0/checkpoints/$k.safetensors" "$WORK/dist-z1/checkpoints/$k.safetensors"; then
+            notes="$notes; mpirun -np 2 train, --zero 0 and 1: the same checkpoint bytes after $DIST_ITERS steps"
+        else
+            st=FAIL; notes="$notes; mpirun -np 2 train: --zero 1 wrote other weights than --zero 0"
+        fi
+    fi
+    [ "$st" = ok ] && [ "$DRY" != 1 ] && { [ $ran = 1 ] && st=PASS || st=SKIP; }
+    finish "$st" "${notes#; }"
+}
+
 # ---- bench: mala, then the PyTorch peers of the same runs ----------------------------------
 # One spec per run: KIND MODEL ATTN SIZE PRECISION (ATTN - for DiG, which has none).
 bench_specs() {
@@ -417,6 +493,7 @@ want setup && sec_setup
 want parity && sec_parity
 want ddim && sec_ddim
 want smoke && sec_smoke
+want dist && sec_dist
 want bench && sec_bench
 want gemm && sec_gemm
 want torch && sec_torch torch

@@ -8,6 +8,7 @@
 
 #include "dist.h"
 #include "st_meta.h"
+#include "trainer_zero.h"
 
 void train_opts_default(TrainOpts *o) {
     o->lr = 1e-4f;
@@ -37,6 +38,7 @@ Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *
     tr->m = tr->grad + nf;
     tr->v = tr->m + nf;
     tr->ema = tr->v + nf;
+    tr->grad_floats = nf;
     diffusion_init_dit(&tr->diff);
     size_t img = (size_t)batch * c->in_channels * c->image_size * c->image_size;
     size_t outn = (size_t)batch * tr->net->out_channels * c->image_size * c->image_size;
@@ -67,6 +69,7 @@ void trainer_free(Trainer *tr) {
     tr->be->release(tr->d_opt);
     if (tr->d_gbits) tr->be->release(tr->d_gbits);
     free(tr->host_grad);
+    free(tr->host_shard);
     free(tr->loss_host);
     diffusion_free(&tr->diff);
     class_names_free(&tr->classes);
@@ -126,8 +129,7 @@ void trainer_init_weights(Trainer *tr) {
     size_t bytes = n->n_floats * sizeof(float);
     net_init_weights(n, tr->opt.seed);
     tr->be->copy(tr->ema, n->w, bytes);
-    tr->be->zero(tr->m, bytes);
-    tr->be->zero(tr->v, bytes);
+    tr->be->zero(tr->m, trainer_opt_state_bytes(tr));  // m and v, one after the other
     tr->step = tr->batches = tr->skipped_total = 0;
     tr->bad_in_a_row = 0;
 }
@@ -160,10 +162,14 @@ static StepStats step_drawn(Trainer *tr) {
     }
     st.loss = st.mse + st.vb;
     if (isfinite(st.loss)) {
-        be->zero(tr->grad, n->n_floats * sizeof(float));
+        be->zero(tr->grad, tr->grad_floats * sizeof(float));
         net_backward(n, tr->grad, tr->d_dout, B);
-        if (tr->world > 1) allreduce_grad(tr);
-        st.grad_norm = sqrt(be->sumsq(tr->grad, n->n_trainable));
+        if (tr->zero) {
+            st.grad_norm = zero_reduce_grad(tr);
+        } else {
+            if (tr->world > 1) allreduce_grad(tr);
+            st.grad_norm = sqrt(be->sumsq(tr->grad, n->n_trainable));
+        }
     }
     if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
         st.skipped = 1;
@@ -172,13 +178,18 @@ static StepStats step_drawn(Trainer *tr) {
         return st;
     }
     tr->bad_in_a_row = 0;
-    if (tr->opt.grad_clip > 0 && st.grad_norm > tr->opt.grad_clip)  // torch clip_grad_norm_
-        be->scale(tr->grad, (float)(tr->opt.grad_clip / (st.grad_norm + 1e-6)), n->n_trainable);
+    // the gradient, weights and moments this rank updates: all of them, or its ZeRO-1 block
+    float *g = tr->zero ? tr->gshard : tr->grad, *w = tr->zero ? n->w + tr->zoff : n->w;
+    size_t len = tr->zero ? tr->zlen : n->n_trainable;
+    if (tr->opt.grad_clip > 0 && st.grad_norm > tr->opt.grad_clip && len)  // torch clip_grad_norm_
+        be->scale(g, (float)(tr->opt.grad_clip / (st.grad_norm + 1e-6)), len);
     tr->step++;
     float lr = tr->opt.lr;
     if (tr->opt.warmup > 0 && tr->step < (uint64_t)tr->opt.warmup) lr *= (float)tr->step / tr->opt.warmup;
-    be->adamw(n->w, tr->grad, tr->m, tr->v, n->n_trainable, lr, tr->opt.beta1, tr->opt.beta2, tr->opt.eps,
-              tr->opt.weight_decay, (int)tr->step);
+    if (len)
+        be->adamw(w, g, tr->m, tr->v, len, lr, tr->opt.beta1, tr->opt.beta2, tr->opt.eps, tr->opt.weight_decay,
+                  (int)tr->step);
+    if (tr->zero) zero_gather_weights(tr);
     be->ema(tr->ema, n->w, n->n_trainable, tr->opt.ema_decay);
     return st;
 }
@@ -222,12 +233,18 @@ StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, con
 int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     const Net *m = tr->net;
     size_t bytes = m->n_floats * sizeof(float);
+    float *zm = NULL, *zv = NULL;  // ZeRO-1: the moments gathered on rank 0
+    if (tr->zero) {
+        zm = zero_gather_moment(tr, tr->m);
+        zv = zero_gather_moment(tr, tr->v);
+        if (tr->rank != 0) return 0;
+    }
     float *host = xmalloc(4 * bytes);
-    float *w = host, *ema = host + m->n_floats, *mo = ema + m->n_floats, *vo = mo + m->n_floats;
+    float *w = host, *ema = host + m->n_floats, *mo = zm ? zm : ema + m->n_floats, *vo = zv ? zv : host + 3 * m->n_floats;
     tr->be->to_host(w, m->w, bytes);
     tr->be->to_host(ema, tr->ema, bytes);
-    tr->be->to_host(mo, tr->m, bytes);
-    tr->be->to_host(vo, tr->v, bytes);
+    if (!zm) tr->be->to_host(mo, tr->m, bytes);
+    if (!zv) tr->be->to_host(vo, tr->v, bytes);
     StWriter *wr = st_writer_new();
     ckpt_write_config(wr, &m->cfg, &tr->classes);
     st_writer_meta_u64(wr, "step", tr->step);
@@ -249,6 +266,8 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     int rc = st_writer_save(wr, path, err);
     st_writer_free(wr);
     free(host);
+    free(zm);
+    free(zv);
     return rc;
 }
 
@@ -294,9 +313,16 @@ int trainer_load(Trainer *tr, const char *path, MalaErr *err) {
     if (need_u64(&f, "step", &step, err) || need_u64(&f, "batches", &batches, err) ||
         need_u64(&f, "skipped", &skipped, err))
         goto done;
-    if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", tr->ema, err) ||
-        ckpt_load_tensors(m, &f, "opt.m.", tr->m, err) || ckpt_load_tensors(m, &f, "opt.v.", tr->v, err))
+    if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", tr->ema, err))
         goto done;
+    if (!tr->zero) {
+        if (ckpt_load_tensors(m, &f, "opt.m.", tr->m, err) || ckpt_load_tensors(m, &f, "opt.v.", tr->v, err)) goto done;
+    } else {  // each rank reads its block of the moments, through grad (free until the first step)
+        if (ckpt_load_tensors(m, &f, "opt.m.", tr->grad, err)) goto done;
+        zero_take_block(tr, tr->m, tr->grad);
+        if (ckpt_load_tensors(m, &f, "opt.v.", tr->grad, err)) goto done;
+        zero_take_block(tr, tr->v, tr->grad);
+    }
     tr->step = step;
     tr->batches = batches;
     tr->skipped_total = skipped;

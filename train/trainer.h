@@ -65,6 +65,12 @@ typedef struct {
     int rank, world;
     uint32_t *d_gbits;     // [2 * global batch]: the global batch's draws, of which d_bits is a slice
     float *host_grad;      // gradient staging for the all-reduce when the backend is not host memory
+    // ZeRO-1 (trainer_zero1): m and v hold this rank's block of the trainable floats only
+    int zero;
+    size_t zblock, zoff, zlen;  // block size (dist_block), this rank's offset and floats in it
+    size_t grad_floats;         // floats of grad: n_floats, or zblock * world when that is more
+    float *gshard;              // [zblock] this rank's block of the averaged gradient
+    float *host_shard;          // [zblock] its host staging when the backend is not host memory
 } Trainer;
 
 #define TRAIN_NOISE_KEY 0x6a09e667f3bcc909ull  // seed ^ this: the noise's generator seed
@@ -78,6 +84,16 @@ void trainer_free(Trainer *tr);
 // the order of the gradient sums) and keeps identical weights. Checkpoints record the global batch.
 void trainer_shard(Trainer *tr, int rank, int world);
 int trainer_global_batch(const Trainer *tr);
+// ZeRO-1 (DESIGN 9), after trainer_shard and before trainer_init_weights / trainer_load: AdamW's
+// moments are split in dist_block blocks over the ranks. A step reduce-scatters the gradient,
+// updates this rank's block of the weights and of m, v, and all-gathers the weights; the EMA
+// stays whole on every rank (the sample grids and the cross-rank checksum read it). The same
+// weights as unsharded: bit for bit with 2 ranks (each sum is one addition) and without clipping
+// (the norm's partial sums change order), else to float rounding. trainer_save then is collective
+// (rank 0 gathers m, v and writes); trainer_load reads each rank's block. No-op in one process.
+void trainer_zero1(Trainer *tr);
+// Bytes of AdamW's state (m, v) this rank holds.
+size_t trainer_opt_state_bytes(const Trainer *tr);
 // FNV-1a over the online and EMA weights (64-bit words): equal on every rank of a job.
 uint64_t trainer_weights_hash(const Trainer *tr);
 // Fresh weights (DiT init from opt.seed), EMA = weights, zero moments.
@@ -89,7 +105,8 @@ StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y);
 // diffusion_prepare in backend.h) and noise [B,C,S,S]. For tests that compare backends.
 StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise);
 
-// Training checkpoint (atomic). trainer_load restores everything trainer_save wrote.
+// Training checkpoint (atomic). trainer_load restores everything trainer_save wrote. With ZeRO-1
+// every rank calls trainer_save (rank 0 writes, the others return 0).
 int trainer_save(const Trainer *tr, const char *path, MalaErr *err);
 int trainer_load(Trainer *tr, const char *path, MalaErr *err);
 // Reads only the configuration and class names of a training checkpoint (to build a Trainer).

@@ -1,0 +1,33 @@
+// A run of n generated images sharded over the processes of a job (DESIGN 9, DiT's
+// sample_ddp.py) for a consumer on rank 0 that takes them in order (mala eval --ckpt): batch j,
+// images j*B .. j*B+B-1, is sampled by rank j % world exactly as one process samples it (image
+// i's noise depends only on (seed, i)), a round of world batches at a time, and gathered on rank
+// 0, which so sees the images one process sees. Image i has class i mod K (eval's labels).
+#ifndef MALA_GENERATE_SHARD_H
+#define MALA_GENERATE_SHARD_H
+
+#include "generate.h"
+
+typedef struct {
+    Generator *g;
+    GenOpts o;
+    uint64_t seed;
+    int n, batch, rank, world;
+    int next;          // rank 0: the next image handed out
+    int round_first;   // rank 0: first image of the round in buf, and its images
+    int round_n;
+    float *buf;        // rank 0: [world * batch] images of a round; the others: [batch]
+    int32_t *y;        // [batch]
+} ShardedGen;
+
+// batch <= g->max_batch. Collective use follows: rank 0 calls sharded_gen_next, the others
+// sharded_gen_serve, over the same (n, batch).
+void sharded_gen_init(ShardedGen *s, Generator *g, const GenOpts *o, uint64_t seed, int n, int batch);
+void sharded_gen_free(ShardedGen *s);
+// Rank 0: the next k images (k <= max, never across a batch) into x [k, C, S, S] in [-1, 1];
+// returns k, 0 after the last image, -1 on an error (err).
+int sharded_gen_next(ShardedGen *s, float *x, int max, MalaErr *err);
+// Ranks > 0: samples this rank's batches of every round and sends them to rank 0.
+int sharded_gen_serve(ShardedGen *s, MalaErr *err);
+
+#endif
