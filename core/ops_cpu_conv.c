@@ -4,6 +4,9 @@
 // task, db sums each channel in double in one task, and dw accumulates chunk after chunk.
 // defines: cpu_conv2d_workspace_floats, cpu_conv2d_fwd, cpu_conv2d_bwd
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "common.h"
 #include "conv_plan.h"
@@ -13,6 +16,9 @@
 
 // 2^20 floats (4 MiB) of columns per chunk: GEMMs wide enough for OpenBLAS, scratch that stays
 // in the last-level cache.
+#ifndef _OPENMP
+static int omp_get_max_threads(void) { return 1; }
+#endif
 #define CPU_CONV_TARGET ((size_t)1 << 20)
 
 size_t cpu_conv2d_workspace_floats(ConvShape s) {
@@ -106,6 +112,11 @@ void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bia
             const int nr = p.Ho - r0 < p.rows ? p.Ho - r0 : p.rows;
             const size_t n = (size_t)nr * p.Wo;
             if (!p.direct) im2col(work, x, s, &p, b0, nimg, r0, nr);
+            // A chunk of at least one image per thread: each thread multiplies whole images with
+            // a single-threaded sgemm (OpenBLAS's OpenMP build runs so inside a parallel region),
+            // which keeps the small per-image products of a batch at the sgemm rate; fewer
+            // images: one product at a time on OpenBLAS's threads.
+            #pragma omp parallel for schedule(dynamic, 1) if (nimg > 1 && nimg >= omp_get_max_threads())
             for (int i = 0; i < nimg; i++) {
                 float *o = out + (size_t)(b0 + i) * s.Cout * HWo + (size_t)r0 * p.Wo;
                 const float *col = p.direct ? x + (size_t)(b0 + i) * s.Cin * HWi : work + (size_t)i * p.K * n;
