@@ -28,30 +28,56 @@ static void check_pool(const char *op, int B, int C, int H, int W, int k, int s,
           "%s: bad shape B%d C%d %dx%d k%d stride %d pad %d", op, B, C, H, W, k, s, p);
 }
 
+// One output row oy of a plane. Outputs whose window lies inside the row span, [a, b), take a
+// loop over ox innermost (it vectorises); the few at the borders take their clipped windows.
+// Either way each output reduces its cells in the same order: rows, then columns.
+static void pool_row(float *o, const float *xp, int H, int W, int Wo, int oy, int k, int s, int p, int is_max) {
+    int y0, y1;
+    pool_window(oy, H, k, s, p, &y0, &y1);
+    int a = (p + s - 1) / s, b = W + p - k < 0 ? 0 : (W + p - k) / s + 1;  // ox*s - p >= 0, ox*s - p + k <= W
+    if (b > Wo) b = Wo;
+    if (a > b) a = b;
+    for (int ox = 0; ox < Wo; ox++) {
+        if (ox == a) ox = b;
+        if (ox >= Wo) break;
+        int x0, x1;
+        pool_window(ox, W, k, s, p, &x0, &x1);
+        float m = -FLT_MAX, sum = 0.0f;
+        for (int iy = y0; iy < y1; iy++)
+            for (int ix = x0; ix < x1; ix++) {
+                const float v = xp[(size_t)iy * W + ix];
+                m = v > m ? v : m;
+                sum += v;
+            }
+        o[ox] = is_max ? m : sum / (float)((y1 - y0) * (x1 - x0));
+    }
+    if (a >= b) return;
+    for (int ox = a; ox < b; ox++) o[ox] = is_max ? -FLT_MAX : 0.0f;
+    for (int iy = y0; iy < y1; iy++) {
+        const float *r = xp + (size_t)iy * W - p;
+        for (int kx = 0; kx < k; kx++) {
+            if (is_max) {
+                #pragma omp simd
+                for (int ox = a; ox < b; ox++) o[ox] = r[ox * s + kx] > o[ox] ? r[ox * s + kx] : o[ox];
+            } else {
+                #pragma omp simd
+                for (int ox = a; ox < b; ox++) o[ox] += r[ox * s + kx];
+            }
+        }
+    }
+    if (!is_max) {
+        const float cnt = (float)((y1 - y0) * k);
+        for (int ox = a; ox < b; ox++) o[ox] /= cnt;
+    }
+}
+
 static void pool(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p, int is_max) {
     const int Ho = pool_out(H, k, s, p), Wo = pool_out(W, k, s, p);
     const size_t planes = (size_t)B * C;
     #pragma omp parallel for schedule(static) if (planes * Ho * Wo >= PAR_MIN)
-    for (size_t pl = 0; pl < planes; pl++) {
-        const float *xp = x + pl * H * W;
-        float *op = out + pl * Ho * Wo;
-        for (int oy = 0; oy < Ho; oy++) {
-            int y0, y1;
-            pool_window(oy, H, k, s, p, &y0, &y1);
-            for (int ox = 0; ox < Wo; ox++) {
-                int x0, x1;
-                pool_window(ox, W, k, s, p, &x0, &x1);
-                float m = -FLT_MAX, sum = 0.0f;
-                for (int iy = y0; iy < y1; iy++)
-                    for (int ix = x0; ix < x1; ix++) {
-                        const float v = xp[(size_t)iy * W + ix];
-                        m = v > m ? v : m;
-                        sum += v;
-                    }
-                op[(size_t)oy * Wo + ox] = is_max ? m : sum / (float)((y1 - y0) * (x1 - x0));
-            }
-        }
-    }
+    for (size_t pl = 0; pl < planes; pl++)
+        for (int oy = 0; oy < Ho; oy++)
+            pool_row(out + (pl * Ho + oy) * Wo, x + pl * H * W, H, W, Wo, oy, k, s, p, is_max);
 }
 
 void cpu_maxpool2d_fwd(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p) {
