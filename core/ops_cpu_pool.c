@@ -28,9 +28,30 @@ static void check_pool(const char *op, int B, int C, int H, int W, int k, int s,
           "%s: bad shape B%d C%d %dx%d k%d stride %d pad %d", op, B, C, H, W, k, s, p);
 }
 
+// One window row of 3 cells folded into outputs [a, b) (inlined, so a constant s specialises it).
+static inline __attribute__((always_inline)) void row3(float *o, const float *r, int a, int b, int s, int is_max,
+                                                       int first) {
+    if (is_max) {
+        #pragma omp simd
+        for (int ox = a; ox < b; ox++) {
+            const float *q = r + ox * s;
+            float t = q[0] > q[1] ? q[0] : q[1];
+            t = q[2] > t ? q[2] : t;
+            o[ox] = first || t > o[ox] ? t : o[ox];
+        }
+    } else {
+        #pragma omp simd
+        for (int ox = a; ox < b; ox++) {
+            const float *q = r + ox * s;
+            const float t = (q[0] + q[1]) + q[2];
+            o[ox] = first ? t : o[ox] + t;
+        }
+    }
+}
+
 // One output row oy of a plane. Outputs whose window lies inside the row span, [a, b), take a
 // loop over ox innermost (it vectorises); the few at the borders take their clipped windows.
-// Either way each output reduces its cells in the same order: rows, then columns.
+// An average sums each window row, then adds the row sums in order (the CUDA kernel alike).
 static void pool_row(float *o, const float *xp, int H, int W, int Wo, int oy, int k, int s, int p, int is_max) {
     int y0, y1;
     pool_window(oy, H, k, s, p, &y0, &y1);
@@ -43,25 +64,31 @@ static void pool_row(float *o, const float *xp, int H, int W, int Wo, int oy, in
         int x0, x1;
         pool_window(ox, W, k, s, p, &x0, &x1);
         float m = -FLT_MAX, sum = 0.0f;
-        for (int iy = y0; iy < y1; iy++)
+        for (int iy = y0; iy < y1; iy++) {
+            float rs = 0.0f;
             for (int ix = x0; ix < x1; ix++) {
                 const float v = xp[(size_t)iy * W + ix];
                 m = v > m ? v : m;
-                sum += v;
+                rs += v;
             }
+            sum = iy == y0 ? rs : sum + rs;
+        }
         o[ox] = is_max ? m : sum / (float)((y1 - y0) * (x1 - x0));
     }
     if (a >= b) return;
-    for (int ox = a; ox < b; ox++) o[ox] = is_max ? -FLT_MAX : 0.0f;
+    // Per window row: the k cells reduced in registers, then folded into the output (rows in
+    // order, columns in order within a row, as the border path adds them up to rounding).
     for (int iy = y0; iy < y1; iy++) {
         const float *r = xp + (size_t)iy * W - p;
-        for (int kx = 0; kx < k; kx++) {
-            if (is_max) {
-                #pragma omp simd
-                for (int ox = a; ox < b; ox++) o[ox] = r[ox * s + kx] > o[ox] ? r[ox * s + kx] : o[ox];
-            } else {
-                #pragma omp simd
-                for (int ox = a; ox < b; ox++) o[ox] += r[ox * s + kx];
+        const int first = iy == y0;
+        if (k == 3 && s == 1) row3(o, r, a, b, 1, is_max, first);  // a constant stride: plain vector loads
+        else if (k == 3) row3(o, r, a, b, s, is_max, first);
+        else {
+            for (int ox = a; ox < b; ox++) {
+                const float *q = r + ox * s;
+                float t = q[0];
+                for (int kx = 1; kx < k; kx++) t = is_max ? (q[kx] > t ? q[kx] : t) : t + q[kx];
+                o[ox] = first ? t : is_max ? (t > o[ox] ? t : o[ox]) : o[ox] + t;
             }
         }
     }

@@ -1,6 +1,6 @@
 // ReLU, pooling and bilinear resize on NCHW maps (contracts in backend.h; the window and tap
 // math is pool_math.h, shared with the CPU). One thread per output element, each summing its
-// window in the CPU's order (rows, then columns); mean_hw sums a plane in double.
+// window in the CPU's order (each row's cells, then the row sums); mean_hw sums a plane in double.
 // defines: cuda_relu_fwd, cuda_relu_bwd, cuda_maxpool2d_fwd, cuda_avgpool2d_fwd, cuda_mean_hw_fwd,
 //          cuda_resize_bilinear_fwd
 #include <cfloat>
@@ -37,12 +37,15 @@ __global__ void k_pool(float *out, const float *x, int H, int W, int Ho, int Wo,
         pool_window(oy, H, k, s, p, &y0, &y1);
         pool_window(ox, W, k, s, p, &x0, &x1);
         float m = -FLT_MAX, sum = 0.0f;
-        for (int iy = y0; iy < y1; iy++)
+        for (int iy = y0; iy < y1; iy++) {
+            float rs = 0.0f;
             for (int ix = x0; ix < x1; ix++) {
                 const float v = xp[(size_t)iy * W + ix];
                 m = v > m ? v : m;
-                sum += v;
+                rs += v;
             }
+            sum = iy == y0 ? rs : sum + rs;
+        }
         out[t] = is_max ? m : sum / (float)((y1 - y0) * (x1 - x0));
     }
 }
