@@ -214,11 +214,6 @@ static size_t work_floats_for(const Inception *m, int n) {
             g.H = g.W = sizes[k];
             if (!conv_shape_ok(g)) continue;
             size_t w = m->be->conv2d_workspace_floats(g);
-            // at least two whole images' columns, so the CPU's conv multiplies whole images on
-            // each of two threads (its default chunk holds one image of the early layers)
-            ConvPlan pl;
-            g.B = n < 2 ? n : 2;
-            if (conv_plan(g, (size_t)-1, &pl) && conv_chunk_floats(&pl) > w) w = conv_chunk_floats(&pl);
             if (w > most) most = w;
         }
     return most;
