@@ -444,7 +444,7 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     if (!ref) return 1;
     FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, 1, &rs, &s_s);
     if (!s) { fid_stats_free(ref); fid_stats_free(ref_s); return 1; }
-    int rc = 0, have_sfid = ref_s != NULL;
+    int rc = 0, have_sfid = ref_s && s_s;  // a statistics file may lack mu_s / sigma_s
     double fid, sfid = 0, ism = 0, iss = 0;
     if (a->save_stats && fid_stats_save_pair(s, s_s, a->save_stats, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
     if (!rc && fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }

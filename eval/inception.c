@@ -1,6 +1,6 @@
 // defines: inception_build, inception_load, inception_random, inception_free, inception_forward,
-//          inception_forward_all, inception_max_batch, inception_tensors, eval_rand_seed, eval_rand_u, eval_rand_fill,
-//          inception_random_tensor
+//          inception_forward_all, inception_max_batch, inception_tensors, eval_rand_seed, eval_rand_u,
+//          eval_rand_fill, inception_random_tensor
 #include "inception.h"
 
 #include <math.h>
