@@ -53,19 +53,19 @@ static const char *find_weights(const char *given, char *buf, size_t cap) {
     return NULL;
 }
 
-static Inception *load_inception(const char *path, int batch) {
+static Inception *load_inception(const char *path, const Backend *be, int batch) {
     if (!strcmp(path, "random")) {
         fprintf(stderr, "warning: --inception random: random weights, the numbers are NOT FID/IS\n");
-        return inception_random(NULL, batch);
+        return inception_random(be, batch);
     }
     MalaErr err;
     double t0 = now_seconds();
-    Inception *m = inception_load(path, NULL, batch, &err);
+    Inception *m = inception_load(path, be, batch, &err);
     if (!m) {
         fprintf(stderr, "error: %s\n", err.msg);
         return NULL;
     }
-    fprintf(stderr, "[eval] FID Inception-v3 from %s (%.1f s)\n", path, now_seconds() - t0);
+    fprintf(stderr, "[eval] FID Inception-v3 from %s on %s (%.1f s)\n", path, be->name, now_seconds() - t0);
     return m;
 }
 
@@ -289,8 +289,9 @@ typedef struct {
     float *logits;   // [n, 1008] when asked for
 } RunResult;
 
+// stats / sstats (NULL: not wanted) get the pool3 / sFID features of every image.
 static int run_source(Inception *m, const char *path, const SampleSpec *sp, int batch, int limit, FidStats *stats,
-                      int want_logits, RunResult *r) {
+                      FidStats *sstats, int want_logits, RunResult *r) {
     Source s;
     MalaErr err;
     memset(r, 0, sizeof *r);
@@ -303,6 +304,7 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
     int total = limit > 0 && limit < s.n ? limit : s.n;
     if (s.gen) s.n = total;  // sampled as far as used (eval_serve_samples counts the same)
     float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
+    float *spatial = sstats ? xmalloc((size_t)batch * INCEPTION_SPATIAL_DIM * sizeof *spatial) : NULL;
     size_t lcap = want_logits ? (size_t)total : 0;
     if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * INCEPTION_CLASSES * sizeof *r->logits);
     double t0 = now_seconds();
@@ -312,13 +314,14 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
     float *img;
     while (r->n < total && (img = source_next(&s, total - r->n < batch ? total - r->n : batch, &n, &c, &h, &w)) && n) {
         float *lg = want_logits ? r->logits + (size_t)r->n * INCEPTION_CLASSES : NULL;
-        if (inception_forward(m, img, n, c, h, w, pool3, lg, &err)) {
+        if (inception_forward_all(m, img, n, c, h, w, pool3, lg, spatial, &err)) {
             progress_break(&pg);
             fprintf(stderr, "error: %s: %s\n", path, err.msg);
             rc = -1;
             break;
         }
         if (stats) fid_stats_add(stats, pool3, n);
+        if (sstats) fid_stats_add(sstats, spatial, n);
         r->n += n;
         progress_update(&pg, r->n == total, "[eval] %s: %d/%d images, %.1f img/s", path, r->n, total,
                         r->n / (now_seconds() - t0));
@@ -331,6 +334,7 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
         rc = -1;
     }
     free(pool3);
+    free(spatial);
     source_close(&s);
     return rc;
 }
@@ -348,25 +352,33 @@ static int is_stats_file(const char *path) {
     return mu && sigma;
 }
 
-// Stats of a path: a stats .npz is loaded, images are run through the network.
+// Stats of a path: a stats .npz is loaded, images are run through the network. *spatial gets the
+// sFID statistics: computed from images, loaded from mu_s / sigma_s where the file has them
+// (NULL where it does not).
 static FidStats *stats_of_path(Inception *m, const char *path, const SampleSpec *sp, int batch, int limit,
-                               int want_logits, RunResult *r) {
+                               int want_logits, RunResult *r, FidStats **spatial) {
     memset(r, 0, sizeof *r);
+    *spatial = NULL;
     MalaErr err;
     if (!sp && is_stats_file(path)) {
         FidStats *s = fid_stats_load(path, &err);
         if (!s) fprintf(stderr, "error: %s\n", err.msg);
         else fprintf(stderr, "[eval] reference statistics from %s\n", path);
+        if (s && !(*spatial = fid_stats_load_keys(path, "mu_s", "sigma_s", &err)))
+            fprintf(stderr, "[eval] %s: no sFID statistics (%s)\n", path, err.msg);
         return s;
     }
-    FidStats *s = fid_stats_new(INCEPTION_DIM);
-    if (run_source(m, path, sp, batch, limit, s, want_logits, r) || fid_stats_finalize(s, &err)) {
+    FidStats *s = fid_stats_new(INCEPTION_DIM), *sp_stats = fid_stats_new(INCEPTION_SPATIAL_DIM);
+    if (run_source(m, path, sp, batch, limit, s, sp_stats, want_logits, r) || fid_stats_finalize(s, &err) ||
+        fid_stats_finalize(sp_stats, &err)) {
         if (r->n) fprintf(stderr, "error: %s: %s\n", path, err.msg);
         fid_stats_free(s);
+        fid_stats_free(sp_stats);
         free(r->logits);
         r->logits = NULL;
         return NULL;
     }
+    *spatial = sp_stats;
     return s;
 }
 
@@ -410,15 +422,17 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
 
 static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
     RunResult r;
-    FidStats *s = fid_stats_new(INCEPTION_DIM);
+    FidStats *s = fid_stats_new(INCEPTION_DIM), *sp = fid_stats_new(INCEPTION_SPATIAL_DIM);
     MalaErr err;
-    if (run_source(m, a->data, NULL, a->batch, a->limit, s, 0, &r)) { fid_stats_free(s); return 1; }
-    if (fid_stats_finalize(s, &err) || fid_stats_save(s, a->out, &err)) {
+    int rc = run_source(m, a->data, NULL, a->batch, a->limit, s, sp, 0, &r);
+    if (!rc && (fid_stats_finalize(s, &err) || fid_stats_finalize(sp, &err) || fid_stats_save_pair(s, sp, a->out, &err))) {
         fprintf(stderr, "error: %s\n", err.msg);
-        fid_stats_free(s);
-        return 1;
+        rc = 1;
     }
-    fprintf(stderr, "[eval] statistics of %d images -> %s (mu [2048], sigma [2048, 2048], float64)\n", r.n, a->out);
+    fid_stats_free(sp);
+    if (rc) { fid_stats_free(s); return 1; }
+    fprintf(stderr, "[eval] statistics of %d images -> %s (mu [2048], sigma [2048, 2048]; sFID: mu_s [2023], "
+                    "sigma_s [2023, 2023]; float64)\n", r.n, a->out);
     JsonBuf b = {0};
     json_buf_puts(&b, "{\"cmd\":\"eval stats\"");
     json_str_field(&b, "data", a->data);
@@ -433,14 +447,16 @@ static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
 static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     RunResult rs, rr;
     MalaErr err;
-    FidStats *ref = stats_of_path(m, a->ref, NULL, a->batch, 0, 0, &rr);
+    FidStats *ref_s, *s_s;  // the sFID statistics
+    FidStats *ref = stats_of_path(m, a->ref, NULL, a->batch, 0, 0, &rr, &ref_s);
     if (!ref) return 1;
-    FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, 1, &rs);
-    if (!s) { fid_stats_free(ref); return 1; }
-    int rc = 0;
-    double fid, ism = 0, iss = 0;
-    if (a->save_stats && fid_stats_save(s, a->save_stats, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
+    FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, 1, &rs, &s_s);
+    if (!s) { fid_stats_free(ref); fid_stats_free(ref_s); return 1; }
+    int rc = 0, have_sfid = ref_s && s_s;  // a statistics file may lack mu_s / sigma_s
+    double fid, sfid = 0, ism = 0, iss = 0;
+    if (a->save_stats && fid_stats_save_pair(s, s_s, a->save_stats, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
     if (!rc && fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
+    if (!rc && have_sfid && fid_from_stats(s_s, ref_s, &sfid, &err)) { fprintf(stderr, "error: sFID: %s\n", err.msg); rc = 1; }
     int have_is = !rc && rs.logits && rs.n >= a->splits;
     if (have_is && inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err)) {
         fprintf(stderr, "warning: no Inception Score: %s\n", err.msg);
@@ -448,6 +464,7 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     }
     if (!rc) {
         fprintf(stderr, "FID %.4f  (%d samples from %s vs %s)\n", fid, rs.n, samples_name(a), a->ref);
+        if (have_sfid) fprintf(stderr, "sFID %.4f  (mixed_6/conv features, pytorch-fid's network)\n", sfid);
         if (have_is) fprintf(stderr, "IS  %.4f +- %.4f  (%d splits)\n", ism, iss, a->splits);
         if (rs.n < 2048)
             fprintf(stderr, "note: fewer samples (%d) than feature dimensions (2048): the covariance is rank "
@@ -459,6 +476,7 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
         json_str_field(&b, "inception", wpath);
         json_sampling_fields(&b, a);
         json_buf_printf(&b, ",\"n\":%d,\"fid\":%.6f", rs.n, fid);
+        if (have_sfid) json_buf_printf(&b, ",\"sfid\":%.6f", sfid);
         if (have_is) json_buf_printf(&b, ",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
         json_buf_printf(&b, ",\"seconds\":%.3f,\"img_per_s\":%.2f}", rs.seconds + rr.seconds,
                         (rs.n + rr.n) / (rs.seconds + rr.seconds));
@@ -467,13 +485,15 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
     free(rs.logits);
     fid_stats_free(s);
     fid_stats_free(ref);
+    fid_stats_free(s_s);
+    fid_stats_free(ref_s);
     return rc;
 }
 
 static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
     RunResult r;
     MalaErr err;
-    if (run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, 1, &r)) { free(r.logits); return 1; }
+    if (run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, NULL, 1, &r)) { free(r.logits); return 1; }
     double mean, std;
     int rc = 0;
     if (inception_score(r.logits, r.n, INCEPTION_CLASSES, a->splits, &mean, &std, &err)) {
@@ -563,8 +583,9 @@ int cmd_eval(int argc, char **argv) {
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
         {"--clip", OPT_BOOL, &a.gen.opts.clip, "BOOL", "--ckpt: clip predicted x0 to [-1, 1]"},
         {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed", ARG_ALIAS("--global-seed")},
-        {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "--ckpt: sampling backend (default: cuda if present)"},
-        {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products (default tf32)"},
+        {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "backend of the Inception and the sampler (default: cuda if present)"},
+        {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products of the sampler (default "
+                                                                "tf32; the Inception always runs in fp32)"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     if (!sub || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
@@ -641,7 +662,8 @@ int cmd_eval(int argc, char **argv) {
     char buf[1024];
     const char *wpath = find_weights(a.inception, buf, sizeof buf);
     if (!wpath) return 1;
-    Inception *m = load_inception(wpath, a.batch < 32 ? a.batch : 32);  // internal batch: memory ~13 MB per image
+    // internal batch: memory ~14 MB per image
+    Inception *m = load_inception(wpath, backend_select(a.gen.device, a.gen.precision), a.batch < 32 ? a.batch : 32);
     if (!m) return 1;
     int rc = !strcmp(sub, "stats") ? eval_stats(&a, m, wpath) : !strcmp(sub, "fid") ? eval_fid(&a, m, wpath)
                                                                                       : eval_is(&a, m, wpath);
@@ -655,7 +677,7 @@ int cmd_eval(int argc, char **argv) {
 // ---------------------------------------------------------------------------------------------
 int cmd_bench_inception(int argc, char **argv) {
     int batch = 16, iters = 3, warmup = 1, size = 32, channels = 3, threads = 0;
-    const char *weights = "random";
+    const char *weights = "random", *device = NULL;
     Opt opts[] = {
         {"--batch", OPT_INT, &batch, "N", "images per forward", ARG_MIN(1)},
         {"--iters", OPT_INT, &iters, "N", "timed forwards", ARG_MIN(1)},
@@ -664,6 +686,7 @@ int cmd_bench_inception(int argc, char **argv) {
         {"--channels", OPT_INT, &channels, "C", "1 or 3", ARG_MIN(1), ARG_MAX(3)},
         OPT_THREADS(&threads),
         {"--inception", OPT_STR, &weights, "FILE", "weights file, or 'random'"},
+        OPT_DEVICE(&device),
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse("usage: mala bench inception [flags]\n\nFID Inception-v3 forward throughput (resize, pool3 and logits), one JSON line.\n"
@@ -675,10 +698,11 @@ int cmd_bench_inception(int argc, char **argv) {
     }
     args_check_memory("--batch", batch, (double)batch * channels * size * size * sizeof(float), "the input images");
     set_threads(threads);
-    Inception *m = strcmp(weights, "random") ? NULL : inception_random(NULL, batch);
+    const Backend *be = backend_select(device, NULL);
+    Inception *m = strcmp(weights, "random") ? NULL : inception_random(be, batch);
     if (!m) {
         MalaErr err;
-        if (!(m = inception_load(weights, NULL, batch, &err))) { fprintf(stderr, "error: %s\n", err.msg); return 1; }
+        if (!(m = inception_load(weights, be, batch, &err))) { fprintf(stderr, "error: %s\n", err.msg); return 1; }
     }
     size_t per = (size_t)channels * size * size;
     float *img = xmalloc((size_t)batch * per * sizeof *img);
@@ -691,17 +715,17 @@ int cmd_bench_inception(int argc, char **argv) {
     double best = 1e30, total = 0;
     for (int i = 0; i < iters; i++) {
         double t0 = now_seconds();
-        inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);
+        inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);  // ends with a copy to the host
         double dt = now_seconds() - t0;
         total += dt;
         if (dt < best) best = dt;
     }
     double gflop = inception_flops(m) / ((double)(warmup + iters) * batch) / 1e9;
-    fprintf(stderr, "FID Inception forward: %.2f img/s (batch %d, %d threads, %dx%dx%d input), %.1f GFLOP/s\n",
-            batch * iters / total, batch, num_threads(), channels, size, size, gflop * batch * iters / total);
-    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"batch\":%d,\"threads\":%d,\"input\":\"%dx%dx%d\",\"iters\":%d,"
+    fprintf(stderr, "FID Inception forward on %s: %.2f img/s (batch %d, %d threads, %dx%dx%d input), %.1f GFLOP/s\n",
+            be->name, batch * iters / total, batch, num_threads(), channels, size, size, gflop * batch * iters / total);
+    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"device\":\"%s\",\"batch\":%d,\"threads\":%d,\"input\":\"%dx%dx%d\",\"iters\":%d,"
            "\"img_per_s\":%.3f,\"best_img_per_s\":%.3f,\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}",
-           batch, num_threads(), channels, size, size, iters, batch * iters / total, batch / best, gflop,
+           be->name, batch, num_threads(), channels, size, size, iters, batch * iters / total, batch / best, gflop,
            gflop * batch * iters / total, peak_rss_bytes() / 1048576.0)) {
         fprintf(stderr, "error: %s\n", err.msg);
         rc = 1;

@@ -278,6 +278,26 @@ struct Backend {
     void (*tokens_to_nchw_fwd)(float *x, const float *tokens, int B, int C, int HW);
     void (*tokens_to_nchw_bwd)(float *dtokens, const float *dx, int B, int C, int HW);
 
+    // ---- ReLU, pooling and resizing on NCHW maps (the FID Inception). The pools and the resize
+    // are evaluation ops, forward only; ReLU has its backward. ----
+    // out = max(x, 0) (out may be x);  dx += dout where out > 0 (from the forward's output).
+    void (*relu_fwd)(float *out, const float *x, size_t n);
+    void (*relu_bwd)(float *dx, const float *dout, const float *out, size_t n);
+    // k x k pooling of x [B, C, H, W] with stride s and padding p (p <= k/2) into out [B, C, Ho, Wo],
+    // Ho = (H + 2p - k) / s + 1, Wo likewise (floor, as ceil_mode=False). Only the window cells inside
+    // the image count: max is F.max_pool2d(x, k, s, p) (padding acts as -inf), avg is
+    // F.avg_pool2d(x, k, s, p, count_include_pad=False) (the divisor is the number of cells inside).
+    void (*maxpool2d_fwd)(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p);
+    void (*avgpool2d_fwd)(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p);
+    // out[b*C + c] = mean over p of x[b, c, p]  (F.adaptive_avg_pool2d(x, 1); summed in double)
+    void (*mean_hw_fwd)(float *out, const float *x, int B, int C, int HW);
+    // Bilinear resize of x [B, C, H, W] to out [B, C, Ho, Wo] as F.interpolate(mode="bilinear",
+    // align_corners=False) computes it on the CPU: per axis ratio = float(in) / float(out), source
+    // position r = max(ratio (o + 0.5) - 0.5, 0) in double, i0 = floor r, i1 = min(i0 + 1, in - 1),
+    // weights (1 - l, l) with l = float(r - i0) (equal sizes copy); rows then columns:
+    //   out = (x[i0y, i0x] lx0 + x[i0y, i1x] lx1) ly0 + (x[i1y, i0x] lx0 + x[i1y, i1x] lx1) ly1.
+    void (*resize_bilinear_fwd)(float *out, const float *x, int B, int C, int H, int W, int Ho, int Wo);
+
     // ---- embeddings and patches ----
     // img [B,C,S,S] -> patches [B, T, C*p*p] with T = (S/p)^2, each row ordered (c, i, j) as a
     // flattened conv weight [H, C, p, p] expects.
@@ -348,7 +368,9 @@ struct Backend {
     X(layernorm2d_bwd) X(pixel_shuffle_fwd) X(pixel_shuffle_bwd) X(pixel_unshuffle_fwd) X(pixel_unshuffle_bwd) \
     X(upsample2x_fwd) X(upsample2x_bwd) X(channel_copy_fwd) X(channel_copy_bwd) X(modulate2d_fwd) \
     X(modulate2d_bwd) X(gate_residual2d_fwd) X(gate_residual2d_bwd) X(nchw_to_tokens_fwd) X(nchw_to_tokens_bwd) \
-    X(tokens_to_nchw_fwd) X(tokens_to_nchw_bwd) X(patchify_fwd) X(patchify_bwd) \
+    X(tokens_to_nchw_fwd) X(tokens_to_nchw_bwd) \
+    X(relu_fwd) X(relu_bwd) X(maxpool2d_fwd) X(avgpool2d_fwd) X(mean_hw_fwd) X(resize_bilinear_fwd) \
+    X(patchify_fwd) X(patchify_bwd) \
     X(unpatchify_fwd) X(unpatchify_bwd) X(add_pos) X(timestep_embed) X(embed_fwd) X(embed_bwd) X(adamw) X(ema) \
     X(sumsq) X(scale) X(fill) X(rand_normal) X(rand_bits) X(diffusion_prepare) X(diffusion_loss) \
     X(sampler_step)

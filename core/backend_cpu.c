@@ -74,6 +74,8 @@ static const Backend CPU = {
     .gate_residual2d_fwd = cpu_gate_residual2d_fwd, .gate_residual2d_bwd = cpu_gate_residual2d_bwd,
     .nchw_to_tokens_fwd = cpu_nchw_to_tokens_fwd, .nchw_to_tokens_bwd = cpu_nchw_to_tokens_bwd,
     .tokens_to_nchw_fwd = cpu_tokens_to_nchw_fwd, .tokens_to_nchw_bwd = cpu_tokens_to_nchw_bwd,
+    .relu_fwd = cpu_relu_fwd, .relu_bwd = cpu_relu_bwd, .maxpool2d_fwd = cpu_maxpool2d_fwd,
+    .avgpool2d_fwd = cpu_avgpool2d_fwd, .mean_hw_fwd = cpu_mean_hw_fwd, .resize_bilinear_fwd = cpu_resize_bilinear_fwd,
     .patchify_fwd = cpu_patchify_fwd, .patchify_bwd = cpu_patchify_bwd,
     .unpatchify_fwd = cpu_unpatchify_fwd, .unpatchify_bwd = cpu_unpatchify_bwd,
     .add_pos = cpu_add_pos, .timestep_embed = cpu_timestep_embed,

@@ -93,4 +93,12 @@ void cpu_diffusion_loss(float *grad, double *mse, double *vb, const float *out, 
 void cpu_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
                       size_t hw);
 
+// ops_cpu_pool.c
+void cpu_relu_fwd(float *out, const float *x, size_t n);
+void cpu_relu_bwd(float *dx, const float *dout, const float *out, size_t n);
+void cpu_maxpool2d_fwd(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p);
+void cpu_avgpool2d_fwd(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p);
+void cpu_mean_hw_fwd(float *out, const float *x, int B, int C, int HW);
+void cpu_resize_bilinear_fwd(float *out, const float *x, int B, int C, int H, int W, int Ho, int Wo);
+
 #endif

@@ -4,6 +4,9 @@
 // task, db sums each channel in double in one task, and dw accumulates chunk after chunk.
 // defines: cpu_conv2d_workspace_floats, cpu_conv2d_fwd, cpu_conv2d_bwd
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "common.h"
 #include "conv_plan.h"
@@ -13,6 +16,9 @@
 
 // 2^20 floats (4 MiB) of columns per chunk: GEMMs wide enough for OpenBLAS, scratch that stays
 // in the last-level cache.
+#ifndef _OPENMP
+static int omp_get_max_threads(void) { return 1; }
+#endif
 #define CPU_CONV_TARGET ((size_t)1 << 20)
 
 size_t cpu_conv2d_workspace_floats(ConvShape s) {
@@ -96,27 +102,45 @@ static void col2im_add(float *dx, const float *col, ConvShape s, const ConvPlan 
         }
 }
 
+// out rows r0 .. of image b (its columns col, row stride ldc) = bias + W col. `inner` lets the
+// bias fill and the product use threads of their own (called outside a parallel region).
+static void fwd_image(float *out, const float *col, int ldc, const float *w, const float *bias, ConvShape s,
+                      const ConvPlan *p, int b, int r0, size_t n, int inner) {
+    const size_t HWo = (size_t)p->Ho * p->Wo;
+    float *o = out + (size_t)b * s.Cout * HWo + (size_t)r0 * p->Wo;
+    if (bias) {
+        #pragma omp parallel for schedule(static) if (inner && (size_t)s.Cout * n >= ((size_t)1 << 15))
+        for (int co = 0; co < s.Cout; co++)
+            for (size_t j = 0; j < n; j++) o[(size_t)co * HWo + j] = bias[co];
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, (int)n, p->K, 1.0f, w, p->K, col, ldc,
+                bias ? 1.0f : 0.0f, o, (int)HWo);
+}
+
 void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
                     size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_fwd");
-    const size_t HWi = (size_t)s.H * s.W, HWo = (size_t)p.Ho * p.Wo;
+    const size_t HWi = (size_t)s.H * s.W;
     for (int b0 = 0; b0 < s.B; b0 += p.imgs) {
         const int nimg = s.B - b0 < p.imgs ? s.B - b0 : p.imgs;
         for (int r0 = 0; r0 < p.Ho; r0 += p.rows) {
             const int nr = p.Ho - r0 < p.rows ? p.Ho - r0 : p.rows;
             const size_t n = (size_t)nr * p.Wo;
+            const int ldc = p.direct ? (int)HWi : (int)n;
             if (!p.direct) im2col(work, x, s, &p, b0, nimg, r0, nr);
-            for (int i = 0; i < nimg; i++) {
-                float *o = out + (size_t)(b0 + i) * s.Cout * HWo + (size_t)r0 * p.Wo;
-                const float *col = p.direct ? x + (size_t)(b0 + i) * s.Cin * HWi : work + (size_t)i * p.K * n;
-                if (bias) {
-                    #pragma omp parallel for schedule(static) if ((size_t)s.Cout * n >= ((size_t)1 << 15))
-                    for (int co = 0; co < s.Cout; co++)
-                        for (size_t j = 0; j < n; j++) o[(size_t)co * HWo + j] = bias[co];
-                }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, (int)n, p.K, 1.0f, w, p.K, col,
-                            p.direct ? (int)HWi : (int)n, bias ? 1.0f : 0.0f, o, (int)HWo);
+#define COL(i) (p.direct ? x + (size_t)(b0 + (i)) * s.Cin * HWi : work + (size_t)(i) * p.K * n)
+            // A chunk of at least one image per thread: each thread multiplies whole images with
+            // a single-threaded sgemm (OpenBLAS's OpenMP build runs so inside a parallel region),
+            // which keeps the small per-image products of a batch at the sgemm rate; fewer
+            // images: one product at a time on OpenBLAS's threads. (Two separate loops: a
+            // parallel region inside an inactive one, `if` false, starts a fresh thread team.)
+            if (nimg > 1 && nimg >= omp_get_max_threads()) {
+                #pragma omp parallel for schedule(dynamic, 1)
+                for (int i = 0; i < nimg; i++) fwd_image(out, COL(i), ldc, w, bias, s, &p, b0 + i, r0, n, 0);
+            } else {
+                for (int i = 0; i < nimg; i++) fwd_image(out, COL(i), ldc, w, bias, s, &p, b0 + i, r0, n, 1);
             }
+#undef COL
         }
     }
 }

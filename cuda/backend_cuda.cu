@@ -35,8 +35,8 @@
 //   patches and embeddings (ops_embed.cu); im2col, col2im and the bias sums of conv2d
 //   (ops_conv.cu); GroupNorm, LayerNorm over channels and per-channel adaLN on NCHW maps
 //   (ops_nchw_norm.cu); pixel (un)shuffle, nearest upsampling, channel copies and map <-> token
-//   transposes (ops_nchw.cu); AdamW, EMA, sumsq (ops_optim.cu); cuRAND Philox fills
-//   (rng.cu); the training step's draws, the ADM loss and its gradient and the sampler update,
+//   transposes (ops_nchw.cu); ReLU, pooling and bilinear resize (ops_pool.cu); AdamW, EMA,
+//   sumsq (ops_optim.cu); cuRAND Philox fills (rng.cu); the training step's draws, the ADM loss and its gradient and the sampler update,
 //   in double with diffusion_math.h shared with the CPU (ops_diffusion.cu).
 // - Determinism. The kernels' reductions are fixed-order trees (no float atomics), except
 //   embed_bwd, whose atomicAdd only reorders sums when a batch repeats a label.
@@ -173,6 +173,9 @@ static void fill_table(Backend *t) {
     t->gate_residual2d_fwd = cuda_gate_residual2d_fwd; t->gate_residual2d_bwd = cuda_gate_residual2d_bwd;
     t->nchw_to_tokens_fwd = cuda_nchw_to_tokens_fwd; t->nchw_to_tokens_bwd = cuda_nchw_to_tokens_bwd;
     t->tokens_to_nchw_fwd = cuda_tokens_to_nchw_fwd; t->tokens_to_nchw_bwd = cuda_tokens_to_nchw_bwd;
+    t->relu_fwd = cuda_relu_fwd; t->relu_bwd = cuda_relu_bwd; t->maxpool2d_fwd = cuda_maxpool2d_fwd;
+    t->avgpool2d_fwd = cuda_avgpool2d_fwd; t->mean_hw_fwd = cuda_mean_hw_fwd;
+    t->resize_bilinear_fwd = cuda_resize_bilinear_fwd;
     t->patchify_fwd = cuda_patchify_fwd; t->patchify_bwd = cuda_patchify_bwd;
     t->unpatchify_fwd = cuda_unpatchify_fwd; t->unpatchify_bwd = cuda_unpatchify_bwd;
     t->add_pos = cuda_add_pos; t->timestep_embed = cuda_timestep_embed;

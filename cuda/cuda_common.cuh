@@ -202,6 +202,14 @@ void cuda_nchw_to_tokens_bwd(float *dx, const float *dtokens, int B, int C, int 
 void cuda_tokens_to_nchw_fwd(float *x, const float *tokens, int B, int C, int HW);
 void cuda_tokens_to_nchw_bwd(float *dtokens, const float *dx, int B, int C, int HW);
 
+// ---- ops_pool.cu ----
+void cuda_relu_fwd(float *out, const float *x, size_t n);
+void cuda_relu_bwd(float *dx, const float *dout, const float *out, size_t n);
+void cuda_maxpool2d_fwd(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p);
+void cuda_avgpool2d_fwd(float *out, const float *x, int B, int C, int H, int W, int k, int s, int p);
+void cuda_mean_hw_fwd(float *out, const float *x, int B, int C, int HW);
+void cuda_resize_bilinear_fwd(float *out, const float *x, int B, int C, int H, int W, int Ho, int Wo);
+
 // ---- ops_embed.cu ----
 void cuda_patchify_fwd(float *patches, const float *img, int B, int C, int S, int p);
 void cuda_patchify_bwd(float *dimg, const float *dpatches, int B, int C, int S, int p);

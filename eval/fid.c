@@ -1,5 +1,5 @@
 // defines: fid_stats_new, fid_stats_free, fid_stats_add, fid_stats_finalize, fid_stats_save,
-//          fid_stats_load, frechet_distance, fid_from_stats, inception_score
+//          fid_stats_save_pair, fid_stats_load, fid_stats_load_keys, frechet_distance, fid_from_stats, inception_score
 #include "fid.h"
 
 #include <cblas.h>
@@ -86,24 +86,34 @@ int fid_stats_finalize(FidStats *s, MalaErr *err) {
     return 0;
 }
 
-int fid_stats_save(const FidStats *s, const char *path, MalaErr *err) {
-    if (!s->mu || !s->sigma) return mala_errf(err, "%s: statistics not finalised", path);
-    NpyArray arr[2];
-    int64_t shape_mu[1] = {s->dim}, shape_sigma[2] = {s->dim, s->dim};
-    npy_wrap(&arr[0], "<f8", s->mu, 1, shape_mu);
-    npy_wrap(&arr[1], "<f8", s->sigma, 2, shape_sigma);
-    const char *keys[2] = {"mu", "sigma"};
-    return npz_save(path, keys, arr, 2, err);
+int fid_stats_save(const FidStats *s, const char *path, MalaErr *err) { return fid_stats_save_pair(s, NULL, path, err); }
+
+int fid_stats_save_pair(const FidStats *s, const FidStats *spatial, const char *path, MalaErr *err) {
+    if (!s->mu || !s->sigma || (spatial && (!spatial->mu || !spatial->sigma)))
+        return mala_errf(err, "%s: statistics not finalised", path);
+    NpyArray arr[4];
+    int64_t shape_mu[2][1] = {{s->dim}, {spatial ? spatial->dim : 0}};
+    int64_t shape_sigma[2][2] = {{s->dim, s->dim}, {spatial ? spatial->dim : 0, spatial ? spatial->dim : 0}};
+    npy_wrap(&arr[0], "<f8", s->mu, 1, shape_mu[0]);
+    npy_wrap(&arr[1], "<f8", s->sigma, 2, shape_sigma[0]);
+    if (spatial) {
+        npy_wrap(&arr[2], "<f8", spatial->mu, 1, shape_mu[1]);
+        npy_wrap(&arr[3], "<f8", spatial->sigma, 2, shape_sigma[1]);
+    }
+    const char *keys[4] = {"mu", "sigma", "mu_s", "sigma_s"};
+    return npz_save(path, keys, arr, spatial ? 4 : 2, err);
 }
 
-FidStats *fid_stats_load(const char *path, MalaErr *err) {
+FidStats *fid_stats_load(const char *path, MalaErr *err) { return fid_stats_load_keys(path, "mu", "sigma", err); }
+
+FidStats *fid_stats_load_keys(const char *path, const char *mu_key, const char *sigma_key, MalaErr *err) {
     NpyArray mu = {0}, sigma = {0};
     double *m = NULL, *sg = NULL;
     char what[64];
     FidStats *s = NULL;
-    if (npz_load(path, "mu", &mu, err) || npz_load(path, "sigma", &sigma, err)) goto done;
+    if (npz_load(path, mu_key, &mu, err) || npz_load(path, sigma_key, &sigma, err)) goto done;
     if (mu.ndim != 1 || mu.shape[0] < 1) {
-        mala_errf(err, "%s: 'mu' must be a 1-D vector, has %d dimensions", path, mu.ndim);
+        mala_errf(err, "%s: '%s' must be a 1-D vector, has %d dimensions", path, mu_key, mu.ndim);
         goto done;
     }
     int64_t d = mu.shape[0];
@@ -115,20 +125,24 @@ FidStats *fid_stats_load(const char *path, MalaErr *err) {
         }
         size_t n = strlen(have);
         snprintf(have + n, sizeof have - n, "]");
-        mala_errf(err, "%s: 'sigma' has shape %s, expected [%lld, %lld] to match 'mu'", path, have, (long long)d,
-                  (long long)d);
+        mala_errf(err, "%s: '%s' has shape %s, expected [%lld, %lld] to match '%s'", path, sigma_key, have,
+                  (long long)d, (long long)d, mu_key);
         goto done;
     }
     if (d > (1 << 15)) { mala_errf(err, "%s: dimension %lld is implausibly large", path, (long long)d); goto done; }
-    snprintf(what, sizeof what, "%s:mu", path);
+    snprintf(what, sizeof what, "%s:%s", path, mu_key);
     if (npy_to_f64(&mu, &m, what, err)) goto done;
-    snprintf(what, sizeof what, "%s:sigma", path);
+    snprintf(what, sizeof what, "%s:%s", path, sigma_key);
     if (npy_to_f64(&sigma, &sg, what, err)) goto done;
     for (int64_t i = 0; i < d; i++)
-        if (!isfinite(m[i])) { mala_errf(err, "%s: 'mu' has a non-finite value at %lld", path, (long long)i); goto done; }
+        if (!isfinite(m[i])) {
+            mala_errf(err, "%s: '%s' has a non-finite value at %lld", path, mu_key, (long long)i);
+            goto done;
+        }
     for (int64_t i = 0; i < d * d; i++)
         if (!isfinite(sg[i])) {
-            mala_errf(err, "%s: 'sigma' has a non-finite value at [%lld, %lld]", path, (long long)(i / d), (long long)(i % d));
+            mala_errf(err, "%s: '%s' has a non-finite value at [%lld, %lld]", path, sigma_key, (long long)(i / d),
+                      (long long)(i % d));
             goto done;
         }
     for (int64_t i = 0; i < d; i++)

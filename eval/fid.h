@@ -38,8 +38,13 @@ void fid_stats_add(FidStats *s, const float *x, int n);
 // Computes mu and sigma from what was added (needs n >= 2).
 int fid_stats_finalize(FidStats *s, MalaErr *err);
 int fid_stats_save(const FidStats *s, const char *path, MalaErr *err);
+// The same plus the sFID statistics as `mu_s` and `sigma_s` (the ADM reference batches' names);
+// spatial NULL writes only mu and sigma.
+int fid_stats_save_pair(const FidStats *s, const FidStats *spatial, const char *path, MalaErr *err);
 // Reads `mu` and `sigma` (any float dtype; sigma is symmetrised); checks shapes and finiteness.
 FidStats *fid_stats_load(const char *path, MalaErr *err);
+// The same for other member names (the sFID statistics: "mu_s", "sigma_s").
+FidStats *fid_stats_load_keys(const char *path, const char *mu_key, const char *sigma_key, MalaErr *err);
 
 // The Frechet distance between two Gaussians of dimension d (S1, S2 row-major d x d).
 int frechet_distance(const double *mu1, const double *s1, const double *mu2, const double *s2, int d, double *out,

@@ -10,7 +10,8 @@
 //                  modulate, gated residual, RoPE, patches, token permutations (exact),
 //                  embeddings, AdamW, EMA, the depthwise conv (short fixed-order sums), exact
 //                  GELU, GroupNorm, LayerNorm over channels, per-channel adaLN on maps, nearest
-//                  upsampling, channel copies and transposes (pixel shuffles are exact)
+//                  upsampling, channel copies and transposes (pixel shuffles are exact),
+//                  average pooling, the global mean, bilinear resize (ReLU and max pooling exact)
 //   TOL_GLA  1e-5  gated linear attention (our kernels on both sides: sums of at most
 //                  max(dk, dv, 16) terms per step, states passed over L / 16 chunks)
 //   TOL_GEMM 1e-4  ops built on cuBLAS products: linear, MALA, linear and softmax attention, conv2d
@@ -794,6 +795,52 @@ START_TEST(test_nchw_maps) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
+// ReLU, pooling, the global mean and bilinear resize (the FID Inception's ops)
+
+START_TEST(test_pool_resize) {
+    char what[96];
+    const size_t n = 1003;
+    Buf x = buf_rand(n, -1, 1, 7400), y = buf_zeros(n), g = buf_rand(n, -1, 1, 7401), dx = buf_rand(n, -1, 1, 7402);
+    CPU->relu_fwd(y.h, x.h, n); GPU->relu_fwd(y.d, x.d, n); buf_check("relu_fwd", &y, 0.0);
+    CPU->relu_bwd(dx.h, g.h, y.h, n); GPU->relu_bwd(dx.d, g.d, y.d, n); buf_check("relu_bwd", &dx, TOL_EW);
+    buf_free(&x); buf_free(&y); buf_free(&g); buf_free(&dx);
+
+    // the Inception's pools (3x3: stride 2 unpadded, stride 1 padded) and a 2x2 one, odd sizes
+    const int geo[3][3] = {{3, 2, 0}, {3, 1, 1}, {2, 2, 1}};
+    for (int i = 0; i < 3; i++) {
+        const int B = 2, C = 3, H = 11, W = 9, k = geo[i][0], st = geo[i][1], pd = geo[i][2];
+        const int Ho = (H + 2 * pd - k) / st + 1, Wo = (W + 2 * pd - k) / st + 1;
+        Buf in = buf_rand((size_t)B * C * H * W, -2, 2, 7410 + i), out = buf_zeros((size_t)B * C * Ho * Wo);
+        CPU->maxpool2d_fwd(out.h, in.h, B, C, H, W, k, st, pd); GPU->maxpool2d_fwd(out.d, in.d, B, C, H, W, k, st, pd);
+        snprintf(what, sizeof what, "maxpool2d_fwd k%d s%d p%d", k, st, pd);
+        buf_check(what, &out, 0.0);
+        CPU->avgpool2d_fwd(out.h, in.h, B, C, H, W, k, st, pd); GPU->avgpool2d_fwd(out.d, in.d, B, C, H, W, k, st, pd);
+        snprintf(what, sizeof what, "avgpool2d_fwd k%d s%d p%d", k, st, pd);
+        buf_check(what, &out, TOL_EW);
+        buf_free(&in); buf_free(&out);
+    }
+    {
+        const int B = 2, C = 5, HW = 64;
+        Buf in = buf_rand((size_t)B * C * HW, -1, 1, 7420), out = buf_zeros((size_t)B * C);
+        CPU->mean_hw_fwd(out.h, in.h, B, C, HW); GPU->mean_hw_fwd(out.d, in.d, B, C, HW);
+        buf_check("mean_hw_fwd", &out, TOL_EW);
+        buf_free(&in); buf_free(&out);
+    }
+    // bilinear resize: up (to the Inception's 299 from 32) and down, and equal sizes
+    const int rs[3][4] = {{32, 32, 299, 299}, {48, 64, 17, 23}, {7, 5, 7, 5}};
+    for (int i = 0; i < 3; i++) {
+        const int B = 2, C = 3, H = rs[i][0], W = rs[i][1], Ho = rs[i][2], Wo = rs[i][3];
+        Buf in = buf_rand((size_t)B * C * H * W, 0, 1, 7430 + i), out = buf_zeros((size_t)B * C * Ho * Wo);
+        CPU->resize_bilinear_fwd(out.h, in.h, B, C, H, W, Ho, Wo);
+        GPU->resize_bilinear_fwd(out.d, in.d, B, C, H, W, Ho, Wo);
+        snprintf(what, sizeof what, "resize_bilinear_fwd %dx%d -> %dx%d", H, W, Ho, Wo);
+        buf_check(what, &out, TOL_EW);
+        buf_free(&in); buf_free(&out);
+    }
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
 // Embeddings and patches
 
 START_TEST(test_patches) {
@@ -1251,6 +1298,7 @@ int main(void) {
     tcase_add_test(tc, test_conv2d);
     tcase_add_test(tc, test_nchw_norms);
     tcase_add_test(tc, test_nchw_maps);
+    tcase_add_test(tc, test_pool_resize);
     tcase_add_test(tc, test_patches);
     tcase_add_test(tc, test_embeddings);
     tcase_add_test(tc, test_optim);

@@ -415,6 +415,17 @@ START_TEST(test_eval_presets) {
            tp("ref.npz"));
     RUN_OK("eval fid --ckpt %s --quick --ref %s %s", MODEL, tp("ref.npz"), common);
     ck_assert_msg(strstr(g_out, "\"cmd\":\"eval fid\"") && strstr(g_out, "\"preset\":\"quick\""), "%s", g_out);
+    // sFID: the statistics file carries mu_s / sigma_s (2023 features), so eval fid reports it
+    char **keys;
+    int nk, found = 0;
+    MalaErr err;
+    ck_assert_msg(npz_keys(tp("ref.npz"), &keys, &nk, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < nk; i++) found += !strcmp(keys[i], "mu_s") + !strcmp(keys[i], "sigma_s");
+    npz_keys_free(keys, nk);
+    ck_assert_int_eq(found, 2);
+    ck_assert_msg(strstr(g_out, "\"sfid\":") && strstr(g_err, "sFID"), "%s\n%s", g_out, g_err);
+    RUN_OK("bench inception --batch 1 --iters 1 --warmup 0 --size 8 --device cpu --threads 2");
+    ck_assert_msg(strstr(g_out, "\"device\":\"cpu\""), "%s", g_out);
     tu_rm_tmpdir();
 }
 END_TEST

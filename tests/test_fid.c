@@ -165,6 +165,22 @@ START_TEST(stats_file_round_trip) {
     ck_assert(memcmp(a->mu, b->mu, D * sizeof(double)) == 0);
     ck_assert(memcmp(a->sigma, b->sigma, (size_t)D * D * sizeof(double)) == 0);
     fid_stats_free(b);
+    // with the sFID statistics: mu_s, sigma_s beside mu, sigma (the ADM reference batches' names)
+    FidStats *sp = stats_of("fidB", 300);
+    ck_assert_msg(fid_stats_save_pair(a, sp, path, &err) == 0, "%s", err.msg);
+    b = fid_stats_load(path, &err);
+    FidStats *bs = fid_stats_load_keys(path, "mu_s", "sigma_s", &err);
+    ck_assert_msg(b && bs, "%s", err.msg);
+    ck_assert(bs->dim == sp->dim && memcmp(sp->mu, bs->mu, (size_t)sp->dim * sizeof(double)) == 0);
+    ck_assert(memcmp(sp->sigma, bs->sigma, (size_t)sp->dim * sp->dim * sizeof(double)) == 0);
+    ck_assert(memcmp(a->mu, b->mu, D * sizeof(double)) == 0);
+    fid_stats_free(b);
+    fid_stats_free(bs);
+    // a file without them says which member is missing
+    ck_assert_msg(fid_stats_save(a, path, &err) == 0, "%s", err.msg);
+    ck_assert_ptr_null(fid_stats_load_keys(path, "mu_s", "sigma_s", &err));
+    ck_assert_msg(strstr(err.msg, "mu_s"), "%s", err.msg);
+    fid_stats_free(sp);
     fid_stats_free(a);
     tu_rm_tmpdir();
 }

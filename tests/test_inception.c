@@ -1,7 +1,8 @@
 // FID Inception-v3: the legacy torch reader on files torch wrote (incep_small.pth, incep_meta.pth),
 // the writer byte for byte against torch, malformed files, and the full network against
 // torchvision + pytorch-fid's FID blocks (tools/make_inception_fixtures.py) on images of several
-// sizes, loading the full 472-tensor file from disk as a user would.
+// sizes, loading the full 472-tensor file from disk as a user would; its sFID features against
+// the plain-torch rebuild of tools/make_sfid_fixture.py.
 #include <unistd.h>
 
 #include "testutil.h"
@@ -372,16 +373,17 @@ static const Group kGroups[] = {  // tools/make_inception_fixtures.py: GROUPS
     {"g0", 2, 1, 28, 28}, {"g1", 2, 3, 32, 32}, {"g2", 1, 3, 48, 64}, {"g3", 1, 3, 299, 299}, {"g4", 1, 3, 341, 320},
 };
 
-static float *npz_f32(const char *key, int64_t want_numel) {
+static float *npz_f32_from(const char *file, const char *key, int64_t want_numel) {
     NpyArray a;
     MalaErr err = {{0}};
-    ck_assert_msg(npz_load(FIX "incep_ref.npz", key, &a, &err) == 0, "%s", err.msg);
+    ck_assert_msg(npz_load(file, key, &a, &err) == 0, "%s", err.msg);
     ck_assert_int_eq(npy_numel(&a), want_numel);
     float *v;
     ck_assert_msg(npy_to_f32(&a, &v, key, &err) == 0, "%s", err.msg);
     npy_free(&a);
     return v;
 }
+static float *npz_f32(const char *key, int64_t want_numel) { return npz_f32_from(FIX "incep_ref.npz", key, want_numel); }
 
 static void check_against_torch(Inception *m, const char *label) {
     for (size_t g = 0; g < sizeof kGroups / sizeof kGroups[0]; g++) {
@@ -395,15 +397,25 @@ static void check_against_torch(Inception *m, const char *label) {
         float *want_p = npz_f32(key, (int64_t)G->n * INCEPTION_DIM);
         snprintf(key, sizeof key, "logits_%s", G->name);
         float *want_l = npz_f32(key, (int64_t)G->n * INCEPTION_CLASSES);
+        // tools/make_sfid_fixture.py: the ADM evaluator's mixed_6/conv features on this network
+        snprintf(key, sizeof key, "spatial_%s", G->name);
+        float *want_s = npz_f32_from(FIX "incep_sfid.npz", key, (int64_t)G->n * INCEPTION_SPATIAL_DIM);
         float *p = malloc((size_t)G->n * INCEPTION_DIM * sizeof *p), *l = malloc((size_t)G->n * INCEPTION_CLASSES * sizeof *l);
+        float *sp = malloc((size_t)G->n * INCEPTION_SPATIAL_DIM * sizeof *sp);
         MalaErr err = {{0}};
-        ck_assert_int_eq(inception_forward(m, img, G->n, G->c, G->h, G->w, p, l, &err), 0);
+        ck_assert_int_eq(inception_forward_all(m, img, G->n, G->c, G->h, G->w, p, l, sp, &err), 0);
         double ep = tu_nerr(p, want_p, (size_t)G->n * INCEPTION_DIM, 1e-6);
         double el = tu_nerr(l, want_l, (size_t)G->n * INCEPTION_CLASSES, 1e-6);
-        printf("inception %s %s [%d,%d,%d,%d]: pool3 err %.2e, logits err %.2e\n", label, G->name, G->n, G->c, G->h,
-               G->w, ep, el);
-        ck_assert_msg(ep < FEAT_TOL && el < FEAT_TOL, "%s: pool3 err %.3g logits err %.3g", G->name, ep, el);
-        free(img); free(want_p); free(want_l); free(p); free(l);
+        double es = tu_nerr(sp, want_s, (size_t)G->n * INCEPTION_SPATIAL_DIM, 1e-6);
+        printf("inception %s %s [%d,%d,%d,%d]: pool3 err %.2e, logits err %.2e, sFID features err %.2e\n", label,
+               G->name, G->n, G->c, G->h, G->w, ep, el, es);
+        ck_assert_msg(ep < FEAT_TOL && el < FEAT_TOL && es < FEAT_TOL, "%s: pool3 err %.3g logits err %.3g spatial err %.3g",
+                      G->name, ep, el, es);
+        // the spatial output changes nothing else
+        float *p2 = malloc((size_t)G->n * INCEPTION_DIM * sizeof *p2);
+        ck_assert_int_eq(inception_forward(m, img, G->n, G->c, G->h, G->w, p2, NULL, &err), 0);
+        ck_assert(!memcmp(p, p2, (size_t)G->n * INCEPTION_DIM * sizeof *p));
+        free(img); free(want_p); free(want_l); free(want_s); free(p); free(p2); free(l); free(sp);
     }
 }
 

@@ -588,6 +588,108 @@ START_TEST(test_modulate2d_and_gate) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// ReLU (with its backward), pooling, the global mean and bilinear resize: forward against direct
+// formulas in double (and PyTorch's values for the resize), ReLU's backward by finite differences.
+
+static void relu_f_(void *self) { EwP *p = self; backend_cpu()->relu_fwd(p->base.out, p->x, p->base.nout); }
+
+START_TEST(test_relu) {
+    const size_t n = 61;
+    EwP p = {.x = rnd(n, -1, 1, 600)};
+    for (size_t i = 0; i < n; i++)  // keep the probes 10x the FD step away from the kink
+        if (fabsf(p.x[i]) < 0.1f) p.x[i] += p.x[i] < 0 ? -0.1f : 0.1f;
+    p.base = (Probe){relu_f_, zeros(n), rnd(n, -1, 1, 601), n};
+    relu_f_(&p);
+    for (size_t i = 0; i < n; i++) ck_assert(p.base.out[i] == (p.x[i] > 0 ? p.x[i] : 0.0f));
+    float *in_place = copy_of(p.x, n);
+    backend_cpu()->relu_fwd(in_place, in_place, n);
+    ck_assert(!memcmp(in_place, p.base.out, n * sizeof(float)));
+    float *dx = rnd(n, -1, 1, 602), *dx0 = copy_of(dx, n);
+    backend_cpu()->relu_bwd(dx, p.base.G, p.base.out, n);
+    for (size_t i = 0; i < n; i++) dx[i] -= dx0[i];  // it adds
+    FD("relu", p.x, n, dx, p);
+}
+END_TEST
+
+// Pooling of every (k, stride, pad) the contract allows on odd and even sizes, max and average
+// (count_include_pad = False), against the window sums written out here.
+START_TEST(test_pool2d) {
+    const Backend *be = backend_cpu();
+    const int B = 2, C = 3;
+    const int sizes[3][2] = {{7, 9}, {8, 8}, {35, 17}};
+    for (int z = 0; z < 3; z++)
+        for (int k = 1; k <= 3; k++)
+            for (int st = 1; st <= 2; st++)
+                for (int pd = 0; 2 * pd <= k; pd++) {
+                    const int H = sizes[z][0], W = sizes[z][1];
+                    const int Ho = (H + 2 * pd - k) / st + 1, Wo = (W + 2 * pd - k) / st + 1;
+                    const size_t nx = (size_t)B * C * H * W, no = (size_t)B * C * Ho * Wo;
+                    float *x = rnd(nx, -2, 2, 610 + z), *mx = zeros(no), *av = zeros(no);
+                    be->maxpool2d_fwd(mx, x, B, C, H, W, k, st, pd);
+                    be->avgpool2d_fwd(av, x, B, C, H, W, k, st, pd);
+                    for (int pl = 0; pl < B * C; pl++)
+                        for (int oy = 0; oy < Ho; oy++)
+                            for (int ox = 0; ox < Wo; ox++) {
+                                double m = -INFINITY, sum = 0;
+                                int cnt = 0;
+                                for (int ky = 0; ky < k; ky++)
+                                    for (int kx = 0; kx < k; kx++) {
+                                        const int iy = oy * st - pd + ky, ix = ox * st - pd + kx;
+                                        if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                                        const double v = x[((size_t)pl * H + iy) * W + ix];
+                                        m = fmax(m, v);
+                                        sum += v;
+                                        cnt++;
+                                    }
+                                const size_t o = ((size_t)pl * Ho + oy) * Wo + ox;
+                                ck_assert_msg(mx[o] == (float)m, "max k%d s%d p%d %dx%d at %zu: %g, want %g", k, st,
+                                              pd, H, W, o, mx[o], m);
+                                ck_assert_msg(fabs(av[o] - sum / cnt) < 1e-6, "avg k%d s%d p%d %dx%d at %zu: %g, want %g",
+                                              k, st, pd, H, W, o, av[o], sum / cnt);
+                            }
+                }
+    // the global mean (adaptive average pool to 1x1)
+    const int HW = 50;
+    float *x = rnd((size_t)B * C * HW, -1, 1, 620), out[6];
+    be->mean_hw_fwd(out, x, B, C, HW);
+    for (int pl = 0; pl < B * C; pl++) {
+        double t = 0;
+        for (int i = 0; i < HW; i++) t += x[pl * HW + i];
+        ck_assert(fabs(out[pl] - t / HW) < 1e-7);
+    }
+}
+END_TEST
+
+START_TEST(test_resize_bilinear) {
+    const Backend *be = backend_cpu();
+    float x[12];
+    for (int i = 0; i < 12; i++) x[i] = powf((float)i, 1.5f);
+    // F.interpolate(x.reshape(1, 1, 3, 4), size, mode="bilinear", align_corners=False) in PyTorch 2
+    // (CPU, float32), x_i = i^1.5: upsampling to 5x7 and downsampling to 2x3.
+    const float up[35] = {0, 0.357142895f, 0.928571463f, 1.91421378f, 2.99755073f, 4.35053635f, 5.19615221f,
+                          3.20000029f, 3.86862016f, 4.93841219f, 6.32398462f, 7.78654432f, 9.47223759f, 10.5257959f,
+                          8.00000095f, 9.1358366f, 10.9531736f, 12.9386406f, 14.9700346f, 17.154789f, 18.5202618f,
+                          16.7764511f, 18.1677666f, 20.3938751f, 22.762291f, 25.1699696f, 27.7101917f, 29.2978287f,
+                          22.6274166f, 24.1890526f, 26.6876736f, 29.311388f, 31.9699268f, 34.7471237f, 36.482872f};
+    const float down[6] = {2.25751424f, 4.67032003f, 8.07190895f, 19.6496506f, 25.2182007f, 31.2254009f};
+    float o1[35], o2[6], same[12];
+    be->resize_bilinear_fwd(o1, x, 1, 1, 3, 4, 5, 7);
+    be->resize_bilinear_fwd(o2, x, 1, 1, 3, 4, 2, 3);
+    be->resize_bilinear_fwd(same, x, 1, 1, 3, 4, 3, 4);
+    for (int i = 0; i < 35; i++) ck_assert_msg(fabsf(o1[i] - up[i]) <= 2e-6f * fmaxf(1, up[i]), "up[%d] %.9g, want %.9g", i, o1[i], up[i]);
+    for (int i = 0; i < 6; i++) ck_assert_msg(fabsf(o2[i] - down[i]) <= 2e-6f * down[i], "down[%d] %.9g, want %.9g", i, o2[i], down[i]);
+    ck_assert(!memcmp(same, x, sizeof x));
+    // planes are independent: two images of two channels each resize like the single plane
+    float xx[48], oo[140];
+    for (int pl = 0; pl < 4; pl++)
+        for (int i = 0; i < 12; i++) xx[pl * 12 + i] = x[i] * (float)(pl + 1);
+    be->resize_bilinear_fwd(oo, xx, 2, 2, 3, 4, 5, 7);
+    for (int pl = 0; pl < 4; pl++)
+        for (int i = 0; i < 35; i++) ck_assert(fabsf(oo[pl * 35 + i] - o1[i] * (pl + 1)) <= 1e-5f * fmaxf(1, up[i] * (pl + 1)));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("ops_conv");
     TCase *tc = tcase_create("ops");
@@ -608,6 +710,9 @@ int main(void) {
     tcase_add_test(tc, test_transposes);
     tcase_add_test(tc, test_channel_copy);
     tcase_add_test(tc, test_modulate2d_and_gate);
+    tcase_add_test(tc, test_relu);
+    tcase_add_test(tc, test_pool2d);
+    tcase_add_test(tc, test_resize_bilinear);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
