@@ -82,7 +82,7 @@ static int bench_sample(int argc, char **argv) {
     model_opts_table(&mo, opts);
     opts[MODEL_OPTS_N + 0] = (Opt){"--n", OPT_INT, &n, "N", "images per run", ARG_MIN(1)};
     opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "sampling steps", ARG_MIN(1), ARG_MAX(1000)};
-    opts[MODEL_OPTS_N + 2] = (Opt){"--sampler", OPT_STR, &sampler, "ddpm|ddim", "sampler"};
+    opts[MODEL_OPTS_N + 2] = (Opt){"--sampler", OPT_STR, &sampler, sampler_kind_list(), "sampler"};
     opts[MODEL_OPTS_N + 3] = (Opt){"--cfg-scale", OPT_FLOAT, &cfg, "W", "guidance scale of the guided run", ARG_MIN(0),
                                    ARG_MAX(100)};
     opts[MODEL_OPTS_N + 4] = (Opt)OPT_THREADS(&threads);
@@ -97,7 +97,7 @@ static int bench_sample(int argc, char **argv) {
     model_opts_config(&mo, &c);
     args_check_memory("--n", n, model_batch_bytes(&c, 2.0 * n, 0), "the model's activations (2 passes per image with guidance)");
     SamplerKind kind;
-    if (sampler_kind_parse(sampler, &kind)) FATAL("--sampler %s: expected ddpm or ddim", sampler);
+    if (sampler_kind_parse(sampler, &kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
     Generator g;

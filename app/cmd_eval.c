@@ -527,7 +527,7 @@ int cmd_eval(int argc, char **argv) {
         {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample", ARG_MIN(1), ARG_ALIAS("--num-fid-samples")},
         {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch", ARG_MIN(1),
          ARG_ALIAS("--per-proc-batch-size")},
-        {"--sampler", OPT_STR, &a.sampler, "ddpm|ddim", "--ckpt: sampler"},
+        {"--sampler", OPT_STR, &a.sampler, sampler_kind_list(), "--ckpt: sampler"},
         {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
         {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
@@ -568,9 +568,8 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "error: --samples and --ckpt exclude each other\n");
         return 2;
     }
-    if (!strcmp(a.sampler, "ddim")) a.gen.opts.kind = SAMPLER_DDIM;
-    else if (strcmp(a.sampler, "ddpm")) {
-        fprintf(stderr, "error: --sampler %s: expected ddpm or ddim\n", a.sampler);
+    if (sampler_kind_parse(a.sampler, &a.gen.opts.kind)) {
+        fprintf(stderr, "error: --sampler %s: expected %s\n", a.sampler, sampler_kind_list());
         return 2;
     }
     if (missing) {

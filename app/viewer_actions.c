@@ -169,7 +169,7 @@ void view_do(View *v, Action a, int arg) {
     case ACT_CLASS_SET: set_class(v, arg); break;
     case ACT_CFG_DOWN: o->cfg_scale = step_value(o->cfg_scale, CFG_STEP, -1, 1.0f, CFG_MAX); break;
     case ACT_CFG_UP: o->cfg_scale = step_value(o->cfg_scale, CFG_STEP, 1, 1.0f, CFG_MAX); break;
-    case ACT_SAMPLER: o->kind = o->kind == SAMPLER_DDIM ? SAMPLER_DDPM : SAMPLER_DDIM; break;
+    case ACT_SAMPLER: o->kind = (SamplerKind)((o->kind + 1) % SAMPLER_KIND_COUNT); break;
     case ACT_STEPS_DOWN: o->steps = steps_neighbour(o->steps, -1); break;
     case ACT_STEPS_UP: o->steps = steps_neighbour(o->steps, 1); break;
     case ACT_ETA_DOWN: o->eta = step_value(o->eta, ETA_STEP, -1, 0.0f, 1.0f); break;

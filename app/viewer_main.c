@@ -115,7 +115,7 @@ static void log_run_end(const View *v) {
     if (st->outcome == RUN_DONE)
         fprintf(stderr, "view: generated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
                 "%.1f steps/s, %d step previews shown\n", r->n, v->model.classes.names[r->cls],
-                r->opts.kind == SAMPLER_DDIM ? "DDIM" : "DDPM", r->opts.steps, r->opts.cfg_scale, r->opts.eta,
+                sampler_kind_label(r->opts.kind), r->opts.steps, r->opts.cfg_scale, r->opts.eta,
                 (unsigned long long)r->seed, st->seconds, st->steps_per_s, v->run_previews);
     else if (st->outcome == RUN_CANCELLED)
         fprintf(stderr, "view: cancelled at step %d/%d after %.2f s, %d step previews shown\n", st->step,

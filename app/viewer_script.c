@@ -28,7 +28,7 @@ static const ScriptSpec SPECS[] = {
     {"class", SC_CLASS, ARG_TEXT, 0, 0, "class=NAME|K", "class by name (any case) or number"},
     {"cfg", SC_CFG, ARG_NUM, 0, 100, "cfg=W", "guidance scale (1 = none)"},
     {"steps", SC_STEPS, ARG_INT, 1, 1000, "steps=N", "sampling steps, 1..1000"},
-    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=ddpm|ddim", "ancestral DDPM or DDIM"},
+    {"sampler", SC_SAMPLER, ARG_TEXT, 0, 0, "sampler=ddpm|ddim|dpm++2m", "ancestral DDPM, DDIM or DPM-Solver++(2M)"},
     {"eta", SC_ETA, ARG_NUM, 0, 1, "eta=E", "DDIM noise, 0..1"},
     {"n", SC_N, ARG_INT, 1, VIEW_MAX_IMAGES, "n=N", "images in the grid, 1..16"},
     {"seed", SC_SEED, ARG_TEXT, 0, 0, "seed=S|random", "fixed seed, or a new one each run"},
@@ -105,7 +105,7 @@ static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
     switch (c->op) {
     case SC_SAMPLER: {
         SamplerKind k;
-        if (sampler_kind_parse(v, &k)) return mala_errf(err, "'%s': expected sampler=ddpm or sampler=ddim", item);
+        if (sampler_kind_parse(v, &k)) return mala_errf(err, "'%s': expected sampler=%s", item, sampler_kind_list());
         return 0;
     }
     case SC_SEED:

@@ -100,7 +100,7 @@ static void draw_controls(Ui *u, int y) {
     char buf[64];
     snprintf(buf, sizeof buf, o->cfg_scale == 1.0f ? "%.1f off" : "%.1f", o->cfg_scale);
     stepper(u, y, "Guidance", buf, ACT_CFG_DOWN, ACT_CFG_UP, "Up/Dn", 1);
-    toggle(u, y += ROW_H, "Sampler", "DDPM", "DDIM", o->kind == SAMPLER_DDIM, ACT_SAMPLER, "M");
+    stepper(u, y += ROW_H, "Sampler", sampler_kind_label(o->kind), ACT_SAMPLER, ACT_SAMPLER, "M", 1);
     snprintf(buf, sizeof buf, "%d", o->steps);
     stepper(u, y += ROW_H, "Steps", buf, ACT_STEPS_DOWN, ACT_STEPS_UP, "[ ]", 1);
     snprintf(buf, sizeof buf, "%.1f", o->eta);
@@ -304,7 +304,7 @@ static void draw_image(Ui *u, SDL_Rect area) {
     if (v->attn_sel.on && v->model.has_attn && v->attn_sel.image < v->frame.n) outline(u, query_cell(v), C_OK);
 }
 
-static const char *sampler_name(SamplerKind k) { return k == SAMPLER_DDIM ? "DDIM" : "DDPM"; }
+static const char *sampler_name(SamplerKind k) { return sampler_kind_label(k); }
 
 // The progress line: live during a run, a summary afterwards.
 static void progress_text(const View *v, char *buf, size_t n) {
@@ -356,7 +356,7 @@ static const char *const HELP[][2] = {
     {"Q", "quit"},
     {"Left, Right", "class (or click the list; wheel scrolls)"},
     {"Up, Down", "guidance scale +/- 0.5"},
-    {"M", "sampler DDPM / DDIM"},
+    {"M", "sampler: next kind"},
     {"[  ]", "steps - / +"},
     {",  .", "eta - / + 0.1 (DDIM)"},
     {"PgDn, PgUp", "seed - / + 1"},
