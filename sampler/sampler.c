@@ -43,10 +43,16 @@ SamplerConfig sampler_config_default(void) {
 
 int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err) {
     int steps = num_steps > 0 ? num_steps : base->num_timesteps;
-    Diffusion sp;
+    Diffusion sp, sp_dpm;
     if (diffusion_init_respaced(&sp, base, steps, err)) return -1;
+    if (diffusion_init_respaced(&sp_dpm, base, steps < base->num_timesteps ? steps + 1 : steps, err)) {
+        diffusion_free(&sp);
+        return -1;
+    }
     diffusion_free(&s->sp);
+    diffusion_free(&s->sp_dpm);
     s->sp = sp;
+    s->sp_dpm = sp_dpm;
     s->cfg.num_steps = steps;
     return 0;
 }
@@ -81,6 +87,7 @@ void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx) { s->nois
 
 void sampler_free(Sampler *s) {
     diffusion_free(&s->sp);
+    diffusion_free(&s->sp_dpm);
     if (s->be) {
         const Backend *be = s->be;
         be->release(s->xin); be->release(s->out); be->release(s->tin); be->release(s->yin);
@@ -94,8 +101,9 @@ void sampler_free(Sampler *s) {
 static double half_log_snr(double ab) { return 0.5 * (log(ab) - log1p(-ab)); }
 
 // DPM-Solver++(2M) at index i (sampler.h): the combination x' = c_x x + c_x0 x0 + c_prev x0_prev.
-static void dpmpp_2m_coefs(SamplerStepCoefs *k, const Diffusion *d, int i) {
-    if (i == 0) { k->c_x0 = 1.0; return; }  // to sigma = 0: first order gives x0 itself
+static void dpmpp_2m_coefs(SamplerStepCoefs *k, const Diffusion *d, int steps, int i) {
+    const int last = d->num_timesteps > steps ? 1 : 0;
+    if (i <= last) { k->c_x0 = 1.0; return; }  // to sigma = 0: first order gives x0 itself
     const double ab_s = d->alphas_cumprod[i], ab_t = d->alphas_cumprod[i - 1];
     const double alpha_t = sqrt(ab_t), h = half_log_snr(ab_t) - half_log_snr(ab_s);
     const double a = -alpha_t * expm1(-h);
@@ -119,7 +127,7 @@ SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg
         k.c_eps = sqrt(1 - abp - sigma * sigma);
         if (noisy) { k.noise = STEP_NOISE_FIXED; k.sigma = sigma; }
     } else if (cfg->kind == SAMPLER_DPMPP_2M) {
-        dpmpp_2m_coefs(&k, d, i);
+        dpmpp_2m_coefs(&k, d, cfg->num_steps, i);
     } else {
         k.c_x0 = d->posterior_mean_coef1[i];
         k.c_x = d->posterior_mean_coef2[i];
@@ -135,6 +143,10 @@ SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg
     return k;
 }
 
+const Diffusion *sampler_process(const Sampler *s) {
+    return s->cfg.kind == SAMPLER_DPMPP_2M ? &s->sp_dpm : &s->sp;
+}
+
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
     if (n < 1 || n > s->max_n) return mala_errf(err, "sampler: batch %d outside 1..%d", n, s->max_n);
     for (int b = 0; b < n; b++)
@@ -147,15 +159,16 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
     const int guided = s->cfg.cfg_scale != 1.0f;
     const int nb = guided ? 2 * n : n;
     const size_t img = (size_t)s->C * s->hw, count = (size_t)n * img;
-    const int N = s->sp.num_timesteps;
+    const Diffusion *d = sampler_process(s);
+    const int N = s->sp.num_timesteps, top = d->num_timesteps - 1;  // N steps (sp has N points)
     for (int b = 0; b < n; b++) {
         s->y_host[b] = y[b];
         s->y_host[n + b] = s->cfg.num_classes;
     }
     be->to_device(s->yin, s->y_host, (size_t)nb * sizeof(int32_t));
     for (int step = 0; step < N; step++) {
-        const int i = N - 1 - step;
-        be->fill(s->tin, (float)s->sp.timestep_map[i], (size_t)nb);
+        const int i = top - step;
+        be->fill(s->tin, (float)d->timestep_map[i], (size_t)nb);
         const float *xin = x;
         if (guided) {
             be->copy(s->xin, x, count * sizeof(float));
@@ -169,7 +182,7 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
             if (s->noise_fn) s->noise_fn(s->noise_ctx, s->noise, count, step);
             else be->rand_normal(s->noise, 1, count, s->cfg.seed, s->runs * 1024 + step, 1);
         }
-        SamplerStepCoefs k = sampler_step_coefs(&s->sp, &s->cfg, i, guided, noisy);
+        SamplerStepCoefs k = sampler_step_coefs(d, &s->cfg, i, guided, noisy);
         float *prev = s->x0_prev;
         s->x0_prev = s->x0;  // this step's x0 is the next step's history
         s->x0 = prev;

@@ -14,16 +14,19 @@
 //
 // DPM-Solver++(2M) (Lu et al. 2022, "DPM-Solver++", Algorithm 2; the official dpm_solver's
 // multistep 'dpmsolver' update and diffusers' DPMSolverMultistepScheduler with algorithm_type
-// dpmsolver++, solver_order 2, lower_order_final) on the discrete process: alpha = sqrt(abar),
-// sigma = sqrt(1 - abar), lambda = log(alpha / sigma), over the same respaced timesteps as DDPM and
-// DDIM (DiT's space_timesteps(1000, [N]): round(k (999 / (N-1))), k = 0 .. N-1, so t = 999 first
-// and t = 0 last), one network evaluation per step. From step s (index i) to t (index i-1),
+// dpmsolver++, solver_order 2, lower_order_final, final_sigmas_type "zero") on the discrete
+// process: alpha = sqrt(abar), sigma = sqrt(1 - abar), lambda = log(alpha / sigma). N steps are N
+// network evaluations at the timesteps round(k (999 / N)), k = N .. 1 (DiT's space_timesteps(1000,
+// [N + 1]) without its t = 0: the official dpm_solver's time-uniform grid and diffusers'
+// "linspace" spacing), the step after the last one going to the data (sigma = 0). DDPM and DDIM
+// use space_timesteps(1000, [N]) and evaluate at t = 0 too. From s (index i) to t (index i-1),
 // h = lambda_t - lambda_s, phi = expm1(-h):
 //   first step:  x_t = (sigma_t / sigma_s) x - alpha_t phi x0
 //   later steps: r = (lambda_s - lambda_prev) / h, D = (1 + 1/(2r)) x0 - (1/(2r)) x0_prev,
 //                x_t = (sigma_t / sigma_s) x - alpha_t phi D
-//   last step (t = 0 to the data, sigma = 0, first order): x = x0.
-// It is deterministic (eta is ignored) and uses the eps channels only.
+//   last step (to sigma = 0, first order): x = x0.
+// With N = 1000 there is no spare point: all 1000 are evaluated, the last from t = 0. It is
+// deterministic (eta is ignored) and uses the eps channels only.
 //
 // Guidance with scale w != 1: one call per step on a batch of 2n = [x; x] with labels
 // [y; null]; eps = eps_u + w (eps_c - eps_u) on all C channels, the variance channels come from
@@ -77,6 +80,7 @@ SamplerConfig sampler_config_default(void);   // DDPM, 250 steps, w 1, eta 0, cl
 typedef struct {
     SamplerConfig cfg;    // kind, cfg_scale, eta, clip_denoised may change between runs
     Diffusion sp;         // the respaced process (sp.timestep_map: original timesteps)
+    Diffusion sp_dpm;     // DPM-Solver++'s: num_steps + 1 timesteps (<= T), its index 0 never evaluated
     int max_n, C, S, cout;
     size_t hw;
     DenoiseFn denoise; void *denoise_ctx;
@@ -96,7 +100,7 @@ int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const Sam
                  int S, DenoiseFn denoise, void *denoise_ctx, MalaErr *err);
 void sampler_set_progress(Sampler *s, SamplerStepFn on_step, void *ctx);
 void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx);
-// Respace to another step count (rebuilds sp; the workspace stays).
+// Respace to another step count (rebuilds sp and sp_dpm; the workspace stays).
 int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err);
 // x [n, C, S, S] (backend memory): in x_T, out x_0. y[n] labels (host). Returns 0, SAMPLER_CANCELLED (x then holds the
 // partially denoised state), or -1 with err set.
@@ -105,7 +109,11 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err);
 // kind, eta, cfg_scale, clip_denoised and learn_sigma from cfg; noisy: whether z is added (the
 // sampler passes i > 0 for DDPM, i > 0 and eta > 0 for DDIM, 0 for DPM-Solver++). A multistep
 // kind reads index i + 1 as its previous step (none at i = T-1, the first step).
+// For DPM-Solver++ d is the N + 1 point process (sp_dpm; sampler_process): index
+// d->num_timesteps - cfg->num_steps (1, or 0 when d has no more points than steps) steps to the data.
 SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg, int i, int guided, int noisy);
+// The process the current kind steps through: sp_dpm for DPM-Solver++, else sp.
+const Diffusion *sampler_process(const Sampler *s);
 void sampler_free(Sampler *s);
 
 #endif
