@@ -5,9 +5,9 @@
 # from a DDIM-1000 run of the same noise (the probability-flow ODE solved finely: how far a
 # deterministic sampler is from its limit), and a Frechet distance in PIXEL space (1024 values
 # of the 32x32 image in [0, 1], not Inception features) against the Fashion-MNIST test set.
-#   usage: tools/sampler_steps_table.sh [N_IMAGES [OUT_DIR]]     (default 128, /tmp/mala_steps)
+#   usage: tools/sampler_steps_table.sh [N_IMAGES [OUT_DIR]]     (default 32, /tmp/mala_steps)
 set -eu
-N=${1:-128}
+N=${1:-32}
 OUT=${2:-/tmp/mala_steps}
 MALA=${MALA_BIN:-./mala}
 mkdir -p "$OUT"
