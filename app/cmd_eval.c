@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "commands.h"   // defines: args_parse, set_threads, cmd_eval
 #include "progress.h"   // defines: Progress
 #include "backend.h"    // defines: backend_select
@@ -576,7 +577,7 @@ int cmd_eval(int argc, char **argv) {
         {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample", ARG_MIN(1), ARG_ALIAS("--num-fid-samples")},
         {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch", ARG_MIN(1),
          ARG_ALIAS("--per-proc-batch-size")},
-        {"--sampler", OPT_STR, &a.sampler, "ddpm|ddim", "--ckpt: sampler"},
+        {"--sampler", OPT_STR, &a.sampler, sampler_kind_list(), "--ckpt: sampler"},
         {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
         {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
@@ -618,9 +619,8 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "error: --samples and --ckpt exclude each other\n");
         return 2;
     }
-    if (!strcmp(a.sampler, "ddim")) a.gen.opts.kind = SAMPLER_DDIM;
-    else if (strcmp(a.sampler, "ddpm")) {
-        fprintf(stderr, "error: --sampler %s: expected ddpm or ddim\n", a.sampler);
+    if (sampler_kind_parse(a.sampler, &a.gen.opts.kind)) {
+        fprintf(stderr, "error: --sampler %s: expected %s\n", a.sampler, sampler_kind_list());
         return 2;
     }
     if (missing) {
@@ -712,21 +712,24 @@ int cmd_bench_inception(int argc, char **argv) {
     MalaErr err;
     int rc = 0;
     for (int i = 0; i < warmup; i++) inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);
-    double best = 1e30, total = 0;
+    double *times = xmalloc((size_t)iters * sizeof *times);
     for (int i = 0; i < iters; i++) {
         double t0 = now_seconds();
         inception_forward(m, img, batch, channels, size, size, pool3, logits, &err);  // ends with a copy to the host
-        double dt = now_seconds() - t0;
-        total += dt;
-        if (dt < best) best = dt;
+        times[i] = now_seconds() - t0;
     }
+    const Spread sp = spread_of(times, iters);  // img/s: median, and the slowest and fastest forward
+    free(times);
     double gflop = inception_flops(m) / ((double)(warmup + iters) * batch) / 1e9;
-    fprintf(stderr, "FID Inception forward on %s: %.2f img/s (batch %d, %d threads, %dx%dx%d input), %.1f GFLOP/s\n",
-            be->name, batch * iters / total, batch, num_threads(), channels, size, size, gflop * batch * iters / total);
-    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"device\":\"%s\",\"batch\":%d,\"threads\":%d,\"input\":\"%dx%dx%d\",\"iters\":%d,"
-           "\"img_per_s\":%.3f,\"best_img_per_s\":%.3f,\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}",
-           be->name, batch, num_threads(), channels, size, size, iters, batch * iters / total, batch / best, gflop,
-           gflop * batch * iters / total, peak_rss_bytes() / 1048576.0)) {
+    fprintf(stderr, "FID Inception forward on %s: %.2f img/s median (%.2f .. %.2f; batch %d, %d threads, %dx%dx%d "
+            "input), %.1f GFLOP/s\n", be->name, batch / sp.median, batch / sp.max, batch / sp.min, batch, num_threads(),
+            channels, size, size, gflop * batch / sp.median);
+    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"device\":\"%s\",\"batch\":%d,\"threads\":%d,"
+           "\"input\":\"%dx%dx%d\",\"iters\":%d,"
+           "\"img_per_s\":%.3f,\"img_per_s_min\":%.3f,\"img_per_s_max\":%.3f,\"best_img_per_s\":%.3f,"
+           "\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}",
+           be->name, batch, num_threads(), channels, size, size, iters, batch / sp.median, batch / sp.max, batch / sp.min,
+           batch / sp.min, gflop, gflop * batch / sp.median, peak_rss_bytes() / 1048576.0)) {
         fprintf(stderr, "error: %s\n", err.msg);
         rc = 1;
     }

@@ -1,4 +1,4 @@
-// mala sample: DDPM / DDIM with classifier-free guidance from a model file, to a PNG grid, PNG
+// mala sample: DDPM / DDIM / DPM-Solver++(2M) with classifier-free guidance from a model file, to a PNG grid, PNG
 // files, an ADM-evaluator .npz and/or a raw float32 .npy.
 #include <errno.h>
 #include <string.h>
@@ -91,7 +91,7 @@ int cmd_sample(int argc, char **argv) {
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
         {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA or online weights"},
-        {"--sampler", OPT_STR, &sampler, "ddpm|ddim", "sampler"},
+        {"--sampler", OPT_STR, &sampler, sampler_kind_list(), "sampler"},
         {"--steps", OPT_INT, &go.steps, "N", "sampling steps (respaced from 1000)", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
         {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)", ARG_MIN(0), ARG_MAX(10)},
@@ -118,9 +118,7 @@ int cmd_sample(int argc, char **argv) {
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
                "or --save-npy it writes samples.png.",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
-    if (!strcmp(sampler, "ddim")) go.kind = SAMPLER_DDIM;
-    else if (!strcmp(sampler, "ddpm")) go.kind = SAMPLER_DDPM;
-    else FATAL("--sampler %s: expected ddpm or ddim", sampler);
+    if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     if (!out && !out_dir && !npz && !npy) out = "samples.png";

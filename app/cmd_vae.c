@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "bench_stats.h"
 #include "commands.h"
 #include "data.h"  // defines: folder_walk
 #include "image_io.h"
@@ -228,21 +229,29 @@ int cmd_bench_vae(int argc, char **argv) {
     for (size_t i = 0; i < nx; i++) x[i] = (float)(2.0 * rng_uniform(&r) - 1.0);
     rng_normal_fill(&r, z, nz);
     double t[2];
+    Spread sp[2];
+    double *times = xmalloc((size_t)reps * sizeof *times);
     for (int dir = 0; dir < 2; dir++) {
-        for (int k = 0; k <= reps; k++) {
-            if (k == 1) t[dir] = now_seconds();
+        for (int k = 0; k <= reps; k++) {  // k = 0: warm-up
+            const double t0 = now_seconds();
             const int rc = dir == 0 ? vae_encode(v, x, batch, size, size, mean, NULL, &err)
                                     : vae_decode(v, z, batch, size / fct, size / fct, xo, &err);
             if (rc) FATAL("%s", err.msg);
+            if (k) times[k - 1] = now_seconds() - t0;
         }
-        t[dir] = (now_seconds() - t[dir]) / reps;
+        sp[dir] = spread_of(times, reps);
+        t[dir] = sp[dir].median;
     }
+    free(times);
     const double ge = 2 * vae_encode_macs(&c, size, size) / 1e9, gd = 2 * vae_decode_macs(&c, size, size) / 1e9;
     printf("{\"bench\":\"vae\",\"vae\":\"%s\",\"device\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,"
            "\"image_size\":%d,\"encode_img_per_s\":%.4f,\"decode_img_per_s\":%.4f,\"encode_gflop_per_img\":%.3f,"
-           "\"decode_gflop_per_img\":%.3f,\"encode_gflops\":%.1f,\"decode_gflops\":%.1f,\"peak_rss_mb\":%.0f}\n",
+           "\"decode_gflop_per_img\":%.3f,\"encode_gflops\":%.1f,\"decode_gflops\":%.1f,\"reps\":%d,"
+           "\"encode_img_per_s_min\":%.4f,\"encode_img_per_s_max\":%.4f,\"decode_img_per_s_min\":%.4f,"
+           "\"decode_img_per_s_max\":%.4f,\"peak_rss_mb\":%.0f}\n",
            vae ? vae : "random sd-vae-ft-ema config", be->name, be->precision(), num_threads(), batch, size,
-           batch / t[0], batch / t[1], ge, gd, ge * batch / t[0], gd * batch / t[1], peak_rss_bytes() / 1048576.0);
+           batch / t[0], batch / t[1], ge, gd, ge * batch / t[0], gd * batch / t[1], reps, batch / sp[0].max,
+           batch / sp[0].min, batch / sp[1].max, batch / sp[1].min, peak_rss_bytes() / 1048576.0);
     free(x); free(z); free(mean); free(xo);
     vae_free(v);
     return 0;

@@ -11,7 +11,7 @@ typedef struct { const char *name; int (*run)(int, char **); const char *help; }
 
 static const Command COMMANDS[] = {
     {"train", cmd_train, "train a model (Fashion-MNIST or an image folder), headless, resumable"},
-    {"sample", cmd_sample, "generate images with DDPM or DDIM and classifier-free guidance"},
+    {"sample", cmd_sample, "generate images with DDPM, DDIM or DPM-Solver++ and classifier-free guidance"},
     {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
     {"bench", cmd_bench, "measure throughput: bench train | sample | inception | vae"},
     {"encode", cmd_encode, "encode an image folder once through the VAE into a latent set for training"},

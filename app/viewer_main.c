@@ -4,7 +4,6 @@
 // thread (viewer_worker.c), which wakes the event loop with a user event whenever it has news,
 // so the loop sleeps in SDL_WaitEventTimeout instead of polling and never waits for a step.
 #include <dirent.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -115,18 +114,13 @@ static int pump_events(View *v, const UiHits *hits, int timeout_ms) {
 
 // ---- the worker's news ----
 
-static void sampler_upper(SamplerKind k, char *buf, size_t n) {
-    snprintf(buf, n, "%s", sampler_kind_name(k) ? sampler_kind_name(k) : "?");
-    for (char *c = buf; *c; c++) *c = (char)toupper((unsigned char)*c);
-}
-
 static void log_run_end(const View *v, int p) {
     const Pane *pn = &v->pane[p];
     const WorkerStatus *st = &pn->st;
     const ViewRequest *r = &pn->frame.req;
-    char who[300] = "", kind[16];
+    char who[300] = "";
+    const char *kind = sampler_kind_label(r->opts.kind);
     if (v->npanes > 1) snprintf(who, sizeof who, "pane %d %s: ", p, view_pane_name(v, p));
-    sampler_upper(r->opts.kind, kind, sizeof kind);
     if (st->outcome == RUN_DONE)
         fprintf(stderr, "view: %sgenerated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
                 "%.1f steps/s on %s, %d step previews shown\n", who, r->n, pn->model.classes.names[r->cls], kind,

@@ -2,7 +2,6 @@
 // The viewer's window, drawn immediate-mode: every frame lays out the control panel (left), the
 // image area (right) and the status bar (bottom) from the window size, and records each
 // clickable rectangle with its action so a click maps to the same view_do as a key.
-#include <ctype.h>
 #include <math.h>
 #include <string.h>
 
@@ -99,9 +98,7 @@ static void sampler_list(Ui *u, int y, SamplerKind active) {
     const int x = PAD + LABEL_W, hint_w = 28, by = y + (ROW_H - SMALL_BTN) / 2;
     const int w = PANEL_W - PAD - x - hint_w, n = SAMPLER_KIND_COUNT;
     for (int k = 0; k < n; k++) {
-        char name[24];
-        snprintf(name, sizeof name, "%s", sampler_kind_name((SamplerKind)k));
-        for (char *c = name; *c; c++) *c = (char)toupper((unsigned char)*c);
+        const char *name = sampler_kind_label((SamplerKind)k);
         int x0 = x + w * k / n, x1 = x + w * (k + 1) / n;
         button(u, (SDL_Rect){x0, by, x1 - x0, SMALL_BTN}, name, ACT_SAMPLER_SET, k, (int)active == k);
     }
@@ -404,9 +401,7 @@ static void progress_text(const View *v, int p, char *buf, size_t n) {
     const WorkerStatus *st = &pn->st;
     const ViewRequest *r = &pn->frame.req;
     const char *dev = v->be->name;
-    char kind[24];
-    snprintf(kind, sizeof kind, "%s", sampler_kind_name(r->opts.kind) ? sampler_kind_name(r->opts.kind) : "?");
-    for (char *c = kind; *c; c++) *c = (char)toupper((unsigned char)*c);
+    const char *kind = sampler_kind_label(r->opts.kind) ? sampler_kind_label(r->opts.kind) : "?";
     const int narrow = v->npanes > 1;  // half the bar's width
     if (pn->st.phase == WORKER_RUNNING && narrow)
         snprintf(buf, n, "%d/%d  %.1f steps/s  %s", st->step, st->nsteps, st->steps_per_s, dev);

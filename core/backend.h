@@ -345,11 +345,14 @@ struct Backend {
     void (*diffusion_loss)(float *grad, double *mse, double *vb, const float *out, const float *x0,
                            const float *noise, const int32_t *t, const double *coefs, double vb_scale,
                            int B, int C, size_t hw, int learn_sigma);
-    // One sampler update (sampler_update in diffusion_math.h) of x [n, C, hw] in place; x0 [n, C, hw]
-    // gets the predicted x0. out: model output of the step, [n, Cout, hw] or, guided, [2n, Cout, hw]
-    // (conditional rows, then unconditional); z: noise [n, C, hw] (read only when k->noisy).
-    void (*sampler_step)(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k,
-                         int n, int C, size_t hw);
+    // One sampler update (sampler_update in diffusion_math.h: x0 from eps, then a linear combination
+    // with per-step coefficients k) of x [n, C, hw] in place; x0 [n, C, hw] gets the predicted x0.
+    // out: model output of the step, [n, Cout, hw] or, guided, [2n, Cout, hw] (conditional rows,
+    // then unconditional); x0_prev: a multistep solver's previous x0 [n, C, hw] (read only when
+    // k->c_prev != 0; it may be NULL otherwise, and must not be x0); z: noise [n, C, hw] (read only
+    // when k->noise != STEP_NOISE_NONE).
+    void (*sampler_step)(float *x, float *x0, const float *x0_prev, const float *out, const float *z,
+                         const SamplerStepCoefs *k, int n, int C, size_t hw);
 };
 
 // Every op slot of the table, in order. backend_check() refuses a table with an empty slot, and

@@ -1,7 +1,7 @@
 // Per-element diffusion math shared by the host reference (sampler/diffusion.c), the CPU backend
-// and the CUDA kernels: the ADM training-loss terms and their gradients, and one DDPM / DDIM
-// update. Everything is evaluated in double and rounded once to float32, as ADM's float64 tables
-// are. Formulas: ADM guided_diffusion/gaussian_diffusion.py and losses.py (cited per function).
+// and the CUDA kernels: the ADM training-loss terms and their gradients, and one sampler update
+// (DDPM, DDIM, DPM-Solver++). Everything is evaluated in double and rounded once to float32, as
+// ADM's float64 tables are. Formulas: ADM guided_diffusion/gaussian_diffusion.py and losses.py (cited per function).
 #ifndef MALA_DIFFUSION_MATH_H
 #define MALA_DIFFUSION_MATH_H
 
@@ -100,43 +100,42 @@ MALA_HD double vb_term(const double *k, int t0, float x0, float noise, float eps
     return term;
 }
 
-// One sampler step's constants at respaced index i (computed on the host by sampler.c).
+// One sampler step's constants at respaced index i (computed on the host by sampler.c,
+// sampler_step_coefs). Every solver's step has one form: predict x0 from the model's eps, then a
+// linear combination of x, x0, the eps consistent with the (clipped) x0, the previous step's x0
+// (multistep solvers) and noise. A term is evaluated only when its coefficient is non-zero.
+enum { STEP_NOISE_NONE = 0, STEP_NOISE_FIXED = 1, STEP_NOISE_LEARNED = 2 };
 typedef struct {
-    double sra, srm1;       // sqrt(1/abar), sqrt(1/abar - 1)
-    double c1, c2;          // posterior mean coefficients
-    double sqrt_abp, c_eps; // DDIM: sqrt(abar_prev), sqrt(1 - abar_prev - sigma^2)
-    double sigma;           // DDIM noise scale (eta-weighted)
-    double fixed_std;       // DDPM std without learned variance: exp(posterior log var / 2)
-    double min_log, max_log;// learned range bounds
+    double sra, srm1;       // prediction: x0 = sqrt(1/abar) x - sqrt(1/abar - 1) eps
     double w;               // guidance scale
-    int ddim, clip, guided, learn_sigma, noisy;
+    int guided, clip, learn_sigma;
+    double c_x0, c_x, c_eps, c_prev;  // the combination's coefficients (see sampler_update)
+    int noise;              // STEP_NOISE_*: none, sigma z, or the learned-range std times z
+    double sigma;           // STEP_NOISE_FIXED's std
+    double min_log, max_log;// STEP_NOISE_LEARNED's range bounds
 } SamplerStepCoefs;
 
-// One element of the update (ADM p_sample / ddim_sample with classifier-free guidance):
+// One element of the update (ADM p_sample / ddim_sample with classifier-free guidance, and the
+// multistep solvers):
 //   eps  = eps_u + w (eps_c - eps_u) when guided, else eps_c
 //   x0   = sqrt(1/abar) x - sqrt(1/abar - 1) eps, clipped to [-1, 1] when clip
-//   DDPM: x' = c1 x0 + c2 x + [noisy] std z, std from the learned range (v) or fixed
-//   DDIM: eps' = (sqrt(1/abar) x - x0) / sqrt(1/abar - 1);
-//         x' = sqrt(abar_prev) x0 + sqrt(1 - abar_prev - sigma^2) eps' + [noisy] sigma z
-// Returns x'; *x0_out = x0.
+//   eps' = (sqrt(1/abar) x - x0) / sqrt(1/abar - 1)
+//   x'   = c_x0 x0 + c_x x + c_eps eps' + c_prev x0_prev + std z
+//   std  = sigma (FIXED), exp(learned_log_var(v) / 2) (LEARNED), none (NONE)
+// DDPM: c_x0, c_x = the posterior mean coefficients; DDIM: c_x0 = sqrt(abar_prev), c_eps =
+// sqrt(1 - abar_prev - sigma^2); DPM-Solver++(2M): sampler_step_coefs. Returns x'; *x0_out = x0.
 MALA_HD float sampler_update(const SamplerStepCoefs *k, float x, float ec, float eu, float v, float z,
-                             float *x0_out) {
+                             float prev, float *x0_out) {
     double eps = k->guided ? (double)eu + k->w * ((double)ec - eu) : (double)ec;
     double xv = x;
     double px0 = k->sra * xv - k->srm1 * eps;
     if (k->clip) px0 = px0 < -1.0 ? -1.0 : (px0 > 1.0 ? 1.0 : px0);
-    double xn;
-    if (k->ddim) {
-        double e2 = (k->sra * xv - px0) / k->srm1;
-        xn = px0 * k->sqrt_abp + k->c_eps * e2;
-        if (k->noisy) xn += k->sigma * z;
-    } else {
-        xn = k->c1 * px0 + k->c2 * xv;
-        if (k->noisy) {
-            double sd = k->learn_sigma ? exp(0.5 * learned_log_var(v, k->min_log, k->max_log)) : k->fixed_std;
-            xn += sd * z;
-        }
-    }
+    double xn = k->c_x0 * px0;
+    if (k->c_x != 0.0) xn += k->c_x * xv;
+    if (k->c_eps != 0.0) xn += k->c_eps * ((k->sra * xv - px0) / k->srm1);
+    if (k->c_prev != 0.0) xn += k->c_prev * (double)prev;
+    if (k->noise == STEP_NOISE_FIXED) xn += k->sigma * z;
+    else if (k->noise == STEP_NOISE_LEARNED) xn += exp(0.5 * learned_log_var(v, k->min_log, k->max_log)) * z;
     *x0_out = (float)px0;
     return (float)xn;
 }

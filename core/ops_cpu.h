@@ -90,8 +90,8 @@ void cpu_diffusion_prepare(float *xt, float *tf, int32_t *t, int32_t *y, const u
 void cpu_diffusion_loss(float *grad, double *mse, double *vb, const float *out, const float *x0, const float *noise,
                         const int32_t *t, const double *coefs, double vb_scale, int B, int C, size_t hw,
                         int learn_sigma);
-void cpu_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
-                      size_t hw);
+void cpu_sampler_step(float *x, float *x0, const float *x0_prev, const float *out, const float *z,
+                      const SamplerStepCoefs *k, int n, int C, size_t hw);
 
 // ops_cpu_pool.c
 void cpu_relu_fwd(float *out, const float *x, size_t n);

@@ -73,8 +73,8 @@ void cpu_diffusion_loss(float *grad, double *mse, double *vb, const float *out, 
     }
 }
 
-void cpu_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
-                      size_t hw) {
+void cpu_sampler_step(float *x, float *x0, const float *x0_prev, const float *out, const float *z,
+                      const SamplerStepCoefs *k, int n, int C, size_t hw) {
     const int cout = k->learn_sigma ? 2 * C : C;
     #pragma omp parallel for schedule(static)
     for (int b = 0; b < n; b++) {
@@ -84,7 +84,8 @@ void cpu_sampler_step(float *x, float *x0, const float *out, const float *z, con
             const float *eu = k->guided ? out + ((size_t)(n + b) * cout + c) * hw : ec;
             const float *v = k->learn_sigma ? out + ((size_t)b * cout + C + c) * hw : ec;
             for (size_t p = 0; p < hw; p++)
-                x[o + p] = sampler_update(k, x[o + p], ec[p], eu[p], v[p], k->noisy ? z[o + p] : 0.0f, &x0[o + p]);
+                x[o + p] = sampler_update(k, x[o + p], ec[p], eu[p], v[p], k->noise ? z[o + p] : 0.0f,
+                                          k->c_prev != 0.0 ? x0_prev[o + p] : 0.0f, &x0[o + p]);
         }
     }
 }

@@ -238,8 +238,8 @@ void cuda_diffusion_prepare(float *xt, float *tf, int32_t *t, int32_t *y, const 
 void cuda_diffusion_loss(float *grad, double *mse, double *vb, const float *out, const float *x0, const float *noise,
                          const int32_t *t, const double *coefs, double vb_scale, int B, int C, size_t hw,
                          int learn_sigma);
-void cuda_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
-                       size_t hw);
+void cuda_sampler_step(float *x, float *x0, const float *x0_prev, const float *out, const float *z,
+                       const SamplerStepCoefs *k, int n, int C, size_t hw);
 
 // ---- attention geometry shared by the attention files ----
 // Where head h's q, k (roped when qkr is given) and v start, and their row strides; batch b's

@@ -80,21 +80,21 @@ void cuda_diffusion_loss(float *grad, double *mse, double *vb, const float *out,
     KERNEL_CHECK();
 }
 
-__global__ void k_sampler_step(float *x, float *x0, const float *out, const float *z, SamplerStepCoefs k, int n, int C,
-                               size_t hw) {
+__global__ void k_sampler_step(float *x, float *x0, const float *x0_prev, const float *out, const float *z,
+                               SamplerStepCoefs k, int n, int C, size_t hw) {
     const size_t D = (size_t)C * hw, cols = (size_t)(k.learn_sigma ? 2 * C : C) * hw;
     GRID_STRIDE(i, (size_t)n * D) {
         const size_t b = i / D, j = i % D;  // j = c * hw + p: the eps channels of row b
         const float ec = out[b * cols + j];
         const float eu = k.guided ? out[(n + b) * cols + j] : ec;
         const float v = k.learn_sigma ? out[b * cols + D + j] : 0.0f;
-        x[i] = sampler_update(&k, x[i], ec, eu, v, k.noisy ? z[i] : 0.0f, &x0[i]);
+        x[i] = sampler_update(&k, x[i], ec, eu, v, k.noise ? z[i] : 0.0f, k.c_prev != 0.0 ? x0_prev[i] : 0.0f, &x0[i]);
     }
 }
 
-void cuda_sampler_step(float *x, float *x0, const float *out, const float *z, const SamplerStepCoefs *k, int n, int C,
-                       size_t hw) {
+void cuda_sampler_step(float *x, float *x0, const float *x0_prev, const float *out, const float *z,
+                       const SamplerStepCoefs *k, int n, int C, size_t hw) {
     if (n <= 0 || C <= 0 || !hw) return;
-    k_sampler_step<<<grid1d((size_t)n * C * hw), CU_BLOCK>>>(x, x0, out, z, *k, n, C, hw);
+    k_sampler_step<<<grid1d((size_t)n * C * hw), CU_BLOCK>>>(x, x0, x0_prev, out, z, *k, n, C, hw);
     KERNEL_CHECK();
 }

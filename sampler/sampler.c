@@ -1,5 +1,5 @@
-// defines: sampler_kind_parse, sampler_kind_name, sampler_kind_list, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
-//          sampler_set_steps, sampler_step_coefs, sampler_run, sampler_free
+// defines: sampler_kind_parse, sampler_kind_name, sampler_kind_label, sampler_kind_list, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
+//          sampler_set_steps, sampler_step_coefs, sampler_process, sampler_run, sampler_free
 #include "sampler.h"
 
 #include <math.h>
@@ -7,10 +7,16 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const SAMPLER_NAMES[SAMPLER_KIND_COUNT] = {"ddpm", "ddim"};
+static const char *const SAMPLER_NAMES[SAMPLER_KIND_COUNT] = {"ddpm", "ddim", "dpm++2m"};
 
 const char *sampler_kind_name(SamplerKind k) {
     return (int)k >= 0 && k < SAMPLER_KIND_COUNT ? SAMPLER_NAMES[k] : NULL;
+}
+
+static const char *const SAMPLER_LABELS[SAMPLER_KIND_COUNT] = {"DDPM", "DDIM", "DPM++2M"};
+
+const char *sampler_kind_label(SamplerKind k) {
+    return (int)k >= 0 && k < SAMPLER_KIND_COUNT ? SAMPLER_LABELS[k] : NULL;
 }
 
 const char *sampler_kind_list(void) {
@@ -37,10 +43,16 @@ SamplerConfig sampler_config_default(void) {
 
 int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err) {
     int steps = num_steps > 0 ? num_steps : base->num_timesteps;
-    Diffusion sp;
+    Diffusion sp, sp_dpm;
     if (diffusion_init_respaced(&sp, base, steps, err)) return -1;
+    if (diffusion_init_respaced(&sp_dpm, base, steps < base->num_timesteps ? steps + 1 : steps, err)) {
+        diffusion_free(&sp);
+        return -1;
+    }
     diffusion_free(&s->sp);
+    diffusion_free(&s->sp_dpm);
     s->sp = sp;
+    s->sp_dpm = sp_dpm;
     s->cfg.num_steps = steps;
     return 0;
 }
@@ -64,6 +76,7 @@ int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const Sam
     s->tin = be->alloc(2 * (size_t)max_n * sizeof(float));
     s->yin = be->alloc(2 * (size_t)max_n * sizeof(int32_t));
     s->x0 = be->alloc((size_t)max_n * img * sizeof(float));
+    s->x0_prev = be->alloc((size_t)max_n * img * sizeof(float));
     s->noise = be->alloc((size_t)max_n * img * sizeof(float));
     s->y_host = xmalloc(2 * (size_t)max_n * sizeof(int32_t));
     return 0;
@@ -74,28 +87,64 @@ void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx) { s->nois
 
 void sampler_free(Sampler *s) {
     diffusion_free(&s->sp);
+    diffusion_free(&s->sp_dpm);
     if (s->be) {
         const Backend *be = s->be;
         be->release(s->xin); be->release(s->out); be->release(s->tin); be->release(s->yin);
-        be->release(s->x0); be->release(s->noise);
+        be->release(s->x0); be->release(s->x0_prev); be->release(s->noise);
     }
     free(s->y_host);
     memset(s, 0, sizeof *s);
 }
 
+// log(alpha / sigma) of the discrete process at abar
+static double half_log_snr(double ab) { return 0.5 * (log(ab) - log1p(-ab)); }
+
+// DPM-Solver++(2M) at index i (sampler.h): the combination x' = c_x x + c_x0 x0 + c_prev x0_prev.
+static void dpmpp_2m_coefs(SamplerStepCoefs *k, const Diffusion *d, int steps, int i) {
+    const int last = d->num_timesteps > steps ? 1 : 0;
+    if (i <= last) { k->c_x0 = 1.0; return; }  // to sigma = 0: first order gives x0 itself
+    const double ab_s = d->alphas_cumprod[i], ab_t = d->alphas_cumprod[i - 1];
+    const double alpha_t = sqrt(ab_t), h = half_log_snr(ab_t) - half_log_snr(ab_s);
+    const double a = -alpha_t * expm1(-h);
+    k->c_x = sqrt((1 - ab_t) / (1 - ab_s));
+    if (i == d->num_timesteps - 1) { k->c_x0 = a; return; }  // first step: no history yet
+    const double r = (half_log_snr(ab_s) - half_log_snr(d->alphas_cumprod[i + 1])) / h;
+    k->c_x0 = a * (1 + 0.5 / r);
+    k->c_prev = -a * 0.5 / r;
+}
+
 SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg, int i, int guided, int noisy) {
-    const double ab = d->alphas_cumprod[i], abp = d->alphas_cumprod_prev[i];
-    const double sigma = cfg->eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
     SamplerStepCoefs k = {
         .sra = d->sqrt_recip_alphas_cumprod[i], .srm1 = d->sqrt_recipm1_alphas_cumprod[i],
-        .c1 = d->posterior_mean_coef1[i], .c2 = d->posterior_mean_coef2[i],
-        .sqrt_abp = sqrt(abp), .c_eps = sqrt(1 - abp - sigma * sigma), .sigma = sigma,
-        .fixed_std = exp(0.5 * d->posterior_log_variance_clipped[i]),
-        .min_log = d->posterior_log_variance_clipped[i], .max_log = d->log_betas[i],
-        .w = cfg->cfg_scale, .ddim = cfg->kind == SAMPLER_DDIM, .clip = cfg->clip_denoised,
-        .guided = guided, .learn_sigma = cfg->learn_sigma, .noisy = noisy,
+        .w = cfg->cfg_scale, .guided = guided, .clip = cfg->clip_denoised, .learn_sigma = cfg->learn_sigma,
+        .noise = STEP_NOISE_NONE,
     };
+    if (cfg->kind == SAMPLER_DDIM) {
+        const double ab = d->alphas_cumprod[i], abp = d->alphas_cumprod_prev[i];
+        const double sigma = cfg->eta * sqrt((1 - abp) / (1 - ab)) * sqrt(1 - ab / abp);
+        k.c_x0 = sqrt(abp);
+        k.c_eps = sqrt(1 - abp - sigma * sigma);
+        if (noisy) { k.noise = STEP_NOISE_FIXED; k.sigma = sigma; }
+    } else if (cfg->kind == SAMPLER_DPMPP_2M) {
+        dpmpp_2m_coefs(&k, d, cfg->num_steps, i);
+    } else {
+        k.c_x0 = d->posterior_mean_coef1[i];
+        k.c_x = d->posterior_mean_coef2[i];
+        if (noisy && cfg->learn_sigma) {
+            k.noise = STEP_NOISE_LEARNED;
+            k.min_log = d->posterior_log_variance_clipped[i];
+            k.max_log = d->log_betas[i];
+        } else if (noisy) {
+            k.noise = STEP_NOISE_FIXED;
+            k.sigma = exp(0.5 * d->posterior_log_variance_clipped[i]);
+        }
+    }
     return k;
+}
+
+const Diffusion *sampler_process(const Sampler *s) {
+    return s->cfg.kind == SAMPLER_DPMPP_2M ? &s->sp_dpm : &s->sp;
 }
 
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
@@ -104,21 +153,22 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
         if (y[b] < 0 || y[b] > s->cfg.num_classes)
             return mala_errf(err, "sampler: label %d of sample %d outside 0..%d (%d = null)", y[b], b,
                              s->cfg.num_classes, s->cfg.num_classes);
-    if (s->cfg.kind != SAMPLER_DDPM && s->cfg.kind != SAMPLER_DDIM)
+    if ((int)s->cfg.kind < 0 || s->cfg.kind >= SAMPLER_KIND_COUNT)
         return mala_errf(err, "sampler: unknown kind %d", (int)s->cfg.kind);
     const Backend *be = s->be;
     const int guided = s->cfg.cfg_scale != 1.0f;
     const int nb = guided ? 2 * n : n;
     const size_t img = (size_t)s->C * s->hw, count = (size_t)n * img;
-    const int N = s->sp.num_timesteps;
+    const Diffusion *d = sampler_process(s);
+    const int N = s->sp.num_timesteps, top = d->num_timesteps - 1;  // N steps (sp has N points)
     for (int b = 0; b < n; b++) {
         s->y_host[b] = y[b];
         s->y_host[n + b] = s->cfg.num_classes;
     }
     be->to_device(s->yin, s->y_host, (size_t)nb * sizeof(int32_t));
     for (int step = 0; step < N; step++) {
-        const int i = N - 1 - step;
-        be->fill(s->tin, (float)s->sp.timestep_map[i], (size_t)nb);
+        const int i = top - step;
+        be->fill(s->tin, (float)d->timestep_map[i], (size_t)nb);
         const float *xin = x;
         if (guided) {
             be->copy(s->xin, x, count * sizeof(float));
@@ -127,13 +177,16 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
         }
         s->denoise(s->denoise_ctx, s->out, xin, s->tin, s->yin, nb);
         s->denoise_calls++;
-        const int noisy = i > 0 && (s->cfg.kind == SAMPLER_DDPM || s->cfg.eta > 0.0f);
+        const int noisy = i > 0 && (s->cfg.kind == SAMPLER_DDPM || (s->cfg.kind == SAMPLER_DDIM && s->cfg.eta > 0.0f));
         if (noisy) {
             if (s->noise_fn) s->noise_fn(s->noise_ctx, s->noise, count, step);
             else be->rand_normal(s->noise, 1, count, s->cfg.seed, s->runs * 1024 + step, 1);
         }
-        SamplerStepCoefs k = sampler_step_coefs(&s->sp, &s->cfg, i, guided, noisy);
-        be->sampler_step(x, s->x0, s->out, s->noise, &k, n, s->C, s->hw);
+        SamplerStepCoefs k = sampler_step_coefs(d, &s->cfg, i, guided, noisy);
+        float *prev = s->x0_prev;
+        s->x0_prev = s->x0;  // this step's x0 is the next step's history
+        s->x0 = prev;
+        be->sampler_step(x, s->x0, s->x0_prev, s->out, s->noise, &k, n, s->C, s->hw);
         if (s->on_step && s->on_step(s->step_ctx, step, N, s->x0)) { s->runs++; return SAMPLER_CANCELLED; }
     }
     s->runs++;

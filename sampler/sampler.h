@@ -1,4 +1,5 @@
-// DDPM (ancestral) and DDIM samplers over respaced timesteps, with classifier-free guidance.
+// DDPM (ancestral), DDIM and DPM-Solver++(2M) samplers over respaced timesteps, with
+// classifier-free guidance.
 // A sampler sees only a denoise callback, never the network:
 //
 //   denoise(ctx, out, x, t, y, n): out [n, Cout, S, S] for x [n, C, S, S] at timesteps t[n] (the
@@ -7,7 +8,25 @@
 //
 // Every array the sampler and its callbacks see (x, out, t, y, noise, x0) lives in the backend's
 // memory (device memory on CUDA): a run copies only the labels in; the update of each step is
-// the backend's sampler_step op.
+// the backend's sampler_step op: x0 from the model's eps, then a linear combination of x, x0, eps
+// and the previous step's x0 with per-step coefficients (sampler_step_coefs), so a solver is a
+// table of coefficients and a multistep solver's state (the previous x0) stays in backend memory.
+//
+// DPM-Solver++(2M) (Lu et al. 2022, "DPM-Solver++", Algorithm 2; the official dpm_solver's
+// multistep 'dpmsolver' update and diffusers' DPMSolverMultistepScheduler with algorithm_type
+// dpmsolver++, solver_order 2, lower_order_final, final_sigmas_type "zero") on the discrete
+// process: alpha = sqrt(abar), sigma = sqrt(1 - abar), lambda = log(alpha / sigma). N steps are N
+// network evaluations at the timesteps round(k (999 / N)), k = N .. 1 (DiT's space_timesteps(1000,
+// [N + 1]) without its t = 0: the official dpm_solver's time-uniform grid and diffusers'
+// "linspace" spacing), the step after the last one going to the data (sigma = 0). DDPM and DDIM
+// use space_timesteps(1000, [N]) and evaluate at t = 0 too. From s (index i) to t (index i-1),
+// h = lambda_t - lambda_s, phi = expm1(-h):
+//   first step:  x_t = (sigma_t / sigma_s) x - alpha_t phi x0
+//   later steps: r = (lambda_s - lambda_prev) / h, D = (1 + 1/(2r)) x0 - (1/(2r)) x0_prev,
+//                x_t = (sigma_t / sigma_s) x - alpha_t phi D
+//   last step (to sigma = 0, first order): x = x0.
+// With N = 1000 there is no spare point: all 1000 are evaluated, the last from t = 0. It is
+// deterministic (eta is ignored) and uses the eps channels only.
 //
 // Guidance with scale w != 1: one call per step on a batch of 2n = [x; x] with labels
 // [y; null]; eps = eps_u + w (eps_c - eps_u) on all C channels, the variance channels come from
@@ -36,16 +55,17 @@ typedef int (*SamplerStepFn)(void *ctx, int step_index, int num_steps, const flo
 // with standard normals for step step_index. Only called on steps that add noise.
 typedef void (*SamplerNoiseFn)(void *ctx, float *out, size_t count, int step_index);
 
-typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1, SAMPLER_KIND_COUNT } SamplerKind;
+typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1, SAMPLER_DPMPP_2M = 2, SAMPLER_KIND_COUNT } SamplerKind;
 
 int sampler_kind_parse(const char *name, SamplerKind *out);   // a sampler_kind_name (any case); 0 on success
-const char *sampler_kind_name(SamplerKind k);                 // "ddpm", "ddim"; NULL out of range
-const char *sampler_kind_list(void);                          // "ddpm|ddim", for usage and errors
+const char *sampler_kind_name(SamplerKind k);                 // "ddpm", "ddim", "dpm++2m"; NULL out of range
+const char *sampler_kind_label(SamplerKind k);                // "DDPM", "DDIM", "DPM++2M": for display
+const char *sampler_kind_list(void);                          // "ddpm|ddim|dpm++2m", for usage and errors
 
 #define SAMPLER_CANCELLED 1   // sampler_run's return when on_step asked to stop
 
 typedef struct {
-    SamplerKind kind;     // DDPM (default) or DDIM
+    SamplerKind kind;     // DDPM (default), DDIM or DPM-Solver++(2M)
     int num_steps;        // respaced steps (1 .. T); 0 = all T
     float cfg_scale;      // guidance scale w; 1 = no guidance (one pass of n)
     float eta;            // DDIM noise (0 = deterministic)
@@ -60,14 +80,16 @@ SamplerConfig sampler_config_default(void);   // DDPM, 250 steps, w 1, eta 0, cl
 typedef struct {
     SamplerConfig cfg;    // kind, cfg_scale, eta, clip_denoised may change between runs
     Diffusion sp;         // the respaced process (sp.timestep_map: original timesteps)
+    Diffusion sp_dpm;     // DPM-Solver++'s: num_steps + 1 timesteps (<= T), its index 0 never evaluated
     int max_n, C, S, cout;
     size_t hw;
     DenoiseFn denoise; void *denoise_ctx;
     SamplerStepFn on_step; void *step_ctx;
     SamplerNoiseFn noise_fn; void *noise_ctx;
     const Backend *be;
-    // backend workspace, allocated once: model input/output for 2*max_n, timesteps, labels, x0, noise
-    float *xin, *out, *tin, *x0, *noise;
+    // backend workspace, allocated once: model input/output for 2*max_n, timesteps, labels, x0,
+    // the previous step's x0 (multistep solvers; swapped with x0 after each step), noise
+    float *xin, *out, *tin, *x0, *x0_prev, *noise;
     int32_t *yin;
     int32_t *y_host;         // host staging for the labels
     int64_t denoise_calls;   // callback calls made (all runs)
@@ -78,14 +100,20 @@ int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const Sam
                  int S, DenoiseFn denoise, void *denoise_ctx, MalaErr *err);
 void sampler_set_progress(Sampler *s, SamplerStepFn on_step, void *ctx);
 void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx);
-// Respace to another step count (rebuilds sp; the workspace stays).
+// Respace to another step count (rebuilds sp and sp_dpm; the workspace stays).
 int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err);
 // x [n, C, S, S] (backend memory): in x_T, out x_0. y[n] labels (host). Returns 0, SAMPLER_CANCELLED (x then holds the
 // partially denoised state), or -1 with err set.
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err);
 // The constants of the update at index i of the process d (sampler_update in diffusion_math.h):
-// kind, eta, cfg_scale, clip_denoised and learn_sigma from cfg.
+// kind, eta, cfg_scale, clip_denoised and learn_sigma from cfg; noisy: whether z is added (the
+// sampler passes i > 0 for DDPM, i > 0 and eta > 0 for DDIM, 0 for DPM-Solver++). A multistep
+// kind reads index i + 1 as its previous step (none at i = T-1, the first step).
+// For DPM-Solver++ d is the N + 1 point process (sp_dpm; sampler_process): index
+// d->num_timesteps - cfg->num_steps (1, or 0 when d has no more points than steps) steps to the data.
 SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg, int i, int guided, int noisy);
+// The process the current kind steps through: sp_dpm for DPM-Solver++, else sp.
+const Diffusion *sampler_process(const Sampler *s);
 void sampler_free(Sampler *s);
 
 #endif

@@ -565,6 +565,10 @@ START_TEST(test_sampler_batching_cancel) {
     // errors
     SamplerKind kind;
     ck_assert_int_eq(sampler_kind_parse("ddim", &kind), 0); ck_assert_int_eq(kind, SAMPLER_DDIM);
+    ck_assert_int_eq(sampler_kind_parse("Dpm++2M", &kind), 0); ck_assert_int_eq(kind, SAMPLER_DPMPP_2M);
+    ck_assert_str_eq(sampler_kind_name(SAMPLER_DPMPP_2M), "dpm++2m");
+    ck_assert_str_eq(sampler_kind_list(), "ddpm|ddim|dpm++2m");
+    ck_assert(sampler_kind_name(SAMPLER_KIND_COUNT) == NULL);
     ck_assert_int_ne(sampler_kind_parse("euler", &kind), 0);
     ck_assert_int_eq(sampler_run(&s, x2, y, 5, &err), -1);
     int32_t bad[1] = {6};
@@ -701,6 +705,63 @@ START_TEST(test_sampler_statistics) {
 }
 END_TEST
 
+// The probability-flow ODE of Gaussian data is linear: xi = (x_t - sqrt(A) mu) / sqrt(A s^2 + 1 - A)
+// stays constant along it. With the optimal eps, the deterministic samplers approximate that map:
+// DDIM ends at E[x0 | x_t] at t = 0 (its last evaluation), DPM-Solver++ at the data, mu + s xi.
+// DDIM is first order in the step, DPM-Solver++(2M) second order: doubling the steps divides
+// DDIM's error by about 2 and DPM-Solver++'s by more than 3, and DPM-Solver++ is the closer.
+static double ode_error(const Diffusion *base, SamplerKind kind, int steps, const float *xT, int n) {
+    const int hw = 32 * 32;
+    const size_t N = (size_t)n * hw;
+    SamplerConfig cfg = sampler_config_default();
+    cfg.kind = kind; cfg.num_steps = steps; cfg.clip_denoised = 0; cfg.learn_sigma = 0; cfg.num_classes = 1;
+    OptCtx oc = {.base = base};
+    Sampler s;
+    MalaErr err;
+    ck_assert_int_eq(sampler_init(&s, backend_cpu(), base, &cfg, n, 1, 32, optimal_denoise, &oc, &err), 0);
+    oc.sp = &s.sp;
+    float *x = malloc(N * 4);
+    int32_t y[8] = {0};
+    memcpy(x, xT, N * 4);
+    ck_assert_int_eq(sampler_run(&s, x, y, n, &err), 0);
+    const double AT = base->alphas_cumprod[999], A0 = base->alphas_cumprod[0];
+    const double D0 = A0 * ST_S * ST_S + 1 - A0, g0 = ST_S * ST_S * sqrt(A0) / D0, h0 = ST_MU - g0 * sqrt(A0) * ST_MU;
+    double worst = 0;
+    for (size_t i = 0; i < N; i++) {
+        double xi = (xT[i] - sqrt(AT) * ST_MU) / sqrt(AT * ST_S * ST_S + 1 - AT);
+        double want = kind == SAMPLER_DPMPP_2M ? ST_MU + ST_S * xi : g0 * (sqrt(A0) * ST_MU + sqrt(D0) * xi) + h0;
+        worst = fmax(worst, fabs(x[i] - want));
+    }
+    free(x);
+    sampler_free(&s);
+    return worst;
+}
+
+START_TEST(test_sampler_ode_order) {
+    Diffusion base; MalaErr err;
+    ck_assert_int_eq(diffusion_init(&base, BETA_LINEAR, 1000, &err), 0);
+    const int n = 2;
+    float *xT = malloc((size_t)n * 1024 * 4);
+    Rng r; rng_seed(&r, 77); rng_normal_fill(&r, xT, (size_t)n * 1024);
+    double e[2][3];
+    const int steps[3] = {10, 20, 40};
+    const SamplerKind kinds[2] = {SAMPLER_DDIM, SAMPLER_DPMPP_2M};
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 3; j++) e[k][j] = ode_error(&base, kinds[k], steps[j], xT, n);
+    for (int k = 0; k < 2; k++)
+        fprintf(stderr, "ode %-8s max error at 10 / 20 / 40 steps: %.2e %.2e %.2e (ratios %.2f %.2f)\n",
+                sampler_kind_name(kinds[k]), e[k][0], e[k][1], e[k][2], e[k][0] / e[k][1], e[k][1] / e[k][2]);
+    ck_assert_msg(e[1][0] < e[0][0], "dpm++2m no better than ddim at 10 steps");
+    for (int j = 1; j < 3; j++) ck_assert_msg(e[1][j] < e[0][j] / 3, "dpm++2m no better than ddim at %d steps", steps[j]);
+    for (int j = 0; j < 2; j++) {
+        ck_assert_msg(e[0][j] / e[0][j + 1] > 1.5 && e[0][j] / e[0][j + 1] < 2.8, "ddim is not first order");
+        ck_assert_msg(e[1][j] / e[1][j + 1] > 3.0, "dpm++2m is not second order");
+    }
+    free(xT);
+    diffusion_free(&base);
+}
+END_TEST
+
 static Suite *diffusion_suite(void) {
     Suite *s = suite_create("diffusion");
     TCase *tc = tcase_create("core");
@@ -715,6 +776,7 @@ static Suite *diffusion_suite(void) {
     tcase_add_test(tc, test_sampler_reference);
     tcase_add_test(tc, test_sampler_batching_cancel);
     tcase_add_test(tc, test_sampler_statistics);
+    tcase_add_test(tc, test_sampler_ode_order);
     suite_add_tcase(s, tc);
     return s;
 }

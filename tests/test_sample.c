@@ -33,6 +33,8 @@
 #define BAD_MODEL "tests/fixtures/sample_bad_shape.safetensors"
 #define NOISE "tests/fixtures/sample_noise.npy"
 #define REF "tests/fixtures/sample_ddim_out.npy"
+#define REF_DPM "tests/fixtures/sample_dpmpp_out.npy"        // tools/ref_dpm.py: 10 steps, w 4
+#define REF_DPM_W1 "tests/fixtures/sample_dpmpp_w1_out.npy"  // 8 steps, no guidance
 #define N 4
 #define S 8
 #define PER (S * S)  // one channel
@@ -214,6 +216,58 @@ START_TEST(test_library_vs_pytorch) {
     free(noise);
     free(ref);
     generator_close(&g);
+}
+END_TEST
+
+// a'. DPM-Solver++(2M) (--sampler dpm++2m) matches tools/ref_dpm.py's float64 PyTorch solver on
+// the same model and noise, guided and not; the CLI gives the library's samples.
+START_TEST(test_dpmpp_vs_pytorch) {
+    char dir[64], npy[128];
+    tmpdir(dir);
+    snprintf(npy, sizeof npy, "%s/dpm.npy", dir);
+    const char *argv[] = {"sample", "--ckpt", MODEL, "--sampler", "DPM++2M", "--steps", "10", "--cfg-scale", "4",
+                          "--labels", "0,2,1,2", "--init-noise", NOISE, "--save-npy", npy, "--threads", "1",
+                          "--device", "cpu", NULL};
+    run_cli_ok(argv);
+    float *cli = load_images(npy);
+
+    set_threads(1);
+    MalaErr err;
+    Generator g;
+    ck_assert_msg(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0, "%s", err.msg);
+    float *noise = load_images(NOISE);
+    const struct { const char *ref; int steps; float w; } runs[] = {{REF_DPM, 10, 4.0f}, {REF_DPM_W1, 8, 1.0f}};
+    for (int r = 0; r < 2; r++) {
+        float *ref = load_images(runs[r].ref), x[N * PER];
+        memcpy(x, noise, sizeof x);
+        GenOpts o = ddim_opts();
+        o.kind = SAMPLER_DPMPP_2M;
+        o.steps = runs[r].steps;
+        o.cfg_scale = runs[r].w;
+        o.eta = 1.0f;  // ignored: the solver is deterministic
+        StepLog log = {0};
+        ck_assert_msg(generator_run(&g, &o, x, LABELS, N, 99, 0, log_step, &log, &err) == 0, "%s", err.msg);
+        double e = tu_max_abs_diff(x, ref, N * PER);
+        printf("  dpm++2m %d steps, w %.0f: max abs %.2e from PyTorch (tol %.0e)\n", runs[r].steps, runs[r].w, e, TOL);
+        ck_assert_msg(e < TOL, "dpm++2m %d steps w %g differ from PyTorch by %.3g (max abs)", runs[r].steps,
+                      runs[r].w, e);
+        ck_assert_int_eq(log.calls, runs[r].steps);
+        ck_assert_int_eq(memcmp(log.x0, x, sizeof x), 0);  // the last step lands on its x0
+        if (r == 0) ck_assert_int_eq(memcmp(cli, x, sizeof x), 0);
+        // the second-order term is live: DDIM (DPM-Solver's first order) gives other samples
+        GenOpts od = o;
+        od.kind = SAMPLER_DDIM;
+        od.eta = 0.0f;
+        float xd[N * PER];
+        memcpy(xd, noise, sizeof xd);
+        ck_assert(generator_run(&g, &od, xd, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
+        ck_assert(tu_max_abs_diff(xd, ref, N * PER) > 0.05);
+        free(ref);
+    }
+    free(noise);
+    free(cli);
+    generator_close(&g);
+    rm_tree(dir);
 }
 END_TEST
 
@@ -466,6 +520,7 @@ int main(void) {
     TCase *tc = tcase_create("sample");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_library_vs_pytorch);
+    tcase_add_test(tc, test_dpmpp_vs_pytorch);
     tcase_add_test(tc, test_cli_outputs);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_errors);

@@ -350,8 +350,8 @@ START_TEST(keys_preview_and_cancel) {
     assert_ran(run_view(script, NULL, tp("keys.log")), 0, tp("keys.log"));
     double dt = now_seconds() - t0;
     char *log = read_text(tp("keys.log"));
-    // Right: Sneaker -> Bag; ]: 2 -> 3 steps; M: DDIM (the default) -> DDPM; Return: generate
-    ck_assert_msg(strstr(log, "generated 2 x Bag (DDPM 3 steps"), "%s", log);
+    // Right: Sneaker -> Bag; ]: 2 -> 3 steps; M: DDIM (the default) -> the next kind, DPM++2M; Return: generate
+    ck_assert_msg(strstr(log, "generated 2 x Bag (DPM++2M 3 steps"), "%s", log);
     const char *c = strstr(log, "cancelled at step");
     int step, nsteps, previews;
     ck_assert_msg(c && sscanf(c, "cancelled at step %d/%d after %*f s, %d step previews", &step, &nsteps, &previews) == 3,
@@ -375,7 +375,7 @@ START_TEST(script_errors) {
     const char *bad[][2] = {{"generate;frobnicate;quit", "unknown command"},
                             {"steps=0", "expected an integer from 1 to 1000"},
                             {"n=17", "expected an integer from 1 to 16"},
-                            {"sampler=euler", "expected sampler="},
+                            {"sampler=euler", "expected sampler=ddpm|ddim|dpm++2m"},
                             {"save_one=x", "expected save_one=K"},
                             {"pane=2", "expected an integer from 0 to 1"},
                             {"key=NoSuchKey", "unknown key name"},
