@@ -153,6 +153,8 @@ fixtures:
 	/usr/bin/python3 tools/make_safetensors_fixtures.py
 	/usr/bin/python3 tools/make_npy_fixtures.py
 	/usr/bin/python3 tools/make_image_fixtures.py
+	/usr/bin/python3 tools/make_fmnist_fixtures.py
+	/usr/bin/python3 tools/ref_metrics.py
 
 clean:
 	rm -rf build build-san build-gpu build-fuzz mala
