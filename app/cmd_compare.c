@@ -483,10 +483,12 @@ int cmd_compare(int argc, char **argv) {
     if (!strcmp(c->features, "inception") && !c->inception[0])
         FATAL("%s: features = inception needs inception = FILE (or 'random' for a smoke test)", config);
 
-    int nruns = c->narms * c->nseeds;
-    CompareRun *runs = xcalloc(nruns, sizeof *runs);
+    struct stat st;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/runs", out);
+    if (report_only && stat(dir, &st)) FATAL("--report: %s holds no comparison (no runs/ in it)", out);
+    int nruns = c->narms * c->nseeds;
+    CompareRun *runs = xcalloc(nruns, sizeof *runs);
     make_dirs(dir);
     copy_config(config, out);
     for (int a = 0, i = 0; a < c->narms; a++)
@@ -554,7 +556,6 @@ int cmd_compare(int argc, char **argv) {
             char npy[4300];
             if (runs[i].nev) {
                 snprintf(npy, sizeof npy, "%s/grid-%07lld.npy", runs[i].dir, (long long)runs[i].ev[runs[i].nev - 1].step);
-                struct stat st;
                 if (!stat(npy, &st)) snprintf(runs[i].grid, sizeof runs[i].grid, "%s", npy);
             }
         } else {

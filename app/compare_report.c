@@ -390,7 +390,10 @@ void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *ou
         }
         ch = (int)a.shape[1]; h = (int)a.shape[2]; w = (int)a.shape[3];
         per = (int64_t)ch * h * w;
-        all = realloc(all, (size_t)(n + a.shape[0]) * per * sizeof(float));
+        int gap = n > 0 ? classes : 0;  // a blank row (black, as the padding) between two runs
+        all = realloc(all, (size_t)(n + gap + a.shape[0]) * per * sizeof(float));
+        for (int64_t j = 0; j < gap * per; j++) all[n * per + j] = -1.0f;
+        n += gap;
         memcpy(all + n * per, a.data, (size_t)a.shape[0] * per * sizeof(float));
         n += a.shape[0];
         npy_free(&a);
