@@ -82,12 +82,15 @@ static pid_t spawn(Argv *a, const char *out_path, const char *err_path) {
 // SIGTERM). Returns the exit status, 128 + signal for a killed child.
 static int wait_child(pid_t pid, int (*tick)(void *), void *ctx, int *stopped) {
     int status, sent = 0;
+    double last_tick = 0;
     *stopped = 0;
     for (;;) {
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
         if (w < 0 && errno != EINTR) FATAL("compare: waitpid: %s", strerror(errno));
-        if (!sent && (stop_signal || (tick && tick(ctx)))) {
+        int due = tick && now_seconds() - last_tick >= 1.0;
+        if (due) last_tick = now_seconds();
+        if (!sent && (stop_signal || (due && tick(ctx)))) {
             kill(-pid, SIGTERM);
             sent = 1;
             *stopped = 1;
@@ -310,9 +313,9 @@ static JsonValue *run_eval(Ctl *k, CompareRun *r, const char *sub, const char *c
     k->t_seg = now_seconds();
     int stopped;
     int rc = wait_child(spawn(&a, out, log), r ? eval_tick : NULL, k, &stopped);
-    if (stop_signal) stop_here(k);
-    JsonValue *j = rc ? NULL : eval_json(out);
+    JsonValue *j = rc || stop_signal ? NULL : eval_json(out);
     unlink(out);
+    if (stop_signal) stop_here(k);
     if (!j) {
         char why[1024];
         last_line(log, why, sizeof why);
