@@ -126,6 +126,59 @@ static void md_num(FILE *f, double v, const char *fmt) {
     fputs(" |", f);
 }
 
+// Orders arms by value (ascending; NAN last) into idx.
+static void order(const double *v, int n, int *idx) {
+    for (int i = 0; i < n; i++) idx[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0; j--) {
+            double a = v[idx[j - 1]], b = v[idx[j]];
+            if (!(isnan(a) && !isnan(b)) && !(a > b)) break;
+            int t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t;
+        }
+}
+
+// Prints the arms with a result in order; returns how many had one.
+static int print_order(FILE *f, const CompareConfig *c, const double *v, const int *idx) {
+    int n = 0;
+    for (int i = 0; i < c->narms; i++)
+        if (isfinite(v[idx[i]])) fprintf(f, "%s %s", n++ ? " <" : "", c->arms[idx[i]].name);
+    fprintf(f, "%s.\n", n < c->narms ? (n ? " (the other arms have no result yet)" : " no results yet") : "");
+    return n;
+}
+
+// The arms ranked by mean FD, and by each seed's FD at the same points: whether the seeds agree is
+// the check that the budget is large enough for the ranking to be stable.
+static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
+    double v[COMPARE_MAX_ARMS];
+    int idx[COMPARE_MAX_ARMS], first[COMPARE_MAX_ARMS], agree = 1;
+    int64_t pt[COMPARE_MAX_ARMS];
+    for (int a = 0; a < c->narms; a++) {
+        ArmRow r = arm_row(c, runs, nruns, a);
+        v[a] = r.fd.mean;
+        pt[a] = r.images;
+    }
+    order(v, c->narms, idx);
+    fprintf(f, "\nRanking by FD (lower is better), mean over seeds:");
+    if (print_order(f, c, v, idx) < c->narms) return;
+    if (c->nseeds < 2) return;
+    for (int s = 0; s < c->nseeds; s++) {
+        for (int a = 0; a < c->narms; a++) {
+            v[a] = NAN;
+            for (int i = 0; i < nruns; i++)
+                if (runs[i].arm_index == a && runs[i].seed == c->seeds[s] && pt[a]) {
+                    const EvalRow *e = at(&runs[i], pt[a]);
+                    if (e) v[a] = e->fd;
+                }
+        }
+        order(v, c->narms, idx);
+        fprintf(f, "Seed %llu:", (unsigned long long)c->seeds[s]);
+        if (print_order(f, c, v, idx) < c->narms) return;
+        if (!s) memcpy(first, idx, sizeof first);
+        else agree &= !memcmp(first, idx, c->narms * sizeof(int));
+    }
+    fprintf(f, "The seeds %s on the order.\n", agree ? "agree" : "DISAGREE");
+}
+
 static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, const char *path) {
     char tmp[4410];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -163,6 +216,7 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         md_stat(f, r.is, "%.4g");
         fputc('\n', f);
     }
+    write_ranking(f, c, runs, nruns);
     fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train time (s) | FD | class acc | "
                "FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nruns; i++) {
