@@ -141,7 +141,8 @@ static void order(const double *v, int n, int *idx) {
 static int print_order(FILE *f, const CompareConfig *c, const double *v, const int *idx) {
     int n = 0;
     for (int i = 0; i < c->narms; i++)
-        if (isfinite(v[idx[i]])) fprintf(f, "%s %s", n++ ? " <" : "", c->arms[idx[i]].name);
+        if (isfinite(v[idx[i]]))
+            fprintf(f, "%s %s", !n++ ? "" : v[idx[i]] == v[idx[i - 1]] ? " =" : " <", c->arms[idx[i]].name);
     fprintf(f, "%s.\n", n < c->narms ? (n ? " (the other arms have no result yet)" : " no results yet") : "");
     return n;
 }

@@ -312,7 +312,7 @@ START_TEST(test_end_to_end) {
     char *b = strstr(tiny, "budget_images");
     ck_assert(b);
     *b = 0;
-    snprintf(cfg2, sizeof cfg2, "%sbudget_images = %lld\n%s", tiny, (long long)c->budget_images * 2,
+    snprintf(cfg2, sizeof cfg2, "%sbudget_images = %lld\n%s", tiny, (long long)(c->budget_images + c->eval_every_images),
              strchr(b + 1, '\n') + 1);
     free(tiny);
     write_text(tp("longer.ini"), cfg2);
@@ -333,10 +333,56 @@ START_TEST(test_end_to_end) {
     char *ev = read_text(path);
     ck_assert_msg(!strncmp(ev, "images,", 7), "%s", ev);
     char last[64];
-    snprintf(last, sizeof last, "\n%lld,", (long long)c->budget_images * 2);
+    snprintf(last, sizeof last, "\n%lld,", (long long)(c->budget_images + c->eval_every_images));
     ck_assert_msg(strstr(ev, last), "no evaluation at the longer budget:\n%s", ev);
     free(ev);
     free(c);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// text with the line "key = ..." replaced by "key = value" (added after [compare] when absent).
+static char *set_key(char *text, const char *key, const char *value) {
+    size_t n = strlen(text), kl = strlen(key);
+    char *out = malloc(n + kl + strlen(value) + 8), *o = out;
+    int done = 0;
+    for (char *p = text; *p;) {
+        char *e = strchr(p, '\n');
+        size_t l = e ? (size_t)(e - p + 1) : strlen(p);
+        if (!done && !strncmp(p, key, kl) && (p[kl] == ' ' || p[kl] == '=')) {
+            o += sprintf(o, "%s = %s\n", key, value);
+            done = 1;
+        } else {
+            memcpy(o, p, l);
+            o += l;
+            if (!done && !strncmp(p, "[compare]", 9)) { o += sprintf(o, "%s = %s\n", key, value); done = 1; }
+        }
+        p += l;
+    }
+    *o = 0;
+    free(text);
+    return out;
+}
+
+// The shipped comparison (all five arms at their presets) on a tiny budget: one step, one seed.
+START_TEST(test_shipped_config_tiny) {
+    tu_make_tmpdir("compare_shipped");
+    char *t = read_text("configs/compare-fmnist.ini");
+    const char *kv[][2] = {{"batch", "4"}, {"budget_images", "4"}, {"eval_every_images", "4"}, {"seeds", "3"},
+                           {"eval_images", "10"}, {"eval_steps", "2"}, {"log_every", "1"}, {"threads", "2"},
+                           {"ref_images", "50"}, {"train_flags", "--limit 64 --warmup 500 --ema-decay 0.999"},
+                           {"grid_per_class", "1"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) t = set_key(t, kv[i][0], kv[i][1]);
+    write_text(tp("shipped.ini"), t);
+    free(t);
+    int rc = run("compare --config %s --out %s", tp("shipped.ini"), tp("out"));
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("out/results.md"));
+    const char *arms[] = {"| mala-dit | dit | mala | DiT-T/4 | 1.29", "| softmax-dit | dit | softmax | DiT-T/4 | 1.2",
+                          "| linear-dit | dit | linear | DiT-T/4 | 1.29", "| dig | dig | - | DiG-T13/4 | 1.2",
+                          "| dic | dic | - | DiC-T13 | 1.2"};
+    for (int i = 0; i < 5; i++) ck_assert_msg(strstr(md, arms[i]), "results.md lacks '%s':\n%s", arms[i], md);
+    free(md);
     tu_rm_tmpdir();
 }
 END_TEST
@@ -374,6 +420,7 @@ int main(void) {
     tcase_add_test(tc, test_parse_shipped);
     tcase_add_test(tc, test_bad_config);
     tcase_add_test(tc, test_end_to_end);
+    tcase_add_test(tc, test_shipped_config_tiny);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
