@@ -345,6 +345,9 @@ END_TEST
 static char *set_key(char *text, const char *key, const char *value) {
     size_t n = strlen(text), kl = strlen(key);
     char *out = malloc(n + kl + strlen(value) + 8), *o = out;
+    int present = !strncmp(text, key, kl);
+    for (char *p = strchr(text, '\n'); p && !present; p = strchr(p + 1, '\n'))
+        present = !strncmp(p + 1, key, kl) && (p[1 + kl] == ' ' || p[1 + kl] == '=');
     int done = 0;
     for (char *p = text; *p;) {
         char *e = strchr(p, '\n');
@@ -355,7 +358,7 @@ static char *set_key(char *text, const char *key, const char *value) {
         } else {
             memcpy(o, p, l);
             o += l;
-            if (!done && !strncmp(p, "[compare]", 9)) { o += sprintf(o, "%s = %s\n", key, value); done = 1; }
+            if (!done && !present && !strncmp(p, "[compare]", 9)) { o += sprintf(o, "%s = %s\n", key, value); done = 1; }
         }
         p += l;
     }
