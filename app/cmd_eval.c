@@ -17,6 +17,8 @@
 #include "generate.h"   // defines: Generator (eval fid --ckpt samples on the fly)
 #include "image_io.h"   // defines: image_load
 #include "inception.h"
+#include "eval_metrics.h"  // defines: FeatRows, json_pr_kid
+#include "fmnist_features.h"
 #include "json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "npy.h"
 #include "app/commands.h"  // defines: model_batch_bytes
@@ -48,6 +50,29 @@ static const char *find_weights(const char *given, char *buf, size_t cap) {
                     "(looked for ./%s, ./assets/, ~/.cache/torch/hub/checkpoints/); the file is %s "
                     "(--inception random runs with random weights, for smoke tests only)\n",
             INCEPTION_WEIGHTS_FILE, INCEPTION_WEIGHTS_URL);
+    return NULL;
+}
+
+// The Fashion-MNIST classifier: --classifier, $MALA_FMNIST_CLASSIFIER, ./assets/, ./, then the
+// assets/ folder beside the executable.
+static const char *find_classifier(const char *given, char *buf, size_t cap) {
+    if (given) return given;
+    const char *env = getenv("MALA_FMNIST_CLASSIFIER");
+    if (env && *env) return env;
+    if (file_exists("assets/" FMNIST_FEAT_FILE)) return "assets/" FMNIST_FEAT_FILE;
+    if (file_exists(FMNIST_FEAT_FILE)) return FMNIST_FEAT_FILE;
+    char exe[900];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(buf, cap, "%s/assets/%s", exe, FMNIST_FEAT_FILE);
+        if (file_exists(buf)) return buf;
+    }
+    fprintf(stderr, "error: no Fashion-MNIST classifier found: pass --classifier FILE or set MALA_FMNIST_CLASSIFIER "
+                    "(looked for ./assets/%s, ./, and assets/ beside mala; tools/train_fmnist_classifier.py makes it)\n",
+            FMNIST_FEAT_FILE);
     return NULL;
 }
 
@@ -90,6 +115,8 @@ typedef struct {
     uint64_t seed;
     float *x;              // [gen batch, C, H, W] samples in [-1, 1]
     int32_t *y;
+    int32_t *labels;       // npz arr_1 [n], dataset labels [batch]; NULL: unlabelled
+    const int32_t *batch_labels;  // the labels of the last batch, or NULL
 } Source;
 
 // What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
@@ -128,6 +155,29 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     return 0;
 }
 
+// arr_1 of an ADM sample batch: the class labels the images were generated with (optional).
+static int source_npz_labels(Source *s, MalaErr *err) {
+    char **keys;
+    int nk, has = 0;
+    if (npz_keys(s->path, &keys, &nk, err)) return -1;
+    for (int i = 0; i < nk; i++) has |= !strcmp(keys[i], "arr_1");
+    npz_keys_free(keys, nk);
+    if (!has) return 0;
+    NpyArray l;
+    double *v = NULL;
+    if (npz_load(s->path, "arr_1", &l, err)) return -1;
+    int rc = l.ndim != 1 || l.shape[0] != s->n
+                 ? mala_errf(err, "%s: arr_1 (the labels) must be [%d], one per image", s->path, s->n)
+                 : npy_to_f64(&l, &v, "arr_1", err);
+    if (!rc) {
+        s->labels = xmalloc((size_t)s->n * sizeof *s->labels);
+        for (int i = 0; i < s->n; i++) s->labels[i] = v[i] >= 0 && v[i] < 1e9 ? (int32_t)v[i] : -1;
+    }
+    free(v);
+    npy_free(&l);
+    return rc;
+}
+
 static int source_open(Source *s, const char *path, MalaErr *err) {
     memset(s, 0, sizeof *s);
     s->path = path;
@@ -137,6 +187,8 @@ static int source_open(Source *s, const char *path, MalaErr *err) {
         s->c = s->ds->channels;
         s->h = s->w = s->ds->image_size;
         s->pend = xmalloc((size_t)s->c * s->h * s->w);
+        s->labels = xmalloc((size_t)s->n * sizeof *s->labels);
+        for (int i = 0; i < s->n; i++) s->labels[i] = dataset_label(s->ds, i);
         return 0;
     }
     struct stat sb;
@@ -166,7 +218,7 @@ static int source_open(Source *s, const char *path, MalaErr *err) {
     s->h = (int)a->shape[1];
     s->w = (int)a->shape[2];
     s->c = a->ndim == 4 ? (int)a->shape[3] : 1;
-    return 0;
+    return source_npz_labels(s, err);
 }
 
 static void source_close(Source *s) {
@@ -175,6 +227,7 @@ static void source_close(Source *s) {
     free(s->gen);
     free(s->x);
     free(s->y);
+    free(s->labels);
     npy_free(&s->arr);
     for (int i = 0; i < s->n && s->files; i++) free(s->files[i]);
     free(s->files);
@@ -215,6 +268,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     float *b = batch_buf(s, max, s->c, s->h, s->w);
     size_t total = (size_t)k * s->c * s->h * s->w;
     for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(s->x[i]) / 255.0f;
+    s->batch_labels = s->y;
     s->next += k;
     *n = k;
     return b;
@@ -223,6 +277,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
 // Next batch of up to `max` same-sized images; *n = 0 at the end.
 static float *source_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     *n = 0;
+    s->batch_labels = s->labels ? s->labels + s->next : NULL;
     if (s->gen) return sampler_next(s, max, n, c, h, w);
     if (s->ds) {
         int k = s->n - s->next < max ? s->n - s->next : max;
@@ -276,13 +331,41 @@ static float *source_next(Source *s, int max, int *n, int *c, int *h, int *w) {
 // ---------------------------------------------------------------------------------------------
 // Running the network over a source
 // ---------------------------------------------------------------------------------------------
+// The network the images go through: the FID Inception (2048-d pool3, 1008 logits for IS) or
+// the Fashion-MNIST classifier (128-d features, 10 logits for the class accuracy).
+typedef struct {
+    const char *name;   // "inception" or "fmnist"
+    const char *path;   // its weights
+    Inception *inc;
+    FmnistNet *fm;
+    int dim, classes;
+} Extractor;
+
 typedef struct {
     int n;
     double seconds;
-    float *logits;   // [n, 1008] when asked for
+    float *logits;      // [n, classes] when asked for (IS)
+    FeatRows feats;     // the first EVAL_KEEP_FEATS feature rows (precision/recall, KID)
+    long labelled, correct;  // fmnist: images with a label, and those the classifier assigns it to
 } RunResult;
 
-static int run_source(Inception *m, const char *path, const SampleSpec *sp, int batch, int limit, FidStats *stats,
+static int extract(Extractor *x, const float *img, int n, int c, int h, int w, float *feats, float *logits,
+                   MalaErr *err) {
+    if (x->fm) return fmnist_net_forward_u01(x->fm, img, n, c, h, w, feats, logits, err);
+    return inception_forward(x->inc, img, n, c, h, w, feats, logits, err);
+}
+
+static void count_correct(RunResult *r, const float *logits, const int32_t *labels, int n, int K) {
+    for (int i = 0; i < n; i++) {
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (logits[(size_t)i * K + k] > logits[(size_t)i * K + best]) best = k;
+        r->labelled++;
+        r->correct += labels[i] == best;
+    }
+}
+
+static int run_source(Extractor *m, const char *path, const SampleSpec *sp, int batch, int limit, FidStats *stats,
                       int want_logits, RunResult *r) {
     Source s;
     MalaErr err;
@@ -294,23 +377,26 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
         return -1;
     }
     int total = limit > 0 && limit < s.n ? limit : s.n;
-    float *pool3 = xmalloc((size_t)batch * INCEPTION_DIM * sizeof *pool3);
+    float *pool3 = xmalloc((size_t)batch * m->dim * sizeof *pool3);
+    float *lg_batch = m->fm ? xmalloc((size_t)batch * m->classes * sizeof *lg_batch) : NULL;
     size_t lcap = want_logits ? (size_t)total : 0;
-    if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * INCEPTION_CLASSES * sizeof *r->logits);
+    if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * m->classes * sizeof *r->logits);
     double t0 = now_seconds();
     int n = 0, c = 0, h = 0, w = 0, rc = 0;
     Progress pg;
     progress_init(&pg, stderr);
     float *img;
     while (r->n < total && (img = source_next(&s, total - r->n < batch ? total - r->n : batch, &n, &c, &h, &w)) && n) {
-        float *lg = want_logits ? r->logits + (size_t)r->n * INCEPTION_CLASSES : NULL;
-        if (inception_forward(m, img, n, c, h, w, pool3, lg, &err)) {
+        float *lg = want_logits ? r->logits + (size_t)r->n * m->classes : lg_batch;
+        if (extract(m, img, n, c, h, w, pool3, lg, &err)) {
             progress_break(&pg);
             fprintf(stderr, "error: %s: %s\n", path, err.msg);
             rc = -1;
             break;
         }
         if (stats) fid_stats_add(stats, pool3, n);
+        feat_rows_add(&r->feats, m->dim, pool3, n);
+        if (m->fm && s.batch_labels) count_correct(r, lg, s.batch_labels, n, m->classes);
         r->n += n;
         progress_update(&pg, r->n == total, "[eval] %s: %d/%d images, %.1f img/s", path, r->n, total,
                         r->n / (now_seconds() - t0));
@@ -323,6 +409,7 @@ static int run_source(Inception *m, const char *path, const SampleSpec *sp, int 
         rc = -1;
     }
     free(pool3);
+    free(lg_batch);
     source_close(&s);
     return rc;
 }
@@ -341,22 +428,35 @@ static int is_stats_file(const char *path) {
 }
 
 // Stats of a path: a stats .npz is loaded, images are run through the network.
-static FidStats *stats_of_path(Inception *m, const char *path, const SampleSpec *sp, int batch, int limit,
+static FidStats *stats_of_path(Extractor *m, const char *path, const SampleSpec *sp, int batch, int limit,
                                int want_logits, RunResult *r) {
     memset(r, 0, sizeof *r);
     MalaErr err;
     if (!sp && is_stats_file(path)) {
         FidStats *s = fid_stats_load(path, &err);
+        if (s && s->dim != m->dim) {
+            fprintf(stderr, "error: %s: %d-d statistics, but --features %s gives %d-d features (make them with "
+                            "mala eval stats --features %s)\n", path, s->dim, m->name, m->dim, m->name);
+            fid_stats_free(s);
+            return NULL;
+        }
+        if (s && stats_load_feats(path, m->dim, &r->feats, &err)) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            fid_stats_free(s);
+            return NULL;
+        }
         if (!s) fprintf(stderr, "error: %s\n", err.msg);
-        else fprintf(stderr, "[eval] reference statistics from %s\n", path);
+        else fprintf(stderr, "[eval] reference statistics from %s%s\n", path,
+                     r->feats.n ? "" : " (no feats in it: no precision/recall or KID)");
         return s;
     }
-    FidStats *s = fid_stats_new(INCEPTION_DIM);
+    FidStats *s = fid_stats_new(m->dim);
     if (run_source(m, path, sp, batch, limit, s, want_logits, r) || fid_stats_finalize(s, &err)) {
         if (r->n) fprintf(stderr, "error: %s: %s\n", path, err.msg);
         fid_stats_free(s);
         free(r->logits);
         r->logits = NULL;
+        feat_rows_free(&r->feats);
         return NULL;
     }
     return s;
@@ -366,7 +466,7 @@ static FidStats *stats_of_path(Inception *m, const char *path, const SampleSpec 
 // Commands
 // ---------------------------------------------------------------------------------------------
 typedef struct {
-    const char *data, *out, *samples, *ref, *inception, *save_stats;
+    const char *data, *out, *samples, *ref, *inception, *save_stats, *features, *classifier;
     int batch, threads, splits, limit, quick;
     SampleSpec gen;                      // used when gen.ckpt is set
     const char *sampler;
@@ -400,38 +500,51 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
                     o->eta, o->clip ? "true" : "false", a->gen.num);
 }
 
-static int eval_stats(EvalArgs *a, Inception *m, const char *wpath) {
+// "inception":PATH or "classifier":PATH, and "features":NAME.
+static void json_net_fields(JsonBuf *b, const Extractor *m) {
+    json_str_field(b, "features", m->name);
+    json_str_field(b, m->fm ? "classifier" : "inception", m->path);
+}
+
+static int eval_stats(EvalArgs *a, Extractor *m) {
     RunResult r;
-    FidStats *s = fid_stats_new(INCEPTION_DIM);
+    FidStats *s = fid_stats_new(m->dim);
     MalaErr err;
     if (run_source(m, a->data, NULL, a->batch, a->limit, s, 0, &r)) { fid_stats_free(s); return 1; }
-    if (fid_stats_finalize(s, &err) || fid_stats_save(s, a->out, &err)) {
+    if (fid_stats_finalize(s, &err) || stats_save_with_feats(s, &r.feats, a->out, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         fid_stats_free(s);
+        feat_rows_free(&r.feats);
         return 1;
     }
-    fprintf(stderr, "[eval] statistics of %d images -> %s (mu [2048], sigma [2048, 2048], float64)\n", r.n, a->out);
+    fprintf(stderr, "[eval] statistics of %d images -> %s (mu [%d], sigma [%d, %d], float64; feats [%d, %d], the "
+                    "first images' features)\n", r.n, a->out, m->dim, m->dim, m->dim, r.feats.n, m->dim);
     JsonBuf b = {0};
     json_buf_puts(&b, "{\"cmd\":\"eval stats\"");
     json_str_field(&b, "data", a->data);
     json_str_field(&b, "out", a->out);
-    json_str_field(&b, "inception", wpath);
-    json_buf_printf(&b, ",\"n\":%d,\"dim\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}", r.n, INCEPTION_DIM, r.seconds,
-                    r.n / r.seconds);
+    json_net_fields(&b, m);
+    json_buf_printf(&b, ",\"n\":%d,\"dim\":%d,\"feats\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}", r.n, m->dim,
+                    r.feats.n, r.seconds, r.n / r.seconds);
     fid_stats_free(s);
+    feat_rows_free(&r.feats);
     return print_result(&b);
 }
 
-static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
+static int eval_fid(EvalArgs *a, Extractor *m) {
     RunResult rs, rr;
     MalaErr err;
+    double t0 = now_seconds();
     FidStats *ref = stats_of_path(m, a->ref, NULL, a->batch, 0, 0, &rr);
     if (!ref) return 1;
-    FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, 1, &rs);
-    if (!s) { fid_stats_free(ref); return 1; }
+    FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, !m->fm, &rs);
+    if (!s) { fid_stats_free(ref); feat_rows_free(&rr.feats); return 1; }
     int rc = 0;
     double fid, ism = 0, iss = 0;
-    if (a->save_stats && fid_stats_save(s, a->save_stats, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
+    if (a->save_stats && stats_save_with_feats(s, &rs.feats, a->save_stats, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        rc = 1;
+    }
     if (!rc && fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
     int have_is = !rc && rs.logits && rs.n >= a->splits;
     if (have_is && inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err)) {
@@ -439,33 +552,50 @@ static int eval_fid(EvalArgs *a, Inception *m, const char *wpath) {
         have_is = 0;
     }
     if (!rc) {
-        fprintf(stderr, "FID %.4f  (%d samples from %s vs %s)\n", fid, rs.n, samples_name(a), a->ref);
+        const char *fd_key = m->fm ? "fd" : "fid";
+        fprintf(stderr, "%s %.4f  (%d samples from %s vs %s)\n", m->fm ? "FD (fmnist features)" : "FID", fid, rs.n,
+                samples_name(a), a->ref);
         if (have_is) fprintf(stderr, "IS  %.4f +- %.4f  (%d splits)\n", ism, iss, a->splits);
-        if (rs.n < 2048)
-            fprintf(stderr, "note: fewer samples (%d) than feature dimensions (2048): the covariance is rank "
-                            "deficient and FID is biased upwards; papers use 50K\n", rs.n);
+        if (rs.labelled)
+            fprintf(stderr, "class accuracy %.4f  (%ld labelled samples)\n", (double)rs.correct / rs.labelled,
+                    rs.labelled);
+        if (rs.n < m->dim)
+            fprintf(stderr, "note: fewer samples (%d) than feature dimensions (%d): the covariance is rank "
+                            "deficient and the distance is biased upwards%s\n", rs.n, m->dim,
+                    m->fm ? "" : "; papers use 50K");
         JsonBuf b = {0};
         json_buf_puts(&b, "{\"cmd\":\"eval fid\"");
         json_str_field(&b, "samples", samples_name(a));
         json_str_field(&b, "ref", a->ref);
-        json_str_field(&b, "inception", wpath);
+        json_net_fields(&b, m);
         json_sampling_fields(&b, a);
-        json_buf_printf(&b, ",\"n\":%d,\"fid\":%.6f", rs.n, fid);
+        json_buf_printf(&b, ",\"n\":%d,\"%s\":%.6f", rs.n, fd_key, fid);
+        if (rs.labelled) json_buf_printf(&b, ",\"class_acc\":%.6f", (double)rs.correct / rs.labelled);
         if (have_is) json_buf_printf(&b, ",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
-        json_buf_printf(&b, ",\"seconds\":%.3f,\"img_per_s\":%.2f}", rs.seconds + rr.seconds,
+        if (rr.feats.n && json_pr_kid(&b, &rr.feats, &rs.feats, &err))
+            fprintf(stderr, "warning: no precision/recall or KID: %s\n", err.msg);
+        // seconds: the whole command; img_per_s: the feature network's rate over both sides
+        json_buf_printf(&b, ",\"seconds\":%.3f,\"img_per_s\":%.2f}", now_seconds() - t0,
                         (rs.n + rr.n) / (rs.seconds + rr.seconds));
         rc = print_result(&b);
     }
     free(rs.logits);
+    feat_rows_free(&rs.feats);
+    feat_rows_free(&rr.feats);
     fid_stats_free(s);
     fid_stats_free(ref);
     return rc;
 }
 
-static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
+static int eval_is(EvalArgs *a, Extractor *m) {
     RunResult r;
     MalaErr err;
-    if (run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, 1, &r)) { free(r.logits); return 1; }
+    if (run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, 1, &r)) {
+        free(r.logits);
+        feat_rows_free(&r.feats);
+        return 1;
+    }
+    feat_rows_free(&r.feats);
     double mean, std;
     int rc = 0;
     if (inception_score(r.logits, r.n, INCEPTION_CLASSES, a->splits, &mean, &std, &err)) {
@@ -476,7 +606,7 @@ static int eval_is(EvalArgs *a, Inception *m, const char *wpath) {
         JsonBuf b = {0};
         json_buf_puts(&b, "{\"cmd\":\"eval is\"");
         json_str_field(&b, "samples", samples_name(a));
-        json_str_field(&b, "inception", wpath);
+        json_str_field(&b, "inception", m->path);
         json_sampling_fields(&b, a);
         json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}",
                         r.n, mean, std, a->splits, r.seconds, r.n / r.seconds);
@@ -501,11 +631,17 @@ static const char *kEvalUsage =
     "Images: an ADM sample batch .npz (arr_0 uint8 [N, H, W, C]) or a folder of image files\n"
     "(searched recursively); any size, resized to 299x299. Statistics: .npz with mu and sigma\n"
     "(pytorch-fid's format; ADM reference batches work as --ref). Weights: --inception, else\n"
-    "$MALA_INCEPTION, ./" INCEPTION_WEIGHTS_FILE ", ./assets/, ~/.cache/torch/hub/checkpoints/.";
+    "$MALA_INCEPTION, ./" INCEPTION_WEIGHTS_FILE ", ./assets/, ~/.cache/torch/hub/checkpoints/.\n"
+    "--features fmnist: the bundled Fashion-MNIST classifier instead (assets/" FMNIST_FEAT_FILE ",\n"
+    "no download; 1 x 32 x 32 or 28 x 28 images): \"fd\" (the Frechet distance of its 128-d features)\n"
+    "and \"class_acc\" (labelled samples: --ckpt, or arr_1 of an .npz) in place of FID and IS.\n"
+    "Both report precision/recall (k = 3, ADM evaluator) and KID (torch-fidelity) when the reference\n"
+    "has features (images, or stats written by mala eval stats), on the first 10,000 of each side.";
 
 int cmd_eval(int argc, char **argv) {
     const char *sub = argc >= 2 ? argv[1] : NULL;
-    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm", .preset = "dit"};
+    EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm", .preset = "dit",
+                  .features = "inception"};
     a.gen.opts = gen_opts_default();  // DiT's sample_ddp.py: DDPM 250 steps, guidance 1.5, clip_denoised=False
     a.gen.opts.cfg_scale = 1.5f;
     a.gen.opts.clip = 0;
@@ -518,6 +654,8 @@ int cmd_eval(int argc, char **argv) {
         {"--ref", OPT_STR, &a.ref, "PATH", "fid: reference statistics .npz, or reference images"},
         {"--save-stats", OPT_STR, &a.save_stats, "FILE", "fid: also save the samples' statistics"},
         {"--inception", OPT_STR, &a.inception, "FILE", "weights (.pth legacy torch or .safetensors; 'random' for smoke tests)"},
+        {"--features", OPT_STR, &a.features, "inception|fmnist", "the feature network (default inception)"},
+        {"--classifier", OPT_STR, &a.classifier, "FILE", "--features fmnist: the classifier's weights"},
         {"--batch", OPT_INT, &a.batch, "N", "images per Inception batch", ARG_MIN(1)},
         {"--splits", OPT_INT, &a.splits, "N", "IS splits", ARG_MIN(1)},
         {"--limit", OPT_INT, &a.limit, "N", "use only the first N samples (0 = all)", ARG_MIN(0)},
@@ -564,6 +702,15 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(sub, "stats")) missing = !a.data ? "--data" : !a.out ? "--out" : NULL;
     else if (!strcmp(sub, "fid")) missing = !a.samples && !a.gen.ckpt ? "--samples or --ckpt" : !a.ref ? "--ref" : NULL;
     else missing = !a.samples && !a.gen.ckpt ? "--samples or --ckpt" : NULL;
+    if (strcmp(a.features, "inception") && strcmp(a.features, "fmnist")) {
+        fprintf(stderr, "error: --features %s: expected inception or fmnist\n", a.features);
+        return 2;
+    }
+    if (!strcmp(a.features, "fmnist") && !strcmp(sub, "is")) {
+        fprintf(stderr, "error: mala eval is needs the Inception (--features inception); with --features fmnist, "
+                        "mala eval fid reports the class accuracy\n");
+        return 2;
+    }
     if (a.samples && a.gen.ckpt) {
         fprintf(stderr, "error: --samples and --ckpt exclude each other\n");
         return 2;
@@ -600,14 +747,29 @@ int cmd_eval(int argc, char **argv) {
                                              : "custom settings, not DiT's FID-50K");
     }
     set_threads(a.threads);
+    Extractor m = {.name = a.features};
     char buf[1024];
-    const char *wpath = find_weights(a.inception, buf, sizeof buf);
-    if (!wpath) return 1;
-    Inception *m = load_inception(wpath, a.batch < 32 ? a.batch : 32);  // internal batch: memory ~13 MB per image
-    if (!m) return 1;
-    int rc = !strcmp(sub, "stats") ? eval_stats(&a, m, wpath) : !strcmp(sub, "fid") ? eval_fid(&a, m, wpath)
-                                                                                      : eval_is(&a, m, wpath);
-    inception_free(m);
+    if (!strcmp(a.features, "fmnist")) {
+        if (!(m.path = find_classifier(a.classifier, buf, sizeof buf))) return 1;
+        MalaErr err;
+        if (!(m.fm = fmnist_net_load(m.path, backend_select(a.gen.device, a.gen.precision), a.batch, &err))) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return 1;
+        }
+        m.dim = FMNIST_FEAT_DIM;
+        m.classes = FMNIST_FEAT_CLASSES;
+        fprintf(stderr, "[eval] Fashion-MNIST classifier from %s (test accuracy %.4f)\n", m.path,
+                fmnist_net_test_accuracy(m.fm));
+    } else {
+        if (!(m.path = find_weights(a.inception, buf, sizeof buf))) return 1;
+        // internal batch: memory ~13 MB per image
+        if (!(m.inc = load_inception(m.path, a.batch < 32 ? a.batch : 32))) return 1;
+        m.dim = INCEPTION_DIM;
+        m.classes = INCEPTION_CLASSES;
+    }
+    int rc = !strcmp(sub, "stats") ? eval_stats(&a, &m) : !strcmp(sub, "fid") ? eval_fid(&a, &m) : eval_is(&a, &m);
+    if (m.inc) inception_free(m.inc);
+    fmnist_net_free(m.fm);
     return rc;
 }
 

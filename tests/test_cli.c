@@ -446,6 +446,40 @@ START_TEST(test_eval_presets) {
 }
 END_TEST
 
+// --features fmnist: stats with the reference features, then one JSON line with fd, class_acc
+// (labelled samples: a dataset, --ckpt), precision/recall and KID; the Inception's IS is refused.
+START_TEST(test_eval_fmnist) {
+    tu_make_tmpdir("cli");
+    RUN_OK("eval stats --features fmnist --data fashion-mnist --limit 200 --batch 50 --out %s --threads 2",
+           tp("fm.npz"));
+    ck_assert_msg(strstr(g_out, "\"features\":\"fmnist\"") && strstr(g_out, "\"dim\":128,\"feats\":200"), "%s", g_out);
+    RUN_OK("eval fid --features fmnist --samples fashion-mnist-test --limit 100 --ref %s --threads 2", tp("fm.npz"));
+    const char *keys[] = {"\"features\":\"fmnist\"", "\"fd\":", "\"class_acc\":", "\"precision\":", "\"recall\":",
+                          "\"kid_mean\":", "\"kid_std\":", "\"n\":100,", "\"seconds\":"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) ck_assert_msg(strstr(g_out, keys[i]), "%s: %s", keys[i], g_out);
+    ck_assert_msg(!strchr(g_out, '\n') || !strchr(g_out, '\n')[1], "one line: %s", g_out);
+    double acc = atof(strstr(g_out, "\"class_acc\":") + 12);
+    ck_assert_msg(acc > 0.8, "real test images: class accuracy %.3f", acc);
+    // samples from a checkpoint carry their labels
+    RUN_OK("eval fid --features fmnist --ckpt %s --quick --num 10 --sample-batch 10 --steps 2 --ref %s --device cpu "
+           "--threads 2", BUNDLED, tp("fm.npz"));
+    ck_assert_msg(strstr(g_out, "\"class_acc\":") && strstr(g_out, "\"n\":10,"), "%s", g_out);
+    // images the classifier cannot take, a 2048-d reference, IS, an unknown network
+    int rc = run("eval fid --features fmnist --ckpt %s --num 2 --steps 2 --ref %s --device cpu --threads 2", MODEL,
+                 tp("fm.npz"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "takes 1 x 32 x 32"), "exit %d: %s", rc, g_err);
+    RUN_OK("eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s --inception random --threads 2",
+           tp("inc.npz"));
+    rc = run("eval fid --features fmnist --samples fashion-mnist-test --limit 10 --ref %s --threads 2", tp("inc.npz"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "2048-d statistics, but --features fmnist gives 128-d"), "exit %d: %s", rc,
+                  g_err);
+    expect_error(run("eval is --features fmnist --samples fashion-mnist-test --threads 2"), "eval is fmnist",
+                 "needs the Inception", NULL);
+    expect_error(run("eval fid --features vgg --samples x.npz --ref y.npz"), "--features vgg", "--features vgg", NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // Point 9: info names a file that is not safetensors and shows parameters and the step; view says
 // why a model file cannot be read; a 1000-class model samples 64 images by default; --batch
 // changes the images by no more than the bound the README states.
@@ -514,6 +548,7 @@ int main(void) {
     tcase_add_test(tc, test_shapes_from_data);
     tcase_add_test(tc, test_progress_lines);
     tcase_add_test(tc, test_eval_presets);
+    tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
     suite_add_tcase(s, tc);
     return tu_run(s);

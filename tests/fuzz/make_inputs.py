@@ -146,6 +146,22 @@ def safetensors_seeds():
     seed("safetensors", "empty.safetensors", safetensors_bytes({}, {}))
 
 
+def fmnist_seeds():
+    """The Fashion-MNIST classifier's tensor names: block 0 at its real shapes (the whole file,
+    ~740 KB, is beyond -max_len), the rest at shape [1], so the shape checks run."""
+    widths = [32, 64, 96, 128]
+    t, cin = {}, 1
+    for b, c in enumerate(widths):
+        real = b == 0
+        t[f"blocks.{b}.conv.weight"] = ("F32", [c, cin, 3, 3] if real else [1], struct.pack(f"<{c * cin * 9 if real else 1}f", *([0.1] * (c * cin * 9 if real else 1))))
+        for part in ("conv.bias", "norm.weight", "norm.bias"):
+            t[f"blocks.{b}.{part}"] = ("F32", [c if real else 1], struct.pack(f"<{c if real else 1}f", *([1.0] * (c if real else 1))))
+        cin = c
+    t["fc.weight"] = ("F32", [10, 128], struct.pack("<1280f", *([0.01] * 1280)))
+    t["fc.bias"] = ("F32", [10], struct.pack("<10f", *range(10)))
+    seed("fmnist", "names.safetensors", safetensors_bytes({"format": "mala-fmnist-classifier"}, t))
+
+
 def torch_seeds():
     copy_fixtures("torch_legacy", ["incep_meta.pth"])
     try:
@@ -243,6 +259,7 @@ if __name__ == "__main__":
     torch_files()
     safetensors_seeds()
     torch_seeds()
+    fmnist_seeds()
     npy_seeds()
     npz_seeds()
     json_seeds()
