@@ -122,6 +122,7 @@ typedef struct {
     Progress pg;
     double eval_s_sum;  // seconds of the evaluations this invocation ran
     int eval_n;
+    const double *arm_gflop;  // forward GFLOP/img of each arm's preset
     double t_seg;       // when the current child started
     double elapsed0;    // the run's training seconds when it started
 } Ctl;
@@ -148,10 +149,10 @@ static double run_rate(const CompareRun *r, const CompareConfig *c, int64_t *ima
     return rate;
 }
 
-// Seconds left: the runs' remaining images at their own rates (a run without one at the mean of
-// the others), and the evaluations left at this invocation's mean evaluation time.
+// Seconds left: the runs' remaining images at their own rates (a run without one at the others'
+// mean GFLOP/s over its GFLOP/img), and the evaluations left at this invocation's mean time.
 static double overall_eta(Ctl *k, double *frac) {
-    double secs = 0, known = 0, rsum = 0, done_img = 0, total_img = 0;
+    double secs = 0, rsum = 0, done_img = 0, total_img = 0;
     int nknown = 0, evals_left = 0;
     double rates[COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS];
     int64_t left[COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS];
@@ -163,14 +164,13 @@ static double overall_eta(Ctl *k, double *frac) {
         if (left[i] < 0) left[i] = 0;
         done_img += k->runs[i].done ? k->c->budget_images : img;
         total_img += k->c->budget_images;
-        if (rates[i] > 0) { rsum += rates[i]; nknown++; }
+        if (rates[i] > 0) { rsum += rates[i] * k->arm_gflop[k->runs[i].arm_index]; nknown++; }
         if (!k->runs[i].done) evals_left += k->npoints - k->runs[i].nev;
     }
-    double mean_rate = nknown ? rsum / nknown : 0;
+    double mean_gflops = nknown ? rsum / nknown : 0;
     for (int i = 0; i < k->nruns; i++) {
-        double r = rates[i] > 0 ? rates[i] : mean_rate;
+        double r = rates[i] > 0 ? rates[i] : mean_gflops / k->arm_gflop[k->runs[i].arm_index];
         if (left[i] > 0) secs += r > 0 ? left[i] / r : INFINITY;
-        known += r > 0;
     }
     if (evals_left > 0) secs += k->eval_n ? evals_left * k->eval_s_sum / k->eval_n : 0;
     *frac = total_img > 0 ? done_img / total_img : 0;
@@ -426,7 +426,7 @@ static void make_grid(Ctl *k, CompareRun *r, int classes) {
 
 // Checks each arm's model as train will build it (preset, backbone, attention) before anything
 // runs, so that a typo fails in a second with the config's line.
-static void check_arms(const CompareConfig *c) {
+static void check_arms(const CompareConfig *c, double *gflop) {
     for (int i = 0; i < c->narms; i++) {
         const CompareArm *a = &c->arms[i];
         NetConfig nc;
@@ -440,6 +440,7 @@ static void check_arms(const CompareConfig *c) {
         if (nc.backbone != bk)
             FATAL("%s:%d: [arm %s] preset %s is a %s preset, the arm's backbone is %s", c->path, a->line, a->name,
                   a->preset, backbone_name(nc.backbone), a->backbone);
+        gflop[i] = net_flops_per_image(&nc) / 1e9;  // the preset at its default image shape: for ETAs only
     }
 }
 
@@ -482,7 +483,8 @@ int cmd_compare(int argc, char **argv) {
     CompareConfig *c = xcalloc(1, sizeof *c);
     MalaErr err;
     if (compare_config_load(config, c, &err)) FATAL("%s", err.msg);
-    check_arms(c);
+    double arm_gflop[COMPARE_MAX_ARMS];
+    check_arms(c, arm_gflop);
     if (!strcmp(c->features, "inception") && !c->inception[0])
         FATAL("%s: features = inception needs inception = FILE (or 'random' for a smoke test)", config);
 
@@ -508,7 +510,7 @@ int cmd_compare(int argc, char **argv) {
         }
     int64_t *points;
     int npoints = compare_eval_points(c, &points);
-    Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints};
+    Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints, .arm_gflop = arm_gflop};
     progress_init(&k.pg, stderr);
     k.pg.interval = 3.0;  // a line every few seconds in a log file
 
