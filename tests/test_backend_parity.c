@@ -31,6 +31,7 @@
 #include "sampler/sampler.h"
 #include "trainer.h"
 #include "vae.h"
+#include "fmnist_features.h"
 
 #define TOL_EW 1e-5
 #define TOL_GEMM 1e-4
@@ -1162,6 +1163,30 @@ START_TEST(test_vae) {
 }
 END_TEST
 
+// The Fashion-MNIST feature classifier of `mala eval --features fmnist` (conv2d, GroupNorm, GELU,
+// the mean as a GEMM, linear), the GPU in chunks of 3 images.
+START_TEST(test_fmnist_features) {
+    MalaErr err;
+    const int N = 5;
+    FmnistNet *mc = fmnist_net_load("assets/" FMNIST_FEAT_FILE, CPU, N, &err);
+    ck_assert_msg(mc != NULL, "%s", err.msg);
+    FmnistNet *mg = fmnist_net_load("assets/" FMNIST_FEAT_FILE, GPU, 3, &err);
+    ck_assert_msg(mg != NULL, "%s", err.msg);
+    const size_t nx = (size_t)N * 32 * 32, nf = (size_t)N * FMNIST_FEAT_DIM, nl = (size_t)N * FMNIST_FEAT_CLASSES;
+    float *x = malloc(sizeof(float) * nx), *fc = malloc(sizeof(float) * nf), *fg = malloc(sizeof(float) * nf);
+    float *lc = malloc(sizeof(float) * nl), *lg = malloc(sizeof(float) * nl);
+    tu_fill(x, nx, -1, 1, 910);
+    fmnist_net_forward(mc, x, N, fc, lc);
+    fmnist_net_forward(mg, x, N, fg, lg);
+    const double ef = tu_nerr(fg, fc, nf, 1e-6), el = tu_nerr(lg, lc, nl, 1e-6);
+    printf("  %-58s nerr %.2e / %.2e (tol %.0e)\n", "fmnist classifier: features / logits", ef, el, TOL_MODEL);
+    ck_assert_msg(ef <= TOL_MODEL && el <= TOL_MODEL, "fmnist: %.3g %.3g", ef, el);
+    free(x); free(fc); free(fg); free(lc); free(lg);
+    fmnist_net_free(mc);
+    fmnist_net_free(mg);
+}
+END_TEST
+
 START_TEST(test_train_steps) {
     NetConfig c;
     if (_i == 0) tiny_config(&c, ATTN_MALA);
@@ -1257,6 +1282,7 @@ int main(void) {
     tcase_add_test(tc, test_diffusion_ops);
     tcase_add_test(tc, test_model);
     tcase_add_test(tc, test_vae);
+    tcase_add_test(tc, test_fmnist_features);
     tcase_add_loop_test(tc, test_train_steps, 0, 3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
