@@ -541,7 +541,9 @@ int cmd_compare(int argc, char **argv) {
                     fprintf(stderr, "note: compare: %s holds step %lld, beyond point %lld: evaluated there\n", r->name,
                             (long long)reached, (long long)step);
                 }
-                evaluate(&k, r, reached, capped, ref, extra_inception ? ref_inc : NULL);
+                int again = 0;  // the cap stopped it before a step past its last evaluation
+                for (int e = 0; e < r->nev; e++) again |= r->ev[e].step == reached;
+                if (!again) evaluate(&k, r, reached, capped, ref, extra_inception ? ref_inc : NULL);
                 r->done = capped || reached >= compare_steps(c, c->budget_images);
                 compare_write_report(c, runs, nruns, out);
             }
