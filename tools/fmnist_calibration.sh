@@ -11,11 +11,13 @@ mala=${MALA_BIN:-./mala}
 dir=$(mktemp -d /tmp/mala_calib_XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 /usr/bin/python3 tools/make_calibration_sets.py "$dir" "$n" >&2
-"$mala" eval stats --features fmnist --data fashion-mnist --limit "$ntrain" --out "$dir/train.npz" >/dev/null
+"$mala" eval stats --features fmnist --data fashion-mnist --limit "$ntrain" --out "$dir/train.npz" >/dev/null 2>"$dir/log" \
+    || { cat "$dir/log" >&2; exit 1; }
 echo "| samples (n = $n) vs train (n = $ntrain) | FD | class acc | precision | recall | KID |"
 echo "|---|---|---|---|---|---|"
 for s in fashion-mnist-test "$dir/class_means.npz" "$dir/noise.npz"; do
-    line=$("$mala" eval fid --features fmnist --samples "$s" --ref "$dir/train.npz" --limit "$n")
+    line=$("$mala" eval fid --features fmnist --samples "$s" --ref "$dir/train.npz" --limit "$n" 2>"$dir/log") \
+        || { cat "$dir/log" >&2; exit 1; }
     /usr/bin/python3 -c '
 import json, sys
 r = json.loads(sys.argv[1]); name = sys.argv[2].split("/")[-1]
