@@ -12,6 +12,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_view(int argc, char **argv);
+// mala compare --config FILE --out DIR (app/cmd_compare.c).
+int cmd_compare(int argc, char **argv);
 // mala eval stats|fid|is (argv[0] is "eval"): one JSON line on stdout, a readable summary and
 // progress on stderr.
 int cmd_eval(int argc, char **argv);

@@ -537,7 +537,7 @@ static const char *dic_mixer(const NetConfig *c) { return "conv"; }
 const NetOps DIC_NET_OPS = {
     .name = "dic",
     .family = "DiC",
-    .presets = "DiC-{T,S,B,XL,H}",
+    .presets = "DiC-{T,T13,S,B,XL,H}",
     .config_default = dic_config_default,
     .preset = dic_config_preset,
     .validate = dic_config_validate,

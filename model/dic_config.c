@@ -15,10 +15,11 @@
 typedef struct { const char *name; int hidden, depths[5]; } Preset;
 
 // dic_models.py's DiC_S/B/XL/H (DiC_default: multipliers [1,2,4,2,1], skip stride 3) and T, a
-// third of S's width and depth, sized for minutes on two cores.
+// third of S's width and depth, sized for minutes on two cores; T13, T narrowed to DiT-T's
+// parameter count (1.28M on Fashion-MNIST, for mala compare).
 static const Preset PRESETS[] = {
-    {"T", 32, {2, 2, 2, 2, 2}},   {"S", 96, {6, 6, 5, 6, 6}},     {"B", 192, {6, 6, 5, 6, 6}},
-    {"XL", 384, {7, 7, 8, 7, 7}}, {"H", 384, {14, 14, 10, 14, 14}},
+    {"T", 32, {2, 2, 2, 2, 2}},   {"T13", 28, {2, 2, 2, 2, 2}}, {"S", 96, {6, 6, 5, 6, 6}},
+    {"B", 192, {6, 6, 5, 6, 6}},  {"XL", 384, {7, 7, 8, 7, 7}}, {"H", 384, {14, 14, 10, 14, 14}},
 };
 static const int DEFAULT_MULT[5] = {1, 2, 4, 2, 1};
 

@@ -326,7 +326,7 @@ static int dig_learnable(const NetConfig *c, MalaErr *err) {
 const NetOps DIG_NET_OPS = {
     .name = "dig",
     .family = "DiG",
-    .presets = "DiG-{T,XS,S,B,L,XL}/{2,4,8}",
+    .presets = "DiG-{T,T13,XS,S,B,L,XL}/{2,4,8}",
     .config_default = dig_config_default,
     .preset = dig_config_preset,
     .validate = dig_config_validate,

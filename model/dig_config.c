@@ -10,10 +10,11 @@
 
 typedef struct { const char *name; int depth, hidden, heads; } Preset;
 
-// models_dig.py's S/B/L/XL (XL is the official 18-head variant) and two CPU presets whose depths
+// models_dig.py's S/B/L/XL (XL is the official 18-head variant) and three CPU presets whose depths
 // are multiples of 4, so the four scan directions end in the original token order as in theirs.
+// T13 is T narrowed to DiT-T's parameter count (1.29M on Fashion-MNIST, for mala compare).
 static const Preset PRESETS[] = {
-    {"T", 4, 128, 4},   {"XS", 8, 256, 4},   {"S", 12, 384, 6},
+    {"T", 4, 128, 4},   {"T13", 4, 112, 4}, {"XS", 8, 256, 4},   {"S", 12, 384, 6},
     {"B", 12, 768, 12}, {"L", 24, 1024, 16}, {"XL", 28, 1152, 18},
 };
 

@@ -1,0 +1,429 @@
+// mala compare: the config parser (every error names the file and line), and the shipped tiny
+// comparison end to end through the built program ($MALA_BIN, default ./mala): the results files
+// and plots, a second run that resumes without training or evaluating again, a run stopped by a
+// signal that continues, and a bad config.
+#include <dirent.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compare_config.h"
+#include "image_io.h"
+#include "json.h"
+#include "testutil.h"
+
+#define TINY "configs/compare-tiny.ini"
+
+static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
+
+static char g_err[1 << 16];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+}
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+    char args[4096], cmd[5000], ep[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
+    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>%s </dev/null", mala_bin(), args, ep);
+    int st = system(cmd);
+    slurp(ep, g_err, sizeof g_err);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static const char *tp(const char *name) {
+    static char buf[8][512];
+    static int i;
+    i = (i + 1) % 8;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
+    return buf[i];
+}
+
+static void write_text(const char *path, const char *s) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(s, f);
+    fclose(f);
+}
+
+static char *read_text(const char *path) {
+    size_t n;
+    char *raw = tu_read_file(path, &n), *s = malloc(n + 1);
+    memcpy(s, raw, n);
+    s[n] = 0;
+    free(raw);
+    return s;
+}
+
+// ---- the parser ----
+
+static const char *GOOD =
+    "# a comparison\n"
+    "[compare]\n"
+    "batch = 32   # per step\n"
+    "lr = 2e-4\n"
+    "seeds = 1, 2\n"
+    "budget_images = 1000\n"
+    "eval_every_images = 300\n"
+    "train_flags = --limit 64 --ema-decay 0.999\n"
+    "\n"
+    "[arm a]\n"
+    "backbone = dit\n"
+    "preset = DiT-T/4\n"
+    "; another comment\n"
+    "[arm b.2]\n"
+    "backbone = dig\n"
+    "preset = DiG-T/4\n"
+    "flags = --learn-sigma 0\n"
+    "lr = 1e-3\n";
+
+START_TEST(test_parse_good) {
+    CompareConfig *c = malloc(sizeof *c);
+    MalaErr err;
+    ck_assert_msg(compare_config_parse(GOOD, strlen(GOOD), "good.ini", c, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(c->batch, 32);
+    ck_assert(fabs(c->lr - 2e-4) < 1e-12);
+    ck_assert_int_eq(c->nseeds, 2);
+    ck_assert_int_eq((int)c->seeds[1], 2);
+    ck_assert_int_eq(c->ntrain_flags, 4);
+    ck_assert_str_eq(c->train_flag[3], "0.999");
+    ck_assert_int_eq(c->narms, 2);
+    ck_assert_str_eq(c->arms[0].attention, "mala");  // DiT's default
+    ck_assert_str_eq(c->arms[1].name, "b.2");
+    ck_assert_str_eq(c->arms[1].attention, "");
+    ck_assert_int_eq(c->arms[1].nflags, 2);
+    ck_assert(fabs(c->arms[1].lr - 1e-3) < 1e-12);
+    ck_assert_int_eq(c->arms[1].line, 14);
+    ck_assert_str_eq(c->features, "fmnist");  // the defaults
+    ck_assert_str_eq(c->sampler, "ddim");
+    int64_t *p;
+    int n = compare_eval_points(c, &p);
+    ck_assert_int_eq(n, 4);  // 300, 600, 900, 1000
+    ck_assert(p[0] == 300 && p[2] == 900 && p[3] == 1000);
+    ck_assert_int_eq((int)compare_steps(c, p[3]), 32);  // 1000 / 32 rounded up
+    free(p);
+    free(c);
+}
+END_TEST
+
+// Each bad text gives an error that starts with the file name and holds the phrase (and the line).
+START_TEST(test_parse_errors) {
+    static const struct { const char *text, *phrase; } BAD[] = {
+        {"[compare]\nbudget_images = 10\nbath = 3\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini:3: unknown key 'bath' in [compare]; did you mean batch?"},
+        {"batch = 3\n", "bad.ini:1: 'batch' before any section"},
+        {"[compare]\nbudget_images = ten\n", "bad.ini:2: budget_images: expected a number, got 'ten'"},
+        {"[compare]\nbatch = 2.5\n", "bad.ini:2: batch: expected an integer"},
+        {"[compare]\nbatch = 0\n", "bad.ini:2: batch 0: out of range"},
+        {"[compare]\nseeds = 1,,2\n", "bad.ini:2: seeds"},
+        {"[compare]\nseeds = 1, 1\n", "bad.ini:2: seeds: 1 given twice"},
+        {"[compare]\nbatch = 2\nbatch = 3\n", "bad.ini:3: batch given twice in this section (first on line 2)"},
+        {"[compare\n", "bad.ini:1: section header without ']'"},
+        {"[arms x]\n", "bad.ini:1: unknown section [arms x]"},
+        {"[arm a/b]\n", "bad.ini:1: [arm a/b]: names use"},
+        {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n[arm a]\n", "bad.ini:6: [arm a] given twice (first on line 3)"},
+        {"[compare]\njust words\n", "bad.ini:2: expected 'key = value'"},
+        {"[compare]\nbudget_images = 8\n", "bad.ini: no [arm NAME] section"},
+        {"[compare]\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini: [compare] needs budget_images"},
+        {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = vit\npreset = DiT-T/4\n", "bad.ini:3: [arm a] backbone vit"},
+        {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dig\nattention = mala\npreset = DiG-T/4\n", "bad.ini:3: [arm a] attention is DiT's"},
+        {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dit\nattention = flash\npreset = DiT-T/4\n", "bad.ini:3: [arm a] attention flash"},
+        {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dit\n", "bad.ini:3: [arm a] needs backbone and preset"},
+        {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dit\npreset = DiT-T/4\nflags = --iters 5\n", "bad.ini:3: [arm a] flags: --iters is set by mala compare"},
+        {"[compare]\nbudget_images = 8\ntrain_flags = --lr=3\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "train_flags: --lr is set by mala compare itself (use the key lr)"},
+        {"[compare]\nbudget_images = 8\neval_sampler = euler\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_sampler euler"},
+        {"[compare]\nbudget_images = 100000\neval_every_images = 1\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "more than 1000 evaluation points"},
+        {"[compare]\nlr = \n", "bad.ini:2: lr: empty value"},
+        {"[compare]\nlr = 1\x01\n", "bad.ini:2: control byte 0x01"},
+    };
+    CompareConfig *c = malloc(sizeof *c);
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        MalaErr err;
+        ck_assert_msg(compare_config_parse(BAD[i].text, strlen(BAD[i].text), "bad.ini", c, &err) != 0, "accepted: %s",
+                      BAD[i].text);
+        ck_assert_msg(strstr(err.msg, BAD[i].phrase) && !strncmp(err.msg, "bad.ini", 7), "case %zu: '%s' lacks '%s'", i,
+                      err.msg, BAD[i].phrase);
+        ck_assert_msg(!strchr(err.msg, '\n'), "case %zu: more than one line: %s", i, err.msg);
+    }
+    free(c);
+}
+END_TEST
+
+// The shipped configs parse.
+START_TEST(test_parse_shipped) {
+    const char *files[] = {TINY, "configs/compare-fmnist.ini"};
+    CompareConfig *c = malloc(sizeof *c);
+    for (int i = 0; i < 2; i++) {
+        MalaErr err;
+        ck_assert_msg(compare_config_load(files[i], c, &err) == 0, "%s", err.msg);
+        ck_assert_str_eq(c->features, "fmnist");
+    }
+    ck_assert_int_ge(c->narms, 5);  // compare-fmnist.ini: MALA, softmax, linear, DiG, DiC
+    ck_assert_int_ge(c->nseeds, 2);
+    ck_assert_int_ge(c->budget_images / c->batch, 10000);
+    free(c);
+}
+END_TEST
+
+// ---- end to end ----
+
+static int count_char(const char *s, char ch) {
+    int n = 0;
+    for (; *s; s++) n += *s == ch;
+    return n;
+}
+
+static void check_png(const char *path) {
+    int w, h;
+    MalaErr err;
+    ck_assert_msg(image_check(path, &w, &h, &err) == 0, "%s", err.msg);
+    ck_assert(w > 16 && h > 16);
+}
+
+// Every file under dir with its bytes, one string (sorted names), to compare a tree before and after.
+static void snapshot(const char *dir, char **acc, size_t *len) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char *names[256];
+    int n = 0;
+    while ((e = readdir(d)) && n < 256)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names[n++] = strdup(e->d_name);
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) { char *t = names[j]; names[j] = names[j - 1]; names[j - 1] = t; }
+    for (int i = 0; i < n; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        struct stat st;
+        ck_assert(stat(p, &st) == 0);
+        *acc = realloc(*acc, *len + strlen(p) + 1 + (S_ISREG(st.st_mode) ? (size_t)st.st_size : 0) + 1);
+        memcpy(*acc + *len, p, strlen(p) + 1);
+        *len += strlen(p) + 1;
+        if (S_ISDIR(st.st_mode)) {
+            snapshot(p, acc, len);
+        } else {
+            size_t got;
+            char *bytes = tu_read_file(p, &got);
+            memcpy(*acc + *len, bytes, got);
+            *len += got;
+            free(bytes);
+        }
+        free(names[i]);
+    }
+}
+
+START_TEST(test_end_to_end) {
+    tu_make_tmpdir("compare");
+    const char *out = tp("cmp");
+    CompareConfig *c = malloc(sizeof *c);
+    MalaErr err;
+    ck_assert_msg(compare_config_load(TINY, c, &err) == 0, "%s", err.msg);
+    int64_t *pts;
+    int npoints = compare_eval_points(c, &pts);
+    free(pts);
+    double t0 = now_seconds();
+    int rc = run("compare --config " TINY " --out %s", out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    double first = now_seconds() - t0;
+    ck_assert_msg(strstr(g_err, "compare: done"), "%s", g_err);
+    ck_assert_msg(strstr(g_err, "ETA"), "no progress with an ETA:\n%s", g_err);
+
+    // results.md: a row per arm with parameters, GFLOP, rates and FD
+    char path[600];
+    snprintf(path, sizeof path, "%s/results.md", out);
+    char *md = read_text(path);
+    for (int a = 0; a < c->narms; a++) {
+        char row[128];
+        snprintf(row, sizeof row, "\n| %s | %s |", c->arms[a].name, c->arms[a].backbone);
+        char *r = strstr(md, row);
+        ck_assert_msg(r, "results.md has no row for %s:\n%s", c->arms[a].name, md);
+        char *end = strchr(r + 1, '\n');
+        *end = 0;
+        ck_assert_int_eq(count_char(r + 1, '|'), 15);
+        ck_assert_msg(strstr(r, "M |"), "no parameter count: %s", r + 1);
+        *end = '\n';
+    }
+    free(md);
+    // results.csv: a header and a row per arm, seed and point, each with an FD and a class accuracy
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    char *csv = read_text(path);
+    ck_assert_int_eq(count_char(csv, '\n'), 1 + c->narms * c->nseeds * npoints);
+    char *line = strchr(csv, '\n') + 1;
+    ck_assert_msg(strncmp(line, c->arms[0].name, strlen(c->arms[0].name)) == 0, "%s", line);
+    *strchr(line, '\n') = 0;
+    int fields = 1;
+    double fd = -1, acc = -1;
+    for (char *p = line; p; p = strchr(p, ','), p = p ? p + 1 : NULL, fields++) {
+        if (fields == 11) fd = strtod(p, NULL);
+        if (fields == 12) acc = *p == ',' ? -1 : strtod(p, NULL);
+    }
+    fields--;
+    ck_assert_int_eq(fields, 18);
+    ck_assert_msg(fd > 0, "FD %g", fd);
+    ck_assert_msg(acc >= 0 && acc <= 1, "class accuracy %g", acc);
+    free(csv);
+    // results.json parses and has the arms
+    snprintf(path, sizeof path, "%s/results.json", out);
+    size_t n;
+    char *js = tu_read_file(path, &n);
+    JsonValue *j = json_parse(js, n, &err);
+    ck_assert_msg(j, "%s", err.msg);
+    const JsonValue *arms = json_get(j, "arms");
+    ck_assert(arms && arms->type == JSON_ARRAY && arms->n == c->narms);
+    const JsonValue *fdj = json_get(json_get(&arms->items[0], "fd"), "mean");
+    ck_assert(fdj && fdj->type == JSON_NUMBER && fdj->number > 0);
+    const JsonValue *params = json_get(&arms->items[0], "params");
+    ck_assert(params && params->type == JSON_NUMBER && params->number > 1e5);
+    json_free(j);
+    free(js);
+    const char *pngs[] = {"loss.png", "fd_vs_images.png", "fd_vs_time.png", "class_acc_vs_images.png",
+                          "class_acc_vs_time.png", "compare.png"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", out, pngs[i]);
+        check_png(path);
+    }
+
+    // a second run: nothing trained or evaluated again, the runs' files untouched
+    char runs[600], *before = NULL, *after = NULL;
+    size_t lb = 0, la = 0;
+    snprintf(runs, sizeof runs, "%s/runs", out);
+    snapshot(runs, &before, &lb);
+    t0 = now_seconds();
+    rc = run("compare --config " TINY " --out %s", out);
+    double second = now_seconds() - t0;
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    snapshot(runs, &after, &la);
+    ck_assert_msg(la == lb && !memcmp(before, after, la), "the second run changed the runs' files");
+    ck_assert_msg(second < 5 && second < first / 3, "second run %.1f s (first %.1f s): did it train again?", second, first);
+    free(before);
+    free(after);
+
+    // a longer budget in the same DIR, stopped by SIGTERM during the first segment, then continued
+    char *tiny = read_text(TINY), cfg2[8192];
+    char *b = strstr(tiny, "budget_images");
+    ck_assert(b);
+    *b = 0;
+    snprintf(cfg2, sizeof cfg2, "%sbudget_images = %lld\n%s", tiny, (long long)(c->budget_images + c->eval_every_images),
+             strchr(b + 1, '\n') + 1);
+    free(tiny);
+    write_text(tp("longer.ini"), cfg2);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "%s compare --config %s --out %s 2>%s & pid=$!; sleep 3; kill -TERM $pid; wait $pid",
+             mala_bin(), tp("longer.ini"), out, tp("stop.err"));
+    int st = system(cmd);
+    slurp(tp("stop.err"), g_err, sizeof g_err);
+    ck_assert_msg(WIFEXITED(st) && (WEXITSTATUS(st) == 130 || WEXITSTATUS(st) == 0), "stopped run:\n%s", g_err);
+    rc = run("compare --config %s --out %s", tp("longer.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    csv = read_text(path);
+    // every earlier row is still there, and the new points
+    ck_assert_int_ge(count_char(csv, '\n'), 1 + c->narms * c->nseeds * (npoints + 1));
+    free(csv);
+    snprintf(path, sizeof path, "%s/runs/%s-s%llu/evals.csv", out, c->arms[0].name, (unsigned long long)c->seeds[0]);
+    char *ev = read_text(path);
+    ck_assert_msg(!strncmp(ev, "images,", 7), "%s", ev);
+    char last[64];
+    snprintf(last, sizeof last, "\n%lld,", (long long)(c->budget_images + c->eval_every_images));
+    ck_assert_msg(strstr(ev, last), "no evaluation at the longer budget:\n%s", ev);
+    free(ev);
+    free(c);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// text with the line "key = ..." replaced by "key = value" (added after [compare] when absent).
+static char *set_key(char *text, const char *key, const char *value) {
+    size_t n = strlen(text), kl = strlen(key);
+    char *out = malloc(n + kl + strlen(value) + 8), *o = out;
+    int present = !strncmp(text, key, kl);
+    for (char *p = strchr(text, '\n'); p && !present; p = strchr(p + 1, '\n'))
+        present = !strncmp(p + 1, key, kl) && (p[1 + kl] == ' ' || p[1 + kl] == '=');
+    int done = 0;
+    for (char *p = text; *p;) {
+        char *e = strchr(p, '\n');
+        size_t l = e ? (size_t)(e - p + 1) : strlen(p);
+        if (!done && !strncmp(p, key, kl) && (p[kl] == ' ' || p[kl] == '=')) {
+            o += sprintf(o, "%s = %s\n", key, value);
+            done = 1;
+        } else {
+            memcpy(o, p, l);
+            o += l;
+            if (!done && !present && !strncmp(p, "[compare]", 9)) { o += sprintf(o, "%s = %s\n", key, value); done = 1; }
+        }
+        p += l;
+    }
+    *o = 0;
+    free(text);
+    return out;
+}
+
+// The shipped comparison (all five arms at their presets) on a tiny budget: one step, one seed.
+START_TEST(test_shipped_config_tiny) {
+    tu_make_tmpdir("compare_shipped");
+    char *t = read_text("configs/compare-fmnist.ini");
+    const char *kv[][2] = {{"batch", "4"}, {"budget_images", "4"}, {"eval_every_images", "4"}, {"seeds", "3"},
+                           {"eval_images", "10"}, {"eval_steps", "2"}, {"log_every", "1"}, {"threads", "2"},
+                           {"ref_images", "50"}, {"train_flags", "--limit 64 --warmup 500 --ema-decay 0.999"},
+                           {"grid_per_class", "1"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) t = set_key(t, kv[i][0], kv[i][1]);
+    write_text(tp("shipped.ini"), t);
+    free(t);
+    int rc = run("compare --config %s --out %s", tp("shipped.ini"), tp("out"));
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("out/results.md"));
+    const char *arms[] = {"| mala-dit | dit | mala | DiT-T/4 | 1.29", "| softmax-dit | dit | softmax | DiT-T/4 | 1.2",
+                          "| linear-dit | dit | linear | DiT-T/4 | 1.29", "| dig | dig | - | DiG-T13/4 | 1.2",
+                          "| dic | dic | - | DiC-T13 | 1.2"};
+    for (int i = 0; i < 5; i++) ck_assert_msg(strstr(md, arms[i]), "results.md lacks '%s':\n%s", arms[i], md);
+    free(md);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+START_TEST(test_bad_config) {
+    tu_make_tmpdir("compare_bad");
+    const char *bad = tp("bad.ini");
+    write_text(bad, "[compare]\nbudget_images = 64\n[arm x]\nbackbone = dit\npreset = DiT-T/4\nlr = fast\n");
+    int rc = run("compare --config %s --out %s", bad, tp("out"));
+    ck_assert_msg(rc == 1, "exit %d", rc);
+    char want[600];
+    snprintf(want, sizeof want, "error: %s:6: lr: expected a number, got 'fast'\n", bad);
+    ck_assert_str_eq(g_err, want);
+    struct stat st;
+    ck_assert_msg(stat(tp("out"), &st) != 0, "a bad config created the output directory");
+    // a preset the backbone does not have: the arm's line
+    write_text(bad, "[compare]\nbudget_images = 64\n\n[arm x]\nbackbone = dig\npreset = DiT-T/4\n");
+    rc = run("compare --config %s --out %s", bad, tp("out"));
+    ck_assert_int_eq(rc, 1);
+    snprintf(want, sizeof want, "error: %s:4: [arm x] preset DiT-T/4 is a dit preset", bad);
+    ck_assert_msg(!strncmp(g_err, want, strlen(want)) && count_char(g_err, '\n') == 1, "%s", g_err);
+    rc = run("compare --config %s --out %s", tp("missing.ini"), tp("out"));
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(g_err, "missing.ini: cannot open") && count_char(g_err, '\n') == 1, "%s", g_err);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("compare");
+    TCase *tc = tcase_create("compare");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_parse_good);
+    tcase_add_test(tc, test_parse_errors);
+    tcase_add_test(tc, test_parse_shipped);
+    tcase_add_test(tc, test_bad_config);
+    tcase_add_test(tc, test_end_to_end);
+    tcase_add_test(tc, test_shipped_config_tiny);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
