@@ -77,6 +77,17 @@ run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn mala --batch 32 --st
 run ./mala bench train --model DiT-S/2 --attn softmax --batch 32 --steps 3 --threads "$T"
 run ./mala bench sample --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 8 --threads "$T"
 run "$PY" tools/bench_sample_torch.py --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 8 --threads "$T"
+# the paper's comparison at latent size (32x32x4): DiT-S/2 mala and softmax, DiG-S/2, DiC-S
+run ./mala bench train --model DiT-S/2 --attn mala --channels 4 --batch 32 --steps 3 --threads "$T"
+run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn mala --channels 4 --batch 32 --steps 3 --threads "$T"
+run ./mala bench train --model DiT-S/2 --attn softmax --channels 4 --batch 32 --steps 3 --threads "$T"
+run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn softmax --channels 4 --batch 32 --steps 3 --threads "$T"
+run ./mala bench train --model DiG-S/2 --channels 4 --batch 32 --steps 3 --threads "$T"
+run "$PY" tools/bench_train_torch.py --backbone dig --model DiG-S/2 --channels 4 --batch 32 --steps 3 --threads "$T"
+run ./mala bench train --model DiC-S --channels 4 --batch 32 --steps 3 --threads "$T"
+run "$PY" tools/bench_train_torch.py --backbone dic --model DiC-S --channels 4 --batch 32 --steps 3 --threads "$T"
+run ./mala bench vae --image-size 256 --batch 1 --reps 2 --threads "$T"
+run "$PY" tools/bench_vae_torch.py --size 256 --batch 1 --reps 2 --threads "$T"
 run ./mala bench inception --batch 16 --iters 3 --threads "$T"
 run "$PY" tools/bench_inception_torch.py --batch 16 --iters 3 --threads "$T"
 
@@ -90,7 +101,7 @@ for line in open(sys.argv[1]):
 print("\nimg/s over the runs: median [min .. max]" + (" (BUSY machine)" if any(
     j["busy"] for v in runs.values() for j in v) else ""))
 for cmd, js in runs.items():
-    for key in ("img_per_s", "img_per_s_cfg"):
+    for key in ("img_per_s", "img_per_s_cfg", "encode_img_per_s", "decode_img_per_s"):
         v = [j[key] for j in js if key in j]
         if v:
             print(f"  {statistics.median(v):9.3f} [{min(v):.3f} .. {max(v):.3f}]  {key:13s} {cmd}")
