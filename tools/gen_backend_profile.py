@@ -43,7 +43,9 @@ CATEGORY = {
     "pixel_unshuffle_fwd": E, "pixel_unshuffle_bwd": E, "upsample2x_fwd": E, "upsample2x_bwd": E,
     "nchw_to_tokens_fwd": E, "nchw_to_tokens_bwd": E, "tokens_to_nchw_fwd": E,
     "tokens_to_nchw_bwd": E, "patchify_fwd": E, "patchify_bwd": E, "unpatchify_fwd": E,
-    "unpatchify_bwd": E, "add_pos": E,
+    "unpatchify_bwd": E, "add_pos": E, "relu_fwd": E, "relu_bwd": E,
+    # pooling and resizing (the FID Inception)
+    "maxpool2d_fwd": X, "avgpool2d_fwd": X, "mean_hw_fwd": X, "resize_bilinear_fwd": X,
     # optimiser
     "adamw": O, "ema": O, "sumsq": O,
     # embeddings, randomness, the diffusion loss and sampler update
