@@ -211,7 +211,7 @@ int view_generate(View *v) {
 }
 
 // Creates path only when it does not exist yet (O_EXCL): the writer then replaces this empty
-// placeholder, so no earlier file is ever overwritten, even by another viewer saving at once.
+// reserved file, so no earlier file is ever overwritten, even by another viewer saving at once.
 static int reserve(const char *path) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd < 0) return errno == EEXIST ? 1 : -1;

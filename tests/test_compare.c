@@ -12,33 +12,9 @@
 #include "image_io.h"
 #include "json.h"
 #include "testutil.h"
+#include "testcli.h"   // defines: run, g_err, slurp, mala_bin
 
 #define TINY "configs/compare-tiny.ini"
-
-static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
-
-static char g_err[1 << 16];
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-}
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-    char args[4096], cmd[5000], ep[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(ep, sizeof ep, "%s/.stderr", tu_tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>%s </dev/null", mala_bin(), args, ep);
-    int st = system(cmd);
-    slurp(ep, g_err, sizeof g_err);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 static const char *tp(const char *name) {
     static char buf[8][512];
