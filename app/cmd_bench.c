@@ -36,6 +36,20 @@ static void profile_report(char *json, size_t cap, double total, int steps) {
         len += (size_t)snprintf(json + len, len < cap ? cap - len : 0, "%s\"%s\":%.6f", k ? "," : "", name, s * per);
     }
     fprintf(stderr, "  %-14s %9.4f s\n", "total", total * per);
+    // the slots that took the most time, down to 1% of the step
+    const char *const *names;
+    const int nslots = backend_profile_timed_slots(&names);
+    int order[PROF_MAX_SLOTS], n = 0;
+    for (int i = 0; i < nslots; i++)
+        if (p.slot_calls[i]) order[n++] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && p.slot_seconds[order[j]] > p.slot_seconds[order[j - 1]]; j--) {
+            const int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+        }
+    fprintf(stderr, "by op (down to 1%% of the step):\n");
+    for (int i = 0; i < n && p.slot_seconds[order[i]] >= 0.01 * total; i++)
+        fprintf(stderr, "  %-20s %9.4f s %6.1f%%  %8.0f calls\n", names[order[i]], p.slot_seconds[order[i]] * per,
+                total > 0 ? 100 * p.slot_seconds[order[i]] / total : 0.0, p.slot_calls[order[i]] * per);
     snprintf(json + len, len < cap ? cap - len : 0, ",\"total\":%.6f},", total * per);
 }
 

@@ -17,14 +17,19 @@ static double prof_begin(void) {
     return now_seconds();
 }
 
-static void prof_end(int kind, double t0) {
+static void prof_end(int kind, int slot, double t0) {
     if (--prof_depth) return;
     prof_real->sync();
-    prof_acc.seconds[kind] += now_seconds() - t0;
+    const double dt = now_seconds() - t0;
+    prof_acc.seconds[kind] += dt;
     prof_acc.calls[kind]++;
+    prof_acc.slot_seconds[slot] += dt;
+    prof_acc.slot_calls[slot]++;
 }
 
 #include "backend_profile_ops.inc"
+
+_Static_assert(PROF_SLOT_COUNT <= PROF_MAX_SLOTS, "raise PROF_MAX_SLOTS");
 
 const Backend *backend_profiled(const Backend *real) {
     prof_real = real;

@@ -22,9 +22,13 @@ enum {
     PROF_KINDS
 };
 
+#define PROF_MAX_SLOTS 160  // at least the number of timed slots (checked where the table is built)
+
 typedef struct {
     double seconds[PROF_KINDS];
     int64_t calls[PROF_KINDS];
+    double slot_seconds[PROF_MAX_SLOTS];  // per timed slot, in backend_profile_timed_slots' order
+    int64_t slot_calls[PROF_MAX_SLOTS];
 } BackendProfile;
 
 // The profiling table over real (one per process: a second call re-targets it). Counters start at 0.

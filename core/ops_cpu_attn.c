@@ -142,6 +142,7 @@ void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
     #pragma omp parallel for schedule(static) if (small_work((size_t)rows * cols) == 0)
     for (int r = 0; r < rows; r++) {
         float *p = x + (size_t)r * ld;
+        #pragma omp simd
         for (int c = 0; c < cols; c++) p[c] = elu1_f(p[c]);
     }
 }
@@ -441,7 +442,8 @@ void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qk
         float mx = p[0], sum = 0.0f;
         #pragma omp simd reduction(max:mx)
         for (int j = 1; j < L; j++) mx = p[j] > mx ? p[j] : mx;
-        for (int j = 0; j < L; j++) p[j] = expf(p[j] - mx);
+        #pragma omp simd
+        for (int j = 0; j < L; j++) p[j] = exp_f(p[j] - mx);
         #pragma omp simd reduction(+:sum)
         for (int j = 0; j < L; j++) sum += p[j];
         const float inv = 1.0f / sum;

@@ -1,7 +1,14 @@
-// CPU conv2d on NCHW maps: im2col into the caller's scratch, one chunk at a time (conv_plan.h),
-// and OpenBLAS sgemm for the products; the backward's dx goes back through col2im. Contracts are
-// in backend.h. Every sum runs in a fixed order: col2im adds one (image, channel) plane per
-// task, db sums each channel in double in one task, and dw accumulates chunk after chunk.
+// CPU conv2d on NCHW maps: im2col into the caller's scratch and OpenBLAS sgemm for the products;
+// the backward's dx goes back through col2im. Contracts are in backend.h.
+//
+// Where the scratch holds several images' columns (conv_plan.h), each thread takes whole images
+// and runs, per image, im2col and a single-threaded sgemm back to back on its own slice of the
+// scratch, so the columns are read while still in cache and the small per-image products keep the
+// sgemm rate; otherwise (one image, or a block of its rows, at a time) the products use
+// OpenBLAS's threads. Every sum runs in an order set by the shape and the scratch size, never by
+// the thread count: col2im adds one image's planes in one task, db sums each channel in double in
+// one task, and dw is accumulated over fixed groups of images (dw_groups), each group's images in
+// order into its own partial sum, the partials then added in group order.
 // defines: cpu_conv2d_workspace_floats, cpu_conv2d_fwd, cpu_conv2d_bwd
 #include <string.h>
 #ifdef _OPENMP
@@ -21,9 +28,13 @@ static int omp_get_max_threads(void) { return 1; }
 #endif
 #define CPU_CONV_TARGET ((size_t)1 << 20)
 
+// Whole images' columns, at most one image per thread (each thread works on one at a time), or
+// a block of one image's rows where one image's do not fit the target.
 size_t cpu_conv2d_workspace_floats(ConvShape s) {
     CHECK(conv_shape_ok(s), "conv2d_workspace_floats: bad shape");
-    return conv_workspace_floats(s, CPU_CONV_TARGET);
+    const size_t q = conv_workspace_floats(s, CPU_CONV_TARGET), per_img = conv_min_work(s) * (size_t)conv_out_h(s);
+    const int t = omp_get_max_threads();
+    return per_img && q > (size_t)t * per_img ? (size_t)t * per_img : q;
 }
 
 static ConvPlan plan_or_die(ConvShape s, size_t work_floats, const float *work, const char *op) {
@@ -46,10 +57,12 @@ static inline void valid_cols(ConvShape s, int Wo, int kx, int *o0, int *o1) {
 }
 
 // The column matrices of images b0 .. b0+nimg-1, output rows r0 .. r0+nr-1, one after another.
-static void im2col(float *col, const float *x, ConvShape s, const ConvPlan *p, int b0, int nimg, int r0, int nr) {
+// par: whether the loop may start threads (not when one thread handles one image).
+static void im2col(float *col, const float *x, ConvShape s, const ConvPlan *p, int b0, int nimg, int r0, int nr,
+                   int par) {
     const int K = p->K, Wo = p->Wo, khw = s.kh * s.kw;
     const size_t n = (size_t)nr * Wo, HW = (size_t)s.H * s.W;
-    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)nimg * K * n >= ((size_t)1 << 15))
+    #pragma omp parallel for collapse(2) schedule(static) if (par && (size_t)nimg * K * n >= ((size_t)1 << 15))
     for (int i = 0; i < nimg; i++)
         for (int k = 0; k < K; k++) {
             const int ci = k / khw, ky = k % khw / s.kw, kx = k % s.kw;
@@ -79,10 +92,10 @@ static void im2col(float *col, const float *x, ConvShape s, const ConvPlan *p, i
 // dx += the column matrices scattered back (im2col's adjoint). One task per (image, input
 // channel) plane, adding its kh*kw rows in order.
 static void col2im_add(float *dx, const float *col, ConvShape s, const ConvPlan *p, int b0, int nimg, int r0,
-                       int nr) {
+                       int nr, int par) {
     const int K = p->K, Wo = p->Wo;
     const size_t n = (size_t)nr * Wo, HW = (size_t)s.H * s.W;
-    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)nimg * K * n >= ((size_t)1 << 15))
+    #pragma omp parallel for collapse(2) schedule(static) if (par && (size_t)nimg * K * n >= ((size_t)1 << 15))
     for (int i = 0; i < nimg; i++)
         for (int ci = 0; ci < s.Cin; ci++) {
             float *dxc = dx + ((size_t)(b0 + i) * s.Cin + ci) * HW;
@@ -102,84 +115,144 @@ static void col2im_add(float *dx, const float *col, ConvShape s, const ConvPlan 
         }
 }
 
-// out rows r0 .. of image b (its columns col, row stride ldc) = bias + W col. `inner` lets the
-// bias fill and the product use threads of their own (called outside a parallel region).
-static void fwd_image(float *out, const float *col, int ldc, const float *w, const float *bias, ConvShape s,
-                      const ConvPlan *p, int b, int r0, size_t n, int inner) {
-    const size_t HWo = (size_t)p->Ho * p->Wo;
-    float *o = out + (size_t)b * s.Cout * HWo + (size_t)r0 * p->Wo;
-    if (bias) {
-        #pragma omp parallel for schedule(static) if (inner && (size_t)s.Cout * n >= ((size_t)1 << 15))
-        for (int co = 0; co < s.Cout; co++)
-            for (size_t j = 0; j < n; j++) o[(size_t)co * HWo + j] = bias[co];
+// The threads for a loop over `items` independent units whose scratch is one slice of the
+// chunk each: at most one per slice (plan p's images), per unit and per core.
+static int slice_threads(const ConvPlan *p, int items) {
+    int t = omp_get_max_threads();
+    if (p->rows == p->Ho && p->imgs < t) t = p->imgs;
+    if (p->rows < p->Ho) t = 1;
+    return items < t ? (items > 0 ? items : 1) : t;
+}
+
+// The scratch slice of the calling thread: one image's columns (or one block of rows).
+static float *my_slice(float *work, const ConvPlan *p) {
+#ifdef _OPENMP
+    const int tid = omp_get_thread_num();
+#else
+    const int tid = 0;
+#endif
+    return work + (size_t)tid * p->K * p->rows * p->Wo;
+}
+
+// out[b] = bias + W col(x[b]), row block after row block. `team`: one thread per image here
+// (single-threaded im2col and sgemm); otherwise both use threads of their own.
+static void fwd_one_image(float *out, const float *x, const float *w, const float *bias, ConvShape s,
+                          const ConvPlan *p, float *col, int b, int team) {
+    const size_t HWi = (size_t)s.H * s.W, HWo = (size_t)p->Ho * p->Wo;
+    for (int r0 = 0; r0 < p->Ho; r0 += p->rows) {
+        const int nr = p->Ho - r0 < p->rows ? p->Ho - r0 : p->rows;
+        const size_t n = (size_t)nr * p->Wo;
+        const float *c = p->direct ? x + (size_t)b * s.Cin * HWi : col;
+        if (!p->direct) im2col(col, x, s, p, b, 1, r0, nr, !team);
+        float *o = out + (size_t)b * s.Cout * HWo + (size_t)r0 * p->Wo;
+        if (bias) {
+            #pragma omp parallel for schedule(static) if (!team && (size_t)s.Cout * n >= ((size_t)1 << 15))
+            for (int co = 0; co < s.Cout; co++)
+                for (size_t j = 0; j < n; j++) o[(size_t)co * HWo + j] = bias[co];
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, (int)n, p->K, 1.0f, w, p->K, c,
+                    p->direct ? (int)HWi : (int)n, bias ? 1.0f : 0.0f, o, (int)HWo);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, (int)n, p->K, 1.0f, w, p->K, col, ldc,
-                bias ? 1.0f : 0.0f, o, (int)HWo);
 }
 
 void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
                     size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_fwd");
-    const size_t HWi = (size_t)s.H * s.W;
-    for (int b0 = 0; b0 < s.B; b0 += p.imgs) {
-        const int nimg = s.B - b0 < p.imgs ? s.B - b0 : p.imgs;
-        for (int r0 = 0; r0 < p.Ho; r0 += p.rows) {
-            const int nr = p.Ho - r0 < p.rows ? p.Ho - r0 : p.rows;
-            const size_t n = (size_t)nr * p.Wo;
-            const int ldc = p.direct ? (int)HWi : (int)n;
-            if (!p.direct) im2col(work, x, s, &p, b0, nimg, r0, nr);
-#define COL(i) (p.direct ? x + (size_t)(b0 + (i)) * s.Cin * HWi : work + (size_t)(i) * p.K * n)
-            // A chunk of at least one image per thread: each thread multiplies whole images with
-            // a single-threaded sgemm (OpenBLAS's OpenMP build runs so inside a parallel region),
-            // which keeps the small per-image products of a batch at the sgemm rate; fewer
-            // images: one product at a time on OpenBLAS's threads. (Two separate loops: a
-            // parallel region inside an inactive one, `if` false, starts a fresh thread team.)
-            if (nimg > 1 && nimg >= omp_get_max_threads()) {
-                #pragma omp parallel for schedule(dynamic, 1)
-                for (int i = 0; i < nimg; i++) fwd_image(out, COL(i), ldc, w, bias, s, &p, b0 + i, r0, n, 0);
-            } else {
-                for (int i = 0; i < nimg; i++) fwd_image(out, COL(i), ldc, w, bias, s, &p, b0 + i, r0, n, 1);
-            }
-#undef COL
-        }
+    const int nt = slice_threads(&p, s.B);
+    if (nt > 1) {
+        #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+        for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, my_slice(work, &p), b, 1);
+    } else {
+        for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, work, b, 0);
     }
+}
+
+// dw is accumulated in dw_groups(s) groups of consecutive images, each into its own partial
+// [Cout, K] (at most DW_PARTIAL_MAX floats in all), so that threads can take groups; one group
+// (the plain sum over images in order) where the partials would not fit.
+#define DW_GROUPS_MAX 8
+#define DW_PARTIAL_MAX ((size_t)1 << 21)
+
+static int dw_groups(ConvShape s) {
+    int g = s.B < DW_GROUPS_MAX ? s.B : DW_GROUPS_MAX;
+    const size_t one = (size_t)s.Cout * s.Cin * s.kh * s.kw;
+    while (g > 1 && (size_t)g * one > DW_PARTIAL_MAX) g--;
+    return g;
+}
+
+// The partial sums' memory: grown to the largest shape seen, then reused (one backward at a time).
+static float *dw_partials(size_t floats) {
+    static float *buf;
+    static size_t cap;
+    if (floats > cap) {
+        free(buf);
+        buf = xmalloc(floats * sizeof(float));
+        cap = floats;
+    }
+    return buf;
+}
+
+// Images b0 .. b1-1 of the backward, row block after row block: dwp += dout col(x)^T (when dwp),
+// then dx += col2im(W^T dout) (when dx), on the scratch slice col. `team` as in fwd_one_image.
+static void bwd_images(float *dx, float *dwp, const float *dout, const float *x, const float *w, ConvShape s,
+                       const ConvPlan *p, float *col, int b0, int b1, int team) {
+    const size_t HWi = (size_t)s.H * s.W, HWo = (size_t)p->Ho * p->Wo;
+    for (int b = b0; b < b1; b++)
+        for (int r0 = 0; r0 < p->Ho; r0 += p->rows) {
+            const int nr = p->Ho - r0 < p->rows ? p->Ho - r0 : p->rows;
+            const size_t n = (size_t)nr * p->Wo;
+            const float *g = dout + (size_t)b * s.Cout * HWo + (size_t)r0 * p->Wo;
+            if (dwp) {
+                if (!p->direct) im2col(col, x, s, p, b, 1, r0, nr, !team);
+                const float *c = p->direct ? x + (size_t)b * s.Cin * HWi : col;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.Cout, p->K, (int)n, 1.0f, g, (int)HWo, c,
+                            p->direct ? (int)HWi : (int)n, 1.0f, dwp, p->K);
+            }
+            if (dx) {
+                if (p->direct) {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->K, (int)n, s.Cout, 1.0f, w, p->K, g,
+                                (int)HWo, 1.0f, dx + (size_t)b * s.Cin * HWi, (int)HWi);
+                } else {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->K, (int)n, s.Cout, 1.0f, w, p->K, g,
+                                (int)HWo, 0.0f, col, (int)n);
+                    col2im_add(dx, col, s, p, b, 1, r0, nr, !team);
+                }
+            }
+        }
 }
 
 void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
                     ConvShape s, float *work, size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_bwd");
-    const size_t HWi = (size_t)s.H * s.W, HWo = (size_t)p.Ho * p.Wo;
-    if (dx || dw)
-        for (int b0 = 0; b0 < s.B; b0 += p.imgs) {
-            const int nimg = s.B - b0 < p.imgs ? s.B - b0 : p.imgs;
-            for (int r0 = 0; r0 < p.Ho; r0 += p.rows) {
-                const int nr = p.Ho - r0 < p.rows ? p.Ho - r0 : p.rows;
-                const size_t n = (size_t)nr * p.Wo;
-                // dw[Cout, K] += dout_chunk[Cout, n] col^T
-                if (dw) {
-                    if (!p.direct) im2col(work, x, s, &p, b0, nimg, r0, nr);
-                    for (int i = 0; i < nimg; i++) {
-                        const float *g = dout + (size_t)(b0 + i) * s.Cout * HWo + (size_t)r0 * p.Wo;
-                        const float *col = p.direct ? x + (size_t)(b0 + i) * s.Cin * HWi : work + (size_t)i * p.K * n;
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.Cout, p.K, (int)n, 1.0f, g, (int)HWo,
-                                    col, p.direct ? (int)HWi : (int)n, 1.0f, dw, p.K);
-                    }
-                }
-                // col = W^T dout_chunk, then col2im (direct: straight into dx)
-                if (dx) {
-                    for (int i = 0; i < nimg; i++) {
-                        const float *g = dout + (size_t)(b0 + i) * s.Cout * HWo + (size_t)r0 * p.Wo;
-                        if (p.direct)
-                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.K, (int)n, s.Cout, 1.0f, w, p.K, g,
-                                        (int)HWo, 1.0f, dx + (size_t)(b0 + i) * s.Cin * HWi, (int)HWi);
-                        else
-                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.K, (int)n, s.Cout, 1.0f, w, p.K, g,
-                                        (int)HWo, 0.0f, work + (size_t)i * p.K * n, (int)n);
-                    }
-                    if (!p.direct) col2im_add(dx, work, s, &p, b0, nimg, r0, nr);
-                }
+    const size_t HWo = (size_t)p.Ho * p.Wo, nw = (size_t)s.Cout * p.K;
+    if (dw) {
+        // groups of images in parallel, dx alongside; then the partials added in group order
+        const int ng = dw_groups(s), nt = slice_threads(&p, ng);
+        float *part = ng > 1 ? dw_partials((size_t)ng * nw) : dw;
+        if (ng > 1) memset(part, 0, (size_t)ng * nw * sizeof(float));
+        #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+        for (int gi = 0; gi < ng; gi++) {
+            const int b0 = (int)((long long)s.B * gi / ng), b1 = (int)((long long)s.B * (gi + 1) / ng);
+            bwd_images(dx, ng > 1 ? part + (size_t)gi * nw : dw, dout, x, w, s, &p, nt > 1 ? my_slice(work, &p) : work,
+                       b0, b1, nt > 1);
+        }
+        if (ng > 1) {
+            #pragma omp parallel for schedule(static) if (nw >= ((size_t)1 << 15))
+            for (size_t j = 0; j < nw; j++) {
+                float t = part[j];
+                for (int gi = 1; gi < ng; gi++) t += part[(size_t)gi * nw + j];
+                dw[j] += t;
             }
         }
+    } else if (dx) {
+        const int nt = slice_threads(&p, s.B);
+        if (nt > 1) {
+            #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+            for (int b = 0; b < s.B; b++) bwd_images(dx, NULL, dout, x, w, s, &p, my_slice(work, &p), b, b + 1, 1);
+        } else {
+            bwd_images(dx, NULL, dout, x, w, s, &p, work, 0, s.B, 0);
+        }
+    }
     if (db) {
         #pragma omp parallel for schedule(static) if ((size_t)s.B * s.Cout * HWo >= ((size_t)1 << 15))
         for (int co = 0; co < s.Cout; co++) {

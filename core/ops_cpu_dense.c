@@ -208,12 +208,12 @@ void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
 }
 
 void cpu_gelu_erf_fwd(float *out, const float *x, size_t n) {
-    #pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 14))
+    #pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 14))
     for (size_t i = 0; i < n; i++) out[i] = gelu_erf_f(x[i]);
 }
 
 void cpu_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
-    #pragma omp parallel for schedule(static) if (n >= ((size_t)1 << 14))
+    #pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 14))
     for (size_t i = 0; i < n; i++) dx[i] += dout[i] * gelu_erf_grad_f(x[i]);
 }
 

@@ -224,10 +224,16 @@ START_TEST(test_conv2d_workspace_guard) {
                     ck_assert_msg(bits == 0xffffffffu, "conv2d %s wrote past its %zu-float workspace (at %zu)",
                                   pass ? "bwd" : "fwd", n, i);
                 }
-                if (n == q) {  // the query is exact: the first chunk fills it
-                    memcpy(&bits, work + n - 1, 4);
-                    ck_assert_msg(bits != 0xffffffffu, "conv2d %s left the last of its %zu floats unused",
-                                  pass ? "bwd" : "fwd", n);
+                if (n == q) {  // the query is exact: on one thread (one slice) the first chunk fills it
+                    omp_set_num_threads(1);
+                    const size_t q1 = be->conv2d_workspace_floats(s);
+                    memset(work, 0xff, (n + GUARD) * sizeof(float));
+                    if (pass == 0) be->conv2d_fwd(out, x, w, b, s, work, q1);
+                    else be->conv2d_bwd(dx, dw, db, g, x, w, s, work, q1);
+                    omp_set_num_threads(2);
+                    memcpy(&bits, work + q1 - 1, 4);
+                    ck_assert_msg(q1 <= n && bits != 0xffffffffu, "conv2d %s left the last of its %zu floats unused",
+                                  pass ? "bwd" : "fwd", q1);
                 }
             }
         }
@@ -273,22 +279,26 @@ START_TEST(test_conv2d_fd) {
 }
 END_TEST
 
-// The backward's sums are fixed-order: the same bits on 1 and 3 threads.
+// The sums are fixed-order: the same bits on 1 and 3 threads, each with the scratch it asks for
+// (one image's columns on one thread, three on three), 9 images so that the dw groups hold
+// several each.
 START_TEST(test_conv2d_threads) {
     const Backend *be = backend_cpu();
-    const ConvShape s = {3, 16, 24, 20, 12, 3, 3, 1, 1, 1, 1, 1};
+    const ConvShape s = {9, 16, 24, 20, 12, 3, 3, 1, 1, 1, 1, 1};
     const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, nw = (size_t)s.Cout * s.Cin * 9, no = (size_t)s.B * s.Cout * 480;
-    const size_t nwk = be->conv2d_workspace_floats(s);
-    float *x = rnd(nx, -1, 1, 50), *w = rnd(nw, -1, 1, 51), *g = rnd(no, -1, 1, 52), *work = zeros(nwk);
-    float *r[2][3];
+    float *x = rnd(nx, -1, 1, 50), *w = rnd(nw, -1, 1, 51), *g = rnd(no, -1, 1, 52), *b = rnd(s.Cout, -1, 1, 53);
+    float *r[2][4];
     for (int t = 0; t < 2; t++) {
         omp_set_num_threads(t ? 3 : 1);
-        r[t][0] = zeros(nx); r[t][1] = zeros(nw); r[t][2] = zeros(s.Cout);
+        const size_t nwk = be->conv2d_workspace_floats(s);
+        float *work = zeros(nwk);
+        r[t][0] = zeros(nx); r[t][1] = zeros(nw); r[t][2] = zeros(s.Cout); r[t][3] = zeros(no);
         be->conv2d_bwd(r[t][0], r[t][1], r[t][2], g, x, w, s, work, nwk);
+        be->conv2d_fwd(r[t][3], x, w, b, s, work, nwk);
     }
     omp_set_num_threads(2);
     ck_assert(!memcmp(r[0][0], r[1][0], nx * 4) && !memcmp(r[0][1], r[1][1], nw * 4) &&
-              !memcmp(r[0][2], r[1][2], s.Cout * 4));
+              !memcmp(r[0][2], r[1][2], s.Cout * 4) && !memcmp(r[0][3], r[1][3], no * 4));
 }
 END_TEST
 

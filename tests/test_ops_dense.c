@@ -139,6 +139,18 @@ START_TEST(test_elementwise) {
     for (double x = -20; x <= 20; x += 1e-3) worst = fmax(worst, fabs(tanh_f((float)x) - tanh((float)x)));
     ck_assert_msg(worst < 4e-7, "tanh_f error %.3g", worst);
     ck_assert(isnan(tanh_f(NAN)) && isnan(gelu_f(NAN)) && isnan(gelu_grad_f(NAN)));
+    // exp_f within 2 ulp (relative 2.4e-7) of exp on its range, 0 below it; erf_f within 5e-7
+    // (1.5e-7 in exact arithmetic, plus float rounding near 0)
+    double wexp = 0, werf = 0;
+    for (double x = -87.3; x <= 88.3; x += 1e-3) {
+        const double e = exp((float)x);
+        wexp = fmax(wexp, fabs(exp_f((float)x) - e) / e);
+    }
+    for (double x = -6; x <= 6; x += 1e-4) werf = fmax(werf, fabs(erf_f((float)x) - erf((float)x)));
+    ck_assert_msg(wexp < 2.4e-7, "exp_f relative error %.3g", wexp);
+    ck_assert_msg(werf < 5e-7, "erf_f error %.3g", werf);
+    ck_assert(exp_f(-90.0f) == 0.0f && exp_f(0.0f) == 1.0f && isnan(exp_f(NAN)) && isnan(erf_f(NAN)));
+    ck_assert(erf_f(10.0f) == 1.0f && erf_f(-10.0f) == -1.0f && isnan(gelu_erf_f(NAN)));
 }
 END_TEST
 

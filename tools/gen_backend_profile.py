@@ -88,10 +88,11 @@ def main():
         call = f"prof_real->{name}({args})"
         lines.append(f"static {ret} prof_{name}({decl}) {{".replace("* prof_", " *prof_"))
         lines.append("    double t0 = prof_begin();")
+        slot = len(timed)
         if ret == "void":
-            lines += [f"    {call};", f"    prof_end({cat}, t0);"]
+            lines += [f"    {call};", f"    prof_end({cat}, {slot}, t0);"]
         else:
-            lines += [f"    {ret} r = {call};", f"    prof_end({cat}, t0);", "    return r;"]
+            lines += [f"    {ret} r = {call};", f"    prof_end({cat}, {slot}, t0);", "    return r;"]
         lines += ["}", ""]
         timed.append(name)
     lines.append("static void prof_install(Backend *b) {")
@@ -101,6 +102,8 @@ def main():
     lines.append("static const char *const PROF_TIMED_SLOTS[] = {")
     lines += [f"    \"{n}\"," for n in timed]
     lines.append("};")
+    lines.append("")
+    lines.append(f"#define PROF_SLOT_COUNT {len(timed)}")
     missing = set(CATEGORY) - {n for _, n, _ in slots}
     if missing:
         sys.exit(f"gen_backend_profile: CATEGORY names slots backend.h lacks: {sorted(missing)}")
