@@ -2,6 +2,7 @@
 #include "progress.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -14,6 +15,7 @@ void progress_init(Progress *p, FILE *f) {
     p->last = -1;
     p->open = 0;
     p->width = 0;
+    p->prev[0] = 0;
 }
 
 void progress_update(Progress *p, int final, const char *fmt, ...) {
@@ -32,7 +34,9 @@ void progress_update(Progress *p, int final, const char *fmt, ...) {
         p->open = 1;
         if (final) progress_break(p);
     } else {
+        if (!final && !strcmp(line, p->prev)) return;  // nothing new: a log gets no copies
         fprintf(p->f, "%s\n", line);
+        memcpy(p->prev, line, (size_t)n + 1);
     }
     fflush(p->f);
     p->last = now;

@@ -17,6 +17,7 @@ typedef struct {
     double last;            // when the last line was shown (< 0: never)
     int open;               // a terminal line is showing (needs a newline before other output)
     int width;              // its length, to blank what a shorter line leaves behind
+    char prev[512];         // the last line written when not a terminal (an unchanged one is not repeated)
 } Progress;
 
 // Status lines on f (usually stderr); tty from isatty(fileno(f)).

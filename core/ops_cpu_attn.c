@@ -9,12 +9,13 @@
 // [rope(q') (H) | rope(k') (H)] with stride 2H, out rows have stride H; head h owns channels
 // h*d .. h*d+d-1 of each part.
 //
-// Parallelism: the linear attentions (MALA, linear) and the depthwise conv run their own vectorised loops in
-// one OpenMP region over (batch, head) / (batch, channel block); softmax attention calls the
-// (multi-threaded) OpenBLAS sgemm sequentially per head, never from inside an OpenMP region.
-// Calls below ~64K multiply-adds stay on the calling thread. Nothing is allocated per call:
-// scratch lives on the stack (the linear attentions' backward: 2 d^2 + 4 d floats per thread;
-// softmax backward: at most max(16K, L) floats on the calling thread; dwconv: 2 k^2 * 32 floats).
+// Parallelism: the linear attentions (MALA, linear) and the depthwise conv run in one OpenMP
+// region over (batch, head) / (batch, channel block), the linear attentions' token products as
+// single-threaded sgemm calls inside it; softmax attention calls the (multi-threaded) OpenBLAS
+// sgemm sequentially per head, never from inside an OpenMP region. Calls below ~64K
+// multiply-adds stay on the calling thread. Nothing is allocated per call: scratch lives on the
+// stack (the linear attentions' backward: d^2 + 2 d + 128 d floats per thread; softmax backward:
+// at most max(16K, L) floats on the calling thread; dwconv: 2 k^2 * 32 floats).
 #include "ops_cpu.h"
 
 #include <cblas.h>
@@ -40,39 +41,6 @@ static inline float dotf(const float *restrict a, const float *restrict b, int n
 static inline void axpyf(float *restrict y, float a, const float *restrict x, int n) {
     #pragma omp simd
     for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-// o[c] = sum_e x[e] M[e, c]      (row vector times a d x d matrix)
-static inline void vecmat(float *restrict o, const float *restrict x, const float *restrict M, int d) {
-    for (int c = 0; c < d; c++) o[c] = 0.0f;
-    int e = 0;
-    for (; e + 4 <= d; e += 4) {
-        const float *m0 = M + (size_t)e * d, *m1 = m0 + d, *m2 = m1 + d, *m3 = m2 + d;
-        float a0 = x[e], a1 = x[e + 1], a2 = x[e + 2], a3 = x[e + 3];
-        #pragma omp simd
-        for (int c = 0; c < d; c++) o[c] += (a0 * m0[c] + a1 * m1[c]) + (a2 * m2[c] + a3 * m3[c]);
-    }
-    for (; e < d; e++) axpyf(o, x[e], M + (size_t)e * d, d);
-}
-
-// T = M^T for a d x d matrix (so that M x becomes the row-vector product x^T M^T = vecmat(x, T)).
-static inline void transpose(float *restrict T, const float *restrict M, int d) {
-    for (int e = 0; e < d; e++)
-        for (int c = 0; c < d; c++) T[(size_t)c * d + e] = M[(size_t)e * d + c];
-}
-
-// M[e, c] += sum_{t < n} a[t] x[t][e] y[t][c]   for n <= 4 rank-1 terms at once (one pass over M).
-static inline void outer4(float *restrict M, const float *const x[4], const float a[4],
-                          const float *const y[4], int n, int d) {
-    const float *x0 = x[0], *x1 = n > 1 ? x[1] : x[0], *x2 = n > 2 ? x[2] : x[0], *x3 = n > 3 ? x[3] : x[0];
-    const float *y0 = y[0], *y1 = n > 1 ? y[1] : y[0], *y2 = n > 2 ? y[2] : y[0], *y3 = n > 3 ? y[3] : y[0];
-    float s0 = a[0], s1 = n > 1 ? a[1] : 0.0f, s2 = n > 2 ? a[2] : 0.0f, s3 = n > 3 ? a[3] : 0.0f;
-    for (int e = 0; e < d; e++) {
-        float b0 = s0 * x0[e], b1 = s1 * x1[e], b2 = s2 * x2[e], b3 = s3 * x3[e];
-        float *row = M + (size_t)e * d;
-        #pragma omp simd
-        for (int c = 0; c < d; c++) row[c] += (b0 * y0[c] + b1 * y1[c]) + (b2 * y2[c] + b3 * y3[c]);
-    }
 }
 
 // Pointers of one (batch, head) slice. q/k/v: q', k', v in qkv (stride ld = 3H); qr/kr: the roped
@@ -246,24 +214,6 @@ size_t cpu_softmax_cache_floats(AttnShape s) {
     return (size_t)s.B * s.heads * (size_t)s.L * s.L;
 }
 
-// KV[d x d] += sum_j kr_j v_j^T, ksum += sum_j k'_j and (if vsum) vsum += sum_j v_j over L tokens,
-// in one pass over the tokens, four tokens per pass over KV.
-static void kv_accumulate(float *KV, float *ksum, float *vsum, const float *k, const float *kr, size_t ldr,
-                          const float *v, size_t ld, int L, int d) {
-    static const float ones[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-    for (int j = 0; j < L; j += 4) {
-        int n = L - j < 4 ? L - j : 4;
-        const float *x[4], *y[4];
-        for (int t = 0; t < n; t++) {
-            x[t] = kr + (size_t)(j + t) * ldr;
-            y[t] = v + (size_t)(j + t) * ld;
-            axpyf(ksum, 1.0f, k + (size_t)(j + t) * ld, d);
-            if (vsum) axpyf(vsum, 1.0f, y[t], d);
-        }
-        outer4(KV, x, ones, y, n, d);
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The two kernelised linear attentions in one implementation, per (batch, head), with one kind
 // of constants each (DESIGN 1):
@@ -292,7 +242,9 @@ static inline float lin_alpha(const LinAttn *k, float stat, float *inv) {
     return k->mala ? 1.0f + *inv : *inv;
 }
 
-// Cache per (batch, head): stat[L], KV[d*d] (scaled), kvec[d], and for MALA vbar[d].
+// Cache per (batch, head): stat[L], KV[d*d] (scaled), kvec[d], and for MALA vbar[d]. The
+// products over tokens are sgemm calls on the head's strided slices (single-threaded inside
+// the region over heads).
 static void linear_family_fwd(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s,
                               int mala) {
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
@@ -304,19 +256,26 @@ static void linear_family_fwd(float *out, float *cache, const float *qkv, const 
         HeadIn in = head_in(qkv, qkr, s, b, h);
         float *stat = cache + (size_t)bh * per, *KV = stat + L, *kvec = KV + (size_t)d * d;
         float *vbar = mala ? kvec + d : NULL;
-        memset(KV, 0, sizeof(float) * ((size_t)d * d + (mala ? 2 : 1) * (size_t)d));
-        kv_accumulate(KV, kvec, vbar, in.k, in.kr, in.ldr, in.v, in.ld, L, d);
-        if (mala) {
-            for (int i = 0; i < d * d; i++) KV[i] *= K.kv_scale;
-            for (int c = 0; c < d; c++) { kvec[c] *= K.kvec_scale; vbar[c] *= K.kvec_scale; }
+        memset(kvec, 0, sizeof(float) * (mala ? 2 : 1) * (size_t)d);
+        for (int j = 0; j < L; j++) {
+            axpyf(kvec, 1.0f, in.k + (size_t)j * in.ld, d);
+            if (mala) axpyf(vbar, 1.0f, in.v + (size_t)j * in.ld, d);
         }
+        for (int c = 0; c < d; c++) kvec[c] *= K.kvec_scale;
+        if (mala)
+            for (int c = 0; c < d; c++) vbar[c] *= K.kvec_scale;
+        // KV = kv_scale Kr^T V
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, d, L, K.kv_scale, in.kr, (int)in.ldr, in.v,
+                    (int)in.ld, 0.0f, KV, d);
+        // out = Qr KV, then per token alpha_i out_i [- stat_i vbar]
+        float *ob = out + (size_t)b * L * H + (size_t)h * d;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, d, 1.0f, in.qr, (int)in.ldr, KV, d, 0.0f, ob, H);
         for (int i = 0; i < L; i++) {
             const float st = K.zs * dotf(in.q + (size_t)i * in.ld, kvec, d) + K.zoff;
             float inv;
             const float alpha = lin_alpha(&K, st, &inv);
             stat[i] = st;
-            float *o = out + ((size_t)b * L + i) * H + (size_t)h * d;
-            vecmat(o, in.qr + (size_t)i * in.ldr, KV, d);
+            float *o = ob + (size_t)i * H;
             if (mala) {
                 #pragma omp simd
                 for (int c = 0; c < d; c++) o[c] = alpha * o[c] - st * vbar[c];
@@ -328,11 +287,16 @@ static void linear_family_fwd(float *out, float *cache, const float *qkv, const 
     }
 }
 
+// Tokens per block of the backward (its scratch: two blocks of d-long rows on the stack).
+#define LIN_BWD_ROWS 64
+
 // Backward, with G_i = dout_i, P_i = KV G_i (so G_i . (qr_i KV) = qr_i . P_i):
 //   dqr_i += alpha_i P_i;   dKV = kv_scale sum_i qr_i (alpha_i G_i)^T;
 //   dstat_i = -(qr_i . P_i) inv_i^2  [MALA: - G_i . vbar];   [MALA: dvbar = -sum_i z_i G_i / L]
 //   dq'_i += zs dstat_i kvec;  dkvec = kvec_scale zs sum_i dstat_i q'_i;
 //   dkr_j += dKV v_j;  dv_j += dKV^T kr_j [+ dvbar];  dk'_j += dkvec.
+// P = G KV^T and dKV are sgemm calls per block of LIN_BWD_ROWS tokens, dkr += V dKV^T and
+// dv += Kr dKV one call each over all tokens.
 static void linear_family_bwd(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,
                               const float *cache, AttnShape s, int mala) {
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
@@ -347,55 +311,52 @@ static void linear_family_bwd(float *dqkv, float *dqkr, const float *dout, const
         const float *vbar = mala ? kvec + d : NULL;
         const float *G0 = dout + (size_t)b * L * H + (size_t)h * d;
         const int need_dkv = g.dkr || g.dv;
-        float dKV[need_dkv ? d * d : 1], T[d * d], dkvec[d], dvbar[d], P[d];
-        if (need_dkv) memset(dKV, 0, sizeof(float) * (size_t)d * d);
+        float dKV[need_dkv ? d * d : 1], dkvec[d], dvbar[d];
+        float P[LIN_BWD_ROWS * d], Ga[need_dkv ? LIN_BWD_ROWS * d : 1];
         memset(dkvec, 0, sizeof dkvec);
         memset(dvbar, 0, sizeof dvbar);
-        transpose(T, KV, d);  // P_i = KV G_i = vecmat(G_i, KV^T): contiguous axpys, no reductions
-        for (int i0 = 0; i0 < L; i0 += 4) {
-            const int n = L - i0 < 4 ? L - i0 : 4;
-            const float *xs[4], *ys[4];
-            float as[4];
+        for (int i0 = 0; i0 < L; i0 += LIN_BWD_ROWS) {
+            const int n = L - i0 < LIN_BWD_ROWS ? L - i0 : LIN_BWD_ROWS;
+            const float *Gb = G0 + (size_t)i0 * H;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, d, 1.0f, Gb, H, KV, d, 0.0f, P, d);
             for (int t = 0; t < n; t++) {
                 const int i = i0 + t;
-                const float *G = G0 + (size_t)i * H, *qri = in.qr + (size_t)i * in.ldr;
+                const float *G = Gb + (size_t)t * H, *qri = in.qr + (size_t)i * in.ldr, *Pi = P + (size_t)t * d;
                 float inv;
                 const float alpha = lin_alpha(&K, stat[i], &inv);
-                vecmat(P, G, T, d);
-                float dstat = -(inv * inv) * dotf(qri, P, d);
+                float dstat = -(inv * inv) * dotf(qri, Pi, d);
                 if (mala) {
                     dstat -= dotf(G, vbar, d);
                     axpyf(dvbar, -stat[i], G, d);
                 }
-                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, alpha, P, d);
+                if (g.dqr) axpyf(g.dqr + (size_t)i * in.ldr, alpha, Pi, d);
                 if (g.dq) axpyf(g.dq + (size_t)i * in.ld, K.zs * dstat, kvec, d);
                 axpyf(dkvec, K.zs * dstat, in.q + (size_t)i * in.ld, d);
-                xs[t] = qri;
-                ys[t] = G;
-                as[t] = alpha;
+                if (need_dkv) {
+                    float *ga = Ga + (size_t)t * d;
+                    #pragma omp simd
+                    for (int c = 0; c < d; c++) ga[c] = alpha * G[c];
+                }
             }
-            if (need_dkv) outer4(dKV, xs, as, ys, n, d);
-        }
-        if (mala) {
+            // dKV (+)= kv_scale Qr_block^T (alpha G)_block
             if (need_dkv)
-                for (int i = 0; i < d * d; i++) dKV[i] *= K.kv_scale;
-            for (int c = 0; c < d; c++) { dkvec[c] *= K.kvec_scale; dvbar[c] *= K.kvec_scale; }
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, d, n, K.kv_scale, in.qr + (size_t)i0 * in.ldr,
+                            (int)in.ldr, Ga, d, i0 ? 1.0f : 0.0f, dKV, d);
         }
-        if (g.dkr) transpose(T, dKV, d);
-        for (int j = 0; j < L; j++) {
-            const float *vj = in.v + (size_t)j * in.ld, *krj = in.kr + (size_t)j * in.ldr;
-            if (g.dkr) {
-                vecmat(P, vj, T, d);  // dKV v_j
-                axpyf(g.dkr + (size_t)j * in.ldr, 1.0f, P, d);
-            }
-            if (g.dv) {
-                float *o = g.dv + (size_t)j * in.ld;
-                vecmat(P, krj, dKV, d);
-                #pragma omp simd
-                for (int c = 0; c < d; c++) o[c] += P[c] + dvbar[c];
-            }
-            if (g.dk) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dkvec, d);
+        for (int c = 0; c < d; c++) dkvec[c] *= K.kvec_scale;
+        if (mala)
+            for (int c = 0; c < d; c++) dvbar[c] *= K.kvec_scale;
+        if (g.dkr)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, d, d, 1.0f, in.v, (int)in.ld, dKV, d, 1.0f, g.dkr,
+                        (int)in.ldr);
+        if (g.dv) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, d, 1.0f, in.kr, (int)in.ldr, dKV, d, 1.0f,
+                        g.dv, (int)in.ld);
+            if (mala)
+                for (int j = 0; j < L; j++) axpyf(g.dv + (size_t)j * in.ld, 1.0f, dvbar, d);
         }
+        if (g.dk)
+            for (int j = 0; j < L; j++) axpyf(g.dk + (size_t)j * in.ld, 1.0f, dkvec, d);
     }
 }
 

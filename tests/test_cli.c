@@ -359,6 +359,21 @@ START_TEST(test_progress_lines) {
     fclose(f);
     ck_assert_str_eq(buf, "step 0\nstep 10\nstep 20\nstep done\n");  // t = 0, 5, 10 s and the end
 
+    // an unchanged line is not written again; the next new one is, at once
+    f = tmpfile();
+    progress_init(&p, f);
+    p.clock = fake_clock;
+    g_clock = 0; progress_update(&p, 0, "waiting");
+    g_clock = 6; progress_update(&p, 0, "waiting");
+    g_clock = 12; progress_update(&p, 0, "waiting");
+    g_clock = 13; progress_update(&p, 0, "step 1");
+    g_clock = 14; progress_update(&p, 0, "step 2");  // within 5 s of the last line
+    rewind(f);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    ck_assert_str_eq(buf, "waiting\nstep 1\n");
+
     f = tmpfile();
     progress_init(&p, f);
     p.tty = 1;
