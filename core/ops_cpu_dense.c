@@ -84,8 +84,10 @@ void cpu_rmsnorm_gate_fwd(float *out, float *rstd, const float *x, const float *
         const float *xr = x + n * H + h * d, *gr = gate + n * ldg + h * d;
         float *o = out + n * H + h * d;
         float ss = 0.0f;
+        #pragma omp simd reduction(+:ss)
         for (int c = 0; c < d; c++) ss += xr[c] * xr[c];
         const float rs = 1.0f / sqrtf(ss / d + eps);
+        #pragma omp simd
         for (int c = 0; c < d; c++) o[c] = xr[c] * rs * w[c] * silu_f(gr[c]);
         rstd[r] = rs;
     }
@@ -104,7 +106,7 @@ void cpu_rmsnorm_gate_bwd(float *dx, float *dgate, float *dw, const float *dout,
     float part[RMS_PARTS * d];
     #pragma omp parallel for schedule(static) if (rows * d >= (1L << 15))
     for (int p = 0; p < RMS_PARTS; p++) {
-        float *acc = part + (size_t)p * d;
+        float *acc = part + (size_t)p * d, sg[d];
         for (int c = 0; c < d; c++) acc[c] = 0.0f;
         const long r1 = (p + 1) * per < rows ? (p + 1) * per : rows;
         for (long r = p * per; r < r1; r++) {
@@ -112,14 +114,23 @@ void cpu_rmsnorm_gate_bwd(float *dx, float *dgate, float *dw, const float *dout,
             const float *xr = x + n * H + h * d, *gr = gate + n * ldg + h * d, *go = dout + n * H + h * d;
             const float rs = rstd[r];
             float m = 0.0f;
-            for (int c = 0; c < d; c++) m += go[c] * w[c] * silu_f(gr[c]) * (xr[c] * rs);
-            m /= d;
-            float *dxr = dx ? dx + n * H + h * d : NULL, *dgr = dgate ? dgate + n * ldg + h * d : NULL;
+            #pragma omp simd reduction(+:m)
             for (int c = 0; c < d; c++) {
-                const float y = xr[c] * rs, sg = silu_f(gr[c]);
-                if (dxr) dxr[c] += rs * (go[c] * w[c] * sg - y * m);
-                if (dgr) dgr[c] += go[c] * y * w[c] * silu_grad_f(gr[c]);
-                acc[c] += go[c] * y * sg;
+                sg[c] = silu_f(gr[c]);
+                m += go[c] * w[c] * sg[c] * (xr[c] * rs);
+            }
+            m /= d;
+            #pragma omp simd
+            for (int c = 0; c < d; c++) acc[c] += go[c] * (xr[c] * rs) * sg[c];
+            if (dx) {
+                float *dxr = dx + n * H + h * d;
+                #pragma omp simd
+                for (int c = 0; c < d; c++) dxr[c] += rs * (go[c] * w[c] * sg[c] - (xr[c] * rs) * m);
+            }
+            if (dgate) {
+                float *dgr = dgate + n * ldg + h * d;
+                #pragma omp simd
+                for (int c = 0; c < d; c++) dgr[c] += go[c] * (xr[c] * rs) * w[c] * silu_grad_f(gr[c]);
             }
         }
     }
@@ -233,6 +244,7 @@ void cpu_swiglu_fwd(float *out, const float *ab, int N, int F) {
     for (int n = 0; n < N; n++) {
         const float *a = ab + (size_t)n * 2 * F, *b = a + F;
         float *o = out + (size_t)n * F;
+        #pragma omp simd
         for (int f = 0; f < F; f++) o[f] = silu_f(a[f]) * b[f];
     }
 }
@@ -242,6 +254,7 @@ void cpu_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F
     for (int n = 0; n < N; n++) {
         const float *a = ab + (size_t)n * 2 * F, *b = a + F, *g = dout + (size_t)n * F;
         float *da = dab + (size_t)n * 2 * F, *db = da + F;
+        #pragma omp simd
         for (int f = 0; f < F; f++) {
             da[f] += g[f] * silu_grad_f(a[f]) * b[f];
             db[f] += g[f] * silu_f(a[f]);
