@@ -87,6 +87,9 @@ run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn mala --batch 32 --st
 run ./mala bench train --model DiT-S/2 --attn softmax --batch 32 --steps 3 --threads "$T"
 run ./mala bench sample --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 8 --threads "$T"
 run "$PY" tools/bench_sample_torch.py --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 8 --threads "$T"
+# MALA against softmax at 256 tokens and batch 1 (one image, DDIM 10 steps)
+run ./mala bench sample --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 1 --repeats 5 --threads "$T"
+run ./mala bench sample --model DiT-S/2 --attn softmax --sampler ddim --steps 10 --n 1 --repeats 5 --threads "$T"
 # the paper's comparison at latent size (32x32x4): DiT-S/2 mala and softmax, DiG-S/2, DiC-S
 run ./mala bench train --model DiT-S/2 --attn mala --channels 4 --batch 32 --steps 3 --threads "$T"
 run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn mala --channels 4 --batch 32 --steps 3 --threads "$T"
