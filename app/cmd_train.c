@@ -27,7 +27,7 @@
 #include "generate.h"
 #include "image_io.h"
 #include "latents.h"  // defines: latent_is_set
-#include "loss_plot.h"
+#include "line_plot.h"
 #include "progress.h"
 #include "trainer.h"
 

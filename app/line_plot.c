@@ -1,4 +1,4 @@
-// defines: line_plot_png
+// defines: line_plot_png, loss_plot_png
 #include "line_plot.h"
 
 #include <math.h>
@@ -111,5 +111,15 @@ int line_plot_png(const char *path, const PlotSeries *s, int nseries, const Plot
     text(img, ML, 6, title, axis);
     int rc = image_write_png(path, img, W, H, 3, err);
     free(img);
+    return rc;
+}
+
+int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, int n, MalaErr *err) {
+    double *x = xmalloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    for (int i = 0; i < n; i++) x[i] = (double)steps[i];
+    const PlotSeries s = {"loss", x, loss, n};
+    const PlotStyle st = {"training loss", "step", "loss", 1};
+    const int rc = line_plot_png(path, &s, 1, &st, err);
+    free(x);
     return rc;
 }

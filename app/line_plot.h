@@ -4,6 +4,8 @@
 #ifndef MALA_LINE_PLOT_H
 #define MALA_LINE_PLOT_H
 
+#include <stdint.h>
+
 #include "common.h"
 
 typedef struct {
@@ -18,5 +20,8 @@ typedef struct {
 } PlotStyle;
 
 int line_plot_png(const char *path, const PlotSeries *s, int nseries, const PlotStyle *style, MalaErr *err);
+
+// A training run's loss curve (log-scale loss against step): one series of line_plot_png.
+int loss_plot_png(const char *path, const uint64_t *steps, const double *loss, int n, MalaErr *err);
 
 #endif
