@@ -124,8 +124,10 @@ static int slice_threads(const ConvPlan *p, int items) {
     return items < t ? (items > 0 ? items : 1) : t;
 }
 
-// The scratch slice of the calling thread: one image's columns (or one block of rows).
+// The scratch slice of the calling thread: one image's columns (or one block of rows); a direct
+// conv has none (work may be NULL).
 static float *my_slice(float *work, const ConvPlan *p) {
+    if (p->direct) return work;
 #ifdef _OPENMP
     const int tid = omp_get_thread_num();
 #else

@@ -41,15 +41,15 @@ MALA_HD float tanh_f(float x) {
 // passes through.
 MALA_HD float pow2i_f(int n) {  // 2^n for -126 <= n <= 127
 #ifdef __CUDA_ARCH__
-    return __int_as_float((n + 127) << 23);
+    return __uint_as_float((unsigned)(n + 127) << 23);
 #else
-    union { int i; float f; } u;
-    u.i = (n + 127) << 23;
+    union { unsigned i; float f; } u;
+    u.i = (unsigned)(n + 127) << 23;
     return u.f;
 #endif
 }
 MALA_HD float exp_f(float x) {
-    const float xc = x > 88.3f ? 88.3f : x < -87.3f ? -87.3f : x;
+    const float xc = x > 88.3f ? 88.3f : x < -87.3f ? -87.3f : x == x ? x : 0.0f;  // NaN: 0 until the end
     const float n = floorf(xc * 1.44269504088896341f + 0.5f);
     const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 in two parts
     float p = 1.9875691500e-4f;
