@@ -124,8 +124,8 @@ static int slice_threads(const ConvPlan *p, int items) {
     return items < t ? (items > 0 ? items : 1) : t;
 }
 
-// The scratch slice of the calling thread: one image's columns (or one block of rows); a direct
-// conv has none (work may be NULL).
+// The scratch slice of the calling thread (work itself on one thread): one image's columns (or
+// one block of rows); a direct conv has none (work may be NULL).
 static float *my_slice(float *work, const ConvPlan *p) {
     if (p->direct) return work;
 #ifdef _OPENMP
@@ -161,12 +161,8 @@ void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bia
                     size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_fwd");
     const int nt = slice_threads(&p, s.B);
-    if (nt > 1) {
-        #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-        for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, my_slice(work, &p), b, 1);
-    } else {
-        for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, work, b, 0);
-    }
+    #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, my_slice(work, &p), b, nt > 1);
 }
 
 // dw is accumulated in dw_groups(s) groups of consecutive images, each into its own partial
@@ -235,8 +231,7 @@ void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const fl
         #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
         for (int gi = 0; gi < ng; gi++) {
             const int b0 = (int)((long long)s.B * gi / ng), b1 = (int)((long long)s.B * (gi + 1) / ng);
-            bwd_images(dx, ng > 1 ? part + (size_t)gi * nw : dw, dout, x, w, s, &p, nt > 1 ? my_slice(work, &p) : work,
-                       b0, b1, nt > 1);
+            bwd_images(dx, ng > 1 ? part + (size_t)gi * nw : dw, dout, x, w, s, &p, my_slice(work, &p), b0, b1, nt > 1);
         }
         if (ng > 1) {
             #pragma omp parallel for schedule(static) if (nw >= ((size_t)1 << 15))
@@ -248,12 +243,8 @@ void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const fl
         }
     } else if (dx) {
         const int nt = slice_threads(&p, s.B);
-        if (nt > 1) {
-            #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-            for (int b = 0; b < s.B; b++) bwd_images(dx, NULL, dout, x, w, s, &p, my_slice(work, &p), b, b + 1, 1);
-        } else {
-            bwd_images(dx, NULL, dout, x, w, s, &p, work, 0, s.B, 0);
-        }
+        #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+        for (int b = 0; b < s.B; b++) bwd_images(dx, NULL, dout, x, w, s, &p, my_slice(work, &p), b, b + 1, nt > 1);
     }
     if (db) {
         #pragma omp parallel for schedule(static) if ((size_t)s.B * s.Cout * HWo >= ((size_t)1 << 15))
