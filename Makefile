@@ -10,8 +10,18 @@ CFLAGS   += $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
             -I. -Icore -Imodel -Ipipeline -Isampler -Itrain -Ieval -Iapp -I$(BLAS_DIR:/usr/lib/%=/usr/include/%) -I/usr/include/stb
 # OpenBLAS's OpenMP build shares our OpenMP thread pool: the pthread build's threads and
 # libgomp's spinning workers fight over the cores (6x slower steps measured on 2 cores).
-BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-LDLIBS   += -L$(BLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLAS_DIR) -lopenblas -llapacke -ljpeg -lz -lm -lpthread -fopenmp
+# BLAS=blis links Debian's BLIS (libblis-openmp-dev) instead: slower than OpenBLAS on this
+# project's machines (README, "BLIS against OpenBLAS"), kept for CPUs where it may not be.
+BLAS ?= openblas
+ifeq ($(BLAS),blis)
+  BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/blis-openmp
+  BLAS_LIB  = -lblis
+  CFLAGS   += -DMALA_BLIS -Wno-unused-function  # (static functions in BLIS's cblas.h)
+else
+  BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+  BLAS_LIB  = -lopenblas
+endif
+LDLIBS   += -L$(BLAS_DIR) -Wl,--disable-new-dtags,-rpath,$(BLAS_DIR) $(BLAS_LIB) -llapacke -ljpeg -lz -lm -lpthread -fopenmp
 BUILD    ?= build
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 SDL_CFLAGS = $(shell pkg-config --cflags sdl2 2>/dev/null)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,11 @@
 #include <omp.h>
 #endif
 
+#ifdef MALA_BLIS
+void bli_thread_set_num_threads(int64_t n);  // blis.h: dim_t is int64_t
+#else
 void openblas_set_num_threads(int n);
+#endif
 
 void args_usage(const char *usage, const Opt *opts, int n) {
     printf("%s\n\nOptions:\n", usage);
@@ -194,5 +199,9 @@ void set_threads(int n) {
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif
+#ifdef MALA_BLIS
+    bli_thread_set_num_threads(n);
+#else
     openblas_set_num_threads(n);
+#endif
 }

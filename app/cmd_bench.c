@@ -1,6 +1,6 @@
 // mala bench train | sample: throughput of the real training step and of the samplers, as one
-// JSON line on stdout: the median of repeated timings with their min and max; train --profile
-// adds the time per op kind (backend_profile.h).
+// JSON line on stdout: the median of repeated timings with their min and max; --profile adds
+// the time per op kind and the slowest ops (backend_profile.h).
 #include <string.h>
 
 #include "backend_profile.h"
@@ -18,15 +18,15 @@ static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_
     for (int b = 0; b < B; b++) y[b] = (int32_t)rng_below(&r, (uint64_t)K);
 }
 
-// The profile of `steps` timed steps (total seconds): a table on stderr, and the JSON members
-// "profile_s_per_step":{kind: seconds, ..., "outside_ops": the rest of the step} into json.
-static void profile_report(char *json, size_t cap, double total, int steps) {
+// The profile of `steps` timed steps (or runs: `what`; total seconds): a table on stderr, and the
+// JSON member "<key>":{kind: seconds, ..., "outside_ops": the rest of the step} into json.
+static void profile_report(char *json, size_t cap, const char *key, const char *what, double total, int steps) {
     BackendProfile p = backend_profile_read();
     double ops = 0;
     for (int k = 0; k < PROF_KINDS; k++) ops += p.seconds[k];
     const double per = 1.0 / steps, outside = total - ops;
-    fprintf(stderr, "time per step by op kind (%d steps, synchronised after every op):\n", steps);
-    size_t len = (size_t)snprintf(json, cap, "\"profile_s_per_step\":{");
+    fprintf(stderr, "time per %s by op kind (%d timed, synchronised after every op):\n", what, steps);
+    size_t len = (size_t)snprintf(json, cap, "\"%s\":{", key);
     for (int k = 0; k <= PROF_KINDS; k++) {
         const char *name = k < PROF_KINDS ? backend_profile_kind_name(k) : "outside_ops";
         const double s = k < PROF_KINDS ? p.seconds[k] : outside;
@@ -46,7 +46,7 @@ static void profile_report(char *json, size_t cap, double total, int steps) {
         for (int j = i; j > 0 && p.slot_seconds[order[j]] > p.slot_seconds[order[j - 1]]; j--) {
             const int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
         }
-    fprintf(stderr, "by op (down to 1%% of the step):\n");
+    fprintf(stderr, "by op (down to 1%% of the %s):\n", what);
     for (int i = 0; i < n && p.slot_seconds[order[i]] >= 0.01 * total; i++)
         fprintf(stderr, "  %-20s %9.4f s %6.1f%%  %8.0f calls\n", names[order[i]], p.slot_seconds[order[i]] * per,
                 total > 0 ? 100 * p.slot_seconds[order[i]] / total : 0.0, p.slot_calls[order[i]] * per);
@@ -103,7 +103,7 @@ static int bench_train(int argc, char **argv) {
     free(times);
     double dt = sp.median;
     char prof[1024] = "";
-    if (profile) profile_report(prof, sizeof prof, total, steps);
+    if (profile) profile_report(prof, sizeof prof, "profile_s_per_step", "step", total, steps);
     double flops = 3.0 * net_flops_per_image(&c) * batch / dt / 1e9;  // backward ~ 2x forward
     double ref = be->gemm_gflops();
     MalaErr jerr;
@@ -126,10 +126,10 @@ static int bench_train(int argc, char **argv) {
 static int bench_sample(int argc, char **argv) {
     ModelOpts mo;
     model_opts_default(&mo, "DiT-S/2");
-    int n = 16, steps = 10, threads = 0, repeats = 3;
+    int n = 16, steps = 10, threads = 0, repeats = 3, profile = 0;
     float cfg = 4.0f;
     const char *device = NULL, *sampler = "ddim", *precision = NULL;
-    Opt opts[MODEL_OPTS_N + 8];
+    Opt opts[MODEL_OPTS_N + 9];
     model_opts_table(&mo, opts);
     opts[MODEL_OPTS_N + 0] = (Opt){"--n", OPT_INT, &n, "N", "images per run", ARG_MIN(1)};
     opts[MODEL_OPTS_N + 1] = (Opt){"--steps", OPT_INT, &steps, "N", "sampling steps", ARG_MIN(1), ARG_MAX(1000)};
@@ -141,12 +141,15 @@ static int bench_sample(int argc, char **argv) {
     opts[MODEL_OPTS_N + 6] = (Opt)OPT_PRECISION(&precision);
     opts[MODEL_OPTS_N + 7] = (Opt){"--repeats", OPT_INT, &repeats, "R", "timed runs of each (after one warm-up run)",
                                    ARG_MIN(1)};
+    opts[MODEL_OPTS_N + 8] = (Opt){"--profile", OPT_FLAG, &profile, NULL,
+                                   "time every backend op by kind (synchronising after each) and print the tables"};
     args_parse("usage: mala bench sample [flags]\n\nTimes sampling with a randomly initialised model of the given\n"
                "shape, without guidance and with --cfg-scale, and prints one JSON line: the median of\n"
                "--repeats runs with the min and max.",
-               opts, MODEL_OPTS_N + 8, argc, argv, 1);
+               opts, MODEL_OPTS_N + 9, argc, argv, 1);
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
+    if (profile) be = backend_profiled(be);
     NetConfig c;
     model_opts_config(&mo, &c);
     args_check_memory("--n", n, model_batch_bytes(&c, 2.0 * n, 0), "the model's activations (2 passes per image with guidance)");
@@ -167,15 +170,23 @@ static int bench_sample(int argc, char **argv) {
     o.kind = kind;
     o.steps = steps;
     double *rates = xmalloc((size_t)repeats * sizeof *rates);
+    char prof[2][1024] = {"", ""};
     for (int r = 0; r < 2; r++) {
         o.cfg_scale = scales[r];
+        double total = 0;
         for (int k = -1; k < repeats; k++) {  // k = -1: warm-up
             random_batch(x, y, img, n, c.num_classes, 2);
+            if (profile && k == 0) backend_profile_reset();
             double t0 = now_seconds();
             if (generator_run(&g, &o, x, y, n, 2, 0, NULL, NULL, &err) < 0) FATAL("%s", err.msg);
-            if (k >= 0) rates[k] = n / (now_seconds() - t0);
+            be->sync();
+            double dt = now_seconds() - t0;
+            if (k >= 0) rates[k] = n / dt, total += dt;
         }
         rate[r] = spread_of(rates, repeats);
+        if (profile)
+            profile_report(prof[r], sizeof prof[r], r ? "profile_cfg_s_per_run" : "profile_s_per_run",
+                           r ? "guided run" : "run", total, repeats);
     }
     free(rates);
     MalaErr jerr;
@@ -183,10 +194,10 @@ static int bench_sample(int argc, char **argv) {
            "\"device\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"sampler\":\"%s\","
            "\"steps\":%d,\"n\":%d,\"image_size\":%d,\"channels\":%d,\"img_per_s\":%.3f,\"img_per_s_cfg\":%.3f,"
            "\"cfg_scale\":%g,\"repeats\":%d,\"img_per_s_min\":%.3f,\"img_per_s_max\":%.3f,\"img_per_s_cfg_min\":%.3f,"
-           "\"img_per_s_cfg_max\":%.3f,\"peak_rss_mb\":%.0f}",
+           "\"img_per_s_cfg_max\":%.3f,%s%s\"peak_rss_mb\":%.0f}",
            mo.preset, backbone_name(c.backbone), net_mixer_name(&c), be->name, be->precision(),
            num_threads(), sampler_kind_name(kind), steps, n, c.image_size, c.in_channels, rate[0].median,
-           rate[1].median, cfg, repeats, rate[0].min, rate[0].max, rate[1].min, rate[1].max,
+           rate[1].median, cfg, repeats, rate[0].min, rate[0].max, rate[1].min, rate[1].max, prof[0], prof[1],
            peak_rss_bytes() / 1048576.0))
         FATAL("%s", jerr.msg);
     free(x); free(y);

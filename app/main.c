@@ -41,6 +41,12 @@ int main(int argc, char **argv) {
         setenv("MALA_NO_REEXEC", "1", 1);
         execv("/proc/self/exe", argv);  // on failure carry on with the defaults
     }
+#ifdef MALA_BLIS
+    // BLIS reads BLIS_ARCH_TYPE at its first call; Debian's build picks its AVX2 kernels on
+    // CPUs whose FMA unit count it does not know, AVX-512 ones included.
+    if (!getenv("BLIS_ARCH_TYPE") && blas_core_for_cpu())
+        setenv("BLIS_ARCH_TYPE", strcmp(blas_core_for_cpu(), "SkylakeX") ? "haswell" : "skx", 1);
+#endif
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
         return argc < 2 ? 2 : 0;

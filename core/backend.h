@@ -8,7 +8,8 @@
 //   as PyTorch's reshape(B, L, heads, d) does. The fused qkv row is [q(H) | k(H) | v(H)].
 // - Token l of a gh x gw grid sits at row l / gw, column l % gw.
 // - Backward ops ADD into every gradient buffer they are given (the caller zeroes them), except
-//   where a comment says "in place". A NULL gradient pointer means "not needed".
+//   where a comment says "in place" or "overwrites" (activation gradients that have one writer:
+//   no zeroing pass over them). A NULL gradient pointer means "not needed".
 #ifndef MALA_BACKEND_H
 #define MALA_BACKEND_H
 
@@ -71,9 +72,10 @@ struct Backend {
     // ---- dense ----
     // out[N,Dout] = in[N,Din] W[Dout,Din]^T + b[Dout]   (b may be NULL)
     void (*linear_fwd)(float *out, const float *in, const float *w, const float *b, int N, int Din, int Dout);
-    // din[N,Din] += dout W;  dw[Dout,Din] += dout^T in;  db[Dout] += sum_n dout[n]
+    // din[N,Din] = din_beta din + dout W (din_beta 0 overwrites din, 1 adds into it);
+    // dw[Dout,Din] += dout^T in;  db[Dout] += sum_n dout[n]
     void (*linear_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
-                       const float *w, int N, int Din, int Dout);
+                       const float *w, int N, int Din, int Dout, float din_beta);
 
     // ---- normalisation and adaLN ----
     // LayerNorm over C without affine, eps 1e-6: out = (x - mean) * rstd; rstd[N] kept for backward.
@@ -83,19 +85,21 @@ struct Backend {
     // out[b,l,c] = x[b,l,c] * (1 + scale[b*ms + c]) + shift[b*ms + c]   (ms: row stride of shift/scale)
     void (*modulate_fwd)(float *out, const float *x, const float *shift, const float *scale,
                          int B, int L, int C, int ms);
+    // dx = dout (1 + scale) (overwrites);  dshift += sum_l dout;  dscale += sum_l dout x
     void (*modulate_bwd)(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
                          const float *scale, int B, int L, int C, int ms);
     // x[b,l,c] += gate[b*ms + c] * y[b,l,c]   (the adaLN-Zero gated residual, in place on x)
     void (*gate_residual_fwd)(float *x, const float *y, const float *gate, int B, int L, int C, int ms);
-    // dy += gate * dx;  dgate += sum_l dx * y     (dx itself passes through unchanged)
+    // dy = gate * dx (overwrites);  dgate += sum_l dx * y     (dx itself passes through unchanged)
     void (*gate_residual_bwd)(float *dy, float *dgate, const float *dx, const float *y, const float *gate,
                               int B, int L, int C, int ms);
 
     // ---- elementwise ----
+    // gelu_bwd, gelu_erf_bwd and silu_bwd overwrite dx: dx = dout * f'(x).
     void (*gelu_fwd)(float *out, const float *x, size_t n);          // tanh approximation
     void (*gelu_bwd)(float *dx, const float *dout, const float *x, size_t n);
     // Exact GELU (nn.GELU(), approximate="none"): out = 0.5 x (1 + erf(x / sqrt 2));
-    // dx += dout (Phi(x) + x phi(x)), Phi and phi the standard normal cdf and density.
+    // dx = dout (Phi(x) + x phi(x)), Phi and phi the standard normal cdf and density.
     void (*gelu_erf_fwd)(float *out, const float *x, size_t n);
     void (*gelu_erf_bwd)(float *dx, const float *dout, const float *x, size_t n);
     void (*silu_fwd)(float *out, const float *x, size_t n);

@@ -28,8 +28,8 @@ void cpu_linear_fwd(float *out, const float *in, const float *w, const float *b,
 }
 
 void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
-                    const float *w, int N, int I, int O) {
-    if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, dout, O, w, I, 1.0f, din, I);
+                    const float *w, int N, int I, int O, float din_beta) {
+    if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, dout, O, w, I, din_beta, din, I);
     if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, dout, O, in, I, 1.0f, dw, I);
     if (db) {
         #pragma omp parallel for schedule(static)
@@ -166,7 +166,7 @@ void cpu_modulate_bwd(float *dx, float *dshift, float *dscale, const float *dout
                 size_t r = ((size_t)b * L + l) * C;
                 for (int c = c0; c < c1; c++) {
                     float g = dout[r + c];
-                    if (dx) dx[r + c] += g * (1.0f + sc[c]);
+                    if (dx) dx[r + c] = g * (1.0f + sc[c]);
                     ash[c - c0] += g;
                     asc[c - c0] += g * x[r + c];
                 }
@@ -199,7 +199,7 @@ void cpu_gate_residual_bwd(float *dy, float *dgate, const float *dx, const float
             for (int l = 0; l < L; l++) {
                 size_t r = ((size_t)b * L + l) * C;
                 for (int c = c0; c < c1; c++) {
-                    if (dy) dy[r + c] += g[c] * dx[r + c];
+                    if (dy) dy[r + c] = g[c] * dx[r + c];
                     acc[c - c0] += dx[r + c] * y[r + c];
                 }
             }
@@ -215,7 +215,7 @@ void cpu_gelu_fwd(float *out, const float *x, size_t n) {
 
 void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) dx[i] += dout[i] * gelu_grad_f(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] = dout[i] * gelu_grad_f(x[i]);
 }
 
 void cpu_gelu_erf_fwd(float *out, const float *x, size_t n) {
@@ -225,7 +225,7 @@ void cpu_gelu_erf_fwd(float *out, const float *x, size_t n) {
 
 void cpu_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 14))
-    for (size_t i = 0; i < n; i++) dx[i] += dout[i] * gelu_erf_grad_f(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] = dout[i] * gelu_erf_grad_f(x[i]);
 }
 
 void cpu_silu_fwd(float *out, const float *x, size_t n) {
@@ -235,7 +235,7 @@ void cpu_silu_fwd(float *out, const float *x, size_t n) {
 
 void cpu_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) dx[i] += dout[i] * silu_grad_f(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] = dout[i] * silu_grad_f(x[i]);
 }
 
 // SwiGLU on the fused [N, 2F] projection: a = ab[n, :F], b = ab[n, F:]

@@ -7,7 +7,7 @@
 
 void cpu_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O);
 void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                    int N, int I, int O);
+                    int N, int I, int O, float din_beta);
 void cpu_layernorm_fwd(float *out, float *rstd, const float *x, int N, int C);
 void cpu_layernorm_bwd(float *dx, const float *dout, const float *out, const float *rstd, int N, int C);
 void cpu_rmsnorm_gate_fwd(float *out, float *rstd, const float *x, const float *gate, const float *w, int N,

@@ -89,7 +89,7 @@ void cuda_dense_init(void);  // the ones vector of cuda_rowsum_add (called by ba
 void cuda_rowsum_add(float *dst, const float *src, int rows, int cols);  // dst[cols] += column sums
 void cuda_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O);
 void cuda_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int N, int I, int O);
+                     int N, int I, int O, float din_beta);
 
 // ---- ops_norm.cu ----
 void cuda_layernorm_fwd(float *out, float *rstd, const float *x, int N, int C);

@@ -80,11 +80,11 @@ void cuda_linear_fwd(float *out, const float *in, const float *w, const float *b
     }
 }
 
-// din[N,I] += dout[N,O] W[O,I];  dw[O,I] += dout^T in;  db[O] += sum_n dout[n]
+// din[N,I] = din_beta din + dout[N,O] W[O,I];  dw[O,I] += dout^T in;  db[O] += sum_n dout[n]
 void cuda_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in, const float *w,
-                     int N, int I, int O) {
+                     int N, int I, int O, float din_beta) {
     if (N <= 0) return;
-    if (din) gemm_rm(false, false, N, I, O, 1.0f, dout, O, 0, w, I, 0, 1.0f, din, I, 0, 1);
+    if (din) gemm_rm(false, false, N, I, O, 1.0f, dout, O, 0, w, I, 0, din_beta, din, I, 0, 1);
     if (dw) gemm_rm(true, false, O, I, N, 1.0f, dout, O, 0, in, I, 0, 1.0f, dw, I, 0, 1);
     if (db) cuda_rowsum_add(db, dout, N, O);
 }

@@ -9,15 +9,15 @@
 
 __global__ void k_gelu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_f(x[i]); }
 __global__ void k_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
-    GRID_STRIDE(i, n) dx[i] += dout[i] * gelu_grad_f(x[i]);
+    GRID_STRIDE(i, n) dx[i] = dout[i] * gelu_grad_f(x[i]);
 }
 __global__ void k_gelu_erf_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_erf_f(x[i]); }
 __global__ void k_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
-    GRID_STRIDE(i, n) dx[i] += dout[i] * gelu_erf_grad_f(x[i]);
+    GRID_STRIDE(i, n) dx[i] = dout[i] * gelu_erf_grad_f(x[i]);
 }
 __global__ void k_silu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = silu_f(x[i]); }
 __global__ void k_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
-    GRID_STRIDE(i, n) dx[i] += dout[i] * silu_grad_f(x[i]);
+    GRID_STRIDE(i, n) dx[i] = dout[i] * silu_grad_f(x[i]);
 }
 // SwiGLU on the fused [N, 2F] rows: out[n,f] = silu(a) b with a = ab[n,f], b = ab[n,F+f]
 __global__ void k_swiglu_fwd(float *out, const float *ab, int F, size_t n) {

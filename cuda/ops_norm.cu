@@ -186,7 +186,7 @@ __global__ void k_modulate_bwd(float *dx, float *dshift, float *dscale, const fl
         for (int l = threadIdx.y; l < L; l += RED_ROWS) {
             const size_t r = ((size_t)b * L + l) * C + c;
             const float g = dout[r];
-            if (dx) dx[r] += g * sc1;
+            if (dx) dx[r] = g * sc1;
             ash += g;
             asc += g * x[r];
         }
@@ -228,7 +228,7 @@ void cuda_gate_residual_fwd(float *x, const float *y, const float *gate, int B, 
     KERNEL_CHECK();
 }
 
-// dy += gate * dx;  dgate += sum_l dx * y
+// dy = gate * dx (overwrites);  dgate += sum_l dx * y
 __global__ void k_gate_residual_bwd(float *dy, float *dgate, const float *dx, const float *y, const float *gate,
                                     int L, int C, int ms) {
     __shared__ float sg[RED_ROWS][33];
@@ -238,7 +238,7 @@ __global__ void k_gate_residual_bwd(float *dy, float *dgate, const float *dx, co
         const float gt = gate[(size_t)b * ms + c];
         for (int l = threadIdx.y; l < L; l += RED_ROWS) {
             const size_t r = ((size_t)b * L + l) * C + c;
-            if (dy) dy[r] += gt * dx[r];
+            if (dy) dy[r] = gt * dx[r];
             acc += dx[r] * y[r];
         }
     }

@@ -429,7 +429,6 @@ static void block_backward(Net *n, float *G, DicBlock *k, const float *dcur, flo
     be->gelu_erf_fwd(m->s3, m->s2, nout);
     zero(be, dc, nout);
     conv_bwd(n, G, dc, da, m->s3, k->c1_w, k->c1_b, B, co, k->R, co, 3);
-    zero(be, da, nout);
     be->gelu_erf_bwd(da, dc, m->s2, nout);
     zero(be, dc, nout);
     be->modulate2d_bwd(dc, dada + 2 * co, dada + co, da, m->s1, k->ada + co, B, co, HW, 3 * co);
@@ -442,12 +441,11 @@ static void block_backward(Net *n, float *G, DicBlock *k, const float *dcur, flo
     be->gelu_erf_fwd(m->s2, m->s1, nin);
     zero(be, dc, nin);
     conv_bwd(n, G, dc, da, m->s2, k->c0_w, k->c0_b, B, ci, k->R, co, 3);
-    zero(be, da, nin);
     be->gelu_erf_bwd(da, dc, m->s1, nin);
     be->groupnorm_bwd(dxin, G + k->n0_w, G + k->n0_b, da, k->xin, k->mean0, k->rstd0, W + k->n0_w, B, ci, HW,
                       dic_groups(ci));
     // (gate, scale, shift) = affine(SiLU c)
-    be->linear_bwd(e->dsc, G + k->aff_w, G + k->aff_b, dada, e->sc, W + k->aff_w, B, co, 3 * co);
+    be->linear_bwd(e->dsc, G + k->aff_w, G + k->aff_b, dada, e->sc, W + k->aff_w, B, co, 3 * co, 1.0f);
 }
 
 static void embed_backward(Net *n, float *G, int B) {
@@ -458,14 +456,11 @@ static void embed_backward(Net *n, float *G, int B) {
         DicEmbed *e = &m->emb[i];
         int Wi = m->p.W[i];
         size_t nb = (size_t)B * Wi;
-        zero(be, e->dc, nb);
         be->silu_bwd(e->dc, e->dsc, e->c, nb);
         be->embed_bwd(G + e->y_tab, e->dc, m->labels, B, Wi);
-        zero(be, e->dths, nb);
-        be->linear_bwd(e->dths, G + e->t2_w, G + e->t2_b, e->dc, e->ths, W + e->t2_w, B, Wi, Wi);
-        zero(be, e->dth, nb);
+        be->linear_bwd(e->dths, G + e->t2_w, G + e->t2_b, e->dc, e->ths, W + e->t2_w, B, Wi, Wi, 0.0f);
         be->silu_bwd(e->dth, e->dths, e->th, nb);
-        be->linear_bwd(NULL, G + e->t0_w, G + e->t0_b, e->dth, m->tfreq, W + e->t0_w, B, DIT_FREQ_DIM, Wi);
+        be->linear_bwd(NULL, G + e->t0_w, G + e->t0_b, e->dth, m->tfreq, W + e->t0_w, B, DIT_FREQ_DIM, Wi, 0.0f);
     }
 }
 
@@ -489,7 +484,7 @@ static void dic_backward(Net *n, float *G, const float *dout, int B) {
     zero(be, m->d3, nmap);
     be->layernorm2d_bwd(m->d3, NULL, NULL, m->d4, m->xo, m->lmean, m->lrstd, NULL, B, W, HW);
     DicEmbed *ef = stage_emb(m, p->n - 1);
-    be->linear_bwd(ef->dsc, G + m->f_ada_w, G + m->f_ada_b, m->dfada, ef->sc, n->w + m->f_ada_w, B, W, 2 * W);
+    be->linear_bwd(ef->dsc, G + m->f_ada_w, G + m->f_ada_b, m->dfada, ef->sc, n->w + m->f_ada_w, B, W, 2 * W, 1.0f);
     zero(be, cur, nmap);
     conv_bwd(n, G, cur, m->d3, stage_output(m, p->n - 1), m->out_w, m->out_b, B, W, R, W, 3);
     for (int s = p->n - 1; s >= 0; s--) {

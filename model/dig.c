@@ -249,8 +249,7 @@ static void gla_backward(Net *n, float *G, DigBlockActs *b, const DigBlockOffset
     float *dxm = m->e.dxm;
     const float *gate = b->qkvg + 2 * K + V;
     be->rmsnorm_gate_fwd(m->on, b->nrstd, b->o, gate, W + o->norm_w, BL, s.heads, d->dv, ld, DIG_NORM_EPS);
-    be->zero(m->don, (size_t)BL * V * sizeof(float));
-    be->linear_bwd(m->don, G + o->o_w, NULL, m->dao, m->on, W + o->o_w, BL, V, H);
+    be->linear_bwd(m->don, G + o->o_w, NULL, m->dao, m->on, W + o->o_w, BL, V, H, 0.0f);
     be->zero(m->do_, (size_t)BL * V * sizeof(float));
     be->zero(m->dqkvg, (size_t)BL * ld * sizeof(float));
     be->rmsnorm_gate_bwd(m->do_, m->dqkvg + 2 * K + V, G + o->norm_w, m->don, b->o, gate, W + o->norm_w, b->nrstd,
@@ -259,11 +258,9 @@ static void gla_backward(Net *n, float *G, DigBlockActs *b, const DigBlockOffset
     be->gla_bwd(m->dqkvg, m->dqkvg + K, m->dqkvg + 2 * K, m->dgk, m->do_, b->qkvg, b->qkvg + K, b->qkvg + 2 * K,
                 b->g, b->cache, s);
     be->logsigmoid_bwd(m->dgk, b->g, BL, K, K, DIG_GATE_NORMALIZER);
-    be->zero(m->dgk0, (size_t)BL * r * sizeof(float));
-    be->linear_bwd(m->dgk0, G + o->gk1_w, G + o->gk1_b, m->dgk, b->gk0, W + o->gk1_w, BL, r, K);
-    be->zero(dxm, (size_t)BL * H * sizeof(float));
-    be->linear_bwd(dxm, G + o->gk0_w, NULL, m->dgk0, m->xm, W + o->gk0_w, BL, H, r);
-    be->linear_bwd(dxm, G + o->qkvg_w, NULL, m->dqkvg, m->xm, W + o->qkvg_w, BL, H, ld);
+    be->linear_bwd(m->dgk0, G + o->gk1_w, G + o->gk1_b, m->dgk, b->gk0, W + o->gk1_w, BL, r, K, 0.0f);
+    be->linear_bwd(dxm, G + o->gk0_w, NULL, m->dgk0, m->xm, W + o->gk0_w, BL, H, r, 0.0f);
+    be->linear_bwd(dxm, G + o->qkvg_w, NULL, m->dqkvg, m->xm, W + o->qkvg_w, BL, H, ld, 1.0f);
 }
 
 // On entry m->dx holds d(loss)/d(block output); on exit d(loss)/d(block input).
@@ -285,29 +282,23 @@ static void block_backward(Net *n, float *G, int i, int B) {
     be->dwconv_bwd(dx, G + o->conv_w, G + o->conv_b, m->dxc, b->xr, H, W + o->conv_w, 3, B, g, g, H);
     be->zero(dada, (size_t)B * 6 * H * sizeof(float));
     // MLP branch
-    be->zero(m->dmo, nBLH);
     be->gate_residual_bwd(m->dmo, dada + 5 * H, dx, b->mo, ada + 5 * H, B, L, H, 6 * H);
     be->swiglu_fwd(m->hm, b->ab, BL, I);
-    be->zero(m->dhm, (size_t)BL * I * sizeof(float));
-    be->linear_bwd(m->dhm, G + o->mlp_down, NULL, m->dmo, m->hm, W + o->mlp_down, BL, I, H);
+    be->linear_bwd(m->dhm, G + o->mlp_down, NULL, m->dmo, m->hm, W + o->mlp_down, BL, I, H, 0.0f);
     be->zero(m->dab, (size_t)BL * 2 * I * sizeof(float));
     be->swiglu_bwd(m->dab, m->dhm, b->ab, BL, I);
     be->modulate_fwd(m->xm, b->xhat2, ada + 3 * H, ada + 4 * H, B, L, H, 6 * H);
-    be->zero(dxm, nBLH);
-    be->linear_bwd(dxm, G + o->mlp_w12, NULL, m->dab, m->xm, W + o->mlp_w12, BL, H, 2 * I);
-    be->zero(dxhat, nBLH);
+    be->linear_bwd(dxm, G + o->mlp_w12, NULL, m->dab, m->xm, W + o->mlp_w12, BL, H, 2 * I, 0.0f);
     be->modulate_bwd(dxhat, dada + 3 * H, dada + 4 * H, dxm, b->xhat2, ada + 4 * H, B, L, H, 6 * H);
     be->layernorm_bwd(dx, dxhat, b->xhat2, b->rstd2, BL, H);
     // GLA branch
-    be->zero(m->dao, nBLH);
     be->gate_residual_bwd(m->dao, dada + 2 * H, dx, b->ao, ada + 2 * H, B, L, H, 6 * H);
     be->modulate_fwd(m->xm, b->xhat1, ada, ada + H, B, L, H, 6 * H);
     gla_backward(n, G, b, o, B);
-    be->zero(dxhat, nBLH);
     be->modulate_bwd(dxhat, dada, dada + H, dxm, b->xhat1, ada + H, B, L, H, 6 * H);
     be->layernorm_bwd(dx, dxhat, b->xhat1, b->rstd1, BL, H);
     // adaLN: ada = Linear(SiLU(c))
-    be->linear_bwd(m->e.dsc, G + o->ada_w, G + o->ada_b, dada, m->e.sc, W + o->ada_w, B, H, 6 * H);
+    be->linear_bwd(m->e.dsc, G + o->ada_w, G + o->ada_b, dada, m->e.sc, W + o->ada_w, B, H, 6 * H, 1.0f);
 }
 
 static void dig_backward(Net *n, float *G, const float *dout, int B) {

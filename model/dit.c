@@ -248,42 +248,34 @@ static void block_backward(Net *n, float *G, int i, int B) {
 
     be->zero(dada, (size_t)B * 6 * H * sizeof(float));
     // MLP branch
-    be->zero(A->dmo, nBLH);
     be->gate_residual_bwd(A->dmo, dada + 5 * H, A->dx, b->mo, ada + 5 * H, B, L, H, 6 * H);
     be->modulate_fwd(A->xm, b->xhat2, ada + 3 * H, ada + 4 * H, B, L, H, 6 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
-    be->zero(A->dh2, 4 * nBLH);
-    be->linear_bwd(A->dh2, G + o->fc2_w, G + o->fc2_b, A->dmo, A->h2, W + o->fc2_w, BL, 4 * H, H);
-    be->zero(A->h2, 4 * nBLH);  // reused as d(fc1 output)
-    be->gelu_bwd(A->h2, A->dh2, b->h1, (size_t)BL * 4 * H);
-    be->zero(A->dxm, nBLH);
-    be->linear_bwd(A->dxm, G + o->fc1_w, G + o->fc1_b, A->h2, A->xm, W + o->fc1_w, BL, H, 4 * H);
-    be->zero(A->dxhat, nBLH);
+    be->linear_bwd(A->dh2, G + o->fc2_w, G + o->fc2_b, A->dmo, A->h2, W + o->fc2_w, BL, 4 * H, H, 0.0f);
+    be->gelu_bwd(A->h2, A->dh2, b->h1, (size_t)BL * 4 * H);  // h2 reused as d(fc1 output)
+    be->linear_bwd(A->dxm, G + o->fc1_w, G + o->fc1_b, A->h2, A->xm, W + o->fc1_w, BL, H, 4 * H, 0.0f);
     be->modulate_bwd(A->dxhat, dada + 3 * H, dada + 4 * H, A->dxm, b->xhat2, ada + 4 * H, B, L, H, 6 * H);
     be->layernorm_bwd(A->dx, A->dxhat, b->xhat2, b->rstd2, BL, H);
     // attention branch
-    be->zero(A->dao, nBLH);
     be->gate_residual_bwd(A->dao, dada + 2 * H, A->dx, b->ao, ada + 2 * H, B, L, H, 6 * H);
     be->modulate_fwd(A->xm, b->xhat1, ada, ada + H, B, L, H, 6 * H);
-    be->zero(A->do_, nBLH);
-    be->zero(A->dxm, nBLH);
     if (c->gate) {
         be->mul_fwd(A->y, b->o, b->g, (size_t)BL * H);
-        be->zero(A->dy, nBLH);
-        be->linear_bwd(A->dy, G + o->proj_w, G + o->proj_b, A->dao, A->y, W + o->proj_w, BL, H, H);
+        be->linear_bwd(A->dy, G + o->proj_w, G + o->proj_b, A->dao, A->y, W + o->proj_w, BL, H, H, 0.0f);
+        be->zero(A->do_, nBLH);
         be->zero(A->dg, nBLH);
         be->mul_bwd(A->do_, A->dg, A->dy, b->o, b->g, (size_t)BL * H);
-        be->linear_bwd(A->dxm, G + o->gate_w, G + o->gate_b, A->dg, A->xm, W + o->gate_w, BL, H, H);
+        be->linear_bwd(A->dxm, G + o->gate_w, G + o->gate_b, A->dg, A->xm, W + o->gate_w, BL, H, H, 0.0f);
     } else {
-        be->linear_bwd(A->do_, G + o->proj_w, G + o->proj_b, A->dao, b->o, W + o->proj_w, BL, H, H);
+        be->linear_bwd(A->do_, G + o->proj_w, G + o->proj_b, A->dao, b->o, W + o->proj_w, BL, H, H, 0.0f);
     }
     attention_backward(n, G, b, o, B);
-    be->linear_bwd(A->dxm, G + o->qkv_w, G + o->qkv_b, A->dqkv, A->xm, W + o->qkv_w, BL, H, 3 * H);
-    be->zero(A->dxhat, nBLH);
+    be->linear_bwd(A->dxm, G + o->qkv_w, G + o->qkv_b, A->dqkv, A->xm, W + o->qkv_w, BL, H, 3 * H,
+                   c->gate ? 1.0f : 0.0f);  // the gate's projection wrote dxm first
     be->modulate_bwd(A->dxhat, dada, dada + H, A->dxm, b->xhat1, ada + H, B, L, H, 6 * H);
     be->layernorm_bwd(A->dx, A->dxhat, b->xhat1, b->rstd1, BL, H);
     // adaLN: ada = Linear(SiLU(c))
-    be->linear_bwd(m->e.dsc, G + o->ada_w, G + o->ada_b, dada, m->e.sc, W + o->ada_w, B, H, 6 * H);
+    be->linear_bwd(m->e.dsc, G + o->ada_w, G + o->ada_b, dada, m->e.sc, W + o->ada_w, B, H, 6 * H, 1.0f);
 }
 
 static void dit_backward(Net *n, float *G, const float *dout, int B) {

@@ -121,31 +121,26 @@ void dit_final_bwd(Net *n, DitEmbed *e, float *G, float *dx, const float *dout, 
     size_t nBLH = (size_t)BL * H * sizeof(float);
     be->zero(e->dtok, (size_t)BL * KO * sizeof(float));
     be->unpatchify_bwd(e->dtok, dout, B, n->out_channels, n->cfg.image_size, e->p);
-    be->zero(e->dxm, nBLH);
-    be->linear_bwd(e->dxm, G + e->f_lin_w, G + e->f_lin_b, e->dtok, e->fxm, W + e->f_lin_w, BL, H, KO);
+    be->linear_bwd(e->dxm, G + e->f_lin_w, G + e->f_lin_b, e->dtok, e->fxm, W + e->f_lin_w, BL, H, KO, 0.0f);
     be->zero(e->dfada, (size_t)B * 2 * H * sizeof(float));
-    be->zero(e->dxhat, nBLH);
     be->modulate_bwd(e->dxhat, e->dfada, e->dfada + H, e->dxm, e->fxhat, e->fada + H, B, L, H, 2 * H);
     be->zero(dx, nBLH);
     be->layernorm_bwd(dx, e->dxhat, e->fxhat, e->frstd, BL, H);
-    be->zero(e->dsc, (size_t)B * H * sizeof(float));
-    be->linear_bwd(e->dsc, G + e->f_ada_w, G + e->f_ada_b, e->dfada, e->sc, W + e->f_ada_w, B, H, 2 * H);
+    // the first write of dsc: the blocks' adaLN projections add theirs
+    be->linear_bwd(e->dsc, G + e->f_ada_w, G + e->f_ada_b, e->dfada, e->sc, W + e->f_ada_w, B, H, 2 * H, 0.0f);
 }
 
 void dit_embed_bwd(Net *n, DitEmbed *e, float *G, const float *dx, int B) {
     const Backend *be = n->be;
     const float *W = n->w;
     int H = e->H, p = e->p, BL = B * e->T;
-    size_t nBH = (size_t)B * H * sizeof(float);
     // conditioning: c = mlp(freq(t)) + table[y]
-    be->zero(e->dc, nBH);
     be->silu_bwd(e->dc, e->dsc, e->c, (size_t)B * H);
     be->embed_bwd(G + e->y_tab, e->dc, e->labels, B, H);
-    be->zero(e->dths, nBH);
-    be->linear_bwd(e->dths, G + e->t2_w, G + e->t2_b, e->dc, e->ths, W + e->t2_w, B, H, H);
-    be->zero(e->dth, nBH);
+    be->linear_bwd(e->dths, G + e->t2_w, G + e->t2_b, e->dc, e->ths, W + e->t2_w, B, H, H, 0.0f);
     be->silu_bwd(e->dth, e->dths, e->th, (size_t)B * H);
-    be->linear_bwd(NULL, G + e->t0_w, G + e->t0_b, e->dth, e->tfreq, W + e->t0_w, B, DIT_FREQ_DIM, H);
+    be->linear_bwd(NULL, G + e->t0_w, G + e->t0_b, e->dth, e->tfreq, W + e->t0_w, B, DIT_FREQ_DIM, H, 0.0f);
     // patch embedding (pos_embed is fixed)
-    be->linear_bwd(NULL, G + e->x_w, G + e->x_b, dx, e->patches, W + e->x_w, BL, n->cfg.in_channels * p * p, H);
+    be->linear_bwd(NULL, G + e->x_w, G + e->x_b, dx, e->patches, W + e->x_w, BL, n->cfg.in_channels * p * p, H,
+                   0.0f);
 }

@@ -125,17 +125,24 @@ static void check_linear(int N, int I, int O, int bias, uint64_t seed) {
 
     Buf dout = buf_rand((size_t)N * O, -1, 1, seed + 4), din = buf_rand((size_t)N * I, -1, 1, seed + 5);
     Buf dw = buf_rand((size_t)O * I, -1, 1, seed + 6), db = buf_rand(O, -1, 1, seed + 7);
-    CPU->linear_bwd(din.h, dw.h, bias ? db.h : NULL, dout.h, in.h, w.h, N, I, O);
-    GPU->linear_bwd(din.d, dw.d, bias ? db.d : NULL, dout.d, in.d, w.d, N, I, O);
+    CPU->linear_bwd(din.h, dw.h, bias ? db.h : NULL, dout.h, in.h, w.h, N, I, O, 1.0f);
+    GPU->linear_bwd(din.d, dw.d, bias ? db.d : NULL, dout.d, in.d, w.d, N, I, O, 1.0f);
     snprintf(what, sizeof what, "linear_bwd din N%d I%d O%d", N, I, O);
+    buf_check(what, &din, TOL_GEMM);
+    // din_beta 0: din overwritten (its old values, NaN here on the host side too, are not read)
+    for (size_t i = 0; i < (size_t)N * I; i++) din.h[i] = NAN;
+    GPU->to_device(din.d, din.h, (size_t)N * I * sizeof(float));
+    CPU->linear_bwd(din.h, NULL, NULL, dout.h, in.h, w.h, N, I, O, 0.0f);
+    GPU->linear_bwd(din.d, NULL, NULL, dout.d, in.d, w.d, N, I, O, 0.0f);
+    snprintf(what, sizeof what, "linear_bwd din overwritten N%d I%d O%d", N, I, O);
     buf_check(what, &din, TOL_GEMM);
     snprintf(what, sizeof what, "linear_bwd dw N%d I%d O%d", N, I, O);
     buf_check(what, &dw, TOL_GEMM);
     snprintf(what, sizeof what, "linear_bwd db N%d I%d O%d", N, I, O);
     buf_check(what, &db, TOL_GEMM);
     // din not wanted
-    CPU->linear_bwd(NULL, dw.h, db.h, dout.h, in.h, w.h, N, I, O);
-    GPU->linear_bwd(NULL, dw.d, db.d, dout.d, in.d, w.d, N, I, O);
+    CPU->linear_bwd(NULL, dw.h, db.h, dout.h, in.h, w.h, N, I, O, 0.0f);
+    GPU->linear_bwd(NULL, dw.d, db.d, dout.d, in.d, w.d, N, I, O, 0.0f);
     buf_check("linear_bwd dw (din NULL)", &dw, TOL_GEMM);
     buf_check("linear_bwd db (din NULL)", &db, TOL_GEMM);
     Buf *all[] = {&in, &w, &b, &out, &dout, &din, &dw, &db};

@@ -423,7 +423,7 @@ START_TEST(test_gelu_erf) {
     const float xs[4] = {1.0f, -2.0f, 0.5f, 3.0f};
     const double y[4] = {0.841344746068543, -0.04550026389635842, 0.34573123063700656, 2.99595030590511};
     const double dy[4] = {1.0833154705876864, -0.08523180107819692, 0.8674951246561629, 1.011945647204184};
-    float out[4], d[4] = {0}, ones[4] = {1, 1, 1, 1};
+    float out[4], d[4] = {NAN, NAN, NAN, NAN}, ones[4] = {1, 1, 1, 1};  // d overwritten
     backend_cpu()->gelu_erf_fwd(out, xs, 4);
     backend_cpu()->gelu_erf_bwd(d, ones, xs, 4);
     for (int i = 0; i < 4; i++) {

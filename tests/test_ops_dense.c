@@ -35,6 +35,13 @@ static float *rnd(size_t n, float lo, float hi, uint64_t seed) {
 
 static float *zeros(size_t n) { return own(calloc(n, sizeof(float))); }
 
+// The destination of an op that overwrites it: NaN wherever the op failed to write.
+static float *nans(size_t n) {
+    float *x = own(malloc(n * sizeof(float)));
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+    return x;
+}
+
 #define FD(what, x, n, grad, probe) tu_fd_check(what, x, n, grad, probe_loss, &(probe).base, 1e-2f, 2e-3, 2e-2, 48)
 
 // ---- linear ----
@@ -46,15 +53,17 @@ START_TEST(test_linear) {
     LinearP p = {.N = 7, .I = 9, .O = 5};
     p.in = rnd(63, -1, 1, 1); p.w = rnd(45, -1, 1, 2); p.b = rnd(5, -1, 1, 3);
     p.base = (Probe){linear_f, zeros(35), rnd(35, -1, 1, 4), 35};
-    float *din = zeros(63), *dw = zeros(45), *db = zeros(5);
-    be->linear_bwd(din, dw, db, p.base.G, p.in, p.w, p.N, p.I, p.O);
+    float *din = nans(63), *dw = zeros(45), *db = zeros(5);
+    be->linear_bwd(din, dw, db, p.base.G, p.in, p.w, p.N, p.I, p.O, 0.0f);  // din_beta 0: din overwritten
     FD("linear din", p.in, 63, din, p);
     FD("linear dw", p.w, 45, dw, p);
     FD("linear db", p.b, 5, db, p);
-    // accumulation: a second backward doubles every gradient
-    float first = dw[3];
-    be->linear_bwd(din, dw, db, p.base.G, p.in, p.w, p.N, p.I, p.O);
+    // accumulation: a second backward with din_beta 1 doubles every gradient
+    float first = dw[3], first_din = din[5], first_db = db[2];
+    be->linear_bwd(din, dw, db, p.base.G, p.in, p.w, p.N, p.I, p.O, 1.0f);
     ck_assert_float_eq_tol(dw[3], 2 * first, 1e-5);
+    ck_assert_float_eq_tol(din[5], 2 * first_din, 1e-5);
+    ck_assert_float_eq_tol(db[2], 2 * first_db, 1e-5);
 }
 END_TEST
 
@@ -96,12 +105,12 @@ START_TEST(test_modulate_and_gate) {
     size_t n = 60, nm = 2 * 18;
     p.x = rnd(n, -1, 1, 7); p.mod = rnd(nm, -1, 1, 8);
     p.base = (Probe){mod_f, zeros(n), rnd(n, -1, 1, 9), n};
-    float *dx = zeros(n), *dmod = zeros(nm);
+    float *dx = nans(n), *dmod = zeros(nm);  // dx overwritten, dshift/dscale added into
     be->modulate_bwd(dx, dmod + 1, dmod + 1 + p.C, p.base.G, p.x, p.mod + 1 + p.C, p.B, p.L, p.C, p.ms);
     FD("modulate dx", p.x, n, dx, p);
     FD("modulate dshift/dscale", p.mod, nm, dmod, p);
     p.base.fwd = gate_f;
-    float *dy = zeros(n), *dg = zeros(nm);
+    float *dy = nans(n), *dg = zeros(nm);  // dy overwritten
     be->gate_residual_bwd(dy, dg + 2, p.base.G, p.x, p.mod + 2, p.B, p.L, p.C, p.ms);
     FD("gate_residual dy", p.x, n, dy, p);
     FD("gate_residual dgate", p.mod, nm, dg, p);
@@ -124,7 +133,7 @@ START_TEST(test_elementwise) {
     EwP p = {.a = rnd(n, -4, 4, 10), .b = rnd(n, -2, 2, 11)};
     p.base = (Probe){ew_f, zeros(n), rnd(n, -1, 1, 12), n};
     for (p.op = 0; p.op < 3; p.op++) {
-        float *da = zeros(n), *db = zeros(n);
+        float *da = p.op < 2 ? nans(n) : zeros(n), *db = zeros(n);  // gelu, silu overwrite; mul adds
         if (p.op == 0) be->gelu_bwd(da, p.base.G, p.a, n);
         else if (p.op == 1) be->silu_bwd(da, p.base.G, p.a, n);
         else be->mul_bwd(da, db, p.base.G, p.a, p.b, n);
