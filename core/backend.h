@@ -85,6 +85,10 @@ struct Backend {
     // out[b,l,c] = x[b,l,c] * (1 + scale[b*ms + c]) + shift[b*ms + c]   (ms: row stride of shift/scale)
     void (*modulate_fwd)(float *out, const float *x, const float *shift, const float *scale,
                          int B, int L, int C, int ms);
+    // layernorm_fwd then modulate_fwd in one pass, with their arithmetic (the same bits):
+    // out = LN(x) (1 + scale) + shift; xhat = LN(x) is kept only when xhat is non-NULL.
+    void (*layernorm_modulate_fwd)(float *out, float *xhat, float *rstd, const float *x, const float *shift,
+                                   const float *scale, int B, int L, int C, int ms);
     // dx = dout (1 + scale) (overwrites);  dshift += sum_l dout;  dscale += sum_l dout x
     void (*modulate_bwd)(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
                          const float *scale, int B, int L, int C, int ms);
@@ -115,6 +119,8 @@ struct Backend {
     // ---- attention ----
     // 2-D RoPE (DESIGN 1) of the q and k parts of qkv (phi already applied) into qkr [B,L,2H].
     void (*rope_fwd)(float *qkr, const float *qkv, AttnShape s);
+    // elu1_fwd on the q and k parts of qkv (in place) and rope_fwd from them, in one pass.
+    void (*elu1_rope_fwd)(float *qkr, float *qkv, AttnShape s);
     // dqkv (q,k parts) += R^T dqkr
     void (*rope_bwd)(float *dqkv, const float *dqkr, AttnShape s);
     // Floats of the `cache` each attention kind needs: what the forward keeps for the backward plus
@@ -363,9 +369,9 @@ struct Backend {
 // backend_select.c asserts at build time that this list covers the whole struct.
 #define MALA_BACKEND_SLOTS(X) \
     X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
-    X(gemm_gflops) X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) \
+    X(gemm_gflops) X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
     X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(gelu_erf_fwd) \
-    X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) \
+    X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(elu1_rope_fwd) \
     X(rope_bwd) X(mala_cache_floats) \
     X(linattn_cache_floats) X(softmax_cache_floats) X(mala_fwd) X(mala_bwd) X(linattn_fwd) X(linattn_bwd) \
     X(softmax_fwd) X(softmax_bwd) X(attn_row) X(dwconv_fwd) X(dwconv_bwd) X(logsigmoid_fwd) X(logsigmoid_bwd) \

@@ -14,6 +14,7 @@
 void cpu_elu1_fwd(float *x, int rows, int cols, int ld);
 void cpu_elu1_bwd(float *g, const float *y, int rows, int cols, int ld);
 void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s);
+void cpu_elu1_rope_fwd(float *qkr, float *qkv, AttnShape s);
 void cpu_rope_bwd(float *dqkv, const float *dqkr, AttnShape s);
 size_t cpu_mala_cache_floats(AttnShape s);
 size_t cpu_linattn_cache_floats(AttnShape s);

@@ -1,6 +1,6 @@
 // CPU attention ops: phi = ELU+1, 2-D RoPE, the MALA core, plain linear attention, softmax
 // attention (DiT baseline) and the depthwise conv of LePE (also DiG's conv after each block). Contracts are in backend.h, the math in DESIGN.md section 1.
-// defines: cpu_elu1_fwd, cpu_elu1_bwd, cpu_rope_fwd, cpu_rope_bwd, cpu_mala_cache_floats,
+// defines: cpu_elu1_fwd, cpu_elu1_bwd, cpu_rope_fwd, cpu_elu1_rope_fwd, cpu_rope_bwd, cpu_mala_cache_floats,
 //          cpu_linattn_cache_floats, cpu_softmax_cache_floats, cpu_mala_fwd, cpu_mala_bwd,
 //          cpu_linattn_fwd, cpu_linattn_bwd, cpu_softmax_fwd, cpu_softmax_bwd, cpu_dwconv_fwd,
 //          cpu_dwconv_bwd
@@ -157,6 +157,34 @@ void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
                 float *dst = qkr + ((size_t)b * L + l) * 2 * H + (size_t)part * H;
                 for (int h = 0; h < nh; h++) {
                     const float *x = src + (size_t)h * d;
+                    float *o = dst + (size_t)h * d;
+                    for (int p = 0; p < np; p++) {
+                        float a = x[2 * p], c = x[2 * p + 1];
+                        o[2 * p] = a * cs[p] - c * sn[p];
+                        o[2 * p + 1] = c * cs[p] + a * sn[p];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void cpu_elu1_rope_fwd(float *qkr, float *qkv, AttnShape s) {
+    check_shape(s, "elu1_rope_fwd");
+    const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
+    CHECK(d % 4 == 0, "elu1_rope_fwd: head dim %d must be a multiple of 4", d);
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * L * H) == 0)
+    for (int l = 0; l < L; l++) {
+        float cs[np], sn[np];
+        rope_token_table(cs, sn, l, s.gw, d);
+        for (int b = 0; b < B; b++) {
+            float *src = qkv + ((size_t)b * L + l) * 3 * H;
+            #pragma omp simd
+            for (int c = 0; c < 2 * H; c++) src[c] = elu1_f(src[c]);
+            for (int part = 0; part < 2; part++) {
+                float *dst = qkr + ((size_t)b * L + l) * 2 * H + (size_t)part * H;
+                for (int h = 0; h < nh; h++) {
+                    const float *x = src + (size_t)part * H + (size_t)h * d;
                     float *o = dst + (size_t)h * d;
                     for (int p = 0; p < np; p++) {
                         float a = x[2 * p], c = x[2 * p + 1];

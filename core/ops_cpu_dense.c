@@ -1,7 +1,7 @@
 // CPU ops: linear (OpenBLAS sgemm), LayerNorm, RMSNorm with swish gate, adaLN modulate / gated
 // residual, activations (exact GELU and SwiGLU too), patches, token permutations, embeddings and the optimiser.
 // Contracts are in backend.h; loops are OpenMP-parallel.
-// defines: cpu_linear_*, cpu_layernorm_*, cpu_rmsnorm_gate_*, cpu_modulate_*, cpu_gate_residual_*,
+// defines: cpu_linear_*, cpu_layernorm_* (cpu_layernorm_modulate_fwd too), cpu_rmsnorm_gate_*, cpu_modulate_*, cpu_gate_residual_*,
 //          cpu_gelu_*, cpu_gelu_erf_*, cpu_silu_*, cpu_swiglu_*, cpu_add, cpu_mul_*, cpu_patchify_*, cpu_unpatchify_*,
 //          cpu_permute_tokens_*, cpu_add_pos, cpu_timestep_embed, cpu_embed_*, cpu_adamw, cpu_ema,
 //          cpu_sumsq, cpu_scale
@@ -59,6 +59,35 @@ void cpu_layernorm_fwd(float *out, float *rstd, const float *x, int N, int C) {
         for (int c = 0; c < C; c++) orow[c] = (xr[c] - mean) * r;
         rstd[n] = r;
     }
+}
+
+// cpu_layernorm_fwd's row statistics and cpu_modulate_fwd's affine map, row by row.
+void cpu_layernorm_modulate_fwd(float *out, float *xhat, float *rstd, const float *x, const float *shift,
+                                const float *scale, int B, int L, int C, int ms) {
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int l = 0; l < L; l++) {
+            const size_t n = (size_t)b * L + l;
+            const float *xr = x + n * C, *sh = shift + (size_t)b * ms, *sc = scale + (size_t)b * ms;
+            float *o = out + n * C;
+            float mean = 0.0f;
+            for (int c = 0; c < C; c++) mean += xr[c];
+            mean /= C;
+            float var = 0.0f;
+            for (int c = 0; c < C; c++) { float d = xr[c] - mean; var += d * d; }
+            float r = 1.0f / sqrtf(var / C + MALA_LN_EPS);
+            if (xhat) {
+                float *h = xhat + n * C;
+                for (int c = 0; c < C; c++) {
+                    const float t = (xr[c] - mean) * r;
+                    h[c] = t;
+                    o[c] = t * (1.0f + sc[c]) + sh[c];
+                }
+            } else {
+                for (int c = 0; c < C; c++) o[c] = (xr[c] - mean) * r * (1.0f + sc[c]) + sh[c];
+            }
+            rstd[n] = r;
+        }
 }
 
 void cpu_layernorm_bwd(float *dx, const float *dout, const float *out, const float *rstd, int N, int C) {

@@ -15,6 +15,8 @@ void cpu_rmsnorm_gate_fwd(float *out, float *rstd, const float *x, const float *
 void cpu_rmsnorm_gate_bwd(float *dx, float *dgate, float *dw, const float *dout, const float *x,
                           const float *gate, const float *w, const float *rstd, int N, int heads, int d, int ldg);
 void cpu_modulate_fwd(float *out, const float *x, const float *shift, const float *scale, int B, int L, int C, int ms);
+void cpu_layernorm_modulate_fwd(float *out, float *xhat, float *rstd, const float *x, const float *shift,
+                                const float *scale, int B, int L, int C, int ms);
 void cpu_modulate_bwd(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
                       const float *scale, int B, int L, int C, int ms);
 void cpu_gate_residual_fwd(float *x, const float *y, const float *gate, int B, int L, int C, int ms);

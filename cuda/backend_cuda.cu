@@ -144,12 +144,13 @@ static void fill_table(Backend *t) {
     t->linear_fwd = cuda_linear_fwd; t->linear_bwd = cuda_linear_bwd;
     t->layernorm_fwd = cuda_layernorm_fwd; t->layernorm_bwd = cuda_layernorm_bwd;
     t->modulate_fwd = cuda_modulate_fwd; t->modulate_bwd = cuda_modulate_bwd;
+    t->layernorm_modulate_fwd = cuda_layernorm_modulate_fwd;
     t->gate_residual_fwd = cuda_gate_residual_fwd; t->gate_residual_bwd = cuda_gate_residual_bwd;
     t->gelu_fwd = cuda_gelu_fwd; t->gelu_bwd = cuda_gelu_bwd;
     t->gelu_erf_fwd = cuda_gelu_erf_fwd; t->gelu_erf_bwd = cuda_gelu_erf_bwd; t->silu_fwd = cuda_silu_fwd;
     t->silu_bwd = cuda_silu_bwd; t->add = cuda_add; t->mul_fwd = cuda_mul_fwd; t->mul_bwd = cuda_mul_bwd;
     t->elu1_fwd = cuda_elu1_fwd; t->elu1_bwd = cuda_elu1_bwd;
-    t->rope_fwd = cuda_rope_fwd; t->rope_bwd = cuda_rope_bwd;
+    t->rope_fwd = cuda_rope_fwd; t->rope_bwd = cuda_rope_bwd; t->elu1_rope_fwd = cuda_elu1_rope_fwd;
     t->mala_cache_floats = cuda_mala_cache_floats; t->linattn_cache_floats = cuda_linattn_cache_floats;
     t->softmax_cache_floats = cuda_softmax_cache_floats;
     t->mala_fwd = cuda_mala_fwd; t->mala_bwd = cuda_mala_bwd;

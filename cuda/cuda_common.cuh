@@ -103,6 +103,8 @@ void cuda_modulate_fwd(float *out, const float *x, const float *shift, const flo
                        int ms);
 void cuda_modulate_bwd(float *dx, float *dshift, float *dscale, const float *dout, const float *x,
                        const float *scale, int B, int L, int C, int ms);
+void cuda_layernorm_modulate_fwd(float *out, float *xhat, float *rstd, const float *x, const float *shift,
+                                 const float *scale, int B, int L, int C, int ms);
 void cuda_gate_residual_fwd(float *x, const float *y, const float *gate, int B, int L, int C, int ms);
 void cuda_gate_residual_bwd(float *dy, float *dgate, const float *dx, const float *y, const float *gate, int B,
                             int L, int C, int ms);
@@ -128,6 +130,7 @@ void cuda_fill(float *x, float v, size_t n);
 
 // ---- ops_rope.cu ----
 void cuda_rope_fwd(float *qkr, const float *qkv, AttnShape s);
+void cuda_elu1_rope_fwd(float *qkr, float *qkv, AttnShape s);
 void cuda_rope_bwd(float *dqkv, const float *dqkr, AttnShape s);
 
 // ---- ops_mala.cu / ops_linattn.cu / ops_softmax.cu ----

@@ -1,7 +1,8 @@
 // LayerNorm (no affine, eps 1e-6), RMSNorm with swish gate (DiG's GLA output norm) and the adaLN
 // pieces: modulate and the gated residual.
 // defines: cuda_layernorm_fwd, cuda_layernorm_bwd, cuda_norm_init, cuda_rmsnorm_gate_fwd,
-//          cuda_rmsnorm_gate_bwd, cuda_modulate_fwd, cuda_modulate_bwd, cuda_gate_residual_fwd,
+//          cuda_rmsnorm_gate_bwd, cuda_modulate_fwd, cuda_modulate_bwd, cuda_layernorm_modulate_fwd,
+//          cuda_gate_residual_fwd,
 //          cuda_gate_residual_bwd
 #include "cuda_common.cuh"
 
@@ -208,6 +209,15 @@ void cuda_modulate_bwd(float *dx, float *dshift, float *dscale, const float *dou
     dim3 grid(cdiv(C, 32), B), block(32, RED_ROWS);
     k_modulate_bwd<<<grid, block>>>(dx, dshift, dscale, dout, x, scale, L, C, ms);
     KERNEL_CHECK();
+}
+
+// The two kernels one after the other (the CPU fuses them into one pass); without xhat the
+// normalised rows go to out and are modulated in place.
+void cuda_layernorm_modulate_fwd(float *out, float *xhat, float *rstd, const float *x, const float *shift,
+                                 const float *scale, int B, int L, int C, int ms) {
+    float *h = xhat ? xhat : out;
+    cuda_layernorm_fwd(h, rstd, x, B * L, C);
+    cuda_modulate_fwd(out, h, shift, scale, B, L, C, ms);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // 2-D RoPE (DESIGN 1) of the q' and k' parts of qkv into qkr. Pair p of a head (channels 2p,
 // 2p+1), p < d/2: for p < d/4 the angle is row * w_p, otherwise col * w_{p - d/4}, with w from
 // rope_freq (ops_math.h); (x, y) -> (x cos - y sin, y cos + x sin).
-// defines: cuda_rope_fwd, cuda_rope_bwd
+// defines: cuda_rope_fwd, cuda_elu1_rope_fwd, cuda_rope_bwd
 #include "cuda_common.cuh"
 
 // The angle of pair p (0 <= p < d/2) of token l on a grid gw wide, as the CPU computes it.
@@ -55,6 +55,12 @@ void cuda_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
     if (!total) return;
     k_rope_fwd<<<grid1d(total), CU_BLOCK>>>(qkr, qkv, s.L, s.H, d, s.gw, total);
     KERNEL_CHECK();
+}
+
+// elu1 on q and k in place, then RoPE: the two kernels one after the other (the CPU fuses them).
+void cuda_elu1_rope_fwd(float *qkr, float *qkv, AttnShape s) {
+    cuda_elu1_fwd(qkv, s.B * s.L, 2 * s.H, 3 * s.H);
+    cuda_rope_fwd(qkr, qkv, s);
 }
 
 void cuda_rope_bwd(float *dqkv, const float *dqkr, AttnShape s) {

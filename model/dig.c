@@ -214,12 +214,11 @@ static void block_forward(Net *n, int i, int B) {
     float *x = b->xr, *ada = b->ada;  // shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
 
     be->linear_fwd(ada, m->e.sc, W + o->ada_w, W + o->ada_b, B, H, 6 * H);
-    be->layernorm_fwd(b->xhat1, b->rstd1, x, BL, H);
-    be->modulate_fwd(m->xm, b->xhat1, ada, ada + H, B, L, H, 6 * H);
+    const int train = n->mode == NET_TRAIN;  // LN(x) is kept for the backward
+    be->layernorm_modulate_fwd(m->xm, train ? b->xhat1 : NULL, b->rstd1, x, ada, ada + H, B, L, H, 6 * H);
     gla_forward(n, b, o, B);
     be->gate_residual_fwd(x, b->ao, ada + 2 * H, B, L, H, 6 * H);
-    be->layernorm_fwd(b->xhat2, b->rstd2, x, BL, H);
-    be->modulate_fwd(m->xm, b->xhat2, ada + 3 * H, ada + 4 * H, B, L, H, 6 * H);
+    be->layernorm_modulate_fwd(m->xm, train ? b->xhat2 : NULL, b->rstd2, x, ada + 3 * H, ada + 4 * H, B, L, H, 6 * H);
     be->linear_fwd(b->ab, m->xm, W + o->mlp_w12, NULL, BL, H, 2 * I);
     be->swiglu_fwd(m->hm, b->ab, BL, I);
     be->linear_fwd(b->mo, m->hm, W + o->mlp_down, NULL, BL, I, H);

@@ -158,8 +158,9 @@ static void attention_forward(Net *n, BlockActs *b, const BlockOffsets *o, int B
     AttnShape s = attn_shape(n, B);
     int BL = B * m->T, H = c->hidden;
     const float *qkr = c->rope ? b->qkr : NULL;
-    if (m->attn.kernel) be->elu1_fwd(b->qkv, BL, 2 * H, 3 * H);
-    if (c->rope) be->rope_fwd(b->qkr, b->qkv, s);
+    if (m->attn.kernel && c->rope) be->elu1_rope_fwd(b->qkr, b->qkv, s);
+    else if (m->attn.kernel) be->elu1_fwd(b->qkv, BL, 2 * H, 3 * H);
+    else if (c->rope) be->rope_fwd(b->qkr, b->qkv, s);
     m->attn.fwd(b->o, b->cache, b->qkv, qkr, s);
     if (c->lepe)  // LePE: the depthwise conv of v, the last third of each qkv row
         be->dwconv_fwd(b->o, b->qkv + 2 * s.H, 3 * s.H, n->w + o->lepe_w, n->w + o->lepe_b, c->lepe, s.B, s.gh,
@@ -176,11 +177,11 @@ static void block_forward(Net *n, int i, int B) {
     const float *W = n->w;
     int H = c->hidden, L = m->T, BL = B * L;
     float *ada = b->ada;  // shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
+    const int train = n->mode == NET_TRAIN;  // LN(x) is kept for the backward
 
     be->linear_fwd(ada, m->e.sc, W + o->ada_w, W + o->ada_b, B, H, 6 * H);
     // x = x + gate_msa * attn(modulate(LN(x), shift_msa, scale_msa))
-    be->layernorm_fwd(b->xhat1, b->rstd1, A->x, BL, H);
-    be->modulate_fwd(A->xm, b->xhat1, ada, ada + H, B, L, H, 6 * H);
+    be->layernorm_modulate_fwd(A->xm, train ? b->xhat1 : NULL, b->rstd1, A->x, ada, ada + H, B, L, H, 6 * H);
     be->linear_fwd(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
     attention_forward(n, b, o, B);
     if (m->keep_qkv) {  // NET_INFER_ATTN: what attn_row needs of this block (n->max_batch rows per block)
@@ -197,8 +198,8 @@ static void block_forward(Net *n, int i, int B) {
     be->linear_fwd(b->ao, proj_in, W + o->proj_w, W + o->proj_b, BL, H, H);
     be->gate_residual_fwd(A->x, b->ao, ada + 2 * H, B, L, H, 6 * H);
     // x = x + gate_mlp * mlp(modulate(LN(x), shift_mlp, scale_mlp))
-    be->layernorm_fwd(b->xhat2, b->rstd2, A->x, BL, H);
-    be->modulate_fwd(A->xm, b->xhat2, ada + 3 * H, ada + 4 * H, B, L, H, 6 * H);
+    be->layernorm_modulate_fwd(A->xm, train ? b->xhat2 : NULL, b->rstd2, A->x, ada + 3 * H, ada + 4 * H, B, L, H,
+                               6 * H);
     be->linear_fwd(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
     be->linear_fwd(b->mo, A->h2, W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);

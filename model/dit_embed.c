@@ -108,8 +108,8 @@ void dit_final_fwd(Net *n, DitEmbed *e, float *out, const float *x, int B) {
     const float *W = n->w;
     int H = e->H, L = e->T, BL = B * L, KO = n->out_channels * e->p * e->p;
     be->linear_fwd(e->fada, e->sc, W + e->f_ada_w, W + e->f_ada_b, B, H, 2 * H);
-    be->layernorm_fwd(e->fxhat, e->frstd, x, BL, H);
-    be->modulate_fwd(e->fxm, e->fxhat, e->fada, e->fada + H, B, L, H, 2 * H);
+    be->layernorm_modulate_fwd(e->fxm, n->mode == NET_TRAIN ? e->fxhat : NULL, e->frstd, x, e->fada, e->fada + H, B,
+                               L, H, 2 * H);
     be->linear_fwd(e->ftok, e->fxm, W + e->f_lin_w, W + e->f_lin_b, BL, H, KO);
     be->unpatchify_fwd(out, e->ftok, B, n->out_channels, n->cfg.image_size, e->p);
 }

@@ -587,6 +587,22 @@ START_TEST(test_rope_grad_and_reference) {
 END_TEST
 
 // q.k after rotation depends only on the offset between the two tokens, and rotation keeps norms.
+// The fused elu1 + RoPE pass gives the bits of the two ops in turn: qkv's q, k in place and qkr.
+START_TEST(test_elu1_rope_fused) {
+    AttnShape s = shp(2, 6, 7, 48, 3);
+    const size_t nv = nqkv(s), nr = nqkr(s);
+    float *a = fnew(nv), *b = fnew(nv), *ra = fnew(nr), *rb = fnew(nr);
+    tu_fill(a, nv, -3.0f, 3.0f, 95);
+    memcpy(b, a, nv * sizeof(float));
+    cpu_elu1_fwd(a, s.B * s.L, 2 * s.H, 3 * s.H);
+    cpu_rope_fwd(ra, a, s);
+    cpu_elu1_rope_fwd(rb, b, s);
+    ck_assert_msg(!memcmp(a, b, nv * sizeof(float)), "elu1_rope_fwd: qkv differs from elu1_fwd's");
+    ck_assert_msg(!memcmp(ra, rb, nr * sizeof(float)), "elu1_rope_fwd: qkr differs from rope_fwd's");
+    free(a); free(b); free(ra); free(rb);
+}
+END_TEST
+
 START_TEST(test_rope_properties) {
     AttnShape s = shp(1, 6, 7, 32, 2);
     const int H = s.H, d = H / s.heads;
@@ -835,6 +851,7 @@ static Suite *attn_suite(void) {
     ADD(test_elu1);
     ADD(test_rope_grad_and_reference);
     ADD(test_rope_properties);
+    ADD(test_elu1_rope_fused);
     ADD(test_mala_grad);
     ADD(test_linattn_grad);
     ADD(test_softmax_grad);

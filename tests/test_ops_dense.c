@@ -109,6 +109,15 @@ START_TEST(test_modulate_and_gate) {
     be->modulate_bwd(dx, dmod + 1, dmod + 1 + p.C, p.base.G, p.x, p.mod + 1 + p.C, p.B, p.L, p.C, p.ms);
     FD("modulate dx", p.x, n, dx, p);
     FD("modulate dshift/dscale", p.mod, nm, dmod, p);
+    // the fused LayerNorm + modulate pass: the bits of the two ops in turn, with and without xhat
+    float *xh = zeros(n), *rs = zeros(p.B * p.L), *m1 = zeros(n), *xh2 = zeros(n), *rs2 = zeros(p.B * p.L),
+          *m2 = zeros(n), *m3 = zeros(n);
+    be->layernorm_fwd(xh, rs, p.x, p.B * p.L, p.C);
+    be->modulate_fwd(m1, xh, p.mod + 1, p.mod + 1 + p.C, p.B, p.L, p.C, p.ms);
+    be->layernorm_modulate_fwd(m2, xh2, rs2, p.x, p.mod + 1, p.mod + 1 + p.C, p.B, p.L, p.C, p.ms);
+    be->layernorm_modulate_fwd(m3, NULL, rs2, p.x, p.mod + 1, p.mod + 1 + p.C, p.B, p.L, p.C, p.ms);
+    ck_assert(!memcmp(m1, m2, n * sizeof(float)) && !memcmp(m1, m3, n * sizeof(float)));
+    ck_assert(!memcmp(xh, xh2, n * sizeof(float)) && !memcmp(rs, rs2, p.B * p.L * sizeof(float)));
     p.base.fwd = gate_f;
     float *dy = nans(n), *dg = zeros(nm);  // dy overwritten
     be->gate_residual_bwd(dy, dg + 2, p.base.G, p.x, p.mod + 2, p.B, p.L, p.C, p.ms);

@@ -27,11 +27,11 @@ CATEGORY = {
     # matrix products (convolutions are im2col + GEMM)
     "linear_fwd": G, "linear_bwd": G, "conv2d_fwd": G, "conv2d_bwd": G,
     # attention core
-    "rope_fwd": A, "rope_bwd": A, "mala_fwd": A, "mala_bwd": A, "linattn_fwd": A, "linattn_bwd": A,
+    "rope_fwd": A, "rope_bwd": A, "elu1_rope_fwd": A, "mala_fwd": A, "mala_bwd": A, "linattn_fwd": A, "linattn_bwd": A,
     "softmax_fwd": A, "softmax_bwd": A, "attn_row": A, "dwconv_fwd": A, "dwconv_bwd": A,
     "gla_fwd": A, "gla_bwd": A,
     # norms and modulation
-    "layernorm_fwd": N, "layernorm_bwd": N, "modulate_fwd": N, "modulate_bwd": N,
+    "layernorm_fwd": N, "layernorm_bwd": N, "modulate_fwd": N, "modulate_bwd": N, "layernorm_modulate_fwd": N,
     "gate_residual_fwd": N, "gate_residual_bwd": N, "rmsnorm_gate_fwd": N, "rmsnorm_gate_bwd": N,
     "groupnorm_fwd": N, "groupnorm_bwd": N, "layernorm2d_fwd": N, "layernorm2d_bwd": N,
     "modulate2d_fwd": N, "modulate2d_bwd": N, "gate_residual2d_fwd": N, "gate_residual2d_bwd": N,
