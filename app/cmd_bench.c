@@ -48,7 +48,7 @@ static void profile_report(char *json, size_t cap, const char *key, const char *
         }
     fprintf(stderr, "by op (down to 1%% of the %s):\n", what);
     for (int i = 0; i < n && p.slot_seconds[order[i]] >= 0.01 * total; i++)
-        fprintf(stderr, "  %-20s %9.4f s %6.1f%%  %8.0f calls\n", names[order[i]], p.slot_seconds[order[i]] * per,
+        fprintf(stderr, "  %-24s %9.4f s %6.1f%%  %8.0f calls\n", names[order[i]], p.slot_seconds[order[i]] * per,
                 total > 0 ? 100 * p.slot_seconds[order[i]] / total : 0.0, p.slot_calls[order[i]] * per);
     snprintf(json + len, len < cap ? cap - len : 0, ",\"total\":%.6f},", total * per);
 }
