@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "cpu_clones.h"
 #include "ops_math.h"
 
 #undef I  // complex.h (via cblas.h) defines I
@@ -106,7 +107,7 @@ static HeadGrad head_grad(float *dqkv, float *dqkr, int has_rope, AttnShape s, i
 // ---------------------------------------------------------------------------------------------
 // phi = ELU + 1
 
-void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
+MALA_ELEMENTWISE_CLONES void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
     #pragma omp parallel for schedule(static) if (small_work((size_t)rows * cols) == 0)
     for (int r = 0; r < rows; r++) {
         float *p = x + (size_t)r * ld;
@@ -115,7 +116,7 @@ void cpu_elu1_fwd(float *x, int rows, int cols, int ld) {
     }
 }
 
-void cpu_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
+MALA_ELEMENTWISE_CLONES void cpu_elu1_bwd(float *g, const float *y, int rows, int cols, int ld) {
     #pragma omp parallel for schedule(static) if (small_work((size_t)rows * cols) == 0)
     for (int r = 0; r < rows; r++) {
         float *gp = g + (size_t)r * ld;
@@ -169,7 +170,7 @@ void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
     }
 }
 
-void cpu_elu1_rope_fwd(float *qkr, float *qkv, AttnShape s) {
+MALA_ELEMENTWISE_CLONES void cpu_elu1_rope_fwd(float *qkr, float *qkv, AttnShape s) {
     check_shape(s, "elu1_rope_fwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
     CHECK(d % 4 == 0, "elu1_rope_fwd: head dim %d must be a multiple of 4", d);

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_clones.h"
 #include "ops_math.h"
 
 #undef I  // complex.h (via cblas.h) defines I; here it is the input width
@@ -237,38 +238,38 @@ void cpu_gate_residual_bwd(float *dy, float *dgate, const float *dx, const float
         }
 }
 
-void cpu_gelu_fwd(float *out, const float *x, size_t n) {
+MALA_ELEMENTWISE_CLONES void cpu_gelu_fwd(float *out, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = gelu_f(x[i]);
 }
 
-void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
+MALA_ELEMENTWISE_CLONES void cpu_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = dout[i] * gelu_grad_f(x[i]);
 }
 
-void cpu_gelu_erf_fwd(float *out, const float *x, size_t n) {
+MALA_ELEMENTWISE_CLONES void cpu_gelu_erf_fwd(float *out, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 14))
     for (size_t i = 0; i < n; i++) out[i] = gelu_erf_f(x[i]);
 }
 
-void cpu_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
+MALA_ELEMENTWISE_CLONES void cpu_gelu_erf_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static) if (n >= ((size_t)1 << 14))
     for (size_t i = 0; i < n; i++) dx[i] = dout[i] * gelu_erf_grad_f(x[i]);
 }
 
-void cpu_silu_fwd(float *out, const float *x, size_t n) {
+MALA_ELEMENTWISE_CLONES void cpu_silu_fwd(float *out, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = silu_f(x[i]);
 }
 
-void cpu_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
+MALA_ELEMENTWISE_CLONES void cpu_silu_bwd(float *dx, const float *dout, const float *x, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = dout[i] * silu_grad_f(x[i]);
 }
 
 // SwiGLU on the fused [N, 2F] projection: a = ab[n, :F], b = ab[n, F:]
-void cpu_swiglu_fwd(float *out, const float *ab, int N, int F) {
+MALA_ELEMENTWISE_CLONES void cpu_swiglu_fwd(float *out, const float *ab, int N, int F) {
     #pragma omp parallel for schedule(static) if ((size_t)N * F >= ((size_t)1 << 15))
     for (int n = 0; n < N; n++) {
         const float *a = ab + (size_t)n * 2 * F, *b = a + F;
@@ -278,7 +279,7 @@ void cpu_swiglu_fwd(float *out, const float *ab, int N, int F) {
     }
 }
 
-void cpu_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F) {
+MALA_ELEMENTWISE_CLONES void cpu_swiglu_bwd(float *dab, const float *dout, const float *ab, int N, int F) {
     #pragma omp parallel for schedule(static) if ((size_t)N * F >= ((size_t)1 << 15))
     for (int n = 0; n < N; n++) {
         const float *a = ab + (size_t)n * 2 * F, *b = a + F, *g = dout + (size_t)n * F;

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "cpu_clones.h"
 #include "ops_math.h"
 
 #define GLA_CHUNK 16
@@ -42,7 +43,7 @@
 // ---------------------------------------------------------------------------------------------
 // logsigmoid(x) / norm, in place on strided rows
 
-void cpu_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm) {
+MALA_ELEMENTWISE_CLONES void cpu_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm) {
     #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
     for (int r = 0; r < rows; r++) {
         float *p = x + (size_t)r * ld;
@@ -50,7 +51,7 @@ void cpu_logsigmoid_fwd(float *x, int rows, int cols, int ld, float norm) {
     }
 }
 
-void cpu_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm) {
+MALA_ELEMENTWISE_CLONES void cpu_logsigmoid_bwd(float *g, const float *y, int rows, int cols, int ld, float norm) {
     #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
     for (int r = 0; r < rows; r++) {
         float *gp = g + (size_t)r * ld;
