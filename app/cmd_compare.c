@@ -27,6 +27,10 @@
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
+// --threads of every child: the config's, or with --jobs N > 1 and threads = 0 the cores / N.
+static int child_threads = 0;
+static int pool_child = 0;  // this process is one of run_point_pool's (its parent reports a stop)
+
 static const char *self_exe(void) {
     static char buf[4096];
     ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -125,6 +129,7 @@ typedef struct {
     const double *arm_gflop;  // forward GFLOP/img of each arm's preset
     double t_seg;       // when the current child started
     double elapsed0;    // the run's training seconds when it started
+    int jobs;           // runs in flight at once (--jobs)
 } Ctl;
 
 static void fmt_eta(char *buf, size_t n, double s) {
@@ -174,7 +179,7 @@ static double overall_eta(Ctl *k, double *frac) {
     }
     if (evals_left > 0) secs += k->eval_n ? evals_left * k->eval_s_sum / k->eval_n : 0;
     *frac = total_img > 0 ? done_img / total_img : 0;
-    return secs;
+    return secs / k->jobs;
 }
 
 static int train_tick(void *ctx) {
@@ -206,12 +211,14 @@ static int eval_tick(void *ctx) {
 
 static void stop_here(Ctl *k) {
     progress_break(&k->pg);
+    if (pool_child) _exit(130);
     fprintf(stderr, "compare: stopped by signal %d; run the same command again to continue\n", (int)stop_signal);
     exit(130);
 }
 
 static void add_common(Argv *a, const CompareConfig *c) {
-    if (c->threads) av_add(a, "--threads"), av_add(a, "%d", c->threads);
+    (void)c;
+    if (child_threads) av_add(a, "--threads"), av_add(a, "%d", child_threads);
 }
 
 // Trains the run to `step` (or to where the wall-time cap stops it). Returns the step reached.
@@ -422,6 +429,94 @@ static void make_grid(Ctl *k, CompareRun *r, int classes) {
     snprintf(r->grid, sizeof r->grid, "%s", npy);
 }
 
+// ---- one evaluation point of one run, and the pool that runs several at once ----
+
+// Trains run r to the point's step (or to the wall-time cap) and evaluates it there. Returns
+// whether the run is done (its budget reached, or capped).
+static int run_point(Ctl *k, CompareRun *r, int64_t step, const char *ref, const char *ref_inc) {
+    int64_t reached = train_to(k, r, step);
+    int capped = reached < step;
+    if (reached > step) {  // a checkpoint beyond this point (a changed config): evaluate that one
+        progress_break(&k->pg);
+        fprintf(stderr, "note: compare: %s holds step %lld, beyond point %lld: evaluated there\n", r->name,
+                (long long)reached, (long long)step);
+    }
+    int again = 0;  // the cap stopped it before a step past its last evaluation
+    for (int e = 0; e < r->nev; e++) again |= r->ev[e].step == reached;
+    if (!again) evaluate(k, r, reached, capped, ref, ref_inc);
+    return capped || reached >= compare_steps(k->c, k->c->budget_images);
+}
+
+#define POOL_DONE 10  // a pool child's exit status: its run is done
+
+static int point_pending(const CompareRun *r, int64_t step) {
+    if (r->done) return 0;
+    for (int e = 0; e < r->nev; e++)
+        if (r->ev[e].step >= step) return 0;
+    return 1;
+}
+
+// After a run's point: its evaluations as on disk, whether it is done, the report.
+static void point_finished(Ctl *k, CompareRun *r, int done, const char *out) {
+    compare_read_evals(r);
+    r->done = done;
+    compare_write_report(k->c, k->runs, k->nruns, out);
+}
+
+// The runs of one point, k->jobs at a time: each in a child of this process (a fork running
+// run_point), the next one started when one ends. Stopping (SIGINT / SIGTERM) reaches the children,
+// which stop their own children and keep what they have; a child that fails stops the others.
+static void run_point_pool(Ctl *k, int64_t step, const char *ref, const char *ref_inc, const char *out) {
+    pid_t pid[64];
+    int slot_run[64], busy = 0, next = 0, failed = -1, forwarded = 0;
+    const int jobs = k->jobs < 64 ? k->jobs : 64;
+    for (int j = 0; j < jobs; j++) pid[j] = 0;
+    for (;;) {
+        while (busy < jobs && failed < 0 && !stop_signal) {
+            while (next < k->nruns && !point_pending(&k->runs[next], step)) next++;
+            if (next >= k->nruns) break;
+            int j = 0;
+            while (pid[j]) j++;
+            fflush(stderr);
+            pid_t p = fork();
+            if (p < 0) FATAL("compare: fork: %s", strerror(errno));
+            if (p == 0) {
+                pool_child = 1;
+                const int done = run_point(k, &k->runs[next], step, ref, ref_inc);
+                progress_break(&k->pg);
+                fflush(stderr);
+                _exit(done ? POOL_DONE : 0);
+            }
+            pid[j] = p, slot_run[j] = next++, busy++;
+        }
+        if (!busy) break;
+        if (stop_signal && !forwarded) {  // the signal may have reached this process alone
+            for (int j = 0; j < jobs; j++)
+                if (pid[j]) kill(pid[j], SIGTERM);
+            forwarded = 1;
+        }
+        int status;
+        pid_t w = waitpid(-1, &status, 0);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            FATAL("compare: waitpid: %s", strerror(errno));
+        }
+        int j = 0;
+        while (j < jobs && pid[j] != w) j++;
+        if (j == jobs) continue;  // not one of ours
+        pid[j] = 0, busy--;
+        const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (rc == 0 || rc == POOL_DONE) point_finished(k, &k->runs[slot_run[j]], rc == POOL_DONE, out);
+        else if (rc != 130 && failed < 0) {
+            failed = slot_run[j];
+            for (int i = 0; i < jobs; i++)
+                if (pid[i]) kill(pid[i], SIGTERM);
+        }
+    }
+    if (failed >= 0) FATAL("compare: %s failed (its error is above); the other runs were stopped", k->runs[failed].name);
+    if (stop_signal) stop_here(k);
+}
+
 // ---- the command ----
 
 // Checks each arm's model as train will build it (preset, backbone, attention) before anything
@@ -466,11 +561,13 @@ static void copy_config(const char *src, const char *out) {
 
 int cmd_compare(int argc, char **argv) {
     const char *config = NULL, *out = NULL;
-    int report_only = 0;
+    int report_only = 0, jobs = 1;
     Opt opts[] = {
         {"--config", OPT_STR, &config, "FILE", "the comparison (INI: [compare] and [arm NAME] sections; README)"},
         {"--out", OPT_STR, &out, "DIR", "results and runs (run again with the same DIR to continue)"},
         {"--report", OPT_FLAG, &report_only, NULL, "only rewrite results.* and the plots from DIR's runs"},
+        {"--jobs", OPT_INT, &jobs, "N", "runs trained and evaluated at once, each child with the cores / N threads "
+                                        "unless the config sets threads (the same results)", ARG_MIN(1), ARG_MAX(64)},
     };
     args_parse("usage: mala compare --config FILE --out DIR\n\n"
                "Trains every arm of the config (each seed a run) to the same budget of images seen,\n"
@@ -478,7 +575,7 @@ int cmd_compare(int argc, char **argv) {
                "Fashion-MNIST classifier; FID and IS when Inception weights are given) and writes\n"
                "DIR/results.md, results.csv, results.json, plots and compare.png. Resumable: run it\n"
                "again with the same DIR and it continues where it stopped.",
-               opts, 3, argc, argv, 1);
+               opts, 4, argc, argv, 1);
     if (!config || !out) FATAL("mala compare needs --config FILE and --out DIR (see mala compare --help)");
     CompareConfig *c = xcalloc(1, sizeof *c);
     MalaErr err;
@@ -510,7 +607,12 @@ int cmd_compare(int argc, char **argv) {
         }
     int64_t *points;
     int npoints = compare_eval_points(c, &points);
-    Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints, .arm_gflop = arm_gflop};
+    Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints, .arm_gflop = arm_gflop, .jobs = jobs};
+    child_threads = c->threads;
+    if (!child_threads && jobs > 1) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        child_threads = cores > jobs ? (int)(cores / jobs) : 1;
+    }
     progress_init(&k.pg, stderr);
     k.pg.interval = 3.0;  // a line every few seconds in a log file
 
@@ -528,25 +630,14 @@ int cmd_compare(int argc, char **argv) {
         for (int p = 0; p < npoints; p++) {
             k.point = p;
             int64_t step = compare_steps(c, points[p]);
-            for (int i = 0; i < nruns; i++) {
-                CompareRun *r = &runs[i];
-                if (r->done) continue;
-                int evaluated = 0;
-                for (int e = 0; e < r->nev; e++) evaluated |= r->ev[e].step >= step;
-                if (evaluated) continue;
-                int64_t reached = train_to(&k, r, step);
-                int capped = reached < step;
-                if (reached > step) {  // a checkpoint beyond this point (a changed config): evaluate that one
-                    progress_break(&k.pg);
-                    fprintf(stderr, "note: compare: %s holds step %lld, beyond point %lld: evaluated there\n", r->name,
-                            (long long)reached, (long long)step);
-                }
-                int again = 0;  // the cap stopped it before a step past its last evaluation
-                for (int e = 0; e < r->nev; e++) again |= r->ev[e].step == reached;
-                if (!again) evaluate(&k, r, reached, capped, ref, extra_inception ? ref_inc : NULL);
-                r->done = capped || reached >= compare_steps(c, c->budget_images);
-                compare_write_report(c, runs, nruns, out);
+            if (jobs > 1) {
+                run_point_pool(&k, step, ref, extra_inception ? ref_inc : NULL, out);
+                continue;
             }
+            for (int i = 0; i < nruns; i++)
+                if (point_pending(&runs[i], step))
+                    point_finished(&k, &runs[i], run_point(&k, &runs[i], step, ref, extra_inception ? ref_inc : NULL),
+                                   out);
         }
         progress_break(&k.pg);
     }

@@ -362,6 +362,25 @@ START_TEST(test_shipped_config_tiny) {
                           "| dic | dic | - | DiC-T13 | 1.2"};
     for (int i = 0; i < 5; i++) ck_assert_msg(strstr(md, arms[i]), "results.md lacks '%s':\n%s", arms[i], md);
     free(md);
+    // --jobs 2 (two runs at a time, each child with its own threads): the same FD and accuracy
+    rc = run("compare --config %s --out %s --jobs 2", tp("shipped.ini"), tp("out2"));
+    ck_assert_msg(rc == 0, "--jobs 2: exit %d:\n%s", rc, g_err);
+    const char *runs[] = {"mala-dit-s3", "softmax-dit-s3", "linear-dit-s3", "dig-s3", "dic-s3"};
+    for (int i = 0; i < 5; i++) {
+        char a1[96], a2[96];
+        snprintf(a1, sizeof a1, "out/runs/%s/evals.csv", runs[i]);
+        snprintf(a2, sizeof a2, "out2/runs/%s/evals.csv", runs[i]);
+        char *e1 = read_text(tp(a1)), *e2 = read_text(tp(a2));
+        // images,step,train_s,fd,class_acc,...: all but the training seconds must agree
+        char *l1 = strchr(e1, '\n') + 1, *l2 = strchr(e2, '\n') + 1;
+        double v1[5], v2[5];
+        ck_assert_int_eq(sscanf(l1, "%lf,%lf,%lf,%lf,%lf", &v1[0], &v1[1], &v1[2], &v1[3], &v1[4]), 5);
+        ck_assert_int_eq(sscanf(l2, "%lf,%lf,%lf,%lf,%lf", &v2[0], &v2[1], &v2[2], &v2[3], &v2[4]), 5);
+        for (int j = 0; j < 5; j++)
+            ck_assert_msg(j == 2 || v1[j] == v2[j], "%s: column %d is %.9g with --jobs 2, %.9g without", runs[i], j,
+                          v2[j], v1[j]);
+        free(e1); free(e2);
+    }
     tu_rm_tmpdir();
 }
 END_TEST
