@@ -144,6 +144,21 @@ static void rope_token_table(float *cs, float *sn, int l, int gw, int d) {
     }
 }
 
+// RoPE of one token's q and k (src: its qkv row) into its qkr row.
+static inline void rope_row(float *dst, const float *src, const float *cs, const float *sn, int H, int nh, int d) {
+    const int np = d / 2;
+    for (int part = 0; part < 2; part++)
+        for (int h = 0; h < nh; h++) {
+            const float *x = src + (size_t)part * H + (size_t)h * d;
+            float *o = dst + (size_t)part * H + (size_t)h * d;
+            for (int p = 0; p < np; p++) {
+                float a = x[2 * p], c = x[2 * p + 1];
+                o[2 * p] = a * cs[p] - c * sn[p];
+                o[2 * p + 1] = c * cs[p] + a * sn[p];
+            }
+        }
+}
+
 void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
     check_shape(s, "rope_fwd");
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh, np = d / 2;
@@ -152,21 +167,8 @@ void cpu_rope_fwd(float *qkr, const float *qkv, AttnShape s) {
     for (int l = 0; l < L; l++) {
         float cs[np], sn[np];
         rope_token_table(cs, sn, l, s.gw, d);
-        for (int b = 0; b < B; b++) {
-            for (int part = 0; part < 2; part++) {
-                const float *src = qkv + ((size_t)b * L + l) * 3 * H + (size_t)part * H;
-                float *dst = qkr + ((size_t)b * L + l) * 2 * H + (size_t)part * H;
-                for (int h = 0; h < nh; h++) {
-                    const float *x = src + (size_t)h * d;
-                    float *o = dst + (size_t)h * d;
-                    for (int p = 0; p < np; p++) {
-                        float a = x[2 * p], c = x[2 * p + 1];
-                        o[2 * p] = a * cs[p] - c * sn[p];
-                        o[2 * p + 1] = c * cs[p] + a * sn[p];
-                    }
-                }
-            }
-        }
+        for (int b = 0; b < B; b++)
+            rope_row(qkr + ((size_t)b * L + l) * 2 * H, qkv + ((size_t)b * L + l) * 3 * H, cs, sn, H, nh, d);
     }
 }
 
@@ -182,18 +184,7 @@ MALA_ELEMENTWISE_CLONES void cpu_elu1_rope_fwd(float *qkr, float *qkv, AttnShape
             float *src = qkv + ((size_t)b * L + l) * 3 * H;
             #pragma omp simd
             for (int c = 0; c < 2 * H; c++) src[c] = elu1_f(src[c]);
-            for (int part = 0; part < 2; part++) {
-                float *dst = qkr + ((size_t)b * L + l) * 2 * H + (size_t)part * H;
-                for (int h = 0; h < nh; h++) {
-                    const float *x = src + (size_t)part * H + (size_t)h * d;
-                    float *o = dst + (size_t)h * d;
-                    for (int p = 0; p < np; p++) {
-                        float a = x[2 * p], c = x[2 * p + 1];
-                        o[2 * p] = a * cs[p] - c * sn[p];
-                        o[2 * p + 1] = c * cs[p] + a * sn[p];
-                    }
-                }
-            }
+            rope_row(qkr + ((size_t)b * L + l) * 2 * H, src, cs, sn, H, nh, d);
         }
     }
 }

@@ -46,17 +46,24 @@ void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const f
     }
 }
 
+// A row's mean, and *rstd = 1 / sqrt(biased variance + eps), summed in order.
+static inline float ln_row_stats(const float *xr, int C, float *rstd) {
+    float mean = 0.0f;
+    for (int c = 0; c < C; c++) mean += xr[c];
+    mean /= C;
+    float var = 0.0f;
+    for (int c = 0; c < C; c++) { float d = xr[c] - mean; var += d * d; }
+    *rstd = 1.0f / sqrtf(var / C + MALA_LN_EPS);
+    return mean;
+}
+
 void cpu_layernorm_fwd(float *out, float *rstd, const float *x, int N, int C) {
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
         float *orow = out + (size_t)n * C;
-        float mean = 0.0f;
-        for (int c = 0; c < C; c++) mean += xr[c];
-        mean /= C;
-        float var = 0.0f;
-        for (int c = 0; c < C; c++) { float d = xr[c] - mean; var += d * d; }
-        float r = 1.0f / sqrtf(var / C + MALA_LN_EPS);
+        float r;
+        const float mean = ln_row_stats(xr, C, &r);
         for (int c = 0; c < C; c++) orow[c] = (xr[c] - mean) * r;
         rstd[n] = r;
     }
@@ -71,12 +78,8 @@ void cpu_layernorm_modulate_fwd(float *out, float *xhat, float *rstd, const floa
             const size_t n = (size_t)b * L + l;
             const float *xr = x + n * C, *sh = shift + (size_t)b * ms, *sc = scale + (size_t)b * ms;
             float *o = out + n * C;
-            float mean = 0.0f;
-            for (int c = 0; c < C; c++) mean += xr[c];
-            mean /= C;
-            float var = 0.0f;
-            for (int c = 0; c < C; c++) { float d = xr[c] - mean; var += d * d; }
-            float r = 1.0f / sqrtf(var / C + MALA_LN_EPS);
+            float r;
+            const float mean = ln_row_stats(xr, C, &r);
             if (xhat) {
                 float *h = xhat + n * C;
                 for (int c = 0; c < C; c++) {
