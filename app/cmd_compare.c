@@ -496,10 +496,11 @@ static void run_point_pool(Ctl *k, int64_t step, const char *ref, const char *re
             forwarded = 1;
         }
         int status;
-        pid_t w = waitpid(-1, &status, 0);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            FATAL("compare: waitpid: %s", strerror(errno));
+        pid_t w = waitpid(-1, &status, WNOHANG);  // polled: a signal must not wait for a child's end
+        if (w < 0 && errno != EINTR) FATAL("compare: waitpid: %s", strerror(errno));
+        if (w <= 0) {
+            usleep(250000);
+            continue;
         }
         int j = 0;
         while (j < jobs && pid[j] != w) j++;
