@@ -5,10 +5,13 @@
 // and runs, per image, im2col and a single-threaded sgemm back to back on its own slice of the
 // scratch, so the columns are read while still in cache and the small per-image products keep the
 // sgemm rate; otherwise (one image, or a block of its rows, at a time) the products use
-// OpenBLAS's threads. Every sum runs in an order set by the shape and the scratch size, never by
-// the thread count: col2im adds one image's planes in one task, db sums each channel in double in
-// one task, and dw is accumulated over fixed groups of images (dw_groups), each group's images in
-// order into its own partial sum, the partials then added in group order.
+// OpenBLAS's threads. Every sum runs in an order set by the shape and the scratch size (up to the
+// query's; more is not used), not by the thread count (with one exception: the row blocks'
+// products take OpenBLAS's threaded path, whose bits matched one thread's at 2 threads but not at
+// 3 in test_conv2d_oversized_scratch): col2im adds one image's planes in one
+// task, db sums each channel in double in one task, and dw is accumulated over fixed groups of
+// images (dw_groups), each group's images in order into its own partial sum, the partials then
+// added in group order.
 // defines: cpu_conv2d_workspace_floats, cpu_conv2d_fwd, cpu_conv2d_bwd
 #include <string.h>
 #ifdef _OPENMP
@@ -21,25 +24,36 @@
 
 #include <cblas.h>  // last: OpenBLAS defines a macro named like common parameters
 
-// 2^20 floats (4 MiB) of columns per chunk: GEMMs wide enough for OpenBLAS, scratch that stays
+// 2^20 floats (4 MiB) of columns per thread: GEMMs wide enough for OpenBLAS, scratch that stays
 // in the last-level cache.
 #ifndef _OPENMP
 static int omp_get_max_threads(void) { return 1; }
 #endif
 #define CPU_CONV_TARGET ((size_t)1 << 20)
 
-// Whole images' columns, at most one image per thread (each thread works on one at a time), or
-// a block of one image's rows where one image's do not fit the target.
+// One image's columns per thread (each thread works on one image at a time) where one image's
+// fit the target, else a block of one image's rows. The target is per thread, so that whether a
+// shape is chunked by images or by rows, and with it every sum's order, does not depend on the
+// thread count.
 size_t cpu_conv2d_workspace_floats(ConvShape s) {
     CHECK(conv_shape_ok(s), "conv2d_workspace_floats: bad shape");
-    const size_t q = conv_workspace_floats(s, CPU_CONV_TARGET), per_img = conv_min_work(s) * (size_t)conv_out_h(s);
+    const size_t per_img = conv_min_work(s) * (size_t)conv_out_h(s);
+    if (!per_img || per_img > CPU_CONV_TARGET) return conv_workspace_floats(s, CPU_CONV_TARGET);
     const int t = omp_get_max_threads();
-    return per_img && q > (size_t)t * per_img ? (size_t)t * per_img : q;
+    return (size_t)(s.B < t ? s.B : t) * per_img;
 }
 
 static ConvPlan plan_or_die(ConvShape s, size_t work_floats, const float *work, const char *op) {
     CHECK(conv_shape_ok(s), "%s: bad shape B%d Cin%d %dx%d Cout%d k%dx%d stride %d pad %d,%d,%d,%d", op, s.B, s.Cin,
           s.H, s.W, s.Cout, s.kh, s.kw, s.stride, s.pt, s.pb, s.pl, s.pr);
+    // Row blocks: scratch beyond the query would only make them longer, and change the sums'
+    // order (a caller's shared buffer sized for another shape, or for more threads, must not).
+    // Whole images sum alike however many fit.
+    const size_t per_img = conv_min_work(s) * (size_t)conv_out_h(s);
+    if (per_img > CPU_CONV_TARGET) {
+        const size_t q = conv_workspace_floats(s, CPU_CONV_TARGET);
+        if (work_floats > q) work_floats = q;
+    }
     ConvPlan p;
     CHECK(conv_plan(s, work_floats, &p), "%s: %zu floats of workspace, below one output row's %zu", op,
           work_floats, conv_min_work(s));

@@ -302,6 +302,39 @@ START_TEST(test_conv2d_threads) {
 }
 END_TEST
 
+// A caller's scratch larger than its query (a network's shared buffer, sized for its largest
+// shape or for more threads) changes no bits: the same results on 1 and 2 threads with the query
+// and with several images' worth more. Shapes: one image's columns over the 2^20-float target
+// (row blocks) and one just under it (one image per thread). (At 3 threads the row blocks' bits
+// differ: their products use OpenBLAS's threads, see ops_cpu_conv.c.)
+START_TEST(test_conv2d_oversized_scratch) {
+    const Backend *be = backend_cpu();
+    const ConvShape shapes[] = {{3, 128, 32, 32, 8, 3, 3, 1, 1, 1, 1, 1}, {3, 96, 32, 32, 8, 3, 3, 1, 1, 1, 1, 1}};
+    for (int k = 0; k < 2; k++) {
+        const ConvShape s = shapes[k];
+        const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, nw = (size_t)s.Cout * s.Cin * 9, no = (size_t)s.B * s.Cout * 1024;
+        const size_t per_img = conv_min_work(s) * 32;
+        ck_assert(k == 0 ? per_img > ((size_t)1 << 20) : per_img <= ((size_t)1 << 20));
+        float *x = rnd(nx, -1, 1, 60 + k), *w = rnd(nw, -1, 1, 62 + k), *g = rnd(no, -1, 1, 64 + k);
+        float *r[4][3];
+        for (int run = 0; run < 4; run++) {
+            omp_set_num_threads(run & 1 ? 2 : 1);
+            const size_t q = be->conv2d_workspace_floats(s), n = run & 2 ? 3 * q + 2 * per_img : q;
+            float *work = zeros(n);
+            r[run][0] = zeros(nx); r[run][1] = zeros(nw); r[run][2] = zeros(no);
+            be->conv2d_bwd(r[run][0], r[run][1], NULL, g, x, w, s, work, n);
+            be->conv2d_fwd(r[run][2], x, w, NULL, s, work, n);
+        }
+        omp_set_num_threads(2);
+        for (int run = 1; run < 4; run++)
+            ck_assert_msg(!memcmp(r[0][0], r[run][0], nx * 4) && !memcmp(r[0][1], r[run][1], nw * 4) &&
+                              !memcmp(r[0][2], r[run][2], no * 4),
+                          "conv2d Cin %d: run %d (threads %d, scratch %s) differs from 1 thread with the query",
+                          s.Cin, run, run & 1 ? 2 : 1, run & 2 ? "oversized" : "the query");
+    }
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 // GroupNorm and LayerNorm over channels
 
@@ -711,6 +744,7 @@ int main(void) {
     tcase_add_exit_test(tc, test_conv2d_refuses_small_workspace, 1);
     tcase_add_test(tc, test_conv2d_fd);
     tcase_add_test(tc, test_conv2d_threads);
+    tcase_add_test(tc, test_conv2d_oversized_scratch);
     tcase_add_test(tc, test_groupnorm);
     tcase_add_test(tc, test_layernorm2d);
     tcase_add_test(tc, test_norm_threads);
