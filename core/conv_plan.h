@@ -7,8 +7,8 @@
 // images (rows == Ho; their column matrices one after another) or, when one image's does not fit
 // the scratch, `rows` output rows of one image. A 1x1 stride-1 unpadded conv is "direct": the
 // image itself [Cin, HW] is its column matrix, and no scratch is used.
-// defines: ConvPlan, conv_out_h, conv_out_w, conv_shape_ok, conv_is_direct, conv_min_work, conv_plan,
-//          conv_chunk_floats, conv_workspace_floats
+// defines: ConvPlan, conv_out_h, conv_out_w, conv_shape_ok, conv_is_direct, conv_min_work, conv_image_floats,
+//          conv_plan, conv_chunk_floats, conv_workspace_floats
 #ifndef MALA_CONV_PLAN_H
 #define MALA_CONV_PLAN_H
 
@@ -39,6 +39,9 @@ static inline int conv_is_direct(ConvShape s) {
 static inline size_t conv_min_work(ConvShape s) {
     return conv_is_direct(s) ? 0 : (size_t)s.Cin * s.kh * s.kw * (size_t)conv_out_w(s);
 }
+
+// One whole image's columns (0 when direct).
+static inline size_t conv_image_floats(ConvShape s) { return conv_min_work(s) * (size_t)conv_out_h(s); }
 
 // The chunking for work_floats floats of scratch; 0 when that is below conv_min_work(s).
 static inline int conv_plan(ConvShape s, size_t work_floats, ConvPlan *p) {

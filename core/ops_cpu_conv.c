@@ -6,12 +6,11 @@
 // scratch, so the columns are read while still in cache and the small per-image products keep the
 // sgemm rate; otherwise (one image, or a block of its rows, at a time) the products use
 // OpenBLAS's threads. Every sum runs in an order set by the shape and the scratch size (up to the
-// query's; more is not used), not by the thread count (with one exception: the row blocks'
-// products take OpenBLAS's threaded path, whose bits matched one thread's at 2 threads but not at
-// 3 in test_conv2d_oversized_scratch): col2im adds one image's planes in one
+// query's; more is not used), not by the thread count: col2im adds one image's planes in one
 // task, db sums each channel in double in one task, and dw is accumulated over fixed groups of
 // images (dw_groups), each group's images in order into its own partial sum, the partials then
-// added in group order.
+// added in group order. One exception: the row blocks' products take OpenBLAS's threaded path,
+// whose bits matched one thread's at 2 threads but not at 3 (test_conv2d_oversized_scratch).
 // defines: cpu_conv2d_workspace_floats, cpu_conv2d_fwd, cpu_conv2d_bwd
 #include <string.h>
 #ifdef _OPENMP
@@ -37,7 +36,7 @@ static int omp_get_max_threads(void) { return 1; }
 // thread count.
 size_t cpu_conv2d_workspace_floats(ConvShape s) {
     CHECK(conv_shape_ok(s), "conv2d_workspace_floats: bad shape");
-    const size_t per_img = conv_min_work(s) * (size_t)conv_out_h(s);
+    const size_t per_img = conv_image_floats(s);
     if (!per_img || per_img > CPU_CONV_TARGET) return conv_workspace_floats(s, CPU_CONV_TARGET);
     const int t = omp_get_max_threads();
     return (size_t)(s.B < t ? s.B : t) * per_img;
@@ -49,7 +48,7 @@ static ConvPlan plan_or_die(ConvShape s, size_t work_floats, const float *work, 
     // Row blocks: scratch beyond the query would only make them longer, and change the sums'
     // order (a caller's shared buffer sized for another shape, or for more threads, must not).
     // Whole images sum alike however many fit.
-    const size_t per_img = conv_min_work(s) * (size_t)conv_out_h(s);
+    const size_t per_img = conv_image_floats(s);
     if (per_img > CPU_CONV_TARGET) {
         const size_t q = conv_workspace_floats(s, CPU_CONV_TARGET);
         if (work_floats > q) work_floats = q;

@@ -313,7 +313,7 @@ START_TEST(test_conv2d_oversized_scratch) {
     for (int k = 0; k < 2; k++) {
         const ConvShape s = shapes[k];
         const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, nw = (size_t)s.Cout * s.Cin * 9, no = (size_t)s.B * s.Cout * 1024;
-        const size_t per_img = conv_min_work(s) * 32;
+        const size_t per_img = conv_image_floats(s);
         ck_assert(k == 0 ? per_img > ((size_t)1 << 20) : per_img <= ((size_t)1 << 20));
         float *x = rnd(nx, -1, 1, 60 + k), *w = rnd(nw, -1, 1, 62 + k), *g = rnd(no, -1, 1, 64 + k);
         float *r[4][3];
