@@ -7,6 +7,11 @@
 // holds a checkpoint continues with `train --resume`, an evaluation already in evals.csv is not
 // repeated, nothing written before is removed or rewritten (results.* and the plots are
 // regenerated from the runs' files).
+//
+// --runs NAME,... limits an invocation to some runs (a comparison longer than one machine's
+// lifetime, done a few whole runs at a time); the report always covers every run DIR holds, and a
+// finished run needs only its small files (evals.csv, model.csv, log.csv, the grid), not its
+// checkpoints.
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -164,6 +169,9 @@ static double overall_eta(Ctl *k, double *frac) {
     for (int i = 0; i < k->nruns; i++) {
         int64_t img;
         double ts;
+        rates[i] = 0;
+        left[i] = 0;
+        if (!k->runs[i].selected) continue;
         rates[i] = run_rate(&k->runs[i], k->c, &img, &ts);
         left[i] = k->runs[i].done ? 0 : k->c->budget_images - img;
         if (left[i] < 0) left[i] = 0;
@@ -226,6 +234,10 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     const CompareArm *arm = r->arm;
     int64_t have = compare_newest_ckpt(r->dir);
     if (have >= step) return have;
+    if (have < 0 && r->nev)  // a copy of DIR without checkpoints: training again would append to its log
+        FATAL("compare: %s was evaluated up to step %lld but %s/checkpoints holds no checkpoint to continue from: "
+              "restore it, or move %s away to start the run again", r->name, (long long)r->ev[r->nev - 1].step, r->dir,
+              r->dir);
     Argv a = {0};
     av_add(&a, "mala");
     av_add(&a, "train");
@@ -449,7 +461,7 @@ static int run_point(Ctl *k, CompareRun *r, int64_t step, const char *ref, const
 #define POOL_DONE 10  // a pool child's exit status: its run is done
 
 static int point_pending(const CompareRun *r, int64_t step) {
-    if (r->done) return 0;
+    if (r->done || !r->selected) return 0;
     for (int e = 0; e < r->nev; e++)
         if (r->ev[e].step >= step) return 0;
     return 1;
@@ -539,6 +551,25 @@ static void check_arms(const CompareConfig *c, double *gflop) {
     }
 }
 
+// Marks the runs named in `only` (comma-separated <arm>-s<seed>) as this invocation's.
+static void select_runs(const char *only, CompareRun *runs, int nruns, const char *config) {
+    if (!only) return;
+    for (const char *p = only; *p;) {
+        size_t l = strcspn(p, ",");
+        int found = 0;
+        for (int i = 0; i < nruns; i++)
+            if (strlen(runs[i].name) == l && !strncmp(runs[i].name, p, l)) found = runs[i].selected = 1;
+        if (!found) {
+            char names[2048] = "";
+            for (int i = 0; i < nruns; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", runs[i].name);
+            FATAL("--runs: %s has no run '%.*s' (its runs: %s)", config, (int)l, p, names);
+        }
+        p += l;
+        if (*p == ',') p++;
+    }
+}
+
 static void copy_config(const char *src, const char *out) {
     char dst[4200], buf[1 << 16];
     snprintf(dst, sizeof dst, "%s/config.ini", out);
@@ -560,7 +591,7 @@ static void copy_config(const char *src, const char *out) {
 }
 
 int cmd_compare(int argc, char **argv) {
-    const char *config = NULL, *out = NULL;
+    const char *config = NULL, *out = NULL, *only = NULL;
     int report_only = 0, jobs = 1;
     Opt opts[] = {
         {"--config", OPT_STR, &config, "FILE", "the comparison (INI: [compare] and [arm NAME] sections; README)"},
@@ -568,6 +599,8 @@ int cmd_compare(int argc, char **argv) {
         {"--report", OPT_FLAG, &report_only, NULL, "only rewrite results.* and the plots from DIR's runs"},
         {"--jobs", OPT_INT, &jobs, "N", "runs trained and evaluated at once, each child with the cores / N threads "
                                         "unless the config sets threads (the same results)", ARG_MIN(1), ARG_MAX(64)},
+        {"--runs", OPT_STR, &only, "LIST", "train and evaluate only these runs (<arm>-s<seed>, comma-separated); "
+                                           "the report covers every run"},
     };
     args_parse("usage: mala compare --config FILE --out DIR\n\n"
                "Trains every arm of the config (each seed a run) to the same budget of images seen,\n"
@@ -575,7 +608,7 @@ int cmd_compare(int argc, char **argv) {
                "Fashion-MNIST classifier; FID and IS when Inception weights are given) and writes\n"
                "DIR/results.md, results.csv, results.json, plots and compare.png. Resumable: run it\n"
                "again with the same DIR and it continues where it stopped.",
-               opts, 4, argc, argv, 1);
+               opts, 5, argc, argv, 1);
     if (!config || !out) FATAL("mala compare needs --config FILE and --out DIR (see mala compare --help)");
     CompareConfig *c = xcalloc(1, sizeof *c);
     MalaErr err;
@@ -591,20 +624,25 @@ int cmd_compare(int argc, char **argv) {
     if (report_only && stat(dir, &st)) FATAL("--report: %s holds no comparison (no runs/ in it)", out);
     int nruns = c->narms * c->nseeds;
     CompareRun *runs = xcalloc(nruns, sizeof *runs);
-    make_dirs(dir);
-    copy_config(config, out);
     for (int a = 0, i = 0; a < c->narms; a++)
         for (int s = 0; s < c->nseeds; s++, i++) {
             CompareRun *r = &runs[i];
             r->arm = &c->arms[a];
             r->arm_index = a;
             r->seed = c->seeds[s];
+            r->selected = !only;
             snprintf(r->name, sizeof r->name, "%s-s%llu", r->arm->name, (unsigned long long)r->seed);
             snprintf(r->dir, sizeof r->dir, "%s/runs/%s", out, r->name);
-            make_dirs(r->dir);
-            compare_read_evals(r);
-            r->done = r->nev && (r->ev[r->nev - 1].capped || r->ev[r->nev - 1].images >= c->budget_images);
         }
+    select_runs(only, runs, nruns, config);
+    make_dirs(dir);
+    copy_config(config, out);
+    for (int i = 0; i < nruns; i++) {
+        CompareRun *r = &runs[i];
+        make_dirs(r->dir);
+        compare_read_evals(r);
+        r->done = r->nev && (r->ev[r->nev - 1].capped || r->ev[r->nev - 1].images >= c->budget_images);
+    }
     int64_t *points;
     int npoints = compare_eval_points(c, &points);
     Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints, .arm_gflop = arm_gflop, .jobs = jobs};
@@ -642,15 +680,11 @@ int cmd_compare(int argc, char **argv) {
         progress_break(&k.pg);
     }
     int classes = 0;
-    for (int i = 0; i < nruns; i++) {
-        int64_t s = compare_newest_ckpt(runs[i].dir);
-        char ckpt[4400];
-        snprintf(ckpt, sizeof ckpt, "%s/checkpoints/%07lld.safetensors", runs[i].dir, (long long)s);
-        if (s >= 0 && !compare_model_size(ckpt, &runs[i].params, &runs[i].gflop, &classes)) break;
-    }
+    for (int i = 0; i < nruns && !classes; i++)
+        if (!compare_run_size(&runs[i])) classes = runs[i].classes;
     for (int i = 0; i < nruns && classes > 0; i++) {
         k.point = npoints - 1;
-        if (report_only) {  // an existing grid only
+        if (report_only || !runs[i].selected) {  // an existing grid only
             char npy[4300];
             if (runs[i].nev) {
                 snprintf(npy, sizeof npy, "%s/grid-%07lld.npy", runs[i].dir, (long long)runs[i].ev[runs[i].nev - 1].step);
@@ -664,8 +698,9 @@ int cmd_compare(int argc, char **argv) {
     compare_write_report(c, runs, nruns, out);
     if (classes > 0) compare_write_grid(runs, nruns, classes, out);
     int all_done = 1;
-    for (int i = 0; i < nruns; i++) all_done &= runs[i].done;
-    fprintf(stderr, "compare: %s; results in %s/results.md\n", all_done ? "done" : "partial results", out);
+    for (int i = 0; i < nruns; i++) all_done &= runs[i].done || !runs[i].selected;
+    fprintf(stderr, "compare: %s; results in %s/results.md\n", all_done ? (only ? "these runs done" : "done") : "partial results",
+            out);
     free(points);
     free(runs);
     free(c);

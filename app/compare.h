@@ -8,6 +8,8 @@
 //       evals.csv                  one row per evaluation point (never rewritten)
 //       train.log, eval.log        the children's stderr, appended
 //       grid-<step>.npy/.png       the sample grid of the newest checkpoint
+//       model.csv                  parameters, GFLOP/img and classes (from its first checkpoint, so
+//                                  that a copy of DIR without checkpoints/ still reports them)
 //   results.md, results.csv, results.json, loss.png, fd_vs_images.png, fd_vs_time.png,
 //   class_acc_vs_images.png, class_acc_vs_time.png, compare.png
 #ifndef MALA_COMPARE_H
@@ -36,7 +38,9 @@ typedef struct {
     int nev;
     EvalRow ev[1000];
     int done;              // budget reached, or capped
-    double params, gflop;  // from the newest checkpoint (0 before one exists)
+    int selected;          // trained and evaluated by this invocation (--runs)
+    double params, gflop;  // from model.csv or the newest checkpoint (0 before one exists)
+    int classes;
     char grid[4300];       // the newest grid .npy ("" = none)
 } CompareRun;
 
@@ -49,8 +53,9 @@ void compare_read_log(const char *run_dir, TrainLog *l);
 void compare_log_free(TrainLog *l);
 // Newest checkpoint step in run_dir/checkpoints (-1 when none).
 int64_t compare_newest_ckpt(const char *run_dir);
-// Parameters and GFLOP/img from a checkpoint's configuration; 0 when it cannot be read.
-int compare_model_size(const char *ckpt, double *params, double *gflop, int *classes);
+// r->params, gflop and classes: from the run's model.csv, else from its newest checkpoint (then
+// written to model.csv). 0, or -1 when neither exists (yet).
+int compare_run_size(CompareRun *r);
 
 // results.md / .csv / .json and the plots in out (every run's state as it is now).
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);

@@ -147,33 +147,47 @@ static int print_order(FILE *f, const CompareConfig *c, const double *v, const i
     return n;
 }
 
-// The arms ranked by mean FD, and by each seed's FD at the same points: whether the seeds agree is
-// the check that the budget is large enough for the ranking to be stable.
+// The largest number of images at which every run has an evaluation (0 if none): the one budget
+// at which all arms compare, whatever order the runs were trained in (--runs).
+static int64_t shared_point(const CompareRun *runs, int nruns) {
+    int64_t best = 0;
+    for (int e = 0; nruns && e < runs[0].nev; e++) {
+        int64_t im = runs[0].ev[e].images;
+        int all = 1;
+        for (int j = 1; j < nruns && all; j++) all = at(&runs[j], im) != NULL;
+        if (all && im > best) best = im;
+    }
+    return best;
+}
+
+// The arms ranked by mean FD, and by each seed's FD, at the point every run has reached: whether
+// the seeds agree is the check that the budget is large enough for the ranking to be stable.
 static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
     double v[COMPARE_MAX_ARMS];
     int idx[COMPARE_MAX_ARMS], first[COMPARE_MAX_ARMS], agree = 1;
-    int64_t pt[COMPARE_MAX_ARMS];
-    for (int a = 0; a < c->narms; a++) {
-        ArmRow r = arm_row(c, runs, nruns, a);
-        v[a] = r.fd.mean;
-        pt[a] = r.images;
+    const int64_t pt = shared_point(runs, nruns);
+    if (!pt) {
+        fprintf(f, "\nRanking by FD: no point that every run has reached yet.\n");
+        return;
     }
-    order(v, c->narms, idx);
-    fprintf(f, "\nRanking by FD (lower is better), mean over seeds:");
-    if (print_order(f, c, v, idx) < c->narms) return;
-    if (c->nseeds < 2) return;
-    for (int s = 0; s < c->nseeds; s++) {
+    for (int s = -1; s < c->nseeds; s++) {  // -1: the mean over seeds
         for (int a = 0; a < c->narms; a++) {
-            v[a] = NAN;
+            double sum = 0;
+            int n = 0;
             for (int i = 0; i < nruns; i++)
-                if (runs[i].arm_index == a && runs[i].seed == c->seeds[s] && pt[a]) {
-                    const EvalRow *e = at(&runs[i], pt[a]);
-                    if (e) v[a] = e->fd;
-                }
+                if (runs[i].arm_index == a && (s < 0 || runs[i].seed == c->seeds[s])) sum += at(&runs[i], pt)->fd, n++;
+            v[a] = n ? sum / n : NAN;
         }
         order(v, c->narms, idx);
+        if (s < 0) {
+            fprintf(f, "\nRanking by FD (lower is better) at %lld images seen, the last point every run has reached, "
+                       "mean over seeds:", (long long)pt);
+            print_order(f, c, v, idx);
+            if (c->nseeds < 2) return;
+            continue;
+        }
         fprintf(f, "Seed %llu:", (unsigned long long)c->seeds[s]);
-        if (print_order(f, c, v, idx) < c->narms) return;
+        print_order(f, c, v, idx);
         if (!s) memcpy(first, idx, sizeof first);
         else agree &= !memcmp(first, idx, c->narms * sizeof(int));
     }
@@ -404,13 +418,8 @@ static void plot_loss(const CompareRun *runs, int nruns, int batch, const char *
 }
 
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out) {
-    for (int i = 0; i < nruns; i++) {
-        if (runs[i].params > 0) continue;
-        int64_t s = compare_newest_ckpt(runs[i].dir);
-        char ckpt[4400];
-        snprintf(ckpt, sizeof ckpt, "%s/checkpoints/%07lld.safetensors", runs[i].dir, (long long)s);
-        if (s >= 0) compare_model_size(ckpt, &runs[i].params, &runs[i].gflop, NULL);
-    }
+    for (int i = 0; i < nruns; i++)
+        if (!(runs[i].params > 0)) compare_run_size(&runs[i]);
     char path[4400];
     snprintf(path, sizeof path, "%s/results.md", out);
     write_md(c, runs, nruns, path);

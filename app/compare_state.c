@@ -1,12 +1,13 @@
 // defines: compare_read_evals, compare_append_eval, compare_read_log, compare_log_free,
-//          compare_newest_ckpt, compare_model_size
+//          compare_newest_ckpt, compare_run_size
 // The files a comparison keeps per run, read back on every invocation (this is what makes it
-// resumable): evals.csv (ours, append-only) and train's log.csv and checkpoints.
+// resumable): evals.csv (ours, append-only), model.csv, and train's log.csv and checkpoints.
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
+#include "atomic_file.h"
 #include "backend.h"
 #include "checkpoint.h"
 #include "compare.h"
@@ -117,7 +118,8 @@ int64_t compare_newest_ckpt(const char *run_dir) {
     return best;
 }
 
-int compare_model_size(const char *ckpt, double *params, double *gflop, int *classes) {
+// Parameters, GFLOP/img and classes of a checkpoint's configuration.
+static int model_size(const char *ckpt, double *params, double *gflop, int *classes) {
     StFile f;
     NetConfig c;
     ClassNames cn;
@@ -130,7 +132,28 @@ int compare_model_size(const char *ckpt, double *params, double *gflop, int *cla
     Net *n = net_create(&c, backend_select("cpu", NULL), 1, NET_INFER);
     *params = (double)n->n_trainable;
     *gflop = net_flops_per_image(&c) / 1e9;
-    if (classes) *classes = c.num_classes;
+    *classes = c.num_classes;
     net_free(n);
+    return 0;
+}
+
+int compare_run_size(CompareRun *r) {
+    char path[4400], line[256];
+    snprintf(path, sizeof path, "%s/model.csv", r->dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        int ok = fgets(line, sizeof line, f) && fgets(line, sizeof line, f) &&
+                 sscanf(line, "%lf,%lf,%d", &r->params, &r->gflop, &r->classes) == 3 && r->params > 0 && r->classes > 0;
+        fclose(f);
+        if (ok) return 0;
+        fprintf(stderr, "warning: %s: not a model size row, read from the checkpoint instead\n", path);
+    }
+    int64_t s = compare_newest_ckpt(r->dir);
+    char ckpt[4400];
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoints/%07lld.safetensors", r->dir, (long long)s);
+    if (s < 0 || model_size(ckpt, &r->params, &r->gflop, &r->classes)) return -1;
+    int n = snprintf(line, sizeof line, "params,gflop_per_img,classes\n%.0f,%.9g,%d\n", r->params, r->gflop, r->classes);
+    MalaErr err;
+    if (atomic_write_file(path, line, (size_t)n, &err)) fprintf(stderr, "warning: %s\n", err.msg);
     return 0;
 }

@@ -1,7 +1,7 @@
 // mala compare: the config parser (every error names the file and line), and the shipped tiny
 // comparison end to end through the built program ($MALA_BIN, default ./mala): the results files
 // and plots, a second run that resumes without training or evaluating again, a run stopped by a
-// signal that continues, and a bad config.
+// signal that continues, a comparison done a few runs at a time (--runs), and a bad config.
 #include <dirent.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -385,6 +385,57 @@ START_TEST(test_shipped_config_tiny) {
 }
 END_TEST
 
+// --runs: a comparison done a few runs at a time (one machine's lifetime each), and a copy of DIR
+// without checkpoints/ that still reports every run.
+START_TEST(test_runs_subset) {
+    tu_make_tmpdir("compare_runs");
+    char out[512];  // tp() reuses its buffers
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    int rc = run("compare --config " TINY " --out %s --runs mala-s2", out);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(g_err, "--runs: " TINY " has no run 'mala-s2' (its runs: mala-s1, softmax-s1, dig-s1)") &&
+                      count_char(g_err, '\n') == 1, "%s", g_err);
+    struct stat st;
+    ck_assert_msg(stat(out, &st) != 0, "a bad --runs created the output directory");
+
+    rc = run("compare --config " TINY " --out %s --runs mala-s1", out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    ck_assert_msg(stat(tp("cmp/runs/mala-s1/evals.csv"), &st) == 0, "mala-s1 was not evaluated");
+    ck_assert_msg(stat(tp("cmp/runs/softmax-s1/evals.csv"), &st) != 0, "softmax-s1 ran though not selected");
+    ck_assert_msg(stat(tp("cmp/runs/dig-s1/checkpoints"), &st) != 0, "dig-s1 ran though not selected");
+    char *md = read_text(tp("cmp/results.md"));
+    ck_assert_msg(strstr(md, "| softmax | dit | softmax | DiT-T/4 | - |"), "%s", md);
+    ck_assert_msg(strstr(md, "no point that every run has reached yet"), "%s", md);
+    free(md);
+
+    rc = run("compare --config " TINY " --out %s --runs softmax-s1,dig-s1 --jobs 2", out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    // the runs' small files alone (as a repository keeps a finished comparison): the same report
+    char *before = read_text(tp("cmp/results.md"));
+    ck_assert_msg(strstr(before, "at 64 images seen, the last point every run has reached"), "%s", before);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/runs/*/checkpoints %s/results.md %s/compare.png", out, out, out);
+    ck_assert_int_eq(system(cmd), 0);
+    rc = run("compare --config " TINY " --out %s --report", out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *after = read_text(tp("cmp/results.md"));
+    ck_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    check_png(tp("cmp/compare.png"));
+    // a run that needs its checkpoint to go on says so and stops
+    char *tiny = read_text(TINY);
+    tiny = set_key(tiny, "budget_images", "96");
+    write_text(tp("longer.ini"), tiny);
+    free(tiny);
+    rc = run("compare --config %s --out %s", tp("longer.ini"), out);
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(g_err, "error: compare: mala-s1 was evaluated up to step 8 but ") &&
+                      strstr(g_err, "holds no checkpoint to continue from"), "%s", g_err);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 START_TEST(test_bad_config) {
     tu_make_tmpdir("compare_bad");
     const char *bad = tp("bad.ini");
@@ -419,6 +470,7 @@ int main(void) {
     tcase_add_test(tc, test_bad_config);
     tcase_add_test(tc, test_end_to_end);
     tcase_add_test(tc, test_shipped_config_tiny);
+    tcase_add_test(tc, test_runs_subset);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
