@@ -59,16 +59,17 @@ static const EvalRow *at(const CompareRun *r, int64_t images) {
     return NULL;
 }
 
-// The arm's last point that every seed has reached (its comparable result), 0 if none.
+// The arm's last point that every seed with results has reached (its comparable result), 0 if
+// none. A seed not evaluated yet (a comparison run a few runs at a time) is left out until it is.
 static int64_t common_point(const CompareRun *runs, int nruns, int arm) {
     int64_t best = 0;
     for (int i = 0; i < nruns; i++) {
-        if (runs[i].arm_index != arm) continue;
+        if (runs[i].arm_index != arm || !runs[i].nev) continue;
         for (int e = runs[i].nev - 1; e >= 0; e--) {
             int64_t im = runs[i].ev[e].images;
             int all = 1;
             for (int j = 0; j < nruns; j++)
-                if (runs[j].arm_index == arm && !at(&runs[j], im)) all = 0;
+                if (runs[j].arm_index == arm && runs[j].nev && !at(&runs[j], im)) all = 0;
             if (all && im > best) best = im;
         }
         break;
@@ -93,6 +94,7 @@ static ArmRow arm_row(const CompareConfig *c, const CompareRun *runs, int nruns,
     for (int i = 0; i < nruns; i++) {
         if (runs[i].arm_index != a) continue;
         if (runs[i].params > 0) { row.params = runs[i].params; row.gflop = runs[i].gflop; }
+        if (!runs[i].nev) continue;
         const EvalRow *e = row.images ? at(&runs[i], row.images) : NULL;
         fd[n] = e ? e->fd : NAN;
         acc[n] = e ? e->class_acc : NAN;
@@ -147,51 +149,75 @@ static int print_order(FILE *f, const CompareConfig *c, const double *v, const i
     return n;
 }
 
-// The largest number of images at which every run has an evaluation (0 if none): the one budget
-// at which all arms compare, whatever order the runs were trained in (--runs).
-static int64_t shared_point(const CompareRun *runs, int nruns) {
+// The largest number of images at which every run with results has an evaluation (0 if none):
+// the one budget at which the arms compare, whatever order the runs were trained in (--runs).
+// *with: how many runs have results.
+static int64_t shared_point(const CompareRun *runs, int nruns, int *with) {
     int64_t best = 0;
-    for (int e = 0; nruns && e < runs[0].nev; e++) {
-        int64_t im = runs[0].ev[e].images;
+    const CompareRun *r0 = NULL;
+    *with = 0;
+    for (int i = 0; i < nruns; i++)
+        if (runs[i].nev) { (*with)++; if (!r0) r0 = &runs[i]; }
+    for (int e = 0; r0 && e < r0->nev; e++) {
+        int64_t im = r0->ev[e].images;
         int all = 1;
-        for (int j = 1; j < nruns && all; j++) all = at(&runs[j], im) != NULL;
+        for (int j = 0; j < nruns && all; j++) all = !runs[j].nev || at(&runs[j], im);
         if (all && im > best) best = im;
     }
     return best;
 }
 
-// The arms ranked by mean FD, and by each seed's FD, at the point every run has reached: whether
-// the seeds agree is the check that the budget is large enough for the ranking to be stable.
+// The arms ranked by mean FD, and by each seed's FD, at the point every run with results has
+// reached: whether the seeds agree (on the arms every seed has) is the check that the budget is
+// large enough for the ranking to be stable.
 static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
-    double v[COMPARE_MAX_ARMS];
-    int idx[COMPARE_MAX_ARMS], first[COMPARE_MAX_ARMS], agree = 1;
-    const int64_t pt = shared_point(runs, nruns);
+    double v[COMPARE_MAX_SEEDS + 1][COMPARE_MAX_ARMS];  // [0]: the mean; [1 + s]: seed s
+    int idx[COMPARE_MAX_ARMS], with;
+    const int64_t pt = shared_point(runs, nruns, &with);
     if (!pt) {
-        fprintf(f, "\nRanking by FD: no point that every run has reached yet.\n");
+        fprintf(f, "\nRanking by FD: no point that every run with results has reached yet.\n");
         return;
     }
     for (int s = -1; s < c->nseeds; s++) {  // -1: the mean over seeds
+        double *vs = v[s + 1];
         for (int a = 0; a < c->narms; a++) {
             double sum = 0;
             int n = 0;
             for (int i = 0; i < nruns; i++)
-                if (runs[i].arm_index == a && (s < 0 || runs[i].seed == c->seeds[s])) sum += at(&runs[i], pt)->fd, n++;
-            v[a] = n ? sum / n : NAN;
+                if (runs[i].arm_index == a && runs[i].nev && (s < 0 || runs[i].seed == c->seeds[s]))
+                    sum += at(&runs[i], pt)->fd, n++;
+            vs[a] = n ? sum / n : NAN;
         }
-        order(v, c->narms, idx);
-        if (s < 0) {
-            fprintf(f, "\nRanking by FD (lower is better) at %lld images seen, the last point every run has reached, "
-                       "mean over seeds:", (long long)pt);
-            print_order(f, c, v, idx);
-            if (c->nseeds < 2) return;
-            continue;
-        }
-        fprintf(f, "Seed %llu:", (unsigned long long)c->seeds[s]);
-        print_order(f, c, v, idx);
-        if (!s) memcpy(first, idx, sizeof first);
-        else agree &= !memcmp(first, idx, c->narms * sizeof(int));
+        order(vs, c->narms, idx);
+        if (s < 0)
+            fprintf(f, "\nRanking by FD (lower is better) at %lld images seen, the last point every run with results "
+                       "has reached (%d of %d runs), mean over seeds:", (long long)pt, with, nruns);
+        else
+            fprintf(f, "Seed %llu:", (unsigned long long)c->seeds[s]);
+        print_order(f, c, vs, idx);
+        if (c->nseeds < 2) return;
     }
-    fprintf(f, "The seeds %s on the order.\n", agree ? "agree" : "DISAGREE");
+    int common[COMPARE_MAX_ARMS], nc = 0, agree = 1;  // the arms every seed has
+    for (int a = 0; a < c->narms; a++) {
+        int all = 1;
+        for (int s = 0; s < c->nseeds; s++) all &= isfinite(v[1 + s][a]);
+        if (all) common[nc++] = a;
+    }
+    for (int i = 0; i < nc; i++)
+        for (int j = i + 1; j < nc; j++)
+            for (int s = 1; s < c->nseeds; s++)
+                agree &= (v[1][common[i]] < v[1][common[j]]) == (v[1 + s][common[i]] < v[1 + s][common[j]]);
+    if (nc < 2) {
+        fprintf(f, "Whether the seeds agree: not known yet (fewer than two arms have every seed).\n");
+        return;
+    }
+    fprintf(f, "The seeds %s on the order", agree ? "agree" : "DISAGREE");
+    if (nc < c->narms) {
+        fprintf(f, " of the arms every seed has (");
+        for (int i = 0; i < nc; i++) fprintf(f, "%s%s", i ? ", " : "", c->arms[common[i]].name);
+        fprintf(f, ")");
+    }
+    fprintf(f, ".\n");
 }
 
 static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, const char *path) {
@@ -207,7 +233,8 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
     fprintf(f, ".\nEvaluation of the EMA weights: %s %d steps, guidance %g, %d images, noise seed %llu; FD of the %s "
                "features against %s%s.\n\n", c->sampler, c->eval_steps, c->cfg_scale, c->eval_images,
             (unsigned long long)c->eval_seed, c->features, c->ref, c->inception[0] ? "; FID / IS with the Inception" : "");
-    fprintf(f, "FD, class accuracy, FID and IS at the last point every seed of the arm reached: the mean over seeds%s. "
+    fprintf(f, "FD, class accuracy, FID and IS at the last point every seed of the arm reached (of the seeds with "
+               "results): the mean over seeds%s. "
                "Train img/s: the median of the training log's rows; sample img/s: eval's (sampling and features).\n\n",
             c->nseeds > 1 ? " ± the sample standard deviation" : "");
     fprintf(f, "| arm | backbone | attention | preset | params | GFLOP/img | train img/s | sample img/s | images seen | "
@@ -372,9 +399,9 @@ static void plot_metric(const CompareConfig *c, const CompareRun *runs, int nrun
     PlotSeries s[COMPARE_MAX_ARMS];
     double *xs[COMPARE_MAX_ARMS], *ys[COMPARE_MAX_ARMS];
     for (int a = 0; a < c->narms; a++) {
-        const CompareRun *r0 = NULL;
+        const CompareRun *r0 = NULL;  // the arm's first run with results (seeds without any are left out)
         for (int i = 0; i < nruns; i++)
-            if (runs[i].arm_index == a) { r0 = &runs[i]; break; }
+            if (runs[i].arm_index == a && (!r0 || (!r0->nev && runs[i].nev))) r0 = &runs[i];
         xs[a] = xmalloc((r0->nev + 1) * sizeof(double));
         ys[a] = xmalloc((r0->nev + 1) * sizeof(double));
         int n = 0;
@@ -382,7 +409,7 @@ static void plot_metric(const CompareConfig *c, const CompareRun *runs, int nrun
             double sx = 0, sy = 0;
             int k = 0, all = 1;
             for (int i = 0; i < nruns; i++) {
-                if (runs[i].arm_index != a) continue;
+                if (runs[i].arm_index != a || !runs[i].nev) continue;
                 const EvalRow *v = at(&runs[i], r0->ev[e].images);
                 if (!v) { all = 0; break; }
                 sx += xtime ? v->train_s : (double)v->images;

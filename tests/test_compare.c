@@ -405,14 +405,16 @@ START_TEST(test_runs_subset) {
     ck_assert_msg(stat(tp("cmp/runs/dig-s1/checkpoints"), &st) != 0, "dig-s1 ran though not selected");
     char *md = read_text(tp("cmp/results.md"));
     ck_assert_msg(strstr(md, "| softmax | dit | softmax | DiT-T/4 | - |"), "%s", md);
-    ck_assert_msg(strstr(md, "no point that every run has reached yet"), "%s", md);
+    ck_assert_msg(strstr(md, "at 64 images seen, the last point every run with results has reached (1 of 3 runs)"), "%s",
+                  md);
     free(md);
 
     rc = run("compare --config " TINY " --out %s --runs softmax-s1,dig-s1 --jobs 2", out);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
     // the runs' small files alone (as a repository keeps a finished comparison): the same report
     char *before = read_text(tp("cmp/results.md"));
-    ck_assert_msg(strstr(before, "at 64 images seen, the last point every run has reached"), "%s", before);
+    ck_assert_msg(strstr(before, "at 64 images seen, the last point every run with results has reached (3 of 3 runs)"),
+                  "%s", before);
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "rm -rf %s/runs/*/checkpoints %s/results.md %s/compare.png", out, out, out);
     ck_assert_int_eq(system(cmd), 0);
@@ -432,6 +434,59 @@ START_TEST(test_runs_subset) {
     ck_assert_int_eq(rc, 1);
     ck_assert_msg(strstr(g_err, "error: compare: mala-s1 was evaluated up to step 8 but ") &&
                       strstr(g_err, "holds no checkpoint to continue from"), "%s", g_err);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// The ranking from evaluation rows alone (--report, no training): at the last point every run with
+// results has reached, and whether the seeds agree on the arms every seed has.
+static void put_evals(const char *dir, const char *run, const char *rows) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/runs/%s", dir, run);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/runs/%s/evals.csv", dir, run);
+    char text[1024];
+    snprintf(text, sizeof text, "images,step,train_s,fd,class_acc,fid,is_mean,is_std,sample_img_s,capped\n%s", rows);
+    write_text(path, text);
+}
+
+START_TEST(test_report_ranking) {
+    tu_make_tmpdir("compare_rank");
+    char *t = set_key(read_text(TINY), "seeds", "1, 2");
+    write_text(tp("two.ini"), t);
+    free(t);
+    char out[512], runs[600];
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    mkdir(out, 0755);
+    snprintf(runs, sizeof runs, "%s/runs", out);
+    mkdir(runs, 0755);
+    // images,step,train_s,fd,class_acc,...: dig-s1 is half way, dig-s2 has not started
+    put_evals(out, "mala-s1", "32,4,1,5.0,0.1,,,,1,0\n64,8,2,3.0,0.2,,,,1,0\n");
+    put_evals(out, "softmax-s1", "32,4,1,6.0,0.1,,,,1,0\n64,8,2,4.0,0.2,,,,1,0\n");
+    put_evals(out, "mala-s2", "32,4,1,5.5,0.1,,,,1,0\n64,8,2,3.5,0.2,,,,1,0\n");
+    put_evals(out, "softmax-s2", "32,4,1,6.5,0.1,,,,1,0\n64,8,2,4.5,0.2,,,,1,0\n");
+    put_evals(out, "dig-s1", "32,4,1,2.0,0.1,,,,1,0\n");
+    int rc = run("compare --config %s --out %s --report", tp("two.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("cmp/results.md"));
+    const char *want[] = {
+        "at 32 images seen, the last point every run with results has reached (5 of 6 runs), mean over seeds: dig < "
+        "mala < softmax.\n",
+        "Seed 1: dig < mala < softmax.\n",
+        "Seed 2: mala < softmax (the other arms have no result yet).\n",
+        "The seeds agree on the order of the arms every seed has (mala, softmax).\n",
+        // the arm rows: mala and softmax at 64 images (both seeds), dig at 32 (its one seed with results)
+        "| 64 | 2 | 3.25 ± 0.3536 |", "| 64 | 2 | 4.25 ± 0.3536 |", "| 32 | 1 | 2 |"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(md, want[i]), "results.md lacks '%s':\n%s", want[i], md);
+    free(md);
+    // seed 2 ranks softmax first at 32 images: the seeds disagree
+    put_evals(out, "softmax-s2", "32,4,1,5.4,0.1,,,,1,0\n64,8,2,4.5,0.2,,,,1,0\n");
+    rc = run("compare --config %s --out %s --report", tp("two.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    md = read_text(tp("cmp/results.md"));
+    ck_assert_msg(strstr(md, "The seeds DISAGREE on the order of the arms every seed has (mala, softmax).\n"), "%s", md);
+    free(md);
     tu_rm_tmpdir();
 }
 END_TEST
@@ -471,6 +526,7 @@ int main(void) {
     tcase_add_test(tc, test_end_to_end);
     tcase_add_test(tc, test_shipped_config_tiny);
     tcase_add_test(tc, test_runs_subset);
+    tcase_add_test(tc, test_report_ranking);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
