@@ -206,10 +206,8 @@ START_TEST(test_end_to_end) {
     int64_t *pts;
     int npoints = compare_eval_points(c, &pts);
     free(pts);
-    double t0 = now_seconds();
     int rc = run("compare --config " TINY " --out %s", out);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
-    double first = now_seconds() - t0;
     ck_assert_msg(strstr(g_err, "compare: done"), "%s", g_err);
     ck_assert_msg(strstr(g_err, "ETA"), "no progress with an ETA:\n%s", g_err);
 
@@ -273,13 +271,11 @@ START_TEST(test_end_to_end) {
     size_t lb = 0, la = 0;
     snprintf(runs, sizeof runs, "%s/runs", out);
     snapshot(runs, &before, &lb);
-    t0 = now_seconds();
     rc = run("compare --config " TINY " --out %s", out);
-    double second = now_seconds() - t0;
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
     snapshot(runs, &after, &la);
+    // (a run trained or evaluated again would have rewritten a checkpoint, log.csv or evals.csv)
     ck_assert_msg(la == lb && !memcmp(before, after, la), "the second run changed the runs' files");
-    ck_assert_msg(second < 5 && second < first / 3, "second run %.1f s (first %.1f s): did it train again?", second, first);
     free(before);
     free(after);
 
