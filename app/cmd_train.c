@@ -303,6 +303,11 @@ int cmd_train(int argc, char **argv) {
          "batch) steps; default: --iters)", ARG_MIN(1)},
         {"--lr", OPT_FLOAT, &to.lr, "LR", "AdamW learning rate, constant", ARG_MIN(0), ARG_MAX(1)},
         {"--warmup", OPT_INT, &to.warmup, "N", "linear learning-rate warmup steps", ARG_MIN(0)},
+        {"--decay-start", OPT_U64, &to.decay_start, "S", "linear learning-rate decay from --lr after step S ...",
+         ARG_MIN(0)},
+        {"--decay-end", OPT_U64, &to.decay_end, "E", "... to --lr-end at step E, and --lr-end after it (default: no "
+         "decay)", ARG_MIN(1)},
+        {"--lr-end", OPT_FLOAT, &to.lr_end, "LR", "the rate the decay ends at", ARG_MIN(0), ARG_MAX(1)},
         {"--weight-decay", OPT_FLOAT, &to.weight_decay, "WD", "AdamW weight decay", ARG_MIN(0), ARG_MAX(10)},
         {"--grad-clip", OPT_FLOAT, &to.grad_clip, "G", "clip the global gradient norm (0 = off)", ARG_MIN(0)},
         {"--ema-decay", OPT_FLOAT, &to.ema_decay, "D", "EMA decay", ARG_MIN(0), ARG_MAX(1)},
@@ -344,6 +349,11 @@ int cmd_train(int argc, char **argv) {
         batch = gbatch;
     }
     int batch_given = GIVEN(batch) || GIVEN(gbatch);
+    if ((GIVEN(to.decay_start) || GIVEN(to.lr_end)) && !GIVEN(to.decay_end))
+        FATAL("--decay-start and --lr-end need --decay-end (the step the decay ends at)");
+    if (GIVEN(to.decay_end) && to.decay_end <= to.decay_start)
+        FATAL("--decay-end %llu must be after --decay-start %llu", (unsigned long long)to.decay_end,
+              (unsigned long long)to.decay_start);
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
@@ -400,10 +410,16 @@ int cmd_train(int argc, char **argv) {
         if (GIVEN(to.lr)) saved.lr = to.lr;
         if (GIVEN(to.ema_decay)) saved.ema_decay = to.ema_decay;
         if (GIVEN(to.warmup)) saved.warmup = to.warmup;
+        if (GIVEN(to.decay_start)) saved.decay_start = to.decay_start;
+        if (GIVEN(to.decay_end)) saved.decay_end = to.decay_end;
+        if (GIVEN(to.lr_end)) saved.lr_end = to.lr_end;
         if (GIVEN(to.weight_decay)) saved.weight_decay = to.weight_decay;
         if (GIVEN(to.grad_clip)) saved.grad_clip = to.grad_clip;
         if (GIVEN(to.label_drop)) saved.label_drop = to.label_drop;
         saved.max_bad_steps = to.max_bad_steps;
+        if (saved.decay_end && saved.decay_end <= saved.decay_start)
+            FATAL("--resume: --decay-end %llu must be after --decay-start %llu", (unsigned long long)saved.decay_end,
+                  (unsigned long long)saved.decay_start);
         to = saved;
         tr->opt = to;
         // the run's data and logging settings, except those given again
@@ -526,6 +542,9 @@ int cmd_train(int argc, char **argv) {
     if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
             rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
             to.ema_decay, (unsigned long long)iters, out);
+    if (lead && to.decay_end > to.decay_start)
+        fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,
+                (unsigned long long)to.decay_start, to.lr_end, (unsigned long long)to.decay_end);
 
     Preview pv = {0};
     if (!lead) rs.sample_every = 0;  // rank 0's grids only
@@ -578,7 +597,7 @@ int cmd_train(int argc, char **argv) {
             strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
             FILE *f = fopen(csv, "a");
             if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
-                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate, to.lr,
+                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate, train_lr(&to, tr->step),
                               (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
                 fclose(f))
                 FATAL("%s: cannot append: %s", csv, strerror(errno));

@@ -154,13 +154,95 @@ static const char *RESUME_MODELS[] = {"DiT-T/4", "DiG-T/4", "DiC-T"};
 static const char *RESUME_PARAM[] = {"blocks.1.mlp.fc1.weight", "blocks.1.mlp.gate_proj.weight",
                                      "dec_blocks.0.0.conv.conv0.weight"};
 
-static int train_cli(const char *model, const char *out, const char *iters, int resume) {
-    char *argv[] = {"train", "--model", (char *)model, "--batch", "4", "--limit", "64", "--iters", (char *)iters,
-                    "--ckpt-every", "4", "--log-every", "2", "--sample-every", "0", "--keep", "5", "--lr", "1e-3",
-                    "--out", (char *)out, "--threads", "2", resume ? "--resume" : NULL, NULL};
-    int argc = resume ? 24 : 23;
+// `decay`: with a learning-rate decay from step 2 to step 6 (given on the first invocation only:
+// --resume takes it from the checkpoint).
+static int train_cli_decay(const char *model, const char *out, const char *iters, int resume, int decay) {
+    char *argv[32] = {"train", "--model", (char *)model, "--batch", "4", "--limit", "64", "--iters", (char *)iters,
+                      "--ckpt-every", "4", "--log-every", "2", "--sample-every", "0", "--keep", "5", "--lr", "1e-3",
+                      "--out", (char *)out, "--threads", "2"};
+    int argc = 23;
+    if (resume) argv[argc++] = "--resume";
+    if (decay && !resume) {
+        char *d[] = {"--decay-start", "2", "--decay-end", "6", "--lr-end", "1e-4"};
+        for (int i = 0; i < 6; i++) argv[argc++] = d[i];
+    }
+    argv[argc] = NULL;
     return cmd_train(argc, argv);
 }
+
+static int train_cli(const char *model, const char *out, const char *iters, int resume) {
+    return train_cli_decay(model, out, iters, resume, 0);
+}
+
+// The schedule: warmup (lr * step / warmup), the constant rate, the linear decay, its end rate.
+START_TEST(test_lr_schedule) {
+    TrainOpts o;
+    train_opts_default(&o);
+    o.lr = 1e-3f;
+    o.warmup = 4;
+    ck_assert(train_lr(&o, 1) == 1e-3f * (1.0f / 4));
+    ck_assert(train_lr(&o, 4) == 1e-3f);
+    ck_assert(train_lr(&o, 1000000) == 1e-3f);  // no decay by default
+    o.decay_start = 10;
+    o.decay_end = 20;
+    o.lr_end = 1e-4f;
+    ck_assert(train_lr(&o, 10) == 1e-3f);
+    ck_assert(fabsf(train_lr(&o, 15) - 5.5e-4f) < 1e-9f);
+    ck_assert(train_lr(&o, 20) == 1e-4f);
+    ck_assert(train_lr(&o, 21) == 1e-4f);
+    o.decay_end = 10;  // end not after start: no decay
+    ck_assert(train_lr(&o, 30) == 1e-3f);
+}
+END_TEST
+
+// The lr column of log.csv at its data rows.
+static void log_lrs(const char *dir, double *lr, int n) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/log.csv", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert(f != NULL);
+    char line[512];
+    ck_assert(fgets(line, sizeof line, f) != NULL);  // header
+    for (int i = 0; i < n; i++) {
+        ck_assert(fgets(line, sizeof line, f) != NULL);
+        const char *c = line;
+        for (int k = 0; k < 6; k++) c = strchr(c, ',') + 1;  // step,loss,mse,vb,grad_norm,img_per_s,lr
+        lr[i] = atof(c);
+    }
+    fclose(f);
+}
+
+// A decaying run resumed mid-decay, without the flags given again, is the straight run byte for
+// byte; the logged rate follows the schedule; the decay changes the weights.
+START_TEST(test_resume_decay_bit_exact) {
+    char dir[] = "/tmp/mala_decay_XXXXXX";
+    ck_assert(mkdtemp(dir) != NULL);
+    char a[256], b[256], c[256], fa[300], fb[300], fc[300];
+    snprintf(a, sizeof a, "%s/a", dir);
+    snprintf(b, sizeof b, "%s/b", dir);
+    snprintf(c, sizeof c, "%s/c", dir);
+    ck_assert_int_eq(train_cli_decay("DiT-T/4", a, "8", 0, 1), 0);
+    ck_assert_int_eq(train_cli_decay("DiT-T/4", b, "4", 0, 1), 0);
+    ck_assert_int_eq(train_cli_decay("DiT-T/4", b, "8", 1, 1), 0);
+    ck_assert_int_eq(train_cli_decay("DiT-T/4", c, "8", 0, 0), 0);
+    snprintf(fa, sizeof fa, "%s/checkpoints/0000008.safetensors", a);
+    snprintf(fb, sizeof fb, "%s/checkpoints/0000008.safetensors", b);
+    snprintf(fc, sizeof fc, "%s/checkpoints/0000008.safetensors", c);
+    same_file(fa, fb);
+    size_t na, nc;
+    char *da = tu_read_file(fa, &na), *dc = tu_read_file(fc, &nc);
+    ck_assert(na != nc || memcmp(da, dc, na) != 0);
+    free(da);
+    free(dc);
+    double lr[4];
+    log_lrs(b, lr, 4);  // steps 2, 4, 6, 8
+    ck_assert(fabs(lr[0] - 1e-3) < 1e-9 && fabs(lr[1] - 5.5e-4) < 1e-9 && fabs(lr[2] - 1e-4) < 1e-9 &&
+              fabs(lr[3] - 1e-4) < 1e-9);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert(system(cmd) == 0);
+}
+END_TEST
 
 // 8 steps straight == 4 steps, stop, --resume, 4 more: identical checkpoint files byte for byte
 // (weights, EMA, AdamW moments, RNG state and counters), for every backbone. A checkpoint cut
@@ -231,6 +313,8 @@ int main(void) {
     tcase_add_test(tc, test_nonfinite_step_skipped);
     tcase_add_loop_test(tc, test_loss_goes_down, 0, 3);
     tcase_add_loop_test(tc, test_resume_bit_exact, 0, 3);
+    tcase_add_test(tc, test_lr_schedule);
+    tcase_add_test(tc, test_resume_decay_bit_exact);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

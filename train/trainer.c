@@ -13,6 +13,8 @@
 void train_opts_default(TrainOpts *o) {
     o->lr = 1e-4f;
     o->warmup = 0;
+    o->decay_start = o->decay_end = 0;
+    o->lr_end = 0.0f;
     o->weight_decay = 0.0f;
     o->beta1 = 0.9f;
     o->beta2 = 0.999f;
@@ -22,6 +24,16 @@ void train_opts_default(TrainOpts *o) {
     o->label_drop = 0.1f;
     o->max_bad_steps = 20;
     o->seed = 0;
+}
+
+float train_lr(const TrainOpts *o, uint64_t step) {
+    float lr = o->lr;
+    if (o->warmup > 0 && step < (uint64_t)o->warmup) lr *= (float)step / o->warmup;
+    if (o->decay_end > o->decay_start && step > o->decay_start) {
+        const double f = step >= o->decay_end ? 1.0 : (double)(step - o->decay_start) / (double)(o->decay_end - o->decay_start);
+        lr = (float)(o->lr + (o->lr_end - (double)o->lr) * f);
+    }
+    return lr;
 }
 
 Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch) {
@@ -184,8 +196,7 @@ static StepStats step_drawn(Trainer *tr) {
     if (tr->opt.grad_clip > 0 && st.grad_norm > tr->opt.grad_clip && len)  // torch clip_grad_norm_
         be->scale(g, (float)(tr->opt.grad_clip / (st.grad_norm + 1e-6)), len);
     tr->step++;
-    float lr = tr->opt.lr;
-    if (tr->opt.warmup > 0 && tr->step < (uint64_t)tr->opt.warmup) lr *= (float)tr->step / tr->opt.warmup;
+    const float lr = train_lr(&tr->opt, tr->step);
     if (len)
         be->adamw(w, g, tr->m, tr->v, len, lr, tr->opt.beta1, tr->opt.beta2, tr->opt.eps, tr->opt.weight_decay,
                   (int)tr->step);
@@ -254,6 +265,11 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     st_writer_meta_u64(wr, "batch", (uint64_t)trainer_global_batch(tr));
     st_writer_meta_float(wr, "lr", tr->opt.lr);
     st_writer_meta_u64(wr, "warmup", (uint64_t)tr->opt.warmup);
+    if (tr->opt.decay_end > tr->opt.decay_start) {  // only then: a constant-rate run's file is as before
+        st_writer_meta_u64(wr, "decay_start", tr->opt.decay_start);
+        st_writer_meta_u64(wr, "decay_end", tr->opt.decay_end);
+        st_writer_meta_float(wr, "lr_end", tr->opt.lr_end);
+    }
     st_writer_meta_float(wr, "weight_decay", tr->opt.weight_decay);
     st_writer_meta_float(wr, "grad_clip", tr->opt.grad_clip);
     st_writer_meta_float(wr, "ema_decay", tr->opt.ema_decay);
@@ -291,6 +307,12 @@ static int read_train_meta(const StFile *f, TrainOpts *o, int *batch, MalaErr *e
         return -1;
     o->seed = seed;
     o->warmup = (int)warmup;
+    // the decay's keys are optional (absent: a constant rate after the warmup)
+    o->decay_start = o->decay_end = 0;
+    o->lr_end = 0.0f;
+    int rc = st_meta_u64(f, "decay_start", &o->decay_start, err);
+    if (rc < 0 || (!rc && (need_u64(f, "decay_end", &o->decay_end, err) || need_float(f, "lr_end", &o->lr_end, err))))
+        return -1;
     *batch = (int)b;
     return 0;
 }

@@ -20,6 +20,10 @@
 typedef struct {
     float lr;            // constant learning rate (DiT: 1e-4)
     int warmup;          // linear warmup steps (0 = none)
+    // linear decay from lr at step decay_start to lr_end at decay_end, lr_end after it
+    // (decay_end <= decay_start: none; the default)
+    uint64_t decay_start, decay_end;
+    float lr_end;
     float weight_decay;  // AdamW decoupled weight decay (DiT: 0)
     float beta1, beta2, eps;
     float grad_clip;     // max global grad norm (0 = off)
@@ -30,6 +34,9 @@ typedef struct {
 } TrainOpts;
 
 void train_opts_default(TrainOpts *o);
+
+// The learning rate of optimiser step `step` (1-based): warmup, then lr, then the decay.
+float train_lr(const TrainOpts *o, uint64_t step);
 
 typedef struct {
     double loss, mse, vb, grad_norm;
