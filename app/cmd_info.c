@@ -49,9 +49,9 @@ int cmd_info(int argc, char **argv) {
                          step ? step : "?", f.n);
     else printf("  model file (one set of weights%s), %d tensors\n", step ? ", from a training run" : "", f.n);
     if (training) {
-        static const char *const hyper[] = {"batch",     "lr",        "warmup",     "decay_start", "decay_end",
-                                            "lr_end",    "weight_decay", "grad_clip", "ema_decay", "label_drop",
-                                            "seed",      "batches",   "skipped"};
+        static const char *const hyper[] = {"batch",      "lr",        "warmup",    "decay_start", "decay_end",
+                                            "lr_end",     "weight_decay", "grad_clip", "ema_decay",  "label_drop",
+                                            "seed",       "batches",   "skipped"};
         printf("  trainer:");
         for (size_t i = 0; i < sizeof hyper / sizeof *hyper; i++) {
             const char *v = st_meta(&f, hyper[i]);

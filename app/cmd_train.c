@@ -349,11 +349,6 @@ int cmd_train(int argc, char **argv) {
         batch = gbatch;
     }
     int batch_given = GIVEN(batch) || GIVEN(gbatch);
-    if ((GIVEN(to.decay_start) || GIVEN(to.lr_end)) && !GIVEN(to.decay_end))
-        FATAL("--decay-start and --lr-end need --decay-end (the step the decay ends at)");
-    if (GIVEN(to.decay_end) && to.decay_end <= to.decay_start)
-        FATAL("--decay-end %llu must be after --decay-start %llu", (unsigned long long)to.decay_end,
-              (unsigned long long)to.decay_start);
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
@@ -417,9 +412,6 @@ int cmd_train(int argc, char **argv) {
         if (GIVEN(to.grad_clip)) saved.grad_clip = to.grad_clip;
         if (GIVEN(to.label_drop)) saved.label_drop = to.label_drop;
         saved.max_bad_steps = to.max_bad_steps;
-        if (saved.decay_end && saved.decay_end <= saved.decay_start)
-            FATAL("--resume: --decay-end %llu must be after --decay-start %llu", (unsigned long long)saved.decay_end,
-                  (unsigned long long)saved.decay_start);
         to = saved;
         tr->opt = to;
         // the run's data and logging settings, except those given again
@@ -442,6 +434,13 @@ int cmd_train(int argc, char **argv) {
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
         refuse_existing_run(out, dir, csv);
     }
+
+    // the schedule as flags and checkpoint make it (before anything is written)
+    if (!to.decay_end && (GIVEN(to.decay_start) || GIVEN(to.lr_end)))
+        FATAL("--decay-start and --lr-end need --decay-end (the step the decay ends at)");
+    if (to.decay_end && to.decay_end <= to.decay_start)
+        FATAL("--decay-end %llu must be after --decay-start %llu", (unsigned long long)to.decay_end,
+              (unsigned long long)to.decay_start);
 
     // 2. the data, checked before anything is written; it shapes a fresh model
     // a latent set fixes the image size (its latents'), unless a flag asks for one
@@ -597,7 +596,8 @@ int cmd_train(int argc, char **argv) {
             strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
             FILE *f = fopen(csv, "a");
             if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
-                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate, train_lr(&to, tr->step),
+                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
+                              train_lr(&to, tr->step),
                               (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
                 fclose(f))
                 FATAL("%s: cannot append: %s", csv, strerror(errno));

@@ -30,7 +30,8 @@ float train_lr(const TrainOpts *o, uint64_t step) {
     float lr = o->lr;
     if (o->warmup > 0 && step < (uint64_t)o->warmup) lr *= (float)step / o->warmup;
     if (o->decay_end > o->decay_start && step > o->decay_start) {
-        const double f = step >= o->decay_end ? 1.0 : (double)(step - o->decay_start) / (double)(o->decay_end - o->decay_start);
+        const double f =
+            step >= o->decay_end ? 1.0 : (double)(step - o->decay_start) / (double)(o->decay_end - o->decay_start);
         lr = (float)(o->lr + (o->lr_end - (double)o->lr) * f);
     }
     return lr;
