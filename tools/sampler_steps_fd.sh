@@ -15,8 +15,10 @@ REF="$OUT/ref-test.npz"
 [ -s "$REF" ] || "$MALA" eval stats --data fashion-mnist-test --features fmnist --out "$REF" >/dev/null
 run() {  # sampler steps
     f="$OUT/$1_$2.json"
-    [ -s "$f" ] || "$MALA" eval fid --features fmnist --ckpt "$MODEL" --ref "$REF" --num "$N" --sampler "$1" \
-        --steps "$2" --cfg-scale 1.5 --seed 0 > "$f.tmp" && mv "$f.tmp" "$f"
+    [ -s "$f" ] && return 0
+    "$MALA" eval fid --features fmnist --ckpt "$MODEL" --ref "$REF" --num "$N" --sampler "$1" --steps "$2" \
+        --cfg-scale 1.5 --seed 0 > "$f.tmp"
+    mv "$f.tmp" "$f"
 }
 run ddpm 250
 for s in 5 10 20 50; do run ddim "$s"; run dpm++2m "$s"; done
