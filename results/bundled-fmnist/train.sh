@@ -7,7 +7,7 @@
 #      mkdir -p results/bundled-fmnist/checkpoints
 #      cp results/compare-fmnist/runs/mala-dit-s1/checkpoints/0010000.safetensors results/bundled-fmnist/checkpoints/
 #      cp results/compare-fmnist/runs/mala-dit-s1/log.csv results/bundled-fmnist/
-#   2. this script (about 1.6 h on 2 idle cores at 290 img/s)
+#   2. this script (1 h 48 min on 2 cores at 250-330 img/s, measured over two sessions)
 set -eu
 MALA=${MALA_BIN:-./mala}
 exec "$MALA" train --resume --out results/bundled-fmnist --iters 36000 --decay-start 30000 --decay-end 36000 \
