@@ -46,6 +46,9 @@ int dic_plan(const NetConfig *nc, DicPlan *p, MalaErr *err) {
         if (c->depths[s] < 1 || c->multipliers[s] < 1)
             return mala_errf(err, "model: DiC depths and multipliers must be positive");
         if (c->depths[s] != c->depths[n - 1 - s]) return mala_errf(err, "model: DiC depths must be mirror-symmetric");
+        if ((long long)c->hidden * c->multipliers[s] > DIC_MAX_WIDTH)
+            return mala_errf(err, "model: DiC stage %d width %d x %d is over %d channels", s, c->hidden,
+                             c->multipliers[s], DIC_MAX_WIDTH);
         p->W[s] = c->hidden * c->multipliers[s];
         int lvl = s < n - 1 - s ? s : n - 1 - s;
         p->R[s] = nc->image_size >> lvl;

@@ -34,6 +34,7 @@ typedef struct {
 // over n = 5 or 7 stages (an hourglass of (n+1)/2 levels), a skip concatenation every skip_stride
 // blocks.
 #define DIC_MAX_STAGES 7
+#define DIC_MAX_WIDTH (1 << 20)  // channels of a stage (hidden x multiplier): far beyond DiC-H
 typedef struct {
     int hidden, n;
     int depths[DIC_MAX_STAGES], multipliers[DIC_MAX_STAGES];

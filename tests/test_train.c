@@ -1,6 +1,6 @@
 // Training: AdamW and EMA against PyTorch, the non-finite guard, the loss going down on a
 // Fashion-MNIST subset, and `mala train --resume` being bit-exact (also past a truncated
-// checkpoint).
+// checkpoint), and the range checks of the trainer's metadata.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include "data.h"
 #include "safetensors.h"
 #include "testutil.h"
+#include "train_meta.h"
 #include "trainer.h"
 
 static float *fixture(const StFile *f, const char *name) {
@@ -305,6 +306,70 @@ START_TEST(test_resume_bit_exact) {
 }
 END_TEST
 
+// The trainer's settings round-trip through a checkpoint's metadata, and --resume refuses a value
+// its flag would refuse, naming the file and the key (a damaged batch once wrapped to an int).
+START_TEST(test_train_meta_ranges) {
+    tu_make_tmpdir("meta");
+    char path[300];
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", tu_tmp);
+    TrainOpts o;
+    train_opts_default(&o);
+    o.seed = 12345678901234ull;
+    o.lr = 5e-4f;
+    o.warmup = 500;
+    o.decay_start = 30000;
+    o.decay_end = 36000;
+    o.lr_end = 2.5e-5f;
+    o.ema_decay = 0.999f;
+    static const struct { const char *key, *value, *msg; } BAD[] = {
+        {NULL, NULL, NULL},
+        {"batch", "0", "metadata 'batch' = 0 is out of range (1 to 2147483647)"},
+        {"batch", "4294967304", "metadata 'batch' = 4294967304 is out of range (1 to 2147483647)"},
+        {"batch", "-8", "metadata 'batch' = '-8' is not an integer"},
+        {"warmup", "3000000000", "metadata 'warmup' = 3000000000 is out of range (0 to 2147483647)"},
+        {"lr", "2", "metadata 'lr' = 2 is out of range (0 to 1)"},
+        {"lr", "nan", "metadata 'lr' = 'nan' is not a finite number"},
+        {"ema_decay", "-0.5", "metadata 'ema_decay' = -0.5 is out of range (0 to 1)"},
+        {"label_drop", "1.5", "metadata 'label_drop' = 1.5 is out of range (0 to 1)"},
+        {"weight_decay", "11", "metadata 'weight_decay' = 11 is out of range (0 to 10)"},
+        {"grad_clip", "-1", "metadata 'grad_clip' = -1 is out of range (at least 0)"},
+        {"lr_end", "3", "metadata 'lr_end' = 3 is out of range (0 to 1)"},
+        {"decay_end", "30000", "metadata 'decay_end' = 30000 is not after 'decay_start' = 30000"},
+        {"seed", "x", "metadata 'seed' = 'x' is not an integer"},
+    };
+    float x = 1.0f;
+    int64_t one = 1;
+    for (size_t k = 0; k < sizeof BAD / sizeof *BAD; k++) {
+        StWriter *w = st_writer_new();
+        train_meta_write(w, &o, 64);
+        if (BAD[k].key) st_writer_meta(w, BAD[k].key, BAD[k].value);
+        st_writer_add(w, "x", ST_F32, &one, 1, &x);
+        MalaErr err;
+        ck_assert_msg(st_writer_save(w, path, &err) == 0, "%s", err.msg);
+        st_writer_free(w);
+        StFile f;
+        ck_assert_msg(st_open(&f, path, &err) == 0, "%s", err.msg);
+        TrainOpts r;
+        train_opts_default(&r);
+        int batch = 0, rc = train_meta_read(&f, &r, &batch, &err);
+        st_close(&f);
+        if (!BAD[k].key) {
+            ck_assert_msg(rc == 0, "%s", err.msg);
+            ck_assert_int_eq(batch, 64);
+            ck_assert(r.seed == o.seed && r.lr == o.lr && r.warmup == o.warmup && r.decay_start == o.decay_start &&
+                      r.decay_end == o.decay_end && r.lr_end == o.lr_end && r.ema_decay == o.ema_decay &&
+                      r.label_drop == o.label_drop && r.weight_decay == o.weight_decay && r.grad_clip == o.grad_clip);
+            continue;
+        }
+        ck_assert_msg(rc != 0, "%s = %s accepted", BAD[k].key, BAD[k].value);
+        char want[512];
+        snprintf(want, sizeof want, "%s: %s", path, BAD[k].msg);
+        ck_assert_str_eq(err.msg, want);
+    }
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -315,6 +380,7 @@ int main(void) {
     tcase_add_loop_test(tc, test_resume_bit_exact, 0, 3);
     tcase_add_test(tc, test_lr_schedule);
     tcase_add_test(tc, test_resume_decay_bit_exact);
+    tcase_add_test(tc, test_train_meta_ranges);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -8,6 +8,7 @@
 
 #include "dist.h"
 #include "st_meta.h"
+#include "train_meta.h"
 #include "trainer_zero.h"
 
 void train_opts_default(TrainOpts *o) {
@@ -262,19 +263,7 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     st_writer_meta_u64(wr, "step", tr->step);
     st_writer_meta_u64(wr, "batches", tr->batches);
     st_writer_meta_u64(wr, "skipped", tr->skipped_total);
-    st_writer_meta_u64(wr, "seed", tr->opt.seed);
-    st_writer_meta_u64(wr, "batch", (uint64_t)trainer_global_batch(tr));
-    st_writer_meta_float(wr, "lr", tr->opt.lr);
-    st_writer_meta_u64(wr, "warmup", (uint64_t)tr->opt.warmup);
-    if (tr->opt.decay_end > tr->opt.decay_start) {  // only then: a constant-rate run's file is as before
-        st_writer_meta_u64(wr, "decay_start", tr->opt.decay_start);
-        st_writer_meta_u64(wr, "decay_end", tr->opt.decay_end);
-        st_writer_meta_float(wr, "lr_end", tr->opt.lr_end);
-    }
-    st_writer_meta_float(wr, "weight_decay", tr->opt.weight_decay);
-    st_writer_meta_float(wr, "grad_clip", tr->opt.grad_clip);
-    st_writer_meta_float(wr, "ema_decay", tr->opt.ema_decay);
-    st_writer_meta_float(wr, "label_drop", tr->opt.label_drop);
+    train_meta_write(wr, &tr->opt, trainer_global_batch(tr));
     for (int i = 0; i < tr->n_meta; i++) st_writer_meta(wr, tr->meta[2 * i], tr->meta[2 * i + 1]);
     ckpt_add_tensors(wr, m, "", w, ST_F32);
     ckpt_add_tensors(wr, m, "ema.", ema, ST_F32);
@@ -294,35 +283,11 @@ static int need_u64(const StFile *f, const char *key, uint64_t *out, MalaErr *er
     return rc == 1 ? mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key) : rc;
 }
 
-static int need_float(const StFile *f, const char *key, float *out, MalaErr *err) {
-    int rc = st_meta_float(f, key, out, err);
-    return rc == 1 ? mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key) : rc;
-}
-
-static int read_train_meta(const StFile *f, TrainOpts *o, int *batch, MalaErr *err) {
-    uint64_t seed, b, warmup;
-    if (need_u64(f, "seed", &seed, err) || need_u64(f, "batch", &b, err) ||
-        need_u64(f, "warmup", &warmup, err) || need_float(f, "lr", &o->lr, err) ||
-        need_float(f, "weight_decay", &o->weight_decay, err) || need_float(f, "grad_clip", &o->grad_clip, err) ||
-        need_float(f, "ema_decay", &o->ema_decay, err) || need_float(f, "label_drop", &o->label_drop, err))
-        return -1;
-    o->seed = seed;
-    o->warmup = (int)warmup;
-    // the decay's keys are optional (absent: a constant rate after the warmup)
-    o->decay_start = o->decay_end = 0;
-    o->lr_end = 0.0f;
-    int rc = st_meta_u64(f, "decay_start", &o->decay_start, err);
-    if (rc < 0 || (!rc && (need_u64(f, "decay_end", &o->decay_end, err) || need_float(f, "lr_end", &o->lr_end, err))))
-        return -1;
-    *batch = (int)b;
-    return 0;
-}
-
 int trainer_peek(const char *path, NetConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err) {
     StFile f;
     if (st_open(&f, path, err)) return -1;
     int rc = ckpt_read_config(&f, c, cn, err);
-    if (!rc && (rc = read_train_meta(&f, o, batch, err))) class_names_free(cn);
+    if (!rc && (rc = train_meta_read(&f, o, batch, err))) class_names_free(cn);
     st_close(&f);
     return rc;
 }

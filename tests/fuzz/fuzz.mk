@@ -18,12 +18,15 @@ FUZZ_REGRESS_S ?= 10
 FUZZ_OUT       ?= build-fuzz
 FUZZ_SAN        = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter $(FUZZ_SAN) \
-                  -I. -Icore -Ieval -Itrain -Imodel -I/usr/include/stb
+                  -I. -Icore -Ieval -Itrain -Imodel -Isampler -I/usr/include/stb
 FUZZ_LIB_SRC    = core/common.c core/half.c core/json.c core/npy.c core/safetensors.c core/image_io.c \
                   core/atomic_file.c core/st_meta.c core/rng.c eval/torch_legacy.c train/idx.c train/latents.c \
                   model/vae_table.c app/view_settings.c eval/fmnist_table.c
 FUZZ_LIB_SRC   += app/compare_config.c
 FUZZ_LIB_OBJ    = $(FUZZ_LIB_SRC:%.c=$(FUZZ_OUT)/%.o)
+# fuzz_checkpoint builds the networks a file describes: the model layer and the CPU backend.
+FUZZ_NET_SRC    = $(wildcard model/*.c) train/train_meta.c $(filter-out core/dist.c,$(wildcard core/*.c))
+FUZZ_NET_OBJ    = $(filter-out $(FUZZ_LIB_OBJ),$(FUZZ_NET_SRC:%.c=$(FUZZ_OUT)/%.o))
 FUZZ_NAMES      = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS       = $(FUZZ_NAMES:%=$(FUZZ_OUT)/fuzz_%)
 # -rss_limit_mb also caps single allocations; -timeout is per input.
@@ -42,7 +45,14 @@ $(FUZZ_OUT)/%.o: %.c
 
 $(FUZZ_OUT)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJ) -ljpeg -lz -lm
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(filter %.o,$^) -ljpeg -lz -lm $(FUZZ_LDLIBS)
+
+$(FUZZ_OUT)/fuzz_checkpoint: $(FUZZ_NET_OBJ)
+FUZZ_NET_FLAGS  = -fopenmp=libgomp -I$(BLAS_DIR:/usr/lib/%=/usr/include/%)
+$(FUZZ_NET_OBJ): FUZZ_CFLAGS += $(FUZZ_NET_FLAGS)
+# (private: not inherited by the objects the other harnesses share)
+$(FUZZ_OUT)/fuzz_checkpoint: private FUZZ_CFLAGS += $(FUZZ_NET_FLAGS)
+$(FUZZ_OUT)/fuzz_checkpoint: private FUZZ_LDLIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(BLAS_LIB) -llapacke
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for n in $(FUZZ_NAMES); do \
@@ -69,3 +79,4 @@ fuzz-regress: $(FUZZ_BINS)
 	    || { tail -n 40 $(FUZZ_OUT)/short_$$n.log; echo "fuzz_$$n: a finding (see $(FUZZ_OUT)/artifacts/)"; exit 1; }; \
 	  grep -h "stat::number_of_executed_units" $(FUZZ_OUT)/short_$$n.log | sed "s/^/   fuzz_$$n /"; \
 	done; echo "fuzz-regress: every committed input passes, no findings"
+.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_NET_OBJ)

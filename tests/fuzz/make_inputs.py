@@ -107,6 +107,15 @@ def torch_files():
 # ---------------------------------------------------------------------------------------------
 # seeds
 
+def checkpoint_files():
+    """A DiC model file whose stage width hidden x multiplier (1e6 x 1e5) overflowed an int in
+    dic_plan (UBSan: signed integer overflow; `mala info` printed a negative channel count)."""
+    meta = {"backbone": "dic", "image_size": "32", "in_channels": "1", "num_classes": "10", "learn_sigma": "true",
+            "hidden": "1000000", "depths": "[1,1,1,1,1]", "multipliers": "[100000,100000,100000,100000,100000]",
+            "skip_stride": "1"}
+    put("checkpoint", "dic_width_overflow.safetensors", safetensors_bytes(meta, {}))
+
+
 def seed(harness, name, data):
     put(harness, name, data, SEEDS)
 
@@ -144,6 +153,35 @@ def safetensors_seeds():
         "empty": ("F32", [0, 5], b""),
     }))
     seed("safetensors", "empty.safetensors", safetensors_bytes({}, {}))
+
+
+def checkpoint_seeds():
+    """Model files and training checkpoints of each backbone as the trainer and `mala export` write
+    their metadata (tiny configurations, so fuzz_checkpoint builds them), each with one tensor of
+    the table: the configuration, the trainer's settings and the strict load all run."""
+    common = {"image_size": "32", "in_channels": "1", "num_classes": "3", "learn_sigma": "true",
+              "class_names": json.dumps(["T-shirt/top", "Trouser", "Pullover"])}
+    train = {"step": "4", "batches": "4", "skipped": "0", "seed": "0", "batch": "8", "lr": "0.000500000024",
+             "warmup": "2", "decay_start": "2", "decay_end": "4", "lr_end": "2.49999994e-05", "weight_decay": "0",
+             "grad_clip": "0", "ema_decay": "0.999000013", "label_drop": "0.100000001",
+             "run.data": "fashion-mnist", "run.log_every": "2"}
+    backbones = {
+        "dit_mala": {"backbone": "dit", "depth": "1", "hidden": "8", "heads": "2", "patch": "8", "lepe": "3",
+                     "rope": "true", "gate": "false", "attn": "mala"},
+        "dit_softmax": {"backbone": "dit", "depth": "2", "hidden": "8", "heads": "1", "patch": "4", "lepe": "0",
+                        "rope": "false", "gate": "false", "attn": "softmax"},
+        "dig": {"backbone": "dig", "depth": "2", "hidden": "8", "heads": "2", "patch": "8"},
+        "dic": {"backbone": "dic", "hidden": "4", "depths": "[1,1,1,1,1]", "multipliers": "[1,2,2,2,1]",
+                "skip_stride": "1"},
+    }
+    for name, meta in backbones.items():
+        h = int(meta["hidden"])
+        t = {"y_embedder.embedding_table.weight": ("F16", [4, h], struct.pack(f"<{4 * h}H", *([0x3C00] * 4 * h)))}
+        seed("checkpoint", f"{name}.safetensors", safetensors_bytes(dict(common, **meta), t))
+        t["ema.y_embedder.embedding_table.weight"] = t["y_embedder.embedding_table.weight"]
+        seed("checkpoint", f"{name}_ckpt.safetensors", safetensors_bytes(dict(common, **meta, **train), t))
+    seed("checkpoint", "latent.safetensors", safetensors_bytes(dict(common, **backbones["dit_mala"], latent="true",
+                                                                    latent_scale="0.18215", in_channels="4"), {}))
 
 
 def fmnist_seeds():
@@ -289,7 +327,9 @@ if __name__ == "__main__":
     image_files()
     jpeg_files()
     torch_files()
+    checkpoint_files()
     safetensors_seeds()
+    checkpoint_seeds()
     torch_seeds()
     fmnist_seeds()
     npy_seeds()

@@ -1,0 +1,55 @@
+// libFuzzer harness: a model file or training checkpoint as `mala info`, `mala sample` and
+// `mala train --resume` read it: st_open, the network configuration and class names out of the
+// metadata (every backbone's keys, validation), the trainer's settings with their ranges; then,
+// for a configuration small enough to build here, the parameter table and arena sizes, the network
+// itself on the CPU backend and the strict tensor load (every tensor named and shaped as the table).
+#include <string.h>
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "fuzz_util.h"
+#include "train_meta.h"
+
+static int blocks(const NetConfig *c) {
+    if (c->backbone == BACKBONE_DIT) return c->dit.depth;
+    if (c->backbone == BACKBONE_DIG) return c->dig.depth;
+    int n = 0;
+    for (int s = 0; s < c->dic.n; s++) n += c->dic.depths[s];
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    StFile f;
+    MalaErr err;
+    if (st_open(&f, fuzz_file(data, size), &err)) return 0;
+    NetConfig c;
+    ClassNames cn;
+    if (ckpt_read_config(&f, &c, &cn, &err) == 0) {
+        if (cn.n != c.num_classes) abort();
+        char desc[256];
+        net_config_describe(&c, desc, sizeof desc);
+        (void)net_flops_per_image(&c);
+        (void)net_mixer_name(&c);
+        (void)class_names_find(&cn, cn.names[cn.n - 1]);
+        // the table's host memory grows with the block count, the arena with every size: a real
+        // model of this project is far above a fuzz input's reach, so only small ones are built
+        if (blocks(&c) <= 32 && (size_t)c.image_size * c.image_size * c.in_channels <= ((size_t)1 << 16)) {
+            const Backend *be = backend_cpu();
+            size_t infer = net_arena_bytes(&c, be, 1, NET_INFER);
+            size_t train = net_arena_bytes(&c, be, 1, NET_TRAIN);
+            if (train < infer) abort();
+            if (infer <= ((size_t)64 << 20)) {
+                Net *m = net_create(&c, be, 1, NET_INFER);
+                (void)ckpt_load_tensors(m, &f, ckpt_has_ema(m, &f) ? "ema." : "", m->w, &err);
+                net_free(m);
+            }
+        }
+        class_names_free(&cn);
+    }
+    TrainOpts o;
+    int batch;
+    if (train_meta_read(&f, &o, &batch, &err) == 0 && (batch < 1 || o.warmup < 0 || !(o.lr >= 0 && o.lr <= 1)))
+        abort();
+    st_close(&f);
+    return 0;
+}
