@@ -220,6 +220,38 @@ static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *run
     fprintf(f, ".\n");
 }
 
+// Every run's FD / class accuracy at every evaluation point any run reached (columns by images
+// seen, ascending): the metric along each run, where the arm rows give only the last shared point.
+static void write_points(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
+    int64_t pts[64];
+    int np = 0;
+    for (int i = 0; i < nruns; i++)
+        for (int e = 0; e < runs[i].nev; e++) {
+            int64_t im = runs[i].ev[e].images;
+            int k = 0;
+            while (k < np && pts[k] < im) k++;
+            if ((k < np && pts[k] == im) || np == 64) continue;
+            memmove(pts + k + 1, pts + k, (size_t)(np - k) * sizeof *pts);
+            pts[k] = im;
+            np++;
+        }
+    if (!np) return;
+    fprintf(f, "\nFD / class accuracy at every evaluation point (images seen, steps):\n\n| run |");
+    for (int k = 0; k < np; k++) fprintf(f, " %lld (%lld) |", (long long)pts[k], (long long)compare_steps(c, pts[k]));
+    fprintf(f, "\n|---|");
+    for (int k = 0; k < np; k++) fputs("---|", f);
+    fputc('\n', f);
+    for (int i = 0; i < nruns; i++) {
+        fprintf(f, "| %s |", runs[i].name);
+        for (int k = 0; k < np; k++) {
+            const EvalRow *e = at(&runs[i], pts[k]);
+            if (!e || !isfinite(e->fd)) { fputs(" - |", f); continue; }
+            fprintf(f, " %#.4g / %.3f |", e->fd, e->class_acc);
+        }
+        fputc('\n', f);
+    }
+}
+
 static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, const char *path) {
     char tmp[4410];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -252,10 +284,10 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         if (r.images) fprintf(f, " %lld |", (long long)r.images);
         else fputs(" - |", f);
         md_num(f, r.train_s, "%.0f");
-        md_stat(f, r.fd, "%.4g");
+        md_stat(f, r.fd, "%#.4g");
         md_stat(f, r.acc, "%.4f");
-        md_stat(f, r.fid, "%.4g");
-        md_stat(f, r.is, "%.4g");
+        md_stat(f, r.fid, "%#.4g");
+        md_stat(f, r.is, "%#.4g");
         fputc('\n', f);
     }
     write_ranking(f, c, runs, nruns);
@@ -268,12 +300,13 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         const EvalRow *e = &r->ev[r->nev - 1];
         fprintf(f, " %lld%s | %lld |", (long long)e->images, e->capped ? " (capped)" : "", (long long)e->step);
         md_num(f, e->train_s, "%.0f");
-        md_num(f, e->fd, "%.4g");
+        md_num(f, e->fd, "%#.4g");
         md_num(f, e->class_acc, "%.4f");
-        md_num(f, e->fid, "%.4g");
-        md_num(f, e->is_mean, "%.4g");
+        md_num(f, e->fid, "%#.4g");
+        md_num(f, e->is_mean, "%#.4g");
         fputc('\n', f);
     }
+    write_points(f, c, runs, nruns);
     fprintf(f, "\n![loss](loss.png)\n![FD against images seen](fd_vs_images.png)\n![FD against training time](fd_vs_time.png)\n"
                "![class accuracy against images seen](class_acc_vs_images.png)\n"
                "![class accuracy against training time](class_acc_vs_time.png)\n\n"

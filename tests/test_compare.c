@@ -472,7 +472,10 @@ START_TEST(test_report_ranking) {
         "Seed 2: mala < softmax (the other arms have no result yet).\n",
         "The seeds agree on the order of the arms every seed has (mala, softmax).\n",
         // the arm rows: mala and softmax at 64 images (both seeds), dig at 32 (its one seed with results)
-        "| 64 | 2 | 3.25 ± 0.3536 |", "| 64 | 2 | 4.25 ± 0.3536 |", "| 32 | 1 | 2 |"};
+        "| 64 | 2 | 3.250 ± 0.3536 |", "| 64 | 2 | 4.250 ± 0.3536 |", "| 32 | 1 | 2.000 |",
+        // every run at every point
+        "| run | 32 (4) | 64 (8) |\n|---|---|---|\n", "| mala-s1 | 5.000 / 0.100 | 3.000 / 0.200 |\n",
+        "| dig-s1 | 2.000 / 0.100 | - |\n", "| dig-s2 | - | - |\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(md, want[i]), "results.md lacks '%s':\n%s", want[i], md);
     free(md);
