@@ -223,14 +223,14 @@ static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *run
 // Every run's FD / class accuracy at every evaluation point any run reached (columns by images
 // seen, ascending): the metric along each run, where the arm rows give only the last shared point.
 static void write_points(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
-    int64_t pts[64];
+    int64_t pts[1000];  // a run has at most 1000 evaluation points, and all runs share the schedule
     int np = 0;
     for (int i = 0; i < nruns; i++)
         for (int e = 0; e < runs[i].nev; e++) {
             int64_t im = runs[i].ev[e].images;
             int k = 0;
             while (k < np && pts[k] < im) k++;
-            if ((k < np && pts[k] == im) || np == 64) continue;
+            if ((k < np && pts[k] == im) || np == 1000) continue;
             memmove(pts + k + 1, pts + k, (size_t)(np - k) * sizeof *pts);
             pts[k] = im;
             np++;
