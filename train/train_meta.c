@@ -1,4 +1,4 @@
-// defines: train_meta_write, train_meta_read
+// defines: train_meta_write, train_meta_need_u64, train_meta_read
 #include "train_meta.h"
 
 #include <limits.h>
@@ -22,8 +22,8 @@ void train_meta_write(StWriter *w, const TrainOpts *o, int global_batch) {
     st_writer_meta_float(w, "label_drop", o->label_drop);
 }
 
-// A key every training checkpoint has, within [lo, hi] (the range of its flag).
-static int need_u64(const StFile *f, const char *key, uint64_t lo, uint64_t hi, uint64_t *out, MalaErr *err) {
+int train_meta_need_u64(const StFile *f, const char *key, uint64_t lo, uint64_t hi, uint64_t *out,
+                        MalaErr *err) {
     int rc = st_meta_u64(f, key, out, err);
     if (rc == 1) return mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key);
     if (!rc && (*out < lo || *out > hi))
@@ -47,8 +47,9 @@ static int need_float(const StFile *f, const char *key, float lo, float hi, floa
 
 int train_meta_read(const StFile *f, TrainOpts *o, int *global_batch, MalaErr *err) {
     uint64_t b, warmup;
-    if (need_u64(f, "seed", 0, UINT64_MAX, &o->seed, err) || need_u64(f, "batch", 1, INT_MAX, &b, err) ||
-        need_u64(f, "warmup", 0, INT_MAX, &warmup, err) || need_float(f, "lr", 0, 1, &o->lr, err) ||
+    if (train_meta_need_u64(f, "seed", 0, UINT64_MAX, &o->seed, err) ||
+        train_meta_need_u64(f, "batch", 1, INT_MAX, &b, err) ||
+        train_meta_need_u64(f, "warmup", 0, INT_MAX, &warmup, err) || need_float(f, "lr", 0, 1, &o->lr, err) ||
         need_float(f, "weight_decay", 0, 10, &o->weight_decay, err) ||
         need_float(f, "grad_clip", 0, INFINITY, &o->grad_clip, err) ||
         need_float(f, "ema_decay", 0, 1, &o->ema_decay, err) || need_float(f, "label_drop", 0, 1, &o->label_drop, err))
@@ -60,7 +61,7 @@ int train_meta_read(const StFile *f, TrainOpts *o, int *global_batch, MalaErr *e
     int rc = st_meta_u64(f, "decay_start", &o->decay_start, err);
     if (rc < 0) return -1;
     if (!rc) {
-        if (need_u64(f, "decay_end", 1, UINT64_MAX, &o->decay_end, err) ||
+        if (train_meta_need_u64(f, "decay_end", 1, UINT64_MAX, &o->decay_end, err) ||
             need_float(f, "lr_end", 0, 1, &o->lr_end, err))
             return -1;
         if (o->decay_end <= o->decay_start)

@@ -277,12 +277,6 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     return rc;
 }
 
-// A key every training checkpoint has.
-static int need_u64(const StFile *f, const char *key, uint64_t *out, MalaErr *err) {
-    int rc = st_meta_u64(f, key, out, err);
-    return rc == 1 ? mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key) : rc;
-}
-
 int trainer_peek(const char *path, NetConfig *c, ClassNames *cn, TrainOpts *o, int *batch, MalaErr *err) {
     StFile f;
     if (st_open(&f, path, err)) return -1;
@@ -298,8 +292,9 @@ int trainer_load(Trainer *tr, const char *path, MalaErr *err) {
     Net *m = tr->net;
     uint64_t step, batches, skipped;
     int rc = -1;
-    if (need_u64(&f, "step", &step, err) || need_u64(&f, "batches", &batches, err) ||
-        need_u64(&f, "skipped", &skipped, err))
+    if (train_meta_need_u64(&f, "step", 0, UINT64_MAX, &step, err) ||
+        train_meta_need_u64(&f, "batches", 0, UINT64_MAX, &batches, err) ||
+        train_meta_need_u64(&f, "skipped", 0, UINT64_MAX, &skipped, err))
         goto done;
     if (ckpt_load_tensors(m, &f, "", m->w, err) || ckpt_load_tensors(m, &f, "ema.", tr->ema, err))
         goto done;
