@@ -253,6 +253,7 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     av_add(&a, "--log-every"); av_add(&a, "%d", c->log_every);
     av_add(&a, "--ckpt-every"); av_add(&a, "%lld", (long long)(c->ckpt_every ? c->ckpt_every : compare_steps(c, c->eval_every_images)));
     av_add(&a, "--sample-every"); av_add(&a, "0");
+    av_add(&a, "--device"); av_add(&a, "%s", c->device);
     add_threads(&a);
     for (int i = 0; i < c->ntrain_flags; i++) av_add(&a, "%s", c->train_flag[i]);
     for (int i = 0; i < arm->nflags; i++) av_add(&a, "%s", arm->flag[i]);
@@ -320,8 +321,8 @@ static JsonValue *run_eval(Ctl *k, CompareRun *r, const char *sub, const char *c
         av_add(&a, "--num"); av_add(&a, "%d", c->eval_images);
         av_add(&a, "--cfg-scale"); av_add(&a, "%g", c->cfg_scale);
         av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)c->eval_seed);
-        av_add(&a, "--device"); av_add(&a, "cpu");
     }
+    av_add(&a, "--device"); av_add(&a, "%s", c->device);
     add_threads(&a);
     char log[4400], out[4400];
     snprintf(log, sizeof log, "%s/eval.log", r ? r->dir : out_stats);
@@ -415,7 +416,7 @@ static void make_grid(Ctl *k, CompareRun *r, int classes) {
     av_add(&a, "--steps"); av_add(&a, "%d", k->c->eval_steps);
     av_add(&a, "--cfg-scale"); av_add(&a, "%g", k->c->cfg_scale);
     av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)k->c->eval_seed);
-    av_add(&a, "--device"); av_add(&a, "cpu");
+    av_add(&a, "--device"); av_add(&a, "%s", k->c->device);
     char labels[600] = "";
     for (int g = 0; g < k->c->grid_per_class; g++)
         for (int y = 0; y < classes; y++)

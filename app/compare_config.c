@@ -41,6 +41,7 @@ static const Key KEYS[] = {
     CK("log_every", K_INT, log_every, 1, 1e9),
     CK("ckpt_every", K_INT, ckpt_every, 0, 1e9),
     CK("threads", K_INT, threads, 0, 1024),
+    CK("device", K_STR, device, 0, 0),
     CK("train_flags", K_FLAGS, train_flags, 0, 0),
     AK("backbone", K_STR, backbone, 0, 0),
     AK("attention", K_STR, attention, 0, 0),
@@ -55,7 +56,7 @@ static const Key KEYS[] = {
 static const char *const OWN_FLAGS[] = {"--out", "--results-dir", "--resume", "--iters", "--epochs", "--batch",
                                         "--global-batch", "--global-batch-size", "--seed", "--global-seed", "--model",
                                         "--backbone", "--attn", "--data", "--data-path", "--lr", "--sample-every",
-                                        "--log-every", "--ckpt-every", "--threads"};
+                                        "--log-every", "--ckpt-every", "--threads", "--device"};
 
 static void defaults(CompareConfig *c) {
     memset(c, 0, sizeof *c);
@@ -72,6 +73,7 @@ static void defaults(CompareConfig *c) {
     c->cfg_scale = 1.5;
     c->grid_per_class = 2;
     c->log_every = 100;
+    snprintf(c->device, sizeof c->device, "auto");
 }
 
 static int edit_distance(const char *a, const char *b) {
@@ -166,6 +168,8 @@ static int validate(CompareConfig *c, const char *name, MalaErr *err) {
         return mala_errf(err, "%s: budget_images / eval_every_images gives more than 1000 evaluation points", name);
     if (!one_of(c->sampler, "ddim", "ddpm", NULL))
         return mala_errf(err, "%s: eval_sampler %s: expected ddim or ddpm", name, c->sampler);
+    if (!one_of(c->device, "auto", "cpu", "cuda"))
+        return mala_errf(err, "%s: device %s: expected auto, cpu or cuda", name, c->device);
     if (!one_of(c->features, "fmnist", "inception", NULL))
         return mala_errf(err, "%s: features %s: expected fmnist or inception", name, c->features);
     if (!c->data[0] || !c->ref[0]) return mala_errf(err, "%s: data and ref must not be empty", name);

@@ -59,6 +59,7 @@ typedef struct {
     int log_every;                   // train --log-every (steps)
     int ckpt_every;                  // train --ckpt-every (steps; 0 = every eval point)
     int threads;                     // 0 = all
+    char device[8];                  // auto | cpu | cuda: --device of every child
     char train_flags[COMPARE_STR];   // extra train flags for every arm
     int ntrain_flags;
     char *train_flag[COMPARE_MAX_FLAGS];

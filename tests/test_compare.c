@@ -81,6 +81,7 @@ START_TEST(test_parse_good) {
     ck_assert_int_eq(c->arms[1].line, 14);
     ck_assert_str_eq(c->features, "fmnist");  // the defaults
     ck_assert_str_eq(c->sampler, "ddim");
+    ck_assert_str_eq(c->device, "auto");
     int64_t *p;
     int n = compare_eval_points(c, &p);
     ck_assert_int_eq(n, 4);  // 300, 600, 900, 1000
@@ -115,6 +116,8 @@ START_TEST(test_parse_errors) {
         {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dit\n", "bad.ini:3: [arm a] needs backbone and preset"},
         {"[compare]\nbudget_images = 8\n[arm a]\nbackbone = dit\npreset = DiT-T/4\nflags = --iters 5\n", "bad.ini:3: [arm a] flags: --iters is set by mala compare"},
         {"[compare]\nbudget_images = 8\ntrain_flags = --lr=3\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "train_flags: --lr is set by mala compare itself (use the key lr)"},
+        {"[compare]\nbudget_images = 8\ndevice = tpu\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini: device tpu: expected auto, cpu or cuda"},
+        {"[compare]\nbudget_images = 8\ntrain_flags = --device cpu\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "train_flags: --device is set by mala compare itself (use the config's keys)"},
         {"[compare]\nbudget_images = 8\neval_sampler = euler\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_sampler euler"},
         {"[compare]\nbudget_images = 100000\neval_every_images = 1\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "more than 1000 evaluation points"},
         {"[compare]\nlr = \n", "bad.ini:2: lr: empty value"},
@@ -210,9 +213,17 @@ START_TEST(test_end_to_end) {
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
     ck_assert_msg(strstr(g_err, "compare: done"), "%s", g_err);
     ck_assert_msg(strstr(g_err, "ETA"), "no progress with an ETA:\n%s", g_err);
+    // every child runs on the config's device (auto: the default)
+    char path[600];
+    const char *logs[] = {"train.log", "eval.log"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/runs/%s-s1/%s", out, c->arms[0].name, logs[i]);
+        char *log = read_text(path);
+        ck_assert_msg(strstr(log, " --device auto"), "%s: a child without --device auto:\n%s", path, log);
+        free(log);
+    }
 
     // results.md: a row per arm with parameters, GFLOP, rates and FD
-    char path[600];
     snprintf(path, sizeof path, "%s/results.md", out);
     char *md = read_text(path);
     for (int a = 0; a < c->narms; a++) {
