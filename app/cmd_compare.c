@@ -224,7 +224,9 @@ static void stop_here(Ctl *k) {
     exit(130);
 }
 
-static void add_threads(Argv *a) {
+// Where every child runs: the config's device and the threads each child gets.
+static void add_device_threads(Argv *a, const CompareConfig *c) {
+    av_add(a, "--device"); av_add(a, "%s", c->device);
     if (child_threads) av_add(a, "--threads"), av_add(a, "%d", child_threads);
 }
 
@@ -253,8 +255,7 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     av_add(&a, "--log-every"); av_add(&a, "%d", c->log_every);
     av_add(&a, "--ckpt-every"); av_add(&a, "%lld", (long long)(c->ckpt_every ? c->ckpt_every : compare_steps(c, c->eval_every_images)));
     av_add(&a, "--sample-every"); av_add(&a, "0");
-    av_add(&a, "--device"); av_add(&a, "%s", c->device);
-    add_threads(&a);
+    add_device_threads(&a, c);
     for (int i = 0; i < c->ntrain_flags; i++) av_add(&a, "%s", c->train_flag[i]);
     for (int i = 0; i < arm->nflags; i++) av_add(&a, "%s", arm->flag[i]);
     if (have >= 0) av_add(&a, "--resume");
@@ -322,8 +323,7 @@ static JsonValue *run_eval(Ctl *k, CompareRun *r, const char *sub, const char *c
         av_add(&a, "--cfg-scale"); av_add(&a, "%g", c->cfg_scale);
         av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)c->eval_seed);
     }
-    av_add(&a, "--device"); av_add(&a, "%s", c->device);
-    add_threads(&a);
+    add_device_threads(&a, c);
     char log[4400], out[4400];
     snprintf(log, sizeof log, "%s/eval.log", r ? r->dir : out_stats);
     if (!r) snprintf(log, sizeof log, "%s.log", out_stats);
@@ -416,7 +416,6 @@ static void make_grid(Ctl *k, CompareRun *r, int classes) {
     av_add(&a, "--steps"); av_add(&a, "%d", k->c->eval_steps);
     av_add(&a, "--cfg-scale"); av_add(&a, "%g", k->c->cfg_scale);
     av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)k->c->eval_seed);
-    av_add(&a, "--device"); av_add(&a, "%s", k->c->device);
     char labels[600] = "";
     for (int g = 0; g < k->c->grid_per_class; g++)
         for (int y = 0; y < classes; y++)
@@ -425,7 +424,7 @@ static void make_grid(Ctl *k, CompareRun *r, int classes) {
     av_add(&a, "--nrow"); av_add(&a, "%d", classes);
     av_add(&a, "--out"); av_add(&a, "%s", png);
     av_add(&a, "--save-npy"); av_add(&a, "%s", npy);
-    add_threads(&a);
+    add_device_threads(&a, k->c);
     k->cur = r;
     k->t_seg = now_seconds();
     int stopped;
