@@ -138,7 +138,7 @@ sanitize:
 # sample command (tests/readme_test.sh shortens it).
 demo: $(MALA_BIN)
 	@if [ -n "$$DISPLAY" ] || [ -n "$$WAYLAND_DISPLAY" ]; then ./mala view; \
-	else ./mala sample --sampler ddim --steps 50 --out samples.png $(DEMO_FLAGS) && echo "no display: wrote samples.png"; fi
+	else ./mala sample --sampler ddim --steps 50 --out samples.png --force $(DEMO_FLAGS) && echo "no display: wrote samples.png"; fi
 
 # On a machine with an NVIDIA GPU: parity suite, DDIM CPU vs GPU, training smoke test, benchmarks
 # against PyTorch (< 8 min; README "GPU (CUDA)" says how to run it on a bare CUDA machine).

@@ -33,12 +33,6 @@ static uint64_t list_hash(const Dataset *ds) {
     return h;
 }
 
-static void format_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
-}
-
 static void human_bytes(char *buf, size_t n, double b) {
     const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int k = 0;
@@ -176,7 +170,7 @@ int cmd_encode(int argc, char **argv) {
             const int64_t done = i + nb - start;
             const double dt = now_seconds() - t0, rate = done / dt;
             char eta[32];
-            format_eta(eta, sizeof eta, (m.count - i - nb) / rate);
+            progress_format_eta(eta, sizeof eta, (m.count - i - nb) / rate);
             progress_update(&pg, i + nb == m.count, "encoding image %lld/%lld (shard %lld/%lld)  %.2f img/s  ETA %s",
                             (long long)(i + nb), (long long)m.count, (long long)s + 1, (long long)nshards, rate, eta);
         }

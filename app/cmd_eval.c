@@ -24,6 +24,7 @@
 #include "inception.h"
 #include "json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "npy.h"
+#include "out_paths.h"  // defines: out_check_file, OPT_FORCE
 #include "app/commands.h"  // defines: model_batch_bytes
 
 #define DEFAULT_SPLITS 10
@@ -415,8 +416,11 @@ static int run_source(Extractor *m, const char *path, const SampleSpec *sp, int 
         feat_rows_add(&r->feats, m->dim, pool3, n);
         if (m->fm && s.batch_labels) count_correct(r, lg, s.batch_labels, n, m->classes);
         r->n += n;
-        progress_update(&pg, r->n == total, "[eval] %s: %d/%d images, %.1f img/s", path, r->n, total,
-                        r->n / (now_seconds() - t0));
+        double rate = r->n / (now_seconds() - t0);
+        char eta[32];
+        progress_format_eta(eta, sizeof eta, (total - r->n) / rate);
+        progress_update(&pg, r->n == total, "[eval] %s: %d/%d images, %.1f img/s, ETA %s", path, r->n, total, rate,
+                        eta);
     }
     progress_break(&pg);
     r->seconds = now_seconds() - t0;
@@ -493,7 +497,7 @@ static FidStats *stats_of_path(Extractor *m, const char *path, const SampleSpec 
 // ---------------------------------------------------------------------------------------------
 typedef struct {
     const char *data, *out, *samples, *ref, *inception, *save_stats, *features, *classifier;
-    int batch, threads, splits, limit, quick;
+    int batch, threads, splits, limit, quick, force;
     SampleSpec gen;                      // used when gen.ckpt is set
     const char *sampler;
     const char *preset;                  // --ckpt: "dit" (sample_ddp.py's), "quick" or "custom"
@@ -581,11 +585,7 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
     if (!s) { fid_stats_free(ref); fid_stats_free(ref_s); feat_rows_free(&rr.feats); return 1; }
     int rc = 0, have_sfid = ref_s && s_s;  // a statistics file may lack mu_s / sigma_s
     double fid, sfid = 0, ism = 0, iss = 0;
-    if (a->save_stats && stats_save_with_feats(s, s_s, &rs.feats, a->save_stats, &err)) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        rc = 1;
-    }
-    if (!rc && fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
+    if (fid_from_stats(s, ref, &fid, &err)) { fprintf(stderr, "error: %s\n", err.msg); rc = 1; }
     if (!rc && have_sfid && fid_from_stats(s_s, ref_s, &sfid, &err)) { fprintf(stderr, "error: sFID: %s\n", err.msg); rc = 1; }
     int have_is = !rc && rs.logits && rs.n >= a->splits;
     if (have_is && inception_score(rs.logits, rs.n, INCEPTION_CLASSES, a->splits, &ism, &iss, &err)) {
@@ -619,6 +619,11 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
             fprintf(stderr, "warning: no precision/recall or KID: %s\n", err.msg);
         json_rate_fields(&b, t0, rs.n + rr.n, rs.seconds + rr.seconds);
         rc = print_result(&b);
+    }
+    // after the result, which a failed save must not hide
+    if (a->save_stats && stats_save_with_feats(s, s_s, &rs.feats, a->save_stats, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        rc = 1;
     }
     free(rs.logits);
     feat_rows_free(&rs.feats);
@@ -716,6 +721,7 @@ int cmd_eval(int argc, char **argv) {
         {"--samples", OPT_STR, &a.samples, "PATH", "fid / is: generated images (.npz or folder)"},
         {"--ref", OPT_STR, &a.ref, "PATH", "fid: reference statistics .npz, or reference images"},
         {"--save-stats", OPT_STR, &a.save_stats, "FILE", "fid: also save the samples' statistics"},
+        OPT_FORCE(&a.force),
         {"--inception", OPT_STR, &a.inception, "FILE", "weights (.pth legacy torch or .safetensors; 'random' for smoke tests)"},
         {"--features", OPT_STR, &a.features, "inception|fmnist", "the feature network (default inception)"},
         {"--classifier", OPT_STR, &a.classifier, "FILE", "--features fmnist: the classifier's weights"},
@@ -800,6 +806,8 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     if (dist_rank() > 0) return eval_serve_samples(&a);
+    if (!strcmp(sub, "stats")) out_check_file("--out", a.out, a.force, NULL);
+    if (!strcmp(sub, "fid") && a.save_stats) out_check_file("--save-stats", a.save_stats, a.force, NULL);
     if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
         MalaErr err;
         StFile f;

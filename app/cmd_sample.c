@@ -2,6 +2,7 @@
 // files, an ADM-evaluator .npz and/or a raw float32 .npy.
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "commands.h"
@@ -9,22 +10,46 @@
 #include "generate.h"
 #include "image_io.h"
 #include "npy.h"
+#include "out_paths.h"
 #include "progress.h"
 
 typedef struct {
     Progress pg;
-    double t0;
+    double t0;                     // when sampling began
     int done_images, batch_end, total_images;
+    int batches_done, batches;     // this process's batches: finished, and in all
 } SampleProgress;
 
+// The ETA covers the whole job: every step of every batch this process samples.
 static int on_step(void *ctx, int i, int n, const float *x0) {
     SampleProgress *p = ctx;
     double dt = now_seconds() - p->t0;
-    int done = i + 1;
-    progress_update(&p->pg, done == n && p->batch_end == p->total_images,
-                    "sampling images %d-%d of %d: step %d/%d, %.2f steps/s, ETA %.0fs", p->done_images + 1,
-                    p->batch_end, p->total_images, done, n, done / dt, (n - done) * dt / done);
+    long long done = (long long)p->batches_done * n + i + 1, total = (long long)p->batches * n;
+    char eta[32];
+    progress_format_eta(eta, sizeof eta, (double)(total - done) * dt / (double)done);
+    progress_update(&p->pg, done == total, "sampling images %d-%d of %d: batch %d/%d, step %d/%d, %.2f steps/s, ETA %s",
+                    p->done_images + 1, p->batch_end, p->total_images, p->batches_done + 1, p->batches, i + 1, n,
+                    done / dt, eta);
     return 0;
+}
+
+// --out-dir's files: NNNNNN_<class>.png, as this command names them.
+static int is_sample_png(const char *name) {
+    size_t n = strlen(name), d = strspn(name, "0123456789");
+    return d >= 6 && name[d] == '_' && n > d + 5 && !strcmp(name + n - 4, ".png");
+}
+
+// DiT's sample.py flags whose values a model file carries: refused with that explanation rather
+// than as unknown flags.
+static void refuse_model_flags(int argc, char **argv) {
+    static const char *const from_file[] = {"--model", "--image-size", "--num-classes"};
+    for (int a = 1; a < argc; a++)
+        for (int k = 0; k < 3; k++) {
+            size_t len = strlen(from_file[k]);
+            if (!strncmp(argv[a], from_file[k], len) && (!argv[a][len] || argv[a][len] == '='))
+                FATAL("%s: mala sample reads the model, its image size and its classes from the model file "
+                      "(--ckpt); drop %s", from_file[k], from_file[k]);
+        }
 }
 
 // Images when --n is not given: 16 of one class, else 8 per class (64 spread over >16 classes).
@@ -86,7 +111,7 @@ int cmd_sample(int argc, char **argv) {
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
     const char *vae = NULL;
     GenOpts go = gen_opts_default();
-    int n = 0, batch = 16, threads = 0, nrow = 0;
+    int n = 0, batch = 16, threads = 0, nrow = 0, force = 0;
     uint64_t seed = 0;
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
@@ -101,7 +126,7 @@ int cmd_sample(int argc, char **argv) {
         {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
         {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
         {"--n", OPT_INT, &n, "N", "images (default: 16 with --class, else 8 per class up to 16 classes, 64 above)",
-         ARG_MIN(0)},
+         ARG_MIN(1)},
         {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise", ARG_ALIAS("--global-seed")},
         {"--batch", OPT_INT, &batch, "B", "images per forward pass", ARG_MIN(1), ARG_ALIAS("--per-proc-batch-size")},
         {"--out", OPT_STR, &out, "FILE.png", "write a grid"},
@@ -109,25 +134,41 @@ int cmd_sample(int argc, char **argv) {
         {"--out-dir", OPT_STR, &out_dir, "DIR", "write one PNG per image", ARG_ALIAS("--sample-dir")},
         {"--save-npz", OPT_STR, &npz, "FILE", "ADM evaluator batch: arr_0 uint8 NHWC, arr_1 labels"},
         {"--save-npy", OPT_STR, &npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
+        OPT_FORCE(&force),
         {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
         {"--vae", OPT_STR, &vae, "FILE", "latent models: the VAE that decodes their samples (diffusers safetensors)"},
         OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
     };
+    refuse_model_flags(argc, argv);
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
-               "or --save-npy it writes samples.png.",
+               "or --save-npy it writes samples.png. Existing files are not replaced without --force (which\n"
+               "also clears an --out-dir of an earlier run's NNNNNN_<class>.png images).",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
+    if (args_given(opts, sizeof opts / sizeof opts[0], &go.eta) && go.kind != SAMPLER_DDIM)
+        FATAL("--eta: applies to --sampler ddim only (%s has no eta)", sampler);
+    if (out && (strlen(out) < 4 || strcasecmp(out + strlen(out) - 4, ".png")))
+        FATAL("--out %s: writes a PNG grid; give a file name ending in .png", out);
     set_threads(threads);
     // Under mpirun / srun the batches of --batch images go round-robin over the ranks, each
     // computed exactly as one process computes it (same images, same batch), then gathered:
     // rank 0 writes the same bytes one process writes.
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
+    if (lead) {  // before any work: nothing is computed for an output that cannot be written
+        const char *const files[3][2] = {{"--out", out}, {"--save-npz", npz}, {"--save-npy", npy}};
+        for (int i = 0; i < 3; i++)
+            if (files[i][1]) out_check_file(files[i][0], files[i][1], force, NULL);
+        if (out_dir) {
+            int removed = out_check_dir("--out-dir", out_dir, force, is_sample_png);
+            if (removed) fprintf(stderr, "--force: removed %d images of an earlier run from %s\n", removed, out_dir);
+        }
+    }
     const Backend *be = backend_select(device, precision);
     if (!ckpt) ckpt = default_model_path();
     NetConfig pc;
@@ -188,16 +229,17 @@ int cmd_sample(int argc, char **argv) {
         generator_noise(&g, x, seed, 0, n);
     }
 
-    SampleProgress pr = {.total_images = n};
+    SampleProgress pr = {.total_images = n, .t0 = now_seconds()};
+    for (int b0 = 0; b0 < n; b0 += batch) pr.batches += (b0 / batch) % world == rank;
     progress_init(&pr.pg, stderr);
     for (int b0 = 0; b0 < n; b0 += batch) {
         if ((b0 / batch) % world != rank) continue;
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
         pr.batch_end = b0 + nb;
-        pr.t0 = now_seconds();
         if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, lead ? on_step : NULL, &pr, &err))
             FATAL("%s", err.msg);
+        pr.batches_done++;
     }
     progress_break(&pr.pg);
     for (int b0 = 0; world > 1 && b0 < n; b0 += batch) {  // every batch from the rank that made it
@@ -215,7 +257,6 @@ int cmd_sample(int argc, char **argv) {
     float *img = out || npy ? xmalloc(oper * n * sizeof(float)) : NULL;
     float *chunk = img ? NULL : xmalloc(oper * batch * sizeof(float));
     uint8_t *u8 = npz ? xmalloc(oper * n) : NULL;
-    if (out_dir) make_dirs(out_dir);
     progress_init(&pr.pg, stderr);
     for (int b0 = 0; (out || out_dir || npz || npy) && b0 < n; b0 += batch) {
         int nb = n - b0 < batch ? n - b0 : batch;

@@ -1,6 +1,7 @@
-// defines: progress_init, progress_update, progress_break
+// defines: progress_init, progress_update, progress_break, progress_format_eta
 #include "progress.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -48,4 +49,10 @@ void progress_break(Progress *p) {
     fflush(p->f);
     p->open = 0;
     p->width = 0;
+}
+
+void progress_format_eta(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }

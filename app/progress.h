@@ -24,6 +24,8 @@ typedef struct {
 void progress_init(Progress *p, FILE *f);
 // Shows the status (printf format). final = the last update of this piece of work: shown in any case.
 void progress_update(Progress *p, int final, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// Seconds as "4m05s" or "2h13m" ("?" when not finite or negative), for ETAs.
+void progress_format_eta(char *buf, size_t n, double seconds);
 // Ends a terminal line that is showing, so that other output (a warning, a summary) starts on a
 // fresh line; a no-op otherwise.
 void progress_break(Progress *p);

@@ -31,7 +31,7 @@ int atomic_open(AtomicFile *af, const char *path, MalaErr *err) {
     memcpy(af->tmp + n, ".tmp", 5);
     int fd = open(af->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        mala_errf(err, "%s: cannot create %s: %s", path, af->tmp, strerror(errno));
+        mala_errf(err, "%s: cannot create: %s", path, strerror(errno));
         release(af);
         return -1;
     }
@@ -40,7 +40,7 @@ int atomic_open(AtomicFile *af, const char *path, MalaErr *err) {
         int e = errno;
         close(fd);
         unlink(af->tmp);
-        mala_errf(err, "%s: cannot open %s: %s", path, af->tmp, strerror(e));
+        mala_errf(err, "%s: cannot open for writing: %s", path, strerror(e));
         release(af);
         return -1;
     }
@@ -96,7 +96,7 @@ int atomic_commit(AtomicFile *af, MalaErr *err) {
         return -1;
     }
     if (rename(af->tmp, af->path) != 0) {
-        mala_errf(err, "%s: cannot rename %s into place: %s", af->path, af->tmp, strerror(errno));
+        mala_errf(err, "%s: cannot rename the new file into place: %s", af->path, strerror(errno));
         atomic_abort(af);
         return -1;
     }

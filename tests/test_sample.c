@@ -436,7 +436,7 @@ START_TEST(test_errors) {
 
     // the valid command line, then one thing broken at a time
     const char *ok[] = {"sample", "--ckpt", MODEL, "--sampler", "ddim", "--steps", "2", "--labels", "0,2,1,2",
-                        "--save-npy", out, "--threads", "1", "--device", "cpu", NULL};
+                        "--save-npy", out, "--threads", "1", "--device", "cpu", "--force", NULL};
     ck_assert_int_eq(run_cli(ok, msg, sizeof msg), 0);
 
     struct { int idx; const char *value, *expect; } cases[] = {
@@ -469,7 +469,7 @@ START_TEST(test_errors) {
     // --class with an unknown name lists the classes
     {
         const char *argv[] = {"sample", "--ckpt", MODEL, "--class", "triangle", "--n", "2", "--save-npy", out,
-                              "--threads", "1", "--device", "cpu", NULL};
+                              "--threads", "1", "--device", "cpu", "--force", NULL};
         ck_assert_int_ne(run_cli(argv, msg, sizeof msg), 0);
         ck_assert_msg(strstr(msg, "circle") && strstr(msg, "ring"), "%s", msg);
     }
@@ -478,7 +478,8 @@ START_TEST(test_errors) {
     const char *noises[] = {wrong_shape, wrong_n, wrong_dtype};
     for (int i = 0; i < 3; i++) {
         const char *argv[] = {"sample", "--ckpt", MODEL, "--sampler", "ddim", "--steps", "2", "--labels", "0,2,1,2",
-                              "--init-noise", noises[i], "--save-npy", out, "--threads", "1", "--device", "cpu", NULL};
+                              "--init-noise", noises[i], "--save-npy", out, "--threads", "1", "--device", "cpu",
+                              "--force", NULL};
         int rc = run_cli(argv, msg, sizeof msg);
         ck_assert_msg(rc != 0 && rc < 128, "--init-noise %s: exit status %d", noises[i], rc);
         ck_assert_msg(strstr(msg, "[4,1,8,8]"), "--init-noise %s: %s", noises[i], msg);
