@@ -14,6 +14,7 @@
 #include "data.h"  // defines: folder_walk
 #include "image_io.h"
 #include "npy.h"
+#include "out_paths.h"
 #include "rng.h"
 #include "vae.h"
 
@@ -41,14 +42,14 @@ static float *load_nchw(const char *path, int channels, int64_t shape[4]) {
 
 static int cmd_vae_decode(int argc, char **argv) {
     const char *vae = NULL, *in = NULL, *out = NULL, *device = NULL, *precision = NULL;
-    int batch = 0, threads = 0, nrow = 8;
+    int batch = 0, threads = 0, nrow = 8, force = 0;
     Opt opts[] = {
         {"--vae", OPT_STR, &vae, "FILE", "diffusers AutoencoderKL weights (diffusion_pytorch_model.safetensors)"},
         {"--in", OPT_STR, &in, "Z.npy", "scaled latents, float32 [N, 4, h, w]"},
         {"--out", OPT_STR, &out, "X.npy|X.png", "float32 NCHW images in [-1, 1] (not clamped), or a PNG grid"},
         {"--batch", OPT_INT, &batch, "N", "images per pass (default: the most up to 8 that fit 2 GiB)", ARG_MIN(0)},
         {"--nrow", OPT_INT, &nrow, "N", "images per row of a PNG grid", ARG_MIN(1)},
-        OPT_THREADS(&threads), OPT_DEVICE(&device), OPT_PRECISION(&precision),
+        OPT_FORCE(&force), OPT_THREADS(&threads), OPT_DEVICE(&device), OPT_PRECISION(&precision),
     };
     const int n = (int)(sizeof opts / sizeof opts[0]);
     args_parse("usage: mala vae decode --vae FILE --in Z.npy --out X.npy|grid.png [flags]\n\n"
@@ -56,6 +57,7 @@ static int cmd_vae_decode(int argc, char **argv) {
                opts, n, argc, argv, 1);
     if (!vae || !in || !out) FATAL("mala vae decode: --vae, --in and --out are required");
     if (!ends_with(out, ".npy") && !ends_with(out, ".png")) FATAL("--out %s: expected a .npy or .png path", out);
+    out_check_file("--out", out, force, NULL);
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     MalaErr err;
@@ -127,14 +129,14 @@ static float *load_folder(const char *dir, int size, int channels, int *N) {
 
 static int cmd_vae_encode(int argc, char **argv) {
     const char *vae = NULL, *in = NULL, *out = NULL, *device = NULL, *precision = NULL;
-    int batch = 0, threads = 0, size = 256;
+    int batch = 0, threads = 0, size = 256, force = 0;
     Opt opts[] = {
         {"--vae", OPT_STR, &vae, "FILE", "diffusers AutoencoderKL weights (diffusion_pytorch_model.safetensors)"},
         {"--in", OPT_STR, &in, "X.npy|DIR", "float32 [N, 3, H, W] images in [-1, 1], or a folder of images"},
         {"--out", OPT_STR, &out, "M.npz", "posterior `mean` and `logvar` [N, 4, H/8, W/8], unscaled"},
         {"--image-size", OPT_INT, &size, "S", "center crop of a folder's images (ADM's center_crop_arr)", ARG_MIN(8)},
         {"--batch", OPT_INT, &batch, "N", "images per pass (default: the most up to 8 that fit 2 GiB)", ARG_MIN(0)},
-        OPT_THREADS(&threads), OPT_DEVICE(&device), OPT_PRECISION(&precision),
+        OPT_FORCE(&force), OPT_THREADS(&threads), OPT_DEVICE(&device), OPT_PRECISION(&precision),
     };
     const int n = (int)(sizeof opts / sizeof opts[0]);
     args_parse("usage: mala vae encode --vae FILE --in X.npy|DIR --out M.npz [flags]\n\n"
@@ -142,6 +144,7 @@ static int cmd_vae_encode(int argc, char **argv) {
                opts, n, argc, argv, 1);
     if (!vae || !in || !out) FATAL("mala vae encode: --vae, --in and --out are required");
     if (!ends_with(out, ".npz")) FATAL("--out %s: expected a .npz path", out);
+    out_check_file("--out", out, force, NULL);
     set_threads(threads);
     const Backend *be = backend_select(device, precision);
     MalaErr err;

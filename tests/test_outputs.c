@@ -128,6 +128,13 @@ START_TEST(test_eval_outputs) {
     expect_error(run("eval fid --samples fashion-mnist-test --limit 2 --batch 2 --ref %s --inception random "
                      "--threads 2 --save-stats %s", tp("s.npz"), tp("afile/t.npz")),
                  "eval fid --save-stats under a file", "--save-stats", NULL);
+    // vae encode / decode: the same rule, before the weights or the input are read
+    write_text(tp("x.png"), "mine");
+    expect_error(run("vae decode --vae tests/fixtures/vae_tiny.safetensors --in %s --out %s", tp("z.npy"), tp("x.png")),
+                 "vae decode over a file", "--out", "--force");
+    expect_error(run("vae encode --vae tests/fixtures/vae_tiny.safetensors --in %s --out %s", tp("x.png"), tp("s.npz")),
+                 "vae encode over a file", "--out", "--force");
+    expect_bytes(tp("x.png"), "mine", 4);
     tu_rm_tmpdir();
 }
 END_TEST
