@@ -192,6 +192,9 @@ int cmd_sample(int argc, char **argv) {
     if (generator_attach_vae(&g, vae, ckpt, &err)) FATAL("%s", err.msg);
     const NetConfig *c = &g.net->cfg;
     int K = c->num_classes;
+    if ((out || out_dir) && generator_out_channels(&g) != 1 && generator_out_channels(&g) != 3)
+        FATAL("%s: the model makes %d-channel images, which a PNG cannot hold; use --save-npy (or --save-npz)",
+              out ? "--out" : "--out-dir", generator_out_channels(&g));
     int32_t *y = NULL;
     if (labels) {
         int got = parse_labels(labels, &g.classes, &y);

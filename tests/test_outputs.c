@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "testutil.h"
 #include "testcli.h"  // defines: run, g_out, g_err, mala_bin
 
@@ -150,6 +151,23 @@ START_TEST(test_sample_flags) {
     expect_error(run(SAMPLE " --image-size=256 --out %s", tp("b.png")), "DiT's --image-size", "--image-size", NULL);
     expect_error(run(SAMPLE " --num-classes 1000 --out %s", tp("b.png")), "DiT's --num-classes", "--num-classes", NULL);
     ck_assert(!exists(tp("b.png")));
+
+    // a 4-channel pixel model: PNG outputs are refused before sampling, with what works instead
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 1; c.dit.hidden = 32; c.dit.heads = 2; c.dit.patch = 4; c.image_size = 8; c.num_classes = 2;
+    c.in_channels = 4;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    net_init_weights(m, 1);
+    ClassNames cn;
+    class_names_default(&cn, 2);
+    MalaErr err;
+    ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, tp("c4.safetensors"), &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+    expect_error(run("sample --ckpt %s --n 2 --steps 2 --out %s", tp("c4.safetensors"), tp("g.png")), "4 channels",
+                 "--save-npy", "4-channel");
+    RUN_OK("sample --ckpt %s --n 2 --steps 2 --save-npy %s", tp("c4.safetensors"), tp("g.npy"));
 
     // 3 batches of 2 images, 4 steps each: the lines count the batches, whose steps the ETA covers
     RUN_OK("sample --ckpt " MODEL " --n 6 --batch 2 --steps 4 --threads 2 --out %s", tp("c.png"));
