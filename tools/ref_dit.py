@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """PyTorch reference for mala-dit: DiT (facebookresearch/DiT models.py) with MALA attention.
 
-Follows /work/shared/DESIGN.md sections 1 and 2 (which govern where they differ from the
-upstream code). Parameter names are the DESIGN checkpoint names, so a file this script writes
+Follows docs/design.md sections 1 and 2 (which govern where they differ from the upstream
+code). Parameter names are the model files' names (docs/design.md §2), so a file this script writes
 and a file the C program writes load into the same module (see tools/st_io.py).
 
 Run it (Debian's python, which has torch 1.13):
