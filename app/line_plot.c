@@ -84,7 +84,8 @@ static void min_span(double *lo, double *hi) {
 }
 
 // The y tick values (as plotted: log10 of the value on a log axis) and their labels. A log axis
-// holding two powers of ten or more gets powers of ten; a narrower one round values of its range.
+// spanning more than 3 decades gets powers of ten; one holding two gets 1, 2 and 5 times them;
+// a narrower one round values of its range.
 static int y_ticks(double y0, double y1, int log_y, double *at, char lab[][32]) {
     double t[PLOT_MAX_TICKS], step;
     int n, m = 0;
@@ -93,10 +94,19 @@ static int y_ticks(double y0, double y1, int log_y, double *at, char lab[][32]) 
         for (int i = 0; i < n; i++) at[i] = t[i], plot_tick_label(lab[i], 32, t[i], step);
         return n;
     }
-    if (floor(y1) - ceil(y0) >= 1) {
-        double dstep = fmax(1, nice_step((y1 - y0) / 5));
+    if (y1 - y0 > 3) {
+        double dstep = nice_step((y1 - y0) / 5);
         for (double k = ceil(y0 / dstep) * dstep; k <= y1 && m < PLOT_MAX_TICKS; k += dstep)
             at[m] = k, snprintf(lab[m++], 32, "%g", pow(10, k));
+        return m;
+    }
+    if (floor(y1) - ceil(y0) >= 1) {  // 1, 2 and 5 times the powers of ten
+        static const double MANT[3] = {1, 2, 5};
+        for (double d = floor(y0); d <= y1; d++)
+            for (int i = 0; i < 3 && m < PLOT_MAX_TICKS; i++) {
+                double v = log10(MANT[i]) + d;
+                if (v >= y0 && v <= y1) at[m] = v, snprintf(lab[m++], 32, "%g", MANT[i] * pow(10, d));
+            }
         return m;
     }
     n = plot_ticks(pow(10, y0), pow(10, y1), t, &step);
