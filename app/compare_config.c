@@ -26,7 +26,8 @@ typedef struct {
     int scope;
 } Key;
 
-#define CK(k, t, f, lo, hi, sc) {SEC_COMPARE, k, t, offsetof(CompareConfig, f), sizeof(((CompareConfig *)0)->f), lo, hi, sc}
+#define CK(k, t, f, lo, hi, sc) \
+    {SEC_COMPARE, k, t, offsetof(CompareConfig, f), sizeof(((CompareConfig *)0)->f), lo, hi, sc}
 #define AK(k, t, f, lo, hi, sc) {SEC_ARM, k, t, offsetof(CompareArm, f), sizeof(((CompareArm *)0)->f), lo, hi, sc}
 static const Key KEYS[] = {
     CK("data", K_STR, data, 0, 0, TRAIN),

@@ -539,8 +539,9 @@ static int save_labelled(const char *path, const float *x, int n, int ch, int h,
 void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *out) {
     float *all = NULL;
     int64_t n = 0, per = 0;
-    int ch = 0, h = 0, w = 0, nn = 0, row0[COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS], rows[COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS];
-    const char *names[COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS];
+    enum { MAXR = COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS };
+    int ch = 0, h = 0, w = 0, nn = 0, row0[MAXR], rows[MAXR];
+    const char *names[MAXR];
     for (int i = 0; i < nruns; i++) {
         if (!runs[i].grid[0]) continue;
         NpyArray a;

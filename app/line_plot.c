@@ -47,7 +47,9 @@ void plot_text(uint8_t *img, int w, int h, int x, int y, const char *s, const ui
 
 int plot_text_width(const char *s) { return stb_easy_font_width((char *)s); }
 
-static void text(uint8_t *img, int x, int y, const char *s, const uint8_t rgb[3]) { plot_text(img, W, H, x, y, s, rgb); }
+static void text(uint8_t *img, int x, int y, const char *s, const uint8_t rgb[3]) {
+    plot_text(img, W, H, x, y, s, rgb);
+}
 
 static int usable(double x, double y, int log_y) { return isfinite(x) && isfinite(y) && (!log_y || y > 0); }
 

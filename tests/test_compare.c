@@ -534,7 +534,8 @@ START_TEST(test_plot_ticks) {
         char lab[PLOT_MAX_TICKS][32];
         for (int i = 0; i < n; i++) {
             ck_assert_msg(t[i] >= R[r][0] - 1e-9 * step && t[i] <= R[r][1] + 1e-9 * step, "tick %g outside", t[i]);
-            ck_assert_msg(fabs(t[i] / step - round(t[i] / step)) < 1e-6, "tick %.17g is not a multiple of %g", t[i], step);
+            ck_assert_msg(fabs(t[i] / step - round(t[i] / step)) < 1e-6, "tick %.17g: not a multiple of %g", t[i],
+                          step);
             plot_tick_label(lab[i], sizeof lab[i], t[i], step);
             for (int j = 0; j < i; j++)
                 ck_assert_msg(strcmp(lab[i], lab[j]), "[%g, %g]: two ticks labelled %s", R[r][0], R[r][1], lab[i]);
@@ -691,7 +692,8 @@ START_TEST(test_out_not_a_comparison) {
         ck_assert_int_eq(rc, 1);
         char want[700];
         snprintf(want, sizeof want, "--out %s: not empty and not a comparison's directory (no config.ini)", run_dir);
-        ck_assert_msg(!strncmp(g_err, "error: ", 7) && strstr(g_err, want) && count_char(g_err, '\n') == 1, "%s", g_err);
+        ck_assert_msg(!strncmp(g_err, "error: ", 7) && strstr(g_err, want) && count_char(g_err, '\n') == 1, "%s",
+                      g_err);
     }
     write_text(tp("train_run/config.ini"), "[model]\nwidth = 3\n");
     int rc = run("compare --config " TINY " --out %s", run_dir);
@@ -702,6 +704,12 @@ START_TEST(test_out_not_a_comparison) {
     ck_assert_msg(la == lb && !memcmp(before, after, la), "compare wrote into a training run's directory");
     free(before);
     free(after);
+    // a file is not a directory; an empty directory is a new comparison's (here stopped by --runs)
+    rc = run("compare --config " TINY " --out %s", tp("train_run/log.csv"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "log.csv: not a directory") && count_char(g_err, '\n') == 1, "%s", g_err);
+    mkdir(tp("empty"), 0755);
+    rc = run("compare --config " TINY " --out %s --runs nosuch-s1", tp("empty"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "--runs: " TINY " has no run 'nosuch-s1'"), "%s", g_err);
     tu_rm_tmpdir();
 }
 END_TEST
