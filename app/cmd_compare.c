@@ -6,7 +6,9 @@
 // stopped early still compares equal budgets. Everything is re-read from DIR on start: a run that
 // holds a checkpoint continues with `train --resume`, an evaluation already in evals.csv is not
 // repeated, nothing written before is removed or rewritten (results.* and the plots are
-// regenerated from the runs' files).
+// regenerated from the runs' files). Before anything is written, DIR must be new, empty or a
+// comparison's (its config.ini), and the config may not change what its runs used so far
+// (compare_config_drift); an accepted one replaces config.ini.
 //
 // --runs NAME,... limits an invocation to some runs (a comparison longer than one machine's
 // lifetime, done a few whole runs at a time); the report always covers every run DIR holds, and a
