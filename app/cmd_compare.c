@@ -6,12 +6,15 @@
 // stopped early still compares equal budgets. Everything is re-read from DIR on start: a run that
 // holds a checkpoint continues with `train --resume`, an evaluation already in evals.csv is not
 // repeated, nothing written before is removed or rewritten (results.* and the plots are
-// regenerated from the runs' files).
+// regenerated from the runs' files). Before anything is written, DIR must be new, empty or a
+// comparison's (its config.ini), and the config may not change what its runs used so far
+// (compare_config_drift); an accepted one replaces config.ini.
 //
 // --runs NAME,... limits an invocation to some runs (a comparison longer than one machine's
 // lifetime, done a few whole runs at a time); the report always covers every run DIR holds, and a
 // finished run needs only its small files (evals.csv, model.csv, log.csv, the grid), not its
 // checkpoints.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -570,24 +573,84 @@ static void select_runs(const char *only, CompareRun *runs, int nruns, const cha
     }
 }
 
-static void copy_config(const char *src, const char *out) {
-    char dst[4200], buf[1 << 16];
-    snprintf(dst, sizeof dst, "%s/config.ini", out);
-    FILE *in = fopen(src, "rb");
-    size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
-    if (in) fclose(in);
-    FILE *old = fopen(dst, "rb");
-    if (old) {
-        char prev[1 << 16];
-        size_t m = fread(prev, 1, sizeof prev, old);
-        fclose(old);
-        if (m != n || memcmp(prev, buf, n))
-            fprintf(stderr, "note: %s differs from %s (the first invocation's); arms keep their runs, the budget and "
-                            "evaluation settings are this file's\n", src, dst);
-        return;
+// How far run NAME of the comparison in DIR (ctx) got: 0 not started, 1 trained, 2 evaluated.
+static int run_state(const char *name, void *ctx) {
+    static CompareRun r;  // large (its evaluation rows)
+    snprintf(r.dir, sizeof r.dir, "%s/runs/%s", (const char *)ctx, name);
+    compare_read_evals(&r);
+    if (r.nev) return 2;
+    if (compare_newest_ckpt(r.dir) >= 0) return 1;
+    TrainLog l;
+    compare_read_log(r.dir, &l);
+    const int rows = l.n;
+    compare_log_free(&l);
+    return rows > 0;
+}
+
+// The config DIR's runs used (DIR/config.ini) into old: 1, or 0 for a new or empty DIR. Anything
+// else (a training run's directory, a folder of the user's) is refused before a file is written.
+static int stored_config(const char *out, CompareConfig *old) {
+    DIR *d = opendir(out);
+    if (!d) {
+        const int e = errno;
+        struct stat st;
+        if (e == ENOENT || (e == ENOTDIR && stat(out, &st) != 0)) return 0;  // make_dirs says why
+        FATAL("--out %s: %s", out, e == ENOTDIR ? "not a directory" : strerror(e));
+    }
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d))) empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(d);
+    if (empty) return 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.ini", out);
+    struct stat st;
+    if (stat(path, &st))
+        FATAL("--out %s: not empty and not a comparison's directory (no config.ini): give a new or empty one", out);
+    MalaErr err;
+    if (compare_config_load(path, old, &err))
+        FATAL("--out %s: not a comparison's directory (its config.ini: %s): give a new or empty one", out, err.msg);
+    return 1;
+}
+
+// Refuses a config that changes what DIR's runs used (compare_config_drift).
+static void check_drift(const CompareConfig *old, const CompareConfig *c, const char *out) {
+    char stored[4200], ref[4300] = "";
+    snprintf(stored, sizeof stored, "%s/config.ini", out);
+    const char *tags[] = {old->features, "inception"};
+    struct stat st;
+    for (int i = 0; i < 2 && !ref[0]; i++) {
+        snprintf(ref, sizeof ref, "%s/ref-%s.npz", out, tags[i]);
+        if (stat(ref, &st)) ref[0] = 0;
     }
     MalaErr err;
-    if (atomic_write_file(dst, buf, n, &err)) FATAL("%s", err.msg);
+    if (compare_config_drift(old, c, stored, run_state, (void *)out, ref[0] ? ref : NULL, &err)) FATAL("%s", err.msg);
+}
+
+// A file's bytes (a config: compare_config_load read it already, so at most 1 MiB); NULL if unreadable.
+static char *file_bytes(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = xmalloc((1 << 20) + 1);
+    *n = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
+// DIR/config.ini: the config of the latest invocation (what the runs use from now on).
+static void store_config(const char *src, const char *out) {
+    char dst[4200];
+    snprintf(dst, sizeof dst, "%s/config.ini", out);
+    size_t n = 0, m = 0;
+    char *now = file_bytes(src, &n), *prev = file_bytes(dst, &m);
+    if (!now) FATAL("%s: cannot read: %s", src, strerror(errno));
+    MalaErr err;
+    if (!prev || m != n || memcmp(prev, now, n)) {
+        if (prev) fprintf(stderr, "note: %s replaces %s (their differences change no result so far)\n", src, dst);
+        if (atomic_write_file(dst, now, n, &err)) FATAL("%s", err.msg);
+    }
+    free(now);
+    free(prev);
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -621,7 +684,11 @@ int cmd_compare(int argc, char **argv) {
     struct stat st;
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/runs", out);
-    if (report_only && stat(dir, &st)) FATAL("--report: %s holds no comparison (no runs/ in it)", out);
+    CompareConfig *old = xcalloc(1, sizeof *old);
+    const int stored = stored_config(out, old);
+    if (report_only && (!stored || stat(dir, &st))) FATAL("--report: %s holds no comparison (no runs/ in it)", out);
+    if (stored) check_drift(old, c, out);
+    free(old);
     int nruns = c->narms * c->nseeds;
     CompareRun *runs = xcalloc(nruns, sizeof *runs);
     for (int a = 0, i = 0; a < c->narms; a++)
@@ -635,8 +702,11 @@ int cmd_compare(int argc, char **argv) {
             snprintf(r->dir, sizeof r->dir, "%s/runs/%s", out, r->name);
         }
     select_runs(only, runs, nruns, config);
+    if (!report_only) {
+        make_dirs(out);
+        store_config(config, out);
+    }
     make_dirs(dir);
-    copy_config(config, out);
     for (int i = 0; i < nruns; i++) {
         CompareRun *r = &runs[i];
         make_dirs(r->dir);

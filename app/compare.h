@@ -2,7 +2,8 @@
 // rows (DIR/runs/NAME/evals.csv, append-only) and training logs (train's log.csv).
 //
 // Output directory DIR:
-//   config.ini                     the first invocation's config (kept; later ones may extend it)
+//   config.ini                     the latest invocation's config: a later one may change only what
+//                                  no run used so far (compare_config_drift); DIR's mark as a comparison's
 //   ref-<features>.npz             reference statistics, computed once
 //   runs/<arm>-s<seed>/            train's run directory (checkpoints/, log.csv, loss.png) plus
 //       evals.csv                  one row per evaluation point (never rewritten)
@@ -59,7 +60,7 @@ int compare_run_size(CompareRun *r);
 
 // results.md / .csv / .json and the plots in out (every run's state as it is now).
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);
-// compare.png: the runs' grids one under the other (runs without a grid are left out).
+// compare.png: the runs' grids one under the other, each named on the left (runs without a grid are left out).
 void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *out);
 
 #endif

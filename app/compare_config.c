@@ -1,4 +1,5 @@
-// defines: compare_config_parse, compare_config_load, compare_steps, compare_eval_points
+// defines: compare_config_parse, compare_config_load, compare_steps, compare_eval_points,
+//          compare_config_drift
 #include "compare_config.h"
 
 #include <ctype.h>
@@ -10,44 +11,52 @@
 typedef enum { K_STR, K_INT, K_I64, K_F64, K_SEEDS, K_FLAGS } KeyType;
 enum { SEC_COMPARE, SEC_ARM };
 
+// What a key may do once a comparison has started (compare_config_drift): change freely (FREE:
+// the schedule of evaluations and checkpoints, where the children run, new arms and seeds), only
+// grow (GROW), or nothing once a run trained with it (TRAIN), was evaluated with it (EVAL), or
+// the reference statistics were computed with it (REF: EVAL's rule too).
+enum { FREE, GROW, TRAIN, EVAL, REF };
+
 typedef struct {
     int section;
     const char *key;
     KeyType type;
     size_t off, size;   // into CompareConfig (SEC_COMPARE) or CompareArm (SEC_ARM); size of a string
     double min, max;    // numbers
+    int scope;
 } Key;
 
-#define CK(k, t, f, lo, hi) {SEC_COMPARE, k, t, offsetof(CompareConfig, f), sizeof(((CompareConfig *)0)->f), lo, hi}
-#define AK(k, t, f, lo, hi) {SEC_ARM, k, t, offsetof(CompareArm, f), sizeof(((CompareArm *)0)->f), lo, hi}
+#define CK(k, t, f, lo, hi, sc) \
+    {SEC_COMPARE, k, t, offsetof(CompareConfig, f), sizeof(((CompareConfig *)0)->f), lo, hi, sc}
+#define AK(k, t, f, lo, hi, sc) {SEC_ARM, k, t, offsetof(CompareArm, f), sizeof(((CompareArm *)0)->f), lo, hi, sc}
 static const Key KEYS[] = {
-    CK("data", K_STR, data, 0, 0),
-    CK("features", K_STR, features, 0, 0),
-    CK("ref", K_STR, ref, 0, 0),
-    CK("ref_images", K_INT, ref_images, 0, 1e9),
-    CK("inception", K_STR, inception, 0, 0),
-    CK("lr", K_F64, lr, 1e-8, 1),
-    CK("batch", K_INT, batch, 1, 65536),
-    CK("seeds", K_SEEDS, seeds, 0, 0),
-    CK("budget_images", K_I64, budget_images, 1, 1e15),
-    CK("wall_time_s", K_F64, wall_time_s, 0, 1e9),
-    CK("eval_every_images", K_I64, eval_every_images, 1, 1e15),
-    CK("eval_sampler", K_STR, sampler, 0, 0),
-    CK("eval_steps", K_INT, eval_steps, 1, 1000),
-    CK("eval_images", K_INT, eval_images, 2, 1e7),
-    CK("eval_cfg_scale", K_F64, cfg_scale, 0, 100),
-    CK("eval_seed", K_I64, eval_seed, 0, 1e18),
-    CK("grid_per_class", K_INT, grid_per_class, 1, 16),
-    CK("log_every", K_INT, log_every, 1, 1e9),
-    CK("ckpt_every", K_INT, ckpt_every, 0, 1e9),
-    CK("threads", K_INT, threads, 0, 1024),
-    CK("device", K_STR, device, 0, 0),
-    CK("train_flags", K_FLAGS, train_flags, 0, 0),
-    AK("backbone", K_STR, backbone, 0, 0),
-    AK("attention", K_STR, attention, 0, 0),
-    AK("preset", K_STR, preset, 0, 0),
-    AK("flags", K_FLAGS, flags, 0, 0),
-    AK("lr", K_F64, lr, 1e-8, 1),
+    CK("data", K_STR, data, 0, 0, TRAIN),
+    CK("features", K_STR, features, 0, 0, REF),
+    CK("ref", K_STR, ref, 0, 0, REF),
+    CK("ref_images", K_INT, ref_images, 0, 1e9, REF),
+    CK("inception", K_STR, inception, 0, 0, REF),
+    CK("lr", K_F64, lr, 1e-8, 1, TRAIN),  // compared as each run's lr, its arm's or this
+    CK("batch", K_INT, batch, 1, 65536, TRAIN),
+    CK("seeds", K_SEEDS, seeds, 0, 0, FREE),  // but a run that trained keeps its seed
+    CK("budget_images", K_I64, budget_images, 1, 1e15, GROW),
+    CK("wall_time_s", K_F64, wall_time_s, 0, 1e9, GROW),
+    CK("eval_every_images", K_I64, eval_every_images, 1, 1e15, FREE),
+    CK("eval_sampler", K_STR, sampler, 0, 0, EVAL),
+    CK("eval_steps", K_INT, eval_steps, 1, 1000, EVAL),
+    CK("eval_images", K_INT, eval_images, 2, 1e7, EVAL),
+    CK("eval_cfg_scale", K_F64, cfg_scale, 0, 100, EVAL),
+    CK("eval_seed", K_I64, eval_seed, 0, 1e18, EVAL),
+    CK("grid_per_class", K_INT, grid_per_class, 1, 16, FREE),
+    CK("log_every", K_INT, log_every, 1, 1e9, FREE),
+    CK("ckpt_every", K_INT, ckpt_every, 0, 1e9, FREE),
+    CK("threads", K_INT, threads, 0, 1024, FREE),
+    CK("device", K_STR, device, 0, 0, FREE),
+    CK("train_flags", K_FLAGS, train_flags, 0, 0, TRAIN),
+    AK("backbone", K_STR, backbone, 0, 0, TRAIN),
+    AK("attention", K_STR, attention, 0, 0, TRAIN),
+    AK("preset", K_STR, preset, 0, 0, TRAIN),
+    AK("flags", K_FLAGS, flags, 0, 0, TRAIN),
+    AK("lr", K_F64, lr, 1e-8, 1, TRAIN),
 };
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
 
@@ -321,4 +330,114 @@ int compare_eval_points(const CompareConfig *c, int64_t **out) {
     for (int64_t i = 0; i < n; i++) p[i] = i + 1 == n ? budget : (i + 1) * every;
     *out = p;
     return (int)n;
+}
+
+// A key's value as text: exact (%.17g) to compare, short (%g) for a message; flags with single blanks.
+static void key_text(const Key *k, const void *base, int exact, char *buf, size_t cap) {
+    const char *p = (const char *)base + k->off;
+    if (k->type == K_STR) snprintf(buf, cap, "%s", p);
+    else if (k->type == K_INT) snprintf(buf, cap, "%d", *(const int *)p);
+    else if (k->type == K_I64) snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p);
+    else if (k->type == K_F64) snprintf(buf, cap, exact ? "%.17g" : "%g", *(const double *)p);
+    else if (k->type == K_FLAGS) {
+        size_t n = 0;
+        for (const char *q = p; *q && n + 1 < cap; q++) {
+            if (*q == ' ' || *q == '\t') continue;
+            if (n && (q[-1] == ' ' || q[-1] == '\t')) buf[n++] = ' ';
+            if (n + 1 < cap) buf[n++] = *q;
+        }
+        buf[n] = 0;
+    } else buf[0] = 0;  // seeds: compared run by run
+}
+
+static int seed_of(const CompareConfig *c, uint64_t s) {
+    for (int i = 0; i < c->nseeds; i++)
+        if (c->seeds[i] == s) return 1;
+    return 0;
+}
+
+static const CompareArm *arm_of(const CompareConfig *c, const char *name) {
+    for (int i = 0; i < c->narms; i++)
+        if (!strcmp(c->arms[i].name, name)) return &c->arms[i];
+    return NULL;
+}
+
+// The first key of the section (b_*: the configs, or two arms) whose scope is in `scopes` that differs.
+static const Key *differs(const void *b_old, const void *b_new, int section, unsigned scopes, char *was, char *now,
+                          size_t cap) {
+    for (int i = 0; i < NKEYS; i++) {
+        const Key *k = &KEYS[i];
+        if (k->section != section || !(scopes >> k->scope & 1) || !strcmp(k->key, "lr")) continue;
+        char a[COMPARE_STR], b[COMPARE_STR];
+        key_text(k, b_old, 1, a, sizeof a);
+        key_text(k, b_new, 1, b, sizeof b);
+        if (strcmp(a, b)) {
+            key_text(k, b_old, 0, was, cap);
+            key_text(k, b_new, 0, now, cap);
+            return k;
+        }
+    }
+    return NULL;
+}
+
+static double run_lr(const CompareConfig *c, const CompareArm *a) { return a->lr > 0 ? a->lr : c->lr; }
+
+// A GROW key that got smaller (wall_time_s 0: no cap, the largest).
+static const char *shrunk(const CompareConfig *o, const CompareConfig *n, char *was, char *now, size_t cap) {
+    if (n->budget_images < o->budget_images) {
+        snprintf(was, cap, "%lld", (long long)o->budget_images);
+        snprintf(now, cap, "%lld", (long long)n->budget_images);
+        return "budget_images";
+    }
+    if (o->wall_time_s == 0 ? n->wall_time_s > 0 : n->wall_time_s > 0 && n->wall_time_s < o->wall_time_s) {
+        snprintf(was, cap, "%g", o->wall_time_s);
+        snprintf(now, cap, "%g", n->wall_time_s);
+        return "wall_time_s";
+    }
+    return NULL;
+}
+
+int compare_config_drift(const CompareConfig *old, const CompareConfig *now, const char *stored,
+                         int (*state)(const char *run, void *ctx), void *ctx, const char *ref_stats, MalaErr *err) {
+    char was[COMPARE_STR], is[COMPARE_STR], key[96];
+    const Key *k;
+    if (ref_stats && (k = differs(old, now, SEC_COMPARE, 1u << REF, was, is, sizeof was)))
+        return mala_errf(err, "%s: %s %s differs from %s in %s, with which %s was computed (a changed evaluation "
+                              "needs a new --out)", now->path, k->key, is, was, stored, ref_stats);
+    for (int a = 0; a < old->narms; a++)
+        for (int s = 0; s < old->nseeds; s++) {
+            const CompareArm *ao = &old->arms[a], *an = arm_of(now, ao->name);
+            char run[96];
+            snprintf(run, sizeof run, "%s-s%llu", ao->name, (unsigned long long)old->seeds[s]);
+            const int st = state(run, ctx);  // 0 not started, 1 trained, 2 evaluated
+            if (!st) continue;
+            if (!an || !seed_of(now, old->seeds[s])) {
+                if (an) snprintf(key, sizeof key, "seed %llu", (unsigned long long)old->seeds[s]);
+                else snprintf(key, sizeof key, "[arm %s]", ao->name);
+                return mala_errf(err, "%s: no %s, but run %s of %s has trained (a comparison keeps its runs)",
+                                 now->path, key, run, stored);
+            }
+            const char *what = "trained";
+            if ((k = differs(old, now, SEC_COMPARE, 1u << TRAIN, was, is, sizeof was)))
+                snprintf(key, sizeof key, "%s", k->key);
+            else if ((k = differs(ao, an, SEC_ARM, 1u << TRAIN, was, is, sizeof was)))
+                snprintf(key, sizeof key, "[arm %s] %s", an->name, k->key);
+            else if (run_lr(old, ao) != run_lr(now, an)) {
+                snprintf(key, sizeof key, an->lr > 0 ? "[arm %s] lr" : "lr", an->name);
+                snprintf(was, sizeof was, "%g", run_lr(old, ao));
+                snprintf(is, sizeof is, "%g", run_lr(now, an));
+            } else if (st == 2 && (k = differs(old, now, SEC_COMPARE, 1u << EVAL | 1u << REF, was, is, sizeof was))) {
+                snprintf(key, sizeof key, "%s", k->key);
+                what = "evaluated";
+            } else {
+                const char *g = shrunk(old, now, was, is, sizeof was);
+                if (!g) continue;
+                return mala_errf(err, "%s: %s %s is below %s in %s, and run %s has trained (it may only grow)",
+                                 now->path, g, is, was, stored, run);
+            }
+            return mala_errf(err, "%s: %s %s differs from %s in %s, with which run %s was %s (a changed %s needs a "
+                                  "new --out)", now->path, key, is, was, stored, run, what,
+                             !strcmp(what, "trained") ? "recipe" : "evaluation");
+        }
+    return 0;
 }

@@ -73,6 +73,15 @@ int compare_config_parse(const char *text, size_t len, const char *name, Compare
 // Reads and parses a file (at most 1 MiB).
 int compare_config_load(const char *path, CompareConfig *c, MalaErr *err);
 
+// Whether `now` may continue the comparison whose runs used `old` (stored: its file, for messages):
+// state(RUN, ctx) says how far a run of old got (0 not started, 1 trained, 2 evaluated). Refused,
+// with a one-line error naming the key (and run): a run that trained missing from now; a change of
+// what a trained run used (data, batch, its lr, train_flags, its arm's keys); of the evaluation
+// once a run was evaluated, or of the reference keys once ref_stats (that file, or NULL) exists; a
+// smaller budget_images or wall_time_s once a run trained. Everything else may change.
+int compare_config_drift(const CompareConfig *old, const CompareConfig *now, const char *stored,
+                         int (*state)(const char *run, void *ctx), void *ctx, const char *ref_stats, MalaErr *err);
+
 // Training steps for `images` images at batch b (rounded up).
 int64_t compare_steps(const CompareConfig *c, int64_t images);
 // The evaluation points in images seen: eval_every, 2 eval_every, ..., and the budget. Returns

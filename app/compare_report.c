@@ -139,15 +139,29 @@ static void order(const double *v, int n, int *idx) {
         }
 }
 
-// Prints the arms with a result in order; returns how many had one.
+// FD as results.md prints it (4 significant digits): arms equal at that precision are a tie.
+static double printed_fd(double v) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%#.4g", v);
+    return strtod(buf, NULL);
+}
+
+// Prints the arms with a result in order (v: printed_fd values; '=' between a tie); returns how
+// many had one.
 static int print_order(FILE *f, const CompareConfig *c, const double *v, const int *idx) {
-    int n = 0;
+    int n = 0, tie = 0;
     for (int i = 0; i < c->narms; i++)
-        if (isfinite(v[idx[i]]))
-            fprintf(f, "%s %s", !n++ ? "" : v[idx[i]] == v[idx[i - 1]] ? " =" : " <", c->arms[idx[i]].name);
-    fprintf(f, "%s.\n", n < c->narms ? (n ? " (the other arms have no result yet)" : " no results yet") : "");
+        if (isfinite(v[idx[i]])) {
+            const int eq = n && v[idx[i]] == v[idx[i - 1]];
+            tie |= eq;
+            fprintf(f, "%s %s", !n++ ? "" : eq ? " =" : " <", c->arms[idx[i]].name);
+        }
+    fprintf(f, "%s%s.\n", n < c->narms ? (n ? " (the other arms have no result yet)" : " no results yet") : "",
+            tie ? " (=: a tie, the same FD to 4 digits)" : "");
     return n;
 }
+
+static int sign(double a, double b) { return (a > b) - (a < b); }
 
 // The largest number of images at which every run with results has an evaluation (0 if none):
 // the one budget at which the arms compare, whatever order the runs were trained in (--runs).
@@ -168,8 +182,8 @@ static int64_t shared_point(const CompareRun *runs, int nruns, int *with) {
 }
 
 // The arms ranked by mean FD, and by each seed's FD, at the point every run with results has
-// reached: whether the seeds agree (on the arms every seed has) is the check that the budget is
-// large enough for the ranking to be stable.
+// reached: whether the seeds agree (on the arms every seed has; a tie is an order of its own) is
+// the check that the budget is large enough for the ranking to be stable.
 static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
     double v[COMPARE_MAX_SEEDS + 1][COMPARE_MAX_ARMS];  // [0]: the mean; [1 + s]: seed s
     int idx[COMPARE_MAX_ARMS], with;
@@ -186,7 +200,7 @@ static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *run
             for (int i = 0; i < nruns; i++)
                 if (runs[i].arm_index == a && runs[i].nev && (s < 0 || runs[i].seed == c->seeds[s]))
                     sum += at(&runs[i], pt)->fd, n++;
-            vs[a] = n ? sum / n : NAN;
+            vs[a] = n ? printed_fd(sum / n) : NAN;
         }
         order(vs, c->narms, idx);
         if (s < 0)
@@ -206,7 +220,7 @@ static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *run
     for (int i = 0; i < nc; i++)
         for (int j = i + 1; j < nc; j++)
             for (int s = 1; s < c->nseeds; s++)
-                agree &= (v[1][common[i]] < v[1][common[j]]) == (v[1 + s][common[i]] < v[1 + s][common[j]]);
+                agree &= sign(v[1][common[i]], v[1][common[j]]) == sign(v[1 + s][common[i]], v[1 + s][common[j]]);
     if (nc < 2) {
         fprintf(f, "Whether the seeds agree: not known yet (fewer than two arms have every seed).\n");
         return;
@@ -498,10 +512,36 @@ void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, c
         }
 }
 
+// The grid with a black column on its left naming each run beside its rows (white text).
+static int save_labelled(const char *path, const float *x, int n, int ch, int h, int w, int classes,
+                         const char *const *names, const int *row0, const int *rows, int nnames, MalaErr *err) {
+    enum { PAD = 2 };
+    uint8_t *g;
+    int gw, gh;
+    if (image_grid_u8(&g, &gw, &gh, x, n, ch, h, w, classes, PAD, err)) return -1;
+    int lw = 0;
+    for (int i = 0; i < nnames; i++) lw = plot_text_width(names[i]) > lw ? plot_text_width(names[i]) : lw;
+    lw += 2 * 6;
+    const int W = lw + gw;
+    uint8_t *img = xcalloc((size_t)W * gh * 3, 1);
+    for (int y = 0; y < gh; y++) memcpy(img + ((size_t)y * W + lw) * 3, g + (size_t)y * gw * 3, (size_t)gw * 3);
+    static const uint8_t white[3] = {255, 255, 255};
+    for (int i = 0; i < nnames; i++) {
+        int mid = PAD + row0[i] * (h + PAD) + (rows[i] * (h + PAD) - PAD) / 2;
+        plot_text(img, W, gh, 6, mid - 4, names[i], white);
+    }
+    int rc = image_write_png(path, img, W, gh, 3, err);
+    free(img);
+    free(g);
+    return rc;
+}
+
 void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *out) {
     float *all = NULL;
     int64_t n = 0, per = 0;
-    int ch = 0, h = 0, w = 0;
+    enum { MAXR = COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS };
+    int ch = 0, h = 0, w = 0, nn = 0, row0[MAXR], rows[MAXR];
+    const char *names[MAXR];
     for (int i = 0; i < nruns; i++) {
         if (!runs[i].grid[0]) continue;
         NpyArray a;
@@ -518,6 +558,9 @@ void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *ou
         all = realloc(all, (size_t)(n + gap + a.shape[0]) * per * sizeof(float));
         for (int64_t j = 0; j < gap * per; j++) all[n * per + j] = -1.0f;
         n += gap;
+        names[nn] = runs[i].name;
+        row0[nn] = (int)(n / classes);
+        rows[nn++] = (int)((a.shape[0] + classes - 1) / classes);
         memcpy(all + n * per, a.data, (size_t)a.shape[0] * per * sizeof(float));
         n += a.shape[0];
         npy_free(&a);
@@ -526,6 +569,7 @@ void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *ou
     char path[4400];
     MalaErr err;
     snprintf(path, sizeof path, "%s/compare.png", out);
-    if (image_save_grid(path, all, (int)n, ch, h, w, classes, 2, &err)) fprintf(stderr, "warning: %s\n", err.msg);
+    if (save_labelled(path, all, (int)n, ch, h, w, classes, names, row0, rows, nn, &err))
+        fprintf(stderr, "warning: %s\n", err.msg);
     free(all);
 }

@@ -1,4 +1,4 @@
-// defines: line_plot_png, loss_plot_png
+// defines: line_plot_png, loss_plot_png, plot_ticks, plot_tick_label, plot_text, plot_text_width
 #include "line_plot.h"
 
 #include <math.h>
@@ -34,23 +34,87 @@ static void line(uint8_t *img, int x0, int y0, int x1, int y1, const uint8_t rgb
     }
 }
 
-static void text(uint8_t *img, int x, int y, const char *s, const uint8_t rgb[3]) {
+void plot_text(uint8_t *img, int w, int h, int x, int y, const char *s, const uint8_t rgb[3]) {
     static char buf[64 * 1024];
     int quads = stb_easy_font_print((float)x, (float)y, (char *)s, NULL, buf, sizeof buf);
     for (int q = 0; q < quads; q++) {
         const float *v0 = (const float *)(buf + q * 64), *v2 = (const float *)(buf + q * 64 + 32);
         for (int yy = (int)v0[1]; yy < (int)v2[1]; yy++)
-            for (int xx = (int)v0[0]; xx < (int)v2[0]; xx++) put(img, xx, yy, rgb);
+            for (int xx = (int)v0[0]; xx < (int)v2[0]; xx++)
+                if (xx >= 0 && yy >= 0 && xx < w && yy < h) memcpy(img + ((size_t)yy * w + xx) * 3, rgb, 3);
     }
+}
+
+int plot_text_width(const char *s) { return stb_easy_font_width((char *)s); }
+
+static void text(uint8_t *img, int x, int y, const char *s, const uint8_t rgb[3]) {
+    plot_text(img, W, H, x, y, s, rgb);
 }
 
 static int usable(double x, double y, int log_y) { return isfinite(x) && isfinite(y) && (!log_y || y > 0); }
 
-static void label_number(char *buf, size_t n, double v) {
-    double a = fabs(v);
-    if (a >= 1e6) snprintf(buf, n, "%.3gM", v / 1e6);
-    else if (a >= 1e4) snprintf(buf, n, "%.3gK", v / 1e3);
-    else snprintf(buf, n, "%.4g", v);
+// 1, 2 or 5 times a power of ten, the smallest such >= x (x > 0).
+static double nice_step(double x) {
+    double p = pow(10, floor(log10(x))), m = x / p;
+    return (m <= 1 + 1e-9 ? 1 : m <= 2 + 1e-9 ? 2 : m <= 5 + 1e-9 ? 5 : 10) * p;
+}
+
+int plot_ticks(double lo, double hi, double *ticks, double *step) {
+    *step = nice_step((hi - lo) / 5);  // 2 to 6 ticks inside [lo, hi]
+    int n = 0;
+    for (double k = ceil(lo / *step - 1e-9); n < PLOT_MAX_TICKS && k * *step <= hi + 1e-9 * *step; k++)
+        ticks[n++] = fabs(k) < 0.5 ? 0 : k * *step;  // k * step, not a running sum: no drift, no "-0"
+    return n;
+}
+
+void plot_tick_label(char *buf, size_t n, double v, double step) {
+    if (v == 0) { snprintf(buf, n, "0"); return; }
+    double a = fmax(fabs(v), step), scale = a >= 1e6 ? 1e6 : a >= 1e4 ? 1e3 : 1;
+    int dec = (int)ceil(-log10(step / scale) - 1e-9);  // enough decimals that neighbours differ
+    dec = dec < 0 ? 0 : dec > 12 ? 12 : dec;
+    snprintf(buf, n, "%.*f%s", dec, v / scale, scale == 1e6 ? "M" : scale == 1e3 ? "K" : "");
+}
+
+// Widens [*lo, *hi] to at least a thousandth of the values' magnitude (1 when they are all 0):
+// a spread far below the printed precision draws flat, not as a full-height zigzag.
+static void min_span(double *lo, double *hi) {
+    double mag = fmax(fabs(*lo), fabs(*hi)), want = mag > 0 ? 1e-3 * mag : 1;
+    if (*hi - *lo >= want) return;
+    double mid = 0.5 * (*lo + *hi);
+    *lo = mid - want / 2;
+    *hi = mid + want / 2;
+}
+
+// The y tick values (as plotted: log10 of the value on a log axis) and their labels. A log axis
+// spanning more than 3 decades gets powers of ten; one holding two gets 1, 2 and 5 times them;
+// a narrower one round values of its range.
+static int y_ticks(double y0, double y1, int log_y, double *at, char lab[][32]) {
+    double t[PLOT_MAX_TICKS], step;
+    int n, m = 0;
+    if (!log_y) {
+        n = plot_ticks(y0, y1, t, &step);
+        for (int i = 0; i < n; i++) at[i] = t[i], plot_tick_label(lab[i], 32, t[i], step);
+        return n;
+    }
+    if (y1 - y0 > 3) {
+        double dstep = nice_step((y1 - y0) / 5);
+        for (double k = ceil(y0 / dstep) * dstep; k <= y1 && m < PLOT_MAX_TICKS; k += dstep)
+            at[m] = k, snprintf(lab[m++], 32, "%g", pow(10, k));
+        return m;
+    }
+    if (floor(y1) - ceil(y0) >= 1) {  // 1, 2 and 5 times the powers of ten
+        static const double MANT[3] = {1, 2, 5};
+        for (double d = floor(y0); d <= y1; d++)
+            for (int i = 0; i < 3 && m < PLOT_MAX_TICKS; i++) {
+                double v = log10(MANT[i]) + d;
+                if (v >= y0 && v <= y1) at[m] = v, snprintf(lab[m++], 32, "%g", MANT[i] * pow(10, d));
+            }
+        return m;
+    }
+    n = plot_ticks(pow(10, y0), pow(10, y1), t, &step);
+    for (int i = 0; i < n; i++)
+        if (t[i] > 0) at[m] = log10(t[i]), plot_tick_label(lab[m++], 32, t[i], step);
+    return m;
 }
 
 int line_plot_png(const char *path, const PlotSeries *s, int nseries, const PlotStyle *st, MalaErr *err) {
@@ -67,18 +131,24 @@ int line_plot_png(const char *path, const PlotSeries *s, int nseries, const Plot
         }
     if (!(x1 >= x0)) { x0 = 0; x1 = 1; y0 = 0; y1 = 1; }
     if (x1 <= x0) { x0 -= 1; x1 += 1; }
-    if (y1 <= y0) { double d = fabs(y0) > 0 ? fabs(y0) * 0.1 : 0.5; y0 -= d; y1 += d; }
+    if (st->log_y) {  // the minimum span of the values, not of their logarithms
+        double lo = pow(10, y0), hi = pow(10, y1);
+        min_span(&lo, &hi);
+        if (lo > 0) y0 = log10(lo), y1 = log10(hi);
+    } else {
+        min_span(&y0, &y1);
+    }
     double pad = (y1 - y0) * 0.05;
     y0 -= pad; y1 += pad;
     int pw = W - ML - MR, ph = H - MT - MB;
-    // five horizontal grid lines with their values
-    for (int g = 0; g <= 4; g++) {
-        double v = y0 + (y1 - y0) * g / 4;
-        int y = MT + (int)((y1 - v) / (y1 - y0) * ph);
+    // horizontal grid lines at round values, labelled with enough digits to tell them apart
+    double at[PLOT_MAX_TICKS];
+    char lab[PLOT_MAX_TICKS][32];
+    int nt = y_ticks(y0, y1, st->log_y, at, lab);
+    for (int g = 0; g < nt; g++) {
+        int y = MT + (int)((y1 - at[g]) / (y1 - y0) * ph);
         line(img, ML, y, ML + pw, y, grid);
-        char lab[32];
-        label_number(lab, sizeof lab, st->log_y ? pow(10, v) : v);
-        text(img, 4, y - 3, lab, axis);
+        text(img, ML - 4 - plot_text_width(lab[g]), y - 3, lab[g], axis);
     }
     line(img, ML, MT, ML, MT + ph, axis);
     line(img, ML, MT + ph, ML + pw, MT + ph, axis);
@@ -99,11 +169,15 @@ int line_plot_png(const char *path, const PlotSeries *s, int nseries, const Plot
         for (int dy = -1; dy <= 1; dy++) line(img, ML + pw + 10, ly + 3 + dy, ML + pw + 28, ly + 3 + dy, col);
         text(img, ML + pw + 32, ly, s[k].name ? s[k].name : "?", col);
     }
-    char lab[64];
-    label_number(lab, sizeof lab, x0);
-    text(img, ML, MT + ph + 6, lab, axis);
-    label_number(lab, sizeof lab, x1);
-    text(img, ML + pw - 6 * (int)strlen(lab), MT + ph + 6, lab, axis);
+    double xt[PLOT_MAX_TICKS], xstep;
+    int nx = plot_ticks(x0, x1, xt, &xstep);
+    for (int g = 0; g < nx; g++) {  // round x values with a tick mark each
+        int x = ML + (int)((xt[g] - x0) / (x1 - x0) * pw);
+        char xl[32];
+        plot_tick_label(xl, sizeof xl, xt[g], xstep);
+        line(img, x, MT + ph, x, MT + ph + 3, axis);
+        text(img, x - plot_text_width(xl) / 2, MT + ph + 6, xl, axis);
+    }
     if (st->xlabel) text(img, ML + pw / 2 - 3 * (int)strlen(st->xlabel), MT + ph + 20, st->xlabel, axis);
     char title[256];
     snprintf(title, sizeof title, "%s%s%s%s", st->title ? st->title : "", st->ylabel ? " (" : "",

@@ -1,7 +1,9 @@
 // mala compare: the config parser (every error names the file and line), and the shipped tiny
 // comparison end to end through the built program ($MALA_BIN, default ./mala): the results files
 // and plots, a second run that resumes without training or evaluating again, a run stopped by a
-// signal that continues, a comparison done a few runs at a time (--runs), and a bad config.
+// signal that continues, a comparison done a few runs at a time (--runs), and a bad config. From
+// evaluation rows alone: the ranking (ties too), compare.png's labels, a changed config refused or
+// accepted, an --out that is not a comparison's; and the plots' tick values.
 #include <dirent.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -11,6 +13,8 @@
 #include "compare_config.h"
 #include "image_io.h"
 #include "json.h"
+#include "line_plot.h"
+#include "npy.h"
 #include "testutil.h"
 #include "testcli.h"   // defines: run, g_err, slurp, mala_bin
 
@@ -476,6 +480,9 @@ START_TEST(test_report_ranking) {
     mkdir(out, 0755);
     snprintf(runs, sizeof runs, "%s/runs", out);
     mkdir(runs, 0755);
+    t = read_text(tp("two.ini"));
+    write_text(tp("cmp/config.ini"), t);  // what the harness keeps in a comparison's DIR
+    free(t);
     // images,step,train_s,fd,class_acc,...: dig-s1 is half way, dig-s2 has not started
     put_evals(out, "mala-s1", "32,4,1,5.0,0.1,,,,1,0\n64,8,2,3.0,0.2,,,,1,0\n");
     put_evals(out, "softmax-s1", "32,4,1,6.0,0.1,,,,1,0\n64,8,2,4.0,0.2,,,,1,0\n");
@@ -506,6 +513,203 @@ START_TEST(test_report_ranking) {
     md = read_text(tp("cmp/results.md"));
     ck_assert_msg(strstr(md, "The seeds DISAGREE on the order of the arms every seed has (mala, softmax).\n"), "%s", md);
     free(md);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// ---- plots: round ticks ----
+
+// Tick values for a range are round (whole multiples of the step, a 1, 2 or 5 times a power of
+// ten), lie in the range, and their labels all differ: a 4e-4 spread at 67.89 once got five
+// "67.89" labels.
+START_TEST(test_plot_ticks) {
+    static const double R[][2] = {{67.8898, 67.8902}, {67.85, 67.93}, {0.9682, 0.9965}, {0, 640000},
+                                  {32, 64}, {-3, 7}, {1e-7, 3e-7}, {999990, 1000010}};
+    for (size_t r = 0; r < sizeof R / sizeof R[0]; r++) {
+        double t[PLOT_MAX_TICKS], step;
+        int n = plot_ticks(R[r][0], R[r][1], t, &step);
+        ck_assert_msg(n >= 2 && n <= 6, "[%g, %g]: %d ticks", R[r][0], R[r][1], n);
+        double m = step / pow(10, floor(log10(step)));
+        ck_assert_msg(fabs(m - 1) < 1e-9 || fabs(m - 2) < 1e-9 || fabs(m - 5) < 1e-9, "step %g", step);
+        char lab[PLOT_MAX_TICKS][32];
+        for (int i = 0; i < n; i++) {
+            ck_assert_msg(t[i] >= R[r][0] - 1e-9 * step && t[i] <= R[r][1] + 1e-9 * step, "tick %g outside", t[i]);
+            ck_assert_msg(fabs(t[i] / step - round(t[i] / step)) < 1e-6, "tick %.17g: not a multiple of %g", t[i],
+                          step);
+            plot_tick_label(lab[i], sizeof lab[i], t[i], step);
+            for (int j = 0; j < i; j++)
+                ck_assert_msg(strcmp(lab[i], lab[j]), "[%g, %g]: two ticks labelled %s", R[r][0], R[r][1], lab[i]);
+        }
+    }
+    double t[PLOT_MAX_TICKS], step;
+    char lab[32];
+    ck_assert_int_eq(plot_ticks(67.8898, 67.8902, t, &step), 5);  // 67.8898 ... 67.8902
+    plot_tick_label(lab, sizeof lab, t[0], step);
+    ck_assert_str_eq(lab, "67.8898");
+    plot_ticks(0.9682, 0.9965, t, &step);  // loss.png's range: 0.97, 0.98, 0.99
+    plot_tick_label(lab, sizeof lab, t[0], step);
+    ck_assert_str_eq(lab, "0.97");
+    plot_ticks(0, 640000, t, &step);
+    plot_tick_label(lab, sizeof lab, t[2], step);
+    ck_assert_str_eq(lab, "400K");
+}
+END_TEST
+
+// A DIR that looks like a comparison: config.ini (the config at cfg), runs/ and one evaluated run.
+static void fake_comparison(const char *dir, const char *cfg, const char *run, const char *rows) {
+    char path[700];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/runs", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/config.ini", dir);
+    char *t = read_text(cfg);
+    write_text(path, t);
+    free(t);
+    put_evals(dir, run, rows);
+}
+
+// A tie at the printed precision is reported as one, and compare.png names each run's rows.
+START_TEST(test_report_tie_and_labels) {
+    tu_make_tmpdir("compare_tie");
+    char out[512];
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    // 67.8901 and 67.8899 both print as 67.89: mala and softmax tie (config order), dig after
+    fake_comparison(out, TINY, "mala-s1", "32,4,1,67.8901,0.1,,,,1,0\n");
+    put_evals(out, "softmax-s1", "32,4,1,67.8899,0.1,,,,1,0\n");
+    put_evals(out, "dig-s1", "32,4,1,70.0,0.1,,,,1,0\n");
+    const char *names[] = {"mala-s1", "softmax-s1", "dig-s1"};
+    float grid[2 * 8 * 8];
+    for (int i = 0; i < 2 * 8 * 8; i++) grid[i] = -1.0f;  // black images: every white pixel is a label's
+    for (int i = 0; i < 3; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/runs/%s/model.csv", out, names[i]);
+        write_text(path, "params,gflop_per_img,classes\n1000,0.001,2\n");
+        snprintf(path, sizeof path, "%s/runs/%s/grid-0000004.npy", out, names[i]);
+        NpyArray a;
+        const int64_t shape[4] = {2, 1, 8, 8};
+        ck_assert_int_eq(npy_wrap(&a, "<f4", grid, 4, shape), 0);
+        MalaErr err;
+        ck_assert_msg(npy_save(path, &a, &err) == 0, "%s", err.msg);
+    }
+    int rc = run("compare --config " TINY " --out %s --report", out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("cmp/results.md"));
+    ck_assert_msg(strstr(md, "mean over seeds: mala = softmax < dig (=: a tie, the same FD to 4 digits).\n"), "%s", md);
+    free(md);
+    // compare.png: one row of 8x8 images per run (2 px padding) and a blank row between runs; the
+    // label column left of the images has white pixels in each run's band of rows
+    uint8_t *px;
+    int w, h;
+    MalaErr err;
+    ck_assert_msg(image_load(tp("cmp/compare.png"), 3, &px, &w, &h, &err) == 0, "%s", err.msg);
+    const int grid_w = 2 + 2 * (8 + 2);
+    ck_assert_msg(w > grid_w, "compare.png is %d wide: no label column", w);
+    for (int r = 0; r < 3; r++) {
+        int white = 0, y0 = 2 + 2 * r * (8 + 2);  // run r's row: rows 0, 2, 4 (1, 3 are blank)
+        for (int y = y0 - 2; y < y0 + 10 && y < h; y++)
+            for (int x = 0; x < w - grid_w; x++) white += px[((size_t)y * w + x) * 3] == 255;
+        ck_assert_msg(white > 5, "no label beside %s's rows", names[r]);
+    }
+    free(px);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// ---- the output directory: a comparison's own, and its config may not change what its runs used ----
+
+// Config drift on a DIR whose run mala-s1 was evaluated: a changed recipe or evaluation is a
+// one-line error naming the key and the run, nothing written; a larger budget or more evaluation
+// points are accepted.
+START_TEST(test_config_drift) {
+    tu_make_tmpdir("compare_drift");
+    char out[512], *before = NULL, *after = NULL;
+    size_t lb = 0, la = 0;
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    fake_comparison(out, TINY, "mala-s1", "32,4,1,5.0,0.1,,,,1,0\n");
+    snapshot(out, &before, &lb);
+    static const struct { const char *key, *value, *phrase; } BAD[] = {
+        {"lr", "0.001", ": lr 0.001 differs from 0.0005 in %s/config.ini, with which run mala-s1 was trained"},
+        {"batch", "16", ": batch 16 differs from 8 in %s/config.ini, with which run mala-s1 was trained"},
+        {"eval_steps", "3", ": eval_steps 3 differs from 2 in %s/config.ini, with which run mala-s1 was evaluated"},
+        {"budget_images", "32", ": budget_images 32 is below 64 in %s/config.ini, and run mala-s1 has trained"},
+        {"seeds", "2", ": no seed 1, but run mala-s1 of %s/config.ini has trained"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char *t = set_key(read_text(TINY), BAD[i].key, BAD[i].value);
+        write_text(tp("new.ini"), t);
+        free(t);
+        int rc = run("compare --config %s --out %s", tp("new.ini"), out);
+        char want[700];
+        snprintf(want, sizeof want, BAD[i].phrase, out);
+        ck_assert_msg(rc == 1 && !strncmp(g_err, "error: ", 7) && strstr(g_err, want) && count_char(g_err, '\n') == 1,
+                      "%s = %s: exit %d:\n%s", BAD[i].key, BAD[i].value, rc, g_err);
+    }
+    // an arm's own key, and an arm left out
+    char *t = read_text(TINY), *p = strstr(t, "preset = DiT-T/4");
+    memcpy(p, "preset = DiT-S/4", 16);
+    write_text(tp("new.ini"), t);
+    int rc = run("compare --config %s --out %s", tp("new.ini"), out);
+    ck_assert_msg(rc == 1 && strstr(g_err, ": [arm mala] preset DiT-S/4 differs from DiT-T/4"), "%s", g_err);
+    *strstr(t, "[arm mala]") = 0;
+    snprintf(t + strlen(t), 64, "[arm x]\nbackbone = dit\npreset = DiT-T/4\n");
+    write_text(tp("new.ini"), t);
+    free(t);
+    rc = run("compare --config %s --out %s", tp("new.ini"), out);
+    ck_assert_msg(rc == 1 && strstr(g_err, ": no [arm mala], but run mala-s1 of "), "%s", g_err);
+    snapshot(out, &after, &la);
+    ck_assert_msg(la == lb && !memcmp(before, after, la), "a refused config changed the output directory");
+    free(after);
+    // a larger budget, more evaluation points, another seed and other threads: accepted (--report
+    // here: no training), and the next invocation stores that config
+    t = set_key(set_key(set_key(set_key(read_text(TINY), "budget_images", "128"), "eval_every_images", "16"), "seeds",
+                        "1, 2"), "threads", "1");
+    write_text(tp("new.ini"), t);
+    rc = run("compare --config %s --out %s --report", tp("new.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("cmp/results.md"));
+    ck_assert_msg(strstr(md, "budget 128 images seen"), "%s", md);
+    free(md);
+    free(t);
+    free(before);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// --out naming a folder that is not a comparison's (a training run's directory, a folder with a
+// config.ini of its own) is refused before anything is written; an empty folder is fine.
+START_TEST(test_out_not_a_comparison) {
+    tu_make_tmpdir("compare_out");
+    char run_dir[512], *before = NULL, *after = NULL;
+    size_t lb = 0, la = 0;
+    snprintf(run_dir, sizeof run_dir, "%s", tp("train_run"));
+    mkdir(run_dir, 0755);
+    write_text(tp("train_run/log.csv"), "step,loss\n1,0.5\n");
+    write_text(tp("train_run/loss.png"), "not really a png, but the user's");
+    snapshot(run_dir, &before, &lb);
+    const char *modes[] = {"", " --report"};
+    for (int i = 0; i < 2; i++) {
+        int rc = run("compare --config " TINY " --out %s%s", run_dir, modes[i]);
+        ck_assert_int_eq(rc, 1);
+        char want[700];
+        snprintf(want, sizeof want, "--out %s: not empty and not a comparison's directory (no config.ini)", run_dir);
+        ck_assert_msg(!strncmp(g_err, "error: ", 7) && strstr(g_err, want) && count_char(g_err, '\n') == 1, "%s",
+                      g_err);
+    }
+    write_text(tp("train_run/config.ini"), "[model]\nwidth = 3\n");
+    int rc = run("compare --config " TINY " --out %s", run_dir);
+    ck_assert_msg(rc == 1 && strstr(g_err, "not a comparison's directory (its config.ini: ") &&
+                      count_char(g_err, '\n') == 1, "%s", g_err);
+    unlink(tp("train_run/config.ini"));
+    snapshot(run_dir, &after, &la);
+    ck_assert_msg(la == lb && !memcmp(before, after, la), "compare wrote into a training run's directory");
+    free(before);
+    free(after);
+    // a file is not a directory; an empty directory is a new comparison's (here stopped by --runs)
+    rc = run("compare --config " TINY " --out %s", tp("train_run/log.csv"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "log.csv: not a directory") && count_char(g_err, '\n') == 1, "%s", g_err);
+    mkdir(tp("empty"), 0755);
+    rc = run("compare --config " TINY " --out %s --runs nosuch-s1", tp("empty"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "--runs: " TINY " has no run 'nosuch-s1'"), "%s", g_err);
     tu_rm_tmpdir();
 }
 END_TEST
@@ -546,6 +750,10 @@ int main(void) {
     tcase_add_test(tc, test_shipped_config_tiny);
     tcase_add_test(tc, test_runs_subset);
     tcase_add_test(tc, test_report_ranking);
+    tcase_add_test(tc, test_plot_ticks);
+    tcase_add_test(tc, test_report_tie_and_labels);
+    tcase_add_test(tc, test_config_drift);
+    tcase_add_test(tc, test_out_not_a_comparison);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
