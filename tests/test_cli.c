@@ -539,6 +539,36 @@ START_TEST(test_small_things) {
 }
 END_TEST
 
+// Issue 33 item 9: mala restarts itself to set OpenMP's wait policy; the restarted process keeps
+// the binary's name (it was "exe", from /proc/self/exe), so ps, top and pgrep find it. The child
+// is read as a zombie (waitid WNOWAIT): its comm stays until it is reaped.
+START_TEST(test_process_name) {
+    tu_make_tmpdir("cli");
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        unsetenv("MALA_NO_REEXEC");
+        unsetenv("OMP_WAIT_POLICY");  // the restart happens when the policy is not set
+        if (!freopen("/dev/null", "w", stdout)) _exit(126);
+        execl(mala_bin(), mala_bin(), "help", (char *)NULL);
+        _exit(127);
+    }
+    siginfo_t info;
+    ck_assert(waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) == 0);
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    slurp(path, comm, sizeof comm);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mala help: status %d", st);
+    const char *base = strrchr(mala_bin(), '/') ? strrchr(mala_bin(), '/') + 1 : mala_bin();
+    char want[32];
+    snprintf(want, sizeof want, "%.15s\n", base);  // the kernel keeps 15 characters
+    ck_assert_msg(!strcmp(comm, want), "process name '%s', expected '%s'", comm, want);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -552,5 +582,9 @@ int main(void) {
     tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
     suite_add_tcase(s, tc);
+    TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
+    tcase_set_timeout(names, 600);
+    tcase_add_test(names, test_process_name);
+    suite_add_tcase(s, names);
     return tu_run(s);
 }
