@@ -11,7 +11,7 @@
 typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
 
 static const Command COMMANDS[] = {
-    {"train", cmd_train, "train a model (Fashion-MNIST or an image folder), headless, resumable"},
+    {"train", cmd_train, "train a model (Fashion-MNIST, an image folder, or a latent set from encode), resumable"},
     {"sample", cmd_sample, "generate images with DDPM, DDIM or DPM-Solver++ and classifier-free guidance"},
     {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
     {"bench", cmd_bench, "measure throughput: bench train | sample | inception | vae"},

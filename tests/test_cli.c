@@ -539,6 +539,36 @@ START_TEST(test_small_things) {
 }
 END_TEST
 
+// Issue 33 item 16: help names latent sets as --data, --global-batch's default is said in words,
+// preset names take any case (the canonical name is printed).
+START_TEST(test_help_and_names) {
+    tu_make_tmpdir("cli");
+    RUN_OK("help");
+    char line[256];
+    const char *row = strstr(g_out, "  train ");
+    ck_assert_msg(row, "%s", g_out);
+    snprintf(line, sizeof line, "%.*s", (int)(strchr(row, '\n') - row), row);
+    ck_assert_msg(strstr(line, "a latent set"), "mala help's train row does not name latent sets: %s", line);
+    RUN_OK("train --help");
+    row = strstr(g_out, "--data SRC");
+    ck_assert_msg(row, "%s", g_out);
+    snprintf(line, sizeof line, "%.*s", (int)(strchr(row, '\n') - row), row);
+    ck_assert_msg(strstr(line, "latent set (mala encode)"), "%s", line);
+    row = strstr(g_out, "--global-batch G");
+    ck_assert_msg(row, "%s", g_out);
+    snprintf(line, sizeof line, "%.*s", (int)(strchr(row, '\n') - row), row);
+    ck_assert_msg(!strstr(line, "default 0") && strstr(line, "(default: --batch)"), "%s", line);
+    RUN_OK("train --model dit-t/4 --batch 4 --log-every 1 --sample-every 0 --threads 2 --limit 16 --iters 1 --out %s",
+           tp("lower"));
+    ck_assert_msg(strstr(g_err, "note: --model dit-t/4 is DiT-T/4\n"), "%s", g_err);
+    RUN_OK("bench train --model dig-t/4 --batch 2 --steps 1 --threads 2");
+    ck_assert_msg(strstr(g_err, "note: --model dig-t/4 is DiG-T/4\n"), "%s", g_err);
+    expect_error(run("train --model dit-q/4 --out %s", tp("x")), "unknown preset", "--model dit-q/4: unknown preset",
+                 NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // Issue 33 item 9: mala restarts itself to set OpenMP's wait policy; the restarted process keeps
 // the binary's name (it was "exe", from /proc/self/exe), so ps, top and pgrep find it. The child
 // is read as a zombie (waitid WNOWAIT): its comm stays until it is reaped.
@@ -585,6 +615,7 @@ int main(void) {
     TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
     tcase_set_timeout(names, 600);
     tcase_add_test(names, test_process_name);
+    tcase_add_test(names, test_help_and_names);
     suite_add_tcase(s, names);
     return tu_run(s);
 }

@@ -373,6 +373,7 @@ START_TEST(script_errors) {
     assert_model();
     // refused while parsing, before any window: exit 2 without needing a display
     const char *bad[][2] = {{"generate;frobnicate;quit", "unknown command"},
+                            {"genrate;quit", "'genrate': unknown command; did you mean generate?"},
                             {"steps=0", "expected an integer from 1 to 1000"},
                             {"n=17", "expected an integer from 1 to 16"},
                             {"sampler=euler", "expected sampler=ddpm|ddim|dpm++2m"},
