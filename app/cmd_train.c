@@ -292,7 +292,8 @@ int cmd_train(int argc, char **argv) {
     int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
-        {"--data", OPT_STR, &rs.data, "SRC", "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
+        {"--data", OPT_STR, &rs.data, "SRC",
+         "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
          ARG_ALIAS("--data-path")},
         {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
         {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",

@@ -311,7 +311,8 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
         line.y = text_wrap(u, line, 24, C_DIM, pn->model.attn_why);
         line.y = text_wrap(u, line, 24, C_DIM, dig ? "DiG mixes tokens by gated linear recurrence (GLA);"
                                                    : "DiC mixes tokens by convolutions only;");
-        text_wrap(u, line, 24, C_DIM, dig ? "its gates/decay are not exposed: nothing to show" : "there is no map to show");
+        text_wrap(u, line, 24, C_DIM,
+                  dig ? "its gates/decay are not exposed: nothing to show" : "there is no map to show");
         return;
     }
     const AttnRowInfo *in = &pn->model.attn;

@@ -1,8 +1,7 @@
 // The backbone registry and what every network shares: configuration metadata, the parameter
 // table, the arena, and the calls that dispatch to a backbone.
 // defines: net_backbone, backbone_parse, backbone_name, net_preset_canonical, net_config_*, net_arena_bytes,
-//          net_create,
-//          net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
+//          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "net.h"
 

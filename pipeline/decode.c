@@ -1,5 +1,5 @@
-// defines: generator_recorded_vae, generator_attach_vae, generator_out_channels, generator_out_size, generator_out_floats,
-//          generator_decode
+// defines: generator_recorded_vae, generator_attach_vae, generator_out_channels, generator_out_size,
+//          generator_out_floats, generator_decode
 //
 // Latent models (DESIGN 8): their samples are VAE latents times the model's latent_scale, and
 // every command that writes or shows images decodes them here, through the one VAE it was given.
@@ -24,8 +24,8 @@ int generator_recorded_vae(const Generator *g, const char *model, const char **v
     st_close(&f);
     if (!buf[0]) return 0;
     if (access(buf, R_OK))
-        return mala_errf(err, "%s is a latent model; the VAE its run recorded (%s) cannot be read: give --vae FILE", model,
-                         buf);
+        return mala_errf(err, "%s is a latent model; the VAE its run recorded (%s) cannot be read: give --vae FILE",
+                         model, buf);
     *vae = buf;
     return 1;
 }

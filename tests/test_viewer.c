@@ -594,7 +594,8 @@ START_TEST(text_fits) {
     const char *models[2] = {BUNDLED, train_model("dig", "DiG-T/4", NULL)};
     for (int m = 0; m < 2; m++) {
         char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)models[m], "--threads", "1",
-                        "--script", "attn=on;steps=1;n=1;generate;wait;quit", "--screenshot", (char *)tp("fit.png"), NULL};
+                        "--script", "attn=on;steps=1;n=1;generate;wait;quit",
+                        "--screenshot", (char *)tp("fit.png"), NULL};
         assert_ran(run(argv, tp("fit.log"), 1), 0, tp("fit.log"));
         log = read_text(tp("fit.log"));
         ck_assert_msg(strstr(log, "scale") && strstr(log, ", 0 texts cut\n"), "%s: texts cut at the default size:\n%s",
