@@ -150,7 +150,12 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     s->path = sp->ckpt;
     s->gen = xcalloc(1, sizeof *s->gen);
     if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
-    if (generator_attach_vae(s->gen, sp->vae, sp->ckpt, err)) return -1;
+    const char *vae = sp->vae;
+    char vae_buf[4200];
+    int recorded = generator_recorded_vae(s->gen, sp->ckpt, &vae, vae_buf, sizeof vae_buf, err);
+    if (recorded < 0) return -1;
+    if (recorded && dist_rank() == 0) fprintf(stderr, "using the VAE recorded in %s: %s\n", sp->ckpt, vae);
+    if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
     s->gopts = &sp->opts;
     s->seed = sp->seed;
     s->n = sp->num;

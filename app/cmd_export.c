@@ -1,5 +1,6 @@
 // mala export: the weights a sampler needs (EMA when present) from a training checkpoint, as a
-// small model file (F16 by default), with the configuration and class names.
+// small model file (F16 by default), with the configuration, class names and provenance (the
+// training step, the checkpoint exported, the run's run.* settings such as its VAE).
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -22,6 +23,22 @@ static int is_exported_model(const char *path) {
         if (!strncmp(f.tensors[i].name, "ema.", 4) || !strncmp(f.tensors[i].name, "opt.", 4)) ok = 0;
     st_close(&f);
     return ok;
+}
+
+enum { PROVENANCE_MAX = 64 };
+
+// The metadata that says where the weights come from (kv: key, value, ...); returns the entries.
+// A model file exported again keeps its source's step and original checkpoint.
+static int provenance(const char *ckpt, const StFile *f, const char **kv) {
+    int n = 0;
+    const char *step = st_meta(f, "step"), *from = st_meta(f, "exported_from");
+    if (step) { kv[2 * n] = "step"; kv[2 * n + 1] = step; n++; }
+    kv[2 * n] = "exported_from";
+    kv[2 * n + 1] = from ? from : ckpt;
+    n++;
+    for (int i = 0; i < f->nmeta && n < PROVENANCE_MAX; i++)
+        if (!strncmp(f->meta_keys[i], "run.", 4)) { kv[2 * n] = f->meta_keys[i]; kv[2 * n + 1] = f->meta_vals[i]; n++; }
+    return n;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -51,7 +68,12 @@ int cmd_export(int argc, char **argv) {
     ClassNames cn;
     Net *m = ckpt_load_model(ckpt, backend_cpu(), 1, &cn, &err);
     if (!m) FATAL("%s", err.msg);
-    if (ckpt_save_weights(m, &cn, m->w, dt, out, &err)) FATAL("%s", err.msg);
+    StFile f;
+    if (st_open(&f, ckpt, &err)) FATAL("%s", err.msg);
+    const char *kv[2 * PROVENANCE_MAX];
+    int nkv = provenance(ckpt, &f, kv);
+    if (ckpt_save_weights_meta(m, &cn, m->w, dt, kv, nkv, out, &err)) FATAL("%s", err.msg);
+    st_close(&f);
     fprintf(stderr, "wrote %s (%zu parameters, %s)\n", out, m->n_trainable, dtype);
     class_names_free(&cn);
     net_free(m);

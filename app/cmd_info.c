@@ -16,6 +16,25 @@ static void grouped(char *buf, size_t n, long long v) {
     buf[o] = 0;
 }
 
+// A model file: the training step and checkpoint it was exported from (mala export records them).
+static void model_provenance(const StFile *f) {
+    const char *step = st_meta(f, "step"), *from = st_meta(f, "exported_from");
+    printf("  model file (one set of weights), %d tensors\n", f->n);
+    if (step) printf("  training step %s%s%s\n", step, from ? ", exported from " : "", from ? from : "");
+    else printf("  training step: not recorded (exported before mala export kept it, or written by another tool)\n");
+}
+
+// The run.* settings: empty ones (no VAE) left out, -1 (the data's default) said in words.
+static void run_settings(const StFile *f) {
+    int run = 0;
+    for (int i = 0; i < f->nmeta; i++) {
+        const char *k = f->meta_keys[i], *v = f->meta_vals[i];
+        if (strncmp(k, "run.", 4) || !*v) continue;
+        printf("%s %s %s", run++ ? "," : "  run:", k + 4, strcmp(v, "-1") ? v : "the data's default");
+    }
+    if (run) printf("\n");
+}
+
 int cmd_info(int argc, char **argv) {
     int tensors = 0;
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"}};
@@ -47,7 +66,7 @@ int cmd_info(int argc, char **argv) {
     int training = st_find(&f, "ema.pos_embed") != NULL;
     if (training) printf("  training checkpoint at step %s (online and EMA weights, AdamW moments), %d tensors\n",
                          step ? step : "?", f.n);
-    else printf("  model file (one set of weights%s), %d tensors\n", step ? ", from a training run" : "", f.n);
+    else model_provenance(&f);
     if (training) {
         static const char *const hyper[] = {"batch",      "lr",        "warmup",    "decay_start", "decay_end",
                                             "lr_end",     "weight_decay", "grad_clip", "ema_decay",  "label_drop",
@@ -62,12 +81,7 @@ int cmd_info(int argc, char **argv) {
         }
         printf("\n");
     }
-    int run = 0;
-    for (int i = 0; i < f.nmeta; i++) {
-        if (strncmp(f.meta_keys[i], "run.", 4)) continue;
-        printf("%s %s %s", run++ ? "," : "  run:", f.meta_keys[i] + 4, f.meta_vals[i]);
-    }
-    if (run) printf("\n");
+    run_settings(&f);
     for (int i = 0; tensors && i < f.n; i++) {
         const StTensor *t = &f.tensors[i];
         printf("  %-48s %-4s [", t->name, st_dtype_name(t->dtype));

@@ -189,6 +189,10 @@ int cmd_sample(int argc, char **argv) {
     Generator g;
     if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
     if (!strcmp(weights, "online")) use_online_weights(&g, ckpt);
+    char vae_buf[4200];
+    int recorded = generator_recorded_vae(&g, ckpt, &vae, vae_buf, sizeof vae_buf, &err);
+    if (recorded < 0) FATAL("%s", err.msg);
+    if (recorded && lead) fprintf(stderr, "using the VAE recorded in %s: %s\n", ckpt, vae);
     if (generator_attach_vae(&g, vae, ckpt, &err)) FATAL("%s", err.msg);
     const NetConfig *c = &g.net->cfg;
     int K = c->num_classes;

@@ -292,12 +292,13 @@ int cmd_train(int argc, char **argv) {
     int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
-        {"--data", OPT_STR, &rs.data, "SRC", "fashion-mnist or an image folder root/<class>/<image>",
+        {"--data", OPT_STR, &rs.data, "SRC",
+         "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
          ARG_ALIAS("--data-path")},
         {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
         {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",
          ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
-        {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch", ARG_MIN(1)},
+        {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch (default: --batch)", ARG_MIN(1)},
         {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
         {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
          "batch) steps; default: --iters)", ARG_MIN(1)},

@@ -34,7 +34,7 @@ Vae *vae_open_for(const char *path, const Backend *be, int batch, int n, int h, 
 // --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.
 typedef struct {
     const char *preset, *default_preset, *attn, *backbone;
-    char preset_buf[16];
+    char preset_buf[64];
     int rope, lepe, gate;      // -1 = the attention kind's default
     int image_size, channels, classes, learn_sigma;
 } ModelOpts;

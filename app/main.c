@@ -1,4 +1,5 @@
 // mala: train, sample, evaluate and view class-conditional DiT / MALA diffusion models.
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
 
 static const Command COMMANDS[] = {
-    {"train", cmd_train, "train a model (Fashion-MNIST or an image folder), headless, resumable"},
+    {"train", cmd_train, "train a model (Fashion-MNIST, an image folder, or a latent set from encode), resumable"},
     {"sample", cmd_sample, "generate images with DDPM, DDIM or DPM-Solver++ and classifier-free guidance"},
     {"eval", cmd_eval, "FID statistics, FID and Inception Score (pytorch-fid's network and conventions)"},
     {"bench", cmd_bench, "measure throughput: bench train | sample | inception | vae"},
@@ -29,6 +30,19 @@ static void usage(FILE *f) {
     fprintf(f, "  %-8s %s\n", "help", "this list");
 }
 
+// Starts this binary again through its resolved path, not /proc/self/exe, whose name ("exe") the
+// kernel would take as the process name (ps, top, pgrep, the OOM killer's log). On failure carry
+// on with the defaults.
+static void reexec(char **argv) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        execv(self, argv);
+    }
+    execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
     // libgomp's idle workers spin by default and then fight OpenBLAS and other processes for
     // the cores (2-6x slower steps on a busy 2-core machine). The policy is read when libgomp
@@ -39,7 +53,7 @@ int main(int argc, char **argv) {
         if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);
         if (!getenv("OPENBLAS_CORETYPE") && blas_core_for_cpu()) setenv("OPENBLAS_CORETYPE", blas_core_for_cpu(), 1);
         setenv("MALA_NO_REEXEC", "1", 1);
-        execv("/proc/self/exe", argv);  // on failure carry on with the defaults
+        reexec(argv);
     }
 #ifdef MALA_BLIS
     // BLIS reads BLIS_ARCH_TYPE at its first call; Debian's build picks its AVX2 kernels on

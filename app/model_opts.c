@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "dist.h"
 
 void model_opts_default(ModelOpts *mo, const char *preset) {
     mo->preset = mo->default_preset = preset;
@@ -43,6 +44,12 @@ void model_opts_config(ModelOpts *mo, NetConfig *c) {
         mo->preset = mo->preset_buf;
     }
     if (net_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
+    char canon[64];
+    if (strcmp(net_preset_canonical(mo->preset, canon, sizeof canon), mo->preset)) {  // "dit-t/4" names DiT-T/4
+        if (dist_rank() == 0) fprintf(stderr, "note: --model %s is %s\n", mo->preset, canon);
+        snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s", canon);
+        mo->preset = mo->preset_buf;
+    }
     if (mo->backbone && bk != c->backbone)
         FATAL("--backbone %s contradicts --model %s (a %s preset)", mo->backbone, mo->preset, backbone_name(c->backbone));
     if (c->backbone == BACKBONE_DIT) {

@@ -233,13 +233,17 @@ typedef struct {
 } Hit;
 
 #define UI_MAX_HITS 160
+#define UI_MAX_CUTS 4
 typedef struct {
     Hit hit[UI_MAX_HITS];
     int n;
     SDL_Rect list;   // the class list, for the mouse wheel
+    int cuts;        // texts of the frame cut with ".." to fit (logged with a screenshot)
+    char cut[UI_MAX_CUTS][2][96];  // the first ones: the text, and what was shown
 } UiHits;
 
-// Draws the whole window into the renderer (not presented) and records the clickable areas.
+// Draws the whole window into the renderer (not presented) and records the clickable areas and
+// the texts it had to cut.
 void ui_draw(View *v, UiHits *hits);
 // The action under (x, y), ACT_NONE when none.
 Action ui_hit(const UiHits *h, int x, int y, int *arg);
@@ -254,8 +258,8 @@ void ui_scroll_list(View *v, int rows);
 int font_width(const char *s, int scale);
 int font_height(int scale);  // of one line of capitals, without descenders
 void font_draw(SDL_Renderer *ren, int x, int y, int scale, SDL_Color c, const char *s);
-// Copies s into buf (size n), cut with ".." so it is at most max_w pixels wide.
-void font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
+// Copies s into buf (size n), cut with ".." so it is at most max_w pixels wide; 1 when it was cut.
+int font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
 
 // ---- scripts (viewer_script.c) ----
 

@@ -59,11 +59,12 @@ void font_draw(SDL_Renderer *ren, int x, int y, int scale, SDL_Color c, const ch
     for (int n; (n = printable_chunk(buf, s)) > 0; s += n) x += draw_chunk(ren, x, y, scale, buf) * scale;
 }
 
-void font_fit(char *buf, size_t n, const char *s, int scale, int max_w) {
+int font_fit(char *buf, size_t n, const char *s, int scale, int max_w) {
     snprintf(buf, n, "%s", s);
-    if (font_width(buf, scale) <= max_w) return;
+    if (font_width(buf, scale) <= max_w) return 0;
     for (int len = (int)strlen(buf) - 1; len >= 0; len--) {
         snprintf(buf, n, "%.*s..", len, s);
-        if (font_width(buf, scale) <= max_w) return;
+        if (font_width(buf, scale) <= max_w) break;
     }
+    return 1;
 }

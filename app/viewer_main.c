@@ -193,8 +193,10 @@ static void draw_frame(View *v, UiHits *hits) {
             SDL_Rect r = v->pane[0].image_rect;
             int w, h;
             SDL_GetRendererOutputSize(v->ren, &w, &h);
-            fprintf(stderr, "view: screenshot %s %dx%d, image %dx%d at %d,%d scale %d\n", v->shot_path, w, h, r.w,
-                    r.h, r.x, r.y, v->pane[0].image_scale);
+            fprintf(stderr, "view: screenshot %s %dx%d, image %dx%d at %d,%d scale %d, %d texts cut\n", v->shot_path, w,
+                    h, r.w, r.h, r.x, r.y, v->pane[0].image_scale, hits->cuts);
+            for (int i = 0; i < hits->cuts && i < UI_MAX_CUTS; i++)
+                fprintf(stderr, "view: text cut to fit: '%s' shown as '%s'\n", hits->cut[i][0], hits->cut[i][1]);
             for (int p = 0; p < v->npanes && v->npanes > 1; p++) {
                 const Pane *pn = &v->pane[p];
                 fprintf(stderr, "view: pane %d %s image %dx%d at %d,%d scale %d, map %dx%d at %d,%d\n", p,
@@ -277,7 +279,18 @@ static int run_loop(View *v, ScriptRun *r) {
 
 // ---- setup ----
 
+// No X11 or Wayland display named and no driver chosen: said before SDL_Init, whose Wayland probe
+// would print libwayland's XDG_RUNTIME_DIR complaint ahead of our error.
+static int no_display(void) {
+    const char *x11 = getenv("DISPLAY"), *wl = getenv("WAYLAND_DISPLAY");
+    if (getenv("SDL_VIDEODRIVER") || (x11 && *x11) || (wl && *wl)) return 0;
+    fprintf(stderr, "error: no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset); run under a "
+            "desktop or xvfb-run, or set SDL_VIDEODRIVER=offscreen to run a --script without a window\n");
+    return 1;
+}
+
 static int open_window(View *v, int w, int h) {
+    if (no_display()) return -1;
     if (SDL_Init(SDL_INIT_VIDEO)) {
         fprintf(stderr, "error: cannot start SDL video (is there a display? DISPLAY=%s): %s\n",
                 getenv("DISPLAY") ? getenv("DISPLAY") : "(unset)", SDL_GetError());

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "args.h"
 #include "viewer.h"
 
 typedef enum { ARG_NONE, ARG_TEXT, ARG_OPT_TEXT, ARG_NUM, ARG_INT } ArgKind;
@@ -186,9 +187,14 @@ static int parse_item(ScriptCmd *c, char *item, MalaErr *err) {
         return check_value(&SPECS[i], c, shown, err);
     }
     char known[256] = "";
+    const char *names[N_SPECS];
     size_t len = 0;
-    for (int i = 0; i < N_SPECS && len < sizeof known; i++)
-        len += snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", SPECS[i].name);
+    for (int i = 0; i < N_SPECS; i++) {
+        names[i] = SPECS[i].name;
+        if (len < sizeof known) len += snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", names[i]);
+    }
+    const char *s = args_suggest(name, names, N_SPECS);
+    if (s) return mala_errf(err, "'%s': unknown command; did you mean %s? (known: %s)", shown, s, known);
     return mala_errf(err, "'%s': unknown command (known: %s)", shown, known);
 }
 

@@ -43,10 +43,59 @@ static void text(Ui *u, int x, int y, SDL_Color c, const char *s) { font_draw(u-
 // Text vertically centred in r; align -1 left (after a small inset), 0 centre, 1 right.
 static void text_in(Ui *u, SDL_Rect r, int align, SDL_Color c, const char *s) {
     char buf[256];
-    font_fit(buf, sizeof buf, s, TS, r.w - 8);
+    if (font_fit(buf, sizeof buf, s, TS, r.w - 8)) {
+        UiHits *h = u->hits;
+        if (h->cuts < UI_MAX_CUTS) {
+            snprintf(h->cut[h->cuts][0], sizeof h->cut[0][0], "%.90s", s);
+            snprintf(h->cut[h->cuts][1], sizeof h->cut[0][1], "%.90s", buf);
+        }
+        h->cuts++;
+    }
     int tw = font_width(buf, TS);
     int x = align < 0 ? r.x + 4 : align > 0 ? r.x + r.w - tw - 4 : r.x + (r.w - tw) / 2;
     text(u, x, r.y + (r.h - font_height(TS)) / 2, c, buf);
+}
+
+#define WRAP_MAX 12
+
+// Splits s into at most WRAP_MAX lines of at most max_w pixels, breaking between words (inside a
+// word only when it is wider than a line alone); returns the number of lines.
+static int wrap_lines(const char *s, int max_w, char lines[WRAP_MAX][256]) {
+    int n = 0;
+    lines[0][0] = 0;
+    while (*s && n < WRAP_MAX) {
+        while (*s == ' ') s++;
+        size_t wl = strcspn(s, " ");
+        if (!wl) break;
+        char cand[256];
+        snprintf(cand, sizeof cand, "%s%s%.*s", lines[n], lines[n][0] ? " " : "", (int)wl, s);
+        if (font_width(cand, TS) <= max_w) {
+            snprintf(lines[n], sizeof lines[n], "%s", cand);
+            s += wl;
+        } else if (lines[n][0]) {  // the word starts the next line
+            if (++n < WRAP_MAX) lines[n][0] = 0;
+        } else {  // a word wider than a line: as much of it as fits
+            size_t k = 1;
+            while (k < wl && k < sizeof cand - 1) {
+                snprintf(cand, sizeof cand, "%.*s", (int)k + 1, s);
+                if (font_width(cand, TS) > max_w) break;
+                k++;
+            }
+            snprintf(lines[n], sizeof lines[n], "%.*s", (int)k, s);
+            s += k;
+            if (++n < WRAP_MAX) lines[n][0] = 0;
+        }
+    }
+    return n < WRAP_MAX && lines[n][0] ? n + 1 : n;
+}
+
+// s word-wrapped to r's width, a line (r.h high) every `step` pixels from r.y; returns the y of the
+// line after the last.
+static int text_wrap(Ui *u, SDL_Rect r, int step, SDL_Color c, const char *s) {
+    char lines[WRAP_MAX][256];
+    int n = wrap_lines(s, r.w - 8, lines);
+    for (int i = 0; i < n; i++, r.y += step) text_in(u, r, -1, c, lines[i]);
+    return r.y;
 }
 
 // A key hint, right-aligned in r, left out when it does not fit whole.
@@ -97,10 +146,14 @@ static void sampler_list(Ui *u, int y, SamplerKind active) {
     text_in(u, (SDL_Rect){PAD, y, LABEL_W, ROW_H}, -1, C_TEXT, "Sampler");
     const int x = PAD + LABEL_W, hint_w = 28, by = y + (ROW_H - SMALL_BTN) / 2;
     const int w = PANEL_W - PAD - x - hint_w, n = SAMPLER_KIND_COUNT;
-    for (int k = 0; k < n; k++) {
+    int need = 0;  // each button its label's width plus an equal share of the rest ("DPM++2M" is wide)
+    for (int k = 0; k < n; k++) need += font_width(sampler_kind_label((SamplerKind)k), TS) + 8;
+    for (int k = 0, x0 = x; k < n; k++) {
         const char *name = sampler_kind_label((SamplerKind)k);
-        int x0 = x + w * k / n, x1 = x + w * (k + 1) / n;
-        button(u, (SDL_Rect){x0, by, x1 - x0, SMALL_BTN}, name, ACT_SAMPLER_SET, k, (int)active == k);
+        int bw = font_width(name, TS) + 8 + (w - need) / n;
+        if (k == n - 1) bw = x + w - x0;
+        button(u, (SDL_Rect){x0, by, bw, SMALL_BTN}, name, ACT_SAMPLER_SET, k, (int)active == k);
+        x0 += bw;
     }
     hint(u, (SDL_Rect){x + w, y, hint_w, ROW_H}, "M");
 }
@@ -166,10 +219,10 @@ static void draw_panel(Ui *u) {
     font_draw(v->ren, PAD, PAD, 3, C_TEXT, "MALA-DiT viewer");
     int y = PAD + 3 * font_height(1) + PAD;
     if (v->npanes == 1) {
-        text_in(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, -1, C_DIM, view_pane_name(v, 0));
+        y = text_wrap(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, 20, C_DIM, view_pane_name(v, 0));
         if (!v->pane[0].ready) return;
-        text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, m->arch);
-        text_in(u, (SDL_Rect){PAD, y += 20, PANEL_W - 2 * PAD, 20}, -1, C_DIM, m->data);
+        y = text_wrap(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, 20, C_DIM, m->arch);
+        y = text_wrap(u, (SDL_Rect){PAD, y, PANEL_W - 2 * PAD, 20}, 20, C_DIM, m->data) - 20;
     } else {  // each column names its model; here: which file is where, and the switch keys
         for (int p = 0; p < v->npanes; p++) {
             char buf[320];
@@ -251,18 +304,15 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
     SDL_Rect line = {area.x + PAD, area.y + PAD / 2, area.w - 2 * PAD, 22};
     pn->attn_rect = (SDL_Rect){0, 0, 0, 0};
     if (!pn->ready) return;
-    if (!pn->model.has_attn) {
+    if (!pn->model.has_attn) {  // wrapped to the area's width: a side-by-side column is narrow
         const int dig = strstr(pn->model.data, "dig") == pn->model.data;
-        text_in(u, line, -1, C_ACCENT, "Attention map (A)");
-        line.y += 26;
-        text_in(u, line, -1, C_ERR, "no attention rows for this model:");
-        line.y += 24;
-        text_in(u, line, -1, C_DIM, pn->model.attn_why);
-        line.y += 24;
-        text_in(u, line, -1, C_DIM, dig ? "DiG mixes tokens by gated linear recurrence (GLA);"
-                                        : "DiC mixes tokens by convolutions only;");
-        line.y += 24;
-        text_in(u, line, -1, C_DIM, dig ? "its gates/decay are not exposed: nothing to show" : "there is no map to show");
+        line.y = text_wrap(u, line, 24, C_ACCENT, "Attention map (A)") + 2;
+        line.y = text_wrap(u, line, 24, C_ERR, "no attention rows for this model:");
+        line.y = text_wrap(u, line, 24, C_DIM, pn->model.attn_why);
+        line.y = text_wrap(u, line, 24, C_DIM, dig ? "DiG mixes tokens by gated linear recurrence (GLA);"
+                                                   : "DiC mixes tokens by convolutions only;");
+        text_wrap(u, line, 24, C_DIM,
+                  dig ? "its gates/decay are not exposed: nothing to show" : "there is no map to show");
         return;
     }
     const AttnRowInfo *in = &pn->model.attn;
@@ -272,15 +322,16 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
         char *h = strstr(label, "head ");
         if (h) memmove(h, h + 5, strlen(h + 5) + 1);
         snprintf(buf, sizeof buf, "%s  %s", in->kind, label);
-        text_in(u, line, -1, C_ACCENT, buf);
-    } else {
+        line.y = text_wrap(u, line, 24, C_ACCENT, buf) - 24;
+    } else {  // wrapped: the map's half of a small window is narrow
         snprintf(buf, sizeof buf, "Attention map: %s", in->kind);
-        text_in(u, line, -1, C_ACCENT, buf);
         hint(u, line, "A");
-        line.y += 24;
-        text_in(u, line, -1, C_TEXT, label);
-        line.y += 24;
-        text_in(u, line, -1, C_DIM, "B N  J K  Z X  click");
+        const int key_w = font_width("A", TS) + 8;
+        line.w -= key_w;
+        line.y = text_wrap(u, line, 24, C_ACCENT, buf);
+        line.w += key_w;
+        line.y = text_wrap(u, line, 24, C_TEXT, label);
+        line.y = text_wrap(u, line, 24, C_DIM, "B N  J K  Z X  click") - 24;
     }
     int top = line.y + 26, bottom_h = (compact ? 3 : 4) * 24 + 30 + PAD;
     int side = area.w - 2 * PAD < area.h - (top - area.y) - bottom_h ? area.w - 2 * PAD : area.h - (top - area.y) - bottom_h;
@@ -395,14 +446,14 @@ static void draw_image(Ui *u, SDL_Rect area) {
     }
 }
 
-// The progress line of pane p: live during a run, a summary afterwards; with the device.
-static void progress_text(const View *v, int p, char *buf, size_t n) {
+// The progress line of pane p: live during a run, a summary afterwards; with the device (narrow:
+// the short form, for half the bar or a small window).
+static void progress_text(const View *v, int p, int narrow, char *buf, size_t n) {
     const Pane *pn = &v->pane[p];
     const WorkerStatus *st = &pn->st;
     const ViewRequest *r = &pn->frame.req;
     const char *dev = v->be->name;
     const char *kind = sampler_kind_label(r->opts.kind) ? sampler_kind_label(r->opts.kind) : "?";
-    const int narrow = v->npanes > 1;  // half the bar's width
     if (pn->st.phase == WORKER_RUNNING && narrow)
         snprintf(buf, n, "%d/%d  %.1f steps/s  %s", st->step, st->nsteps, st->steps_per_s, dev);
     else if (pn->st.phase == WORKER_RUNNING)
@@ -434,7 +485,8 @@ static void draw_status(Ui *u, SDL_Rect bar) {
             done.w = (int)((long long)track.w * st->step / st->nsteps);
             fill(u, done, st->phase == WORKER_RUNNING ? C_SEL : st->outcome == RUN_DONE ? C_DONE : C_HOT);
         }
-        progress_text(v, p, buf, sizeof buf);
+        progress_text(v, p, v->npanes > 1, buf, sizeof buf);
+        if (font_width(buf, TS) > track.w - 8) progress_text(v, p, 1, buf, sizeof buf);
         text_in(u, track, -1, C_TEXT, buf);
         if (failed < 0 && (st->phase == WORKER_FAILED || st->outcome == RUN_FAILED)) failed = p;
     }
@@ -497,7 +549,7 @@ static void draw_help(Ui *u) {
 void ui_draw(View *v, UiHits *hits) {
     Ui u = {v, hits, 0, 0};
     SDL_GetRendererOutputSize(v->ren, &u.w, &u.h);
-    hits->n = 0;
+    hits->n = hits->cuts = 0;
     hits->list = (SDL_Rect){0, 0, 0, 0};
     SDL_SetRenderDrawBlendMode(v->ren, SDL_BLENDMODE_NONE);
     draw_panel(&u);

@@ -1,6 +1,6 @@
 // Model files: configuration metadata, strict tensor loading, saving.
 // defines: class_names_*, ckpt_read_config, ckpt_write_config, ckpt_load_tensors,
-//          ckpt_add_tensors, ckpt_load_model, ckpt_load_model_mode, ckpt_save_weights
+//          ckpt_add_tensors, ckpt_load_model, ckpt_load_model_mode, ckpt_save_weights, ckpt_save_weights_meta
 #include "checkpoint.h"
 
 #include <errno.h>
@@ -149,8 +149,14 @@ int ckpt_has_ema(const Net *m, const StFile *f) {
 
 int ckpt_save_weights(const Net *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
                       MalaErr *err) {
+    return ckpt_save_weights_meta(m, cn, host, dtype, NULL, 0, path, err);
+}
+
+int ckpt_save_weights_meta(const Net *m, const ClassNames *cn, const float *host, StDtype dtype,
+                           const char *const *kv, int nkv, const char *path, MalaErr *err) {
     StWriter *w = st_writer_new();
     ckpt_write_config(w, &m->cfg, cn);
+    for (int i = 0; i < nkv; i++) st_writer_meta(w, kv[2 * i], kv[2 * i + 1]);
     ckpt_add_tensors(w, m, "", host, dtype);
     int rc = st_writer_save(w, path, err);
     st_writer_free(w);

@@ -33,10 +33,13 @@ Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNa
 // The same with the network mode (NET_INFER_ATTN for the viewer's attention maps).
 Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, int mode, ClassNames *cn,
                           MalaErr *err);
-// Saves weights (host buffer of m->n_floats floats) as a sampling file.
 // 1 when the file holds EMA copies (ema.<name>) of the network's tensors.
 int ckpt_has_ema(const Net *m, const StFile *f);
+// Saves weights (host buffer of m->n_floats floats) as a sampling file.
 int ckpt_save_weights(const Net *m, const ClassNames *cn, const float *host, StDtype dtype, const char *path,
                       MalaErr *err);
+// The same with nkv extra metadata entries (kv: key, value, key, value, ...): provenance.
+int ckpt_save_weights_meta(const Net *m, const ClassNames *cn, const float *host, StDtype dtype,
+                           const char *const *kv, int nkv, const char *path, MalaErr *err);
 
 #endif

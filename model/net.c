@@ -1,10 +1,11 @@
 // The backbone registry and what every network shares: configuration metadata, the parameter
 // table, the arena, and the calls that dispatch to a backbone.
-// defines: net_backbone, backbone_parse, backbone_name, net_config_*, net_arena_bytes, net_create,
-//          net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
+// defines: net_backbone, backbone_parse, backbone_name, net_preset_canonical, net_config_*, net_arena_bytes,
+//          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "net.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -59,7 +60,27 @@ void net_config_default(NetConfig *c, BackboneKind k) {
     net_backbone(k)->config_default(c);
 }
 
-int net_config_preset(NetConfig *c, const char *name, MalaErr *err) {
+const char *net_preset_canonical(const char *name, char *buf, size_t n) {
+    size_t o = 0;
+    const char *rest = name;
+    for (int i = 0; i < N_BACKBONES && n > 8; i++) {
+        const char *fam = BACKBONES[i]->family;
+        size_t k = strlen(fam);
+        if (strncasecmp(name, fam, k) || name[k] != '-') continue;
+        o = (size_t)snprintf(buf, n, "%s-", fam);
+        rest = name + k + 1;
+        break;
+    }
+    for (; *rest && o + 1 < n; rest++) buf[o++] = (char)toupper((unsigned char)*rest);
+    if (n) buf[o] = 0;
+    return buf;
+}
+
+int net_config_preset(NetConfig *c, const char *given, MalaErr *err) {
+    char name[64];
+    if (strlen(given) >= sizeof name) return mala_errf(err, "--model %.40s...: unknown preset (expected %s)", given,
+                                                       backbone_presets());
+    net_preset_canonical(given, name, sizeof name);
     for (int i = 0; i < N_BACKBONES; i++) {
         NetConfig t = *c;
         if (t.backbone != (BackboneKind)i) {
@@ -70,7 +91,7 @@ int net_config_preset(NetConfig *c, const char *name, MalaErr *err) {
         if (rc < 0) return -1;
         if (rc == 0) { *c = t; return 0; }
     }
-    return mala_errf(err, "--model %s: unknown preset (expected %s)", name, backbone_presets());
+    return mala_errf(err, "--model %s: unknown preset (expected %s)", given, backbone_presets());
 }
 
 int net_config_validate(const NetConfig *c, MalaErr *err) {

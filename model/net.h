@@ -136,7 +136,9 @@ const char *backbone_names(void);
 const char *backbone_presets(void);
 // DiT-S/2 MALA, 32x32x1, 10 classes, learned sigma.
 void net_config_default(NetConfig *c, BackboneKind k);
-// A preset of any backbone ("DiT-S/2", ...): sets the backbone and its architecture fields.
+// A preset's canonical spelling ("dit-t/4" -> "DiT-T/4"): the family as registered, the rest in capitals.
+const char *net_preset_canonical(const char *name, char *buf, size_t n);
+// A preset of any backbone ("DiT-S/2", ...; any case): sets the backbone and its architecture fields.
 int net_config_preset(NetConfig *c, const char *name, MalaErr *err);
 int net_config_validate(const NetConfig *c, MalaErr *err);
 void net_config_describe(const NetConfig *c, char *buf, size_t n);

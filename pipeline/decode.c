@@ -1,9 +1,10 @@
-// defines: generator_attach_vae, generator_out_channels, generator_out_size, generator_out_floats,
-//          generator_decode
+// defines: generator_recorded_vae, generator_attach_vae, generator_out_channels, generator_out_size,
+//          generator_out_floats, generator_decode
 //
 // Latent models (DESIGN 8): their samples are VAE latents times the model's latent_scale, and
 // every command that writes or shows images decodes them here, through the one VAE it was given.
 #include <string.h>
+#include <unistd.h>
 
 #include "generate.h"
 #include "vae.h"
@@ -12,6 +13,22 @@
 #define DECODE_BYTES ((size_t)2 << 30)  // the VAE's activations budget
 
 static int is_latent(const Generator *g) { return g->net->cfg.latent_scale > 0; }
+
+int generator_recorded_vae(const Generator *g, const char *model, const char **vae, char *buf, size_t cap,
+                           MalaErr *err) {
+    if (*vae || !is_latent(g)) return 0;
+    StFile f;
+    if (st_open(&f, model, err)) return -1;
+    const char *rec = st_meta(&f, "run.vae");
+    snprintf(buf, cap, "%s", rec ? rec : "");
+    st_close(&f);
+    if (!buf[0]) return 0;
+    if (access(buf, R_OK))
+        return mala_errf(err, "%s is a latent model; the VAE its run recorded (%s) cannot be read: give --vae FILE",
+                         model, buf);
+    *vae = buf;
+    return 1;
+}
 
 int generator_attach_vae(Generator *g, const char *vae_path, const char *model, MalaErr *err) {
     const NetConfig *c = &g->net->cfg;

@@ -63,6 +63,11 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
 // sampling never clips x0 (DiT's latents use clip off). vae_path NULL for a latent model, or given
 // for a pixel model, is an error naming --vae (model: the model file's name for the message).
 int generator_attach_vae(Generator *g, const char *vae_path, const char *model, MalaErr *err);
+// For a latent model given no VAE (*vae NULL): the one its training run recorded (run.vae in the
+// model file) goes into buf and *vae. 1 when it was taken (the caller says so), 0 when nothing
+// changed (a pixel model, a VAE given, none recorded), -1 when the recorded file cannot be read.
+int generator_recorded_vae(const Generator *g, const char *model, const char **vae, char *buf, size_t cap,
+                           MalaErr *err);
 // An output image: the decoded one for a latent model, the model's own for a pixel model.
 int generator_out_channels(const Generator *g);
 int generator_out_size(const Generator *g);

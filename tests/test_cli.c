@@ -539,6 +539,120 @@ START_TEST(test_small_things) {
 }
 END_TEST
 
+// A latent DiT (4x4x4 latents of tests/fixtures/vae_tiny.safetensors) whose file records run.vae.
+static void make_latent_model(const char *path, const char *vae) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 1; c.dit.hidden = 32; c.dit.heads = 2; c.dit.patch = 2;
+    c.image_size = 4; c.in_channels = 4; c.num_classes = 2; c.latent_scale = 0.18215f;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    net_init_weights(m, 1);
+    ClassNames cn;
+    class_names_default(&cn, 2);
+    const char *kv[] = {"step", "7", "run.vae", vae};
+    MalaErr err;
+    ck_assert_msg(ckpt_save_weights_meta(m, &cn, m->w, ST_F32, kv, 2, path, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+}
+
+// Issue 33 item 15: info says nothing meaningless (hflip -1, an empty vae), an exported model keeps
+// its training step, source and run settings, and sample decodes a latent model through the VAE
+// its run recorded when none is given.
+START_TEST(test_info_export_vae) {
+    tu_make_tmpdir("cli");
+    RUN_OK("info " BUNDLED);
+    ck_assert_msg(strstr(g_out, "training step: not recorded"), "%s", g_out);
+    RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("run"));
+    RUN_OK("export --ckpt %s --out %s", tp("run/checkpoints/0000002.safetensors"), tp("m.safetensors"));
+    RUN_OK("info %s", tp("m.safetensors"));
+    char want[600];
+    snprintf(want, sizeof want, "training step 2, exported from %s\n", tp("run/checkpoints/0000002.safetensors"));
+    ck_assert_msg(strstr(g_out, want), "%s", g_out);
+    ck_assert_msg(strstr(g_out, "run: data fashion-mnist") && strstr(g_out, "hflip the data's default"), "%s", g_out);
+    ck_assert_msg(!strstr(g_out, "hflip -1") && !strstr(g_out, "vae"), "%s", g_out);
+
+    // latent: the recorded VAE when it can be read, also after export; an error naming it when not
+    make_latent_model(tp("lat.safetensors"), "tests/fixtures/vae_tiny.safetensors");
+    RUN_OK("export --ckpt %s --out %s --dtype f32", tp("lat.safetensors"), tp("lat_m.safetensors"));
+    RUN_OK("info %s", tp("lat_m.safetensors"));
+    ck_assert_msg(strstr(g_out, "vae tests/fixtures/vae_tiny.safetensors") && strstr(g_out, "training step 7"), "%s",
+                  g_out);
+    RUN_OK("sample --ckpt %s --n 2 --steps 2 --out %s --threads 2", tp("lat_m.safetensors"), tp("lat.png"));
+    snprintf(want, sizeof want, "using the VAE recorded in %s: tests/fixtures/vae_tiny.safetensors\n",
+             tp("lat_m.safetensors"));
+    ck_assert_msg(strstr(g_err, want), "%s", g_err);
+    int w, h;
+    MalaErr err;
+    ck_assert_msg(image_check(tp("lat.png"), &w, &h, &err) == 0, "%s", err.msg);
+    ck_assert_int_ge(w, 32);  // decoded: 4x4 latents -> 32x32 images
+    make_latent_model(tp("lost.safetensors"), "no/such/vae.safetensors");
+    expect_error(run("sample --ckpt %s --n 2 --steps 2 --out %s", tp("lost.safetensors"), tp("x.png")), "lost VAE",
+                 "no/such/vae.safetensors", "give --vae FILE");
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Issue 33 item 16: help names latent sets as --data, --global-batch's default is said in words,
+// preset names take any case (the canonical name is printed).
+START_TEST(test_help_and_names) {
+    tu_make_tmpdir("cli");
+    RUN_OK("help");
+    char line[256];
+    const char *row = strstr(g_out, "  train ");
+    ck_assert_msg(row, "%s", g_out);
+    snprintf(line, sizeof line, "%.*s", (int)(strchr(row, '\n') - row), row);
+    ck_assert_msg(strstr(line, "a latent set"), "mala help's train row does not name latent sets: %s", line);
+    RUN_OK("train --help");
+    row = strstr(g_out, "--data SRC");
+    ck_assert_msg(row, "%s", g_out);
+    snprintf(line, sizeof line, "%.*s", (int)(strchr(row, '\n') - row), row);
+    ck_assert_msg(strstr(line, "latent set (mala encode)"), "%s", line);
+    row = strstr(g_out, "--global-batch G");
+    ck_assert_msg(row, "%s", g_out);
+    snprintf(line, sizeof line, "%.*s", (int)(strchr(row, '\n') - row), row);
+    ck_assert_msg(!strstr(line, "default 0") && strstr(line, "(default: --batch)"), "%s", line);
+    RUN_OK("train --model dit-t/4 --batch 4 --log-every 1 --sample-every 0 --threads 2 --limit 16 --iters 1 --out %s",
+           tp("lower"));
+    ck_assert_msg(strstr(g_err, "note: --model dit-t/4 is DiT-T/4\n"), "%s", g_err);
+    RUN_OK("bench train --model dig-t/4 --batch 2 --steps 1 --threads 2");
+    ck_assert_msg(strstr(g_err, "note: --model dig-t/4 is DiG-T/4\n"), "%s", g_err);
+    expect_error(run("train --model dit-q/4 --out %s", tp("x")), "unknown preset", "--model dit-q/4: unknown preset",
+                 NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Issue 33 item 9: mala restarts itself to set OpenMP's wait policy; the restarted process keeps
+// the binary's name (it was "exe", from /proc/self/exe), so ps, top and pgrep find it. The child
+// is read as a zombie (waitid WNOWAIT): its comm stays until it is reaped.
+START_TEST(test_process_name) {
+    tu_make_tmpdir("cli");
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        unsetenv("MALA_NO_REEXEC");
+        unsetenv("OMP_WAIT_POLICY");  // the restart happens when the policy is not set
+        if (!freopen("/dev/null", "w", stdout)) _exit(126);
+        execl(mala_bin(), mala_bin(), "help", (char *)NULL);
+        _exit(127);
+    }
+    siginfo_t info;
+    ck_assert(waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) == 0);
+    char path[64], comm[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    slurp(path, comm, sizeof comm);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mala help: status %d", st);
+    const char *base = strrchr(mala_bin(), '/') ? strrchr(mala_bin(), '/') + 1 : mala_bin();
+    char want[32];
+    snprintf(want, sizeof want, "%.15s\n", base);  // the kernel keeps 15 characters
+    ck_assert_msg(!strcmp(comm, want), "process name '%s', expected '%s'", comm, want);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -552,5 +666,11 @@ int main(void) {
     tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
     suite_add_tcase(s, tc);
+    TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
+    tcase_set_timeout(names, 600);
+    tcase_add_test(names, test_process_name);
+    tcase_add_test(names, test_help_and_names);
+    tcase_add_test(names, test_info_export_vae);
+    suite_add_tcase(s, names);
     return tu_run(s);
 }

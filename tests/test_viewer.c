@@ -373,6 +373,7 @@ START_TEST(script_errors) {
     assert_model();
     // refused while parsing, before any window: exit 2 without needing a display
     const char *bad[][2] = {{"generate;frobnicate;quit", "unknown command"},
+                            {"genrate;quit", "'genrate': unknown command; did you mean generate?"},
                             {"steps=0", "expected an integer from 1 to 1000"},
                             {"n=17", "expected an integer from 1 to 16"},
                             {"sampler=euler", "expected sampler=ddpm|ddim|dpm++2m"},
@@ -565,6 +566,42 @@ START_TEST(attention_view_dig) {
     char *log = read_text(tp("dig.log"));
     ck_assert_msg(strstr(log, "attn_dump=x.npy: no attention rows: backbone dig"), "%s", log);
     free(log);
+}
+END_TEST
+
+// Issue 33 item 17: at the default window size no text is cut with ".." (the model line, the
+// sampler buttons, a DiG model's "no attention rows" explanation beside its grid: wrapped), as the
+// screenshot line reports; without a display the one error line is all that is printed.
+START_TEST(text_fits) {
+    assert_model();
+    char *saved[3];
+    const char *vars[3] = {"DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR"};
+    for (int i = 0; i < 3; i++) {
+        saved[i] = getenv(vars[i]) ? strdup(getenv(vars[i])) : NULL;
+        unsetenv(vars[i]);
+    }
+    char *bare[] = {(char *)mala_bin(), "view", "--ckpt", g_model, "--script", "quit", NULL};
+    int rc = run(bare, tp("nodisplay.log"), 1);
+    for (int i = 0; i < 3; i++)
+        if (saved[i]) { setenv(vars[i], saved[i], 1); free(saved[i]); }
+    char *log = read_text(tp("nodisplay.log"));
+    const char *nl = strchr(log, '\n');
+    ck_assert_msg(rc == 1 && !strncmp(log, "error: no display", 17) && nl && !nl[1],
+                  "without a display: exit %d, expected one error line:\n%s", rc, log);
+    free(log);
+
+    if (skip_without_display("text_fits")) return;
+    const char *models[2] = {BUNDLED, train_model("dig", "DiG-T/4", NULL)};
+    for (int m = 0; m < 2; m++) {
+        char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)models[m], "--threads", "1",
+                        "--script", "attn=on;steps=1;n=1;generate;wait;quit",
+                        "--screenshot", (char *)tp("fit.png"), NULL};
+        assert_ran(run(argv, tp("fit.log"), 1), 0, tp("fit.log"));
+        log = read_text(tp("fit.log"));
+        ck_assert_msg(strstr(log, "scale") && strstr(log, ", 0 texts cut\n"), "%s: texts cut at the default size:\n%s",
+                      models[m], log);
+        free(log);
+    }
 }
 END_TEST
 
@@ -875,6 +912,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, save_one_image);
     tcase_add_test(tc, settings_round_trip);
     tcase_add_test(tc, settings_parser);
+    tcase_add_test(tc, text_fits);
     suite_add_tcase(s, tc);
     return s;
 }
