@@ -1,10 +1,12 @@
 // mala train: headless DiT training (train.py's recipe) with atomic checkpoints, --resume,
 // a CSV log, a loss curve, sample grids, and a clean stop on SIGINT / SIGTERM.
 //
-// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png. A
-// directory holds one run: training into one that already has a log or checkpoints needs
-// --resume. The run's data and logging settings travel in the checkpoints' metadata (run.*), so
-// --resume continues with them unless they are given again.
+// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, created
+// once everything else has been checked. A directory holds one run: training into one that already
+// has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
+// step is used again). The run's target step, data and logging settings travel in the checkpoints'
+// metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /
+// SIGTERM exits with 130 / 143 after its checkpoint.
 //
 // Under mpirun / srun (DESIGN 9) every process runs this command: --batch is the global batch,
 // split in equal slices over the ranks (trainer_shard, loader_shard); rank 0 alone writes the
@@ -124,6 +126,12 @@ static double history_load(History *h, const char *csv, uint64_t upto) {
     return elapsed;
 }
 
+static void format_eta(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
 // The sample grid of the EMA weights, through the one sampling API (DDIM, guidance 4, a fixed
 // seed, so grids of one run are comparable): --sample-images images (default 4 per class, at most
 // 64) in --sample-steps DDIM steps (default 50), with a progress line; a signal cancels it.
@@ -155,9 +163,10 @@ static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, c
 
 static int preview_step(void *ctx, int i, int n, const float *x0) {
     Preview *p = ctx;
-    double dt = now_seconds() - p->t0;
-    progress_update(&p->pg, i + 1 == n, "sample grid: %d images, DDIM step %d/%d, ETA %.0fs (--sample-images, "
-                    "--sample-steps)", p->n, i + 1, n, (n - i - 1) * dt / (i + 1));
+    char eta[32];
+    format_eta(eta, sizeof eta, (n - i - 1) * (now_seconds() - p->t0) / (i + 1));
+    progress_update(&p->pg, i + 1 == n, "sample grid: %d images, DDIM step %d/%d, ETA %s (--sample-images, "
+                    "--sample-steps)", p->n, i + 1, n, eta);
     return stop_requested != 0;  // a stop does not wait for the grid
 }
 
@@ -169,7 +178,7 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
     o.steps = p->steps;
     generator_noise(&p->g, p->x, 1234, 0, p->n);
     const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
-    const int cols = p->per_class > 1 ? p->per_class : p->n < tr->net->cfg.num_classes ? p->n : tr->net->cfg.num_classes;
+    const int k = tr->net->cfg.num_classes, cols = p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
     progress_init(&p->pg, stderr);
     p->t0 = now_seconds();
     int rc = generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, preview_step, p, &err);
@@ -187,7 +196,8 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
 // set's channels). DiT's `--vae ema|mse` name a download; here the flag names the file.
 static void check_vae(const char *vae, const char *data, const Dataset *ds) {
     const char *dit = !strcmp(vae, "ema") || !strcmp(vae, "mse")
-                          ? " (DiT's --vae ema|mse name a VAE to download; here --vae is a VAE file, README: Latent diffusion)"
+                          ? " (DiT's --vae ema|mse name a VAE to download; here --vae is a VAE file, README: Latent "
+                            "diffusion)"
                           : "";
     if (!ds->views)
         FATAL("--vae %s: %s holds images, not latents: a pixel-space run needs no VAE%s", vae, data, dit);
@@ -203,12 +213,6 @@ static void preview_free(Preview *p) {
     free(p->img);
     free(p->y);
     generator_close(&p->g);
-}
-
-static void format_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
 // ---- the run's settings in the checkpoint metadata (run.*) ----
@@ -347,7 +351,7 @@ static void refuse_existing_run(const char *out, const char *dir, const char *cs
                   "--out directory", out, what);
         FATAL("%s already holds a run (%s): continue it with --resume, or train into a fresh --out directory", out, what);
     }
-    if (rows == 0)
+    if (rows == 0 && dist_rank() == 0)
         fprintf(stderr, "note: %s holds a start that trained no logged step (log.csv without rows, no checkpoint): "
                 "training there anew\n", out);
     free(steps);
@@ -388,7 +392,8 @@ static void resolve_path(const char *p, char *out, size_t cap) {
         if (!strcmp(part, ".")) continue;
         if (!strcmp(part, "..")) {
             char *slash = strrchr(out, '/');
-            if (slash) slash == out ? (void)(out[1] = 0) : (void)(*slash = 0);
+            if (slash == out) out[1] = 0;
+            else if (slash) *slash = 0;
             continue;
         }
         size_t l = strlen(out);
@@ -491,8 +496,8 @@ int cmd_train(int argc, char **argv) {
         {"--sample-every", OPT_INT, &rs.sample_every, "N", "sample grid every N steps and at the end (0 = never)",
          ARG_MIN(0)},
         {"--sample-steps", OPT_INT, &rs.sample_steps, "S", "DDIM steps of a sample grid", ARG_MIN(1), ARG_MAX(1000)},
-        {"--sample-images", OPT_INT, &rs.sample_images, "N", "images in a sample grid (default: 4 per class, at most 64)",
-         ARG_MIN(1), ARG_MAX(256)},
+        {"--sample-images", OPT_INT, &rs.sample_images, "N",
+         "images in a sample grid (default: 4 per class, at most 64)", ARG_MIN(1), ARG_MAX(256)},
         {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
         {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
@@ -704,8 +709,9 @@ int cmd_train(int argc, char **argv) {
     if (resume) {
         if (lead)
             fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", resume_path, (unsigned long long)tr->step,
-                    (unsigned long long)iters, GIVEN(iters) ? "--iters" : GIVEN(epochs) ? "--epochs" : iters_stored ?
-                    "the run's --iters; give --iters to change it" : "--iters' default: the checkpoint stores no target");
+                    (unsigned long long)iters, GIVEN(iters) ? "--iters" : GIVEN(epochs) ? "--epochs"
+                    : iters_stored ? "the run's --iters; give --iters to change it"
+                                   : "--iters' default: the checkpoint stores no target");
         if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
         tr = trainer_new(&c, &cn, &to, be, batch / world);
@@ -744,8 +750,8 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "sample grids: %d images, DDIM %d steps, every %d steps and at the end (--sample-images, "
                 "--sample-steps, --sample-every 0 for none)\n", pv.n, pv.steps, grid_every);
     if (lead && tr->step >= iters)
-        fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go on)\n",
-                (unsigned long long)tr->step);
+        fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
+                "on)\n", (unsigned long long)tr->step);
 
     float *x = xmalloc((size_t)batch * per * sizeof(float));
     int32_t *y = xmalloc(batch * sizeof(int32_t));

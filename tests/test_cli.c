@@ -326,6 +326,8 @@ START_TEST(test_resume_keeps_iters) {
     MalaErr err;
     ck_assert_msg(image_check(tp("grid/samples/0000001.png"), &w, &h, &err) == 0, "%s", err.msg);
     ck_assert_msg(w == 3 * 34 + 2 && h == 36, "a grid of %dx%d pixels", w, h);
+    RUN_OK("info %s", tp("grid/checkpoints/0000001.safetensors"));  // --resume keeps them
+    ck_assert_msg(strstr(g_out, "sample_steps 2") && strstr(g_out, "sample_images 3"), "%s", g_out);
     tu_rm_tmpdir();
 }
 END_TEST
