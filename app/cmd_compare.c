@@ -273,6 +273,11 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     int rc = wait_child(spawn(&a, NULL, log), train_tick, k, &stopped);
     if (stop_signal) stop_here(k);
     int64_t reached = compare_newest_ckpt(r->dir);
+    if ((rc == 130 || rc == 143) && !stopped) {  // a signal to train alone: not a wall-time cap, not done
+        progress_break(&k->pg);
+        FATAL("compare: %s: mala train was stopped by signal %d at step %lld, not by compare; run the same command "
+              "again to continue", r->name, rc - 128, (long long)reached);
+    }
     if (rc && !stopped) {
         char why[1024];
         last_line(log, why, sizeof why);

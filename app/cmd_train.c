@@ -1,10 +1,12 @@
 // mala train: headless DiT training (train.py's recipe) with atomic checkpoints, --resume,
 // a CSV log, a loss curve, sample grids, and a clean stop on SIGINT / SIGTERM.
 //
-// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png. A
-// directory holds one run: training into one that already has a log or checkpoints needs
-// --resume. The run's data and logging settings travel in the checkpoints' metadata (run.*), so
-// --resume continues with them unless they are given again.
+// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, created
+// once everything else has been checked. A directory holds one run: training into one that already
+// has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
+// step is used again). The run's target step, data and logging settings travel in the checkpoints'
+// metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /
+// SIGTERM exits with 130 / 143 after its checkpoint.
 //
 // Under mpirun / srun (DESIGN 9) every process runs this command: --batch is the global batch,
 // split in equal slices over the ranks (trainer_shard, loader_shard); rank 0 alone writes the
@@ -13,8 +15,10 @@
 // ranks (ZeRO-1, trainer_zero1); the checkpoints stay the same.
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,6 +33,7 @@
 #include "latents.h"  // defines: latent_is_set
 #include "line_plot.h"
 #include "progress.h"
+#include "train_meta.h"  // defines: train_meta_opt_u64
 #include "trainer.h"
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -121,18 +126,31 @@ static double history_load(History *h, const char *csv, uint64_t upto) {
     return elapsed;
 }
 
-// The sample grid of the EMA weights, through the one sampling API (DDIM-50, guidance 4, a fixed
-// seed, so grids of one run are comparable).
+static void format_eta(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+}
+
+// The sample grid of the EMA weights, through the one sampling API (DDIM, guidance 4, a fixed
+// seed, so grids of one run are comparable): --sample-images images (default 4 per class, at most
+// 64) in --sample-steps DDIM steps (default 50), with a progress line; a signal cancels it.
 // A latent model's grid decodes through --vae (pipeline/decode.c).
 typedef struct {
     Generator g;
-    int n, per_class;
+    int n, per_class, steps;
     float *x, *img;
     int32_t *y;
+    Progress pg;
+    double t0;
 } Preview;
 
-static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae) {
-    p->n = c->num_classes <= 16 ? 4 * c->num_classes : 64;
+static int preview_default_images(int classes) { return classes <= 16 ? 4 * classes : 64; }
+
+static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
+                         int images, int steps) {
+    p->n = images > 0 ? images : preview_default_images(c->num_classes);
+    p->steps = steps;
     generator_new(&p->g, c, cn, be, p->n);
     MalaErr err;
     if (generator_attach_vae(&p->g, vae, "the model trained", &err)) FATAL("%s", err.msg);
@@ -143,20 +161,51 @@ static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, c
     for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % c->num_classes;
 }
 
+static int preview_step(void *ctx, int i, int n, const float *x0) {
+    Preview *p = ctx;
+    char eta[32];
+    format_eta(eta, sizeof eta, (n - i - 1) * (now_seconds() - p->t0) / (i + 1));
+    progress_update(&p->pg, i + 1 == n, "sample grid: %d images, DDIM step %d/%d, ETA %s (--sample-images, "
+                    "--sample-steps)", p->n, i + 1, n, eta);
+    return stop_requested != 0;  // a stop does not wait for the grid
+}
+
 static void preview_write(Preview *p, const Trainer *tr, const char *path) {
-    const NetConfig *c = &tr->net->cfg;
     MalaErr err;
     tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
     GenOpts o = gen_opts_default();
     o.kind = SAMPLER_DDIM;
-    o.steps = 50;
+    o.steps = p->steps;
     generator_noise(&p->g, p->x, 1234, 0, p->n);
     const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
-    (void)c;
-    if (generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, NULL, NULL, &err) < 0 ||
-        generator_decode(&p->g, p->x, p->n, p->img, &err) ||
-        image_save_grid(path, p->img, p->n, oc, os, os, p->per_class, 2, &err))
+    const int k = tr->net->cfg.num_classes, cols = p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
+    progress_init(&p->pg, stderr);
+    p->t0 = now_seconds();
+    int rc = generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, preview_step, p, &err);
+    progress_break(&p->pg);
+    if (rc == SAMPLER_CANCELLED) {
+        fprintf(stderr, "sample grid: cancelled by the stop (no %s)\n", path);
+        return;
+    }
+    if (rc < 0 || generator_decode(&p->g, p->x, p->n, p->img, &err) ||
+        image_save_grid(path, p->img, p->n, oc, os, os, cols, 2, &err))
         fprintf(stderr, "warning: sample grid: %s\n", err.msg);
+}
+
+// --vae, checked before anything is written: a latent set's decoder (a VAE file whose latents have the
+// set's channels). DiT's `--vae ema|mse` name a download; here the flag names the file.
+static void check_vae(const char *vae, const char *data, const Dataset *ds) {
+    const char *dit = !strcmp(vae, "ema") || !strcmp(vae, "mse")
+                          ? " (DiT's --vae ema|mse name a VAE to download; here --vae is a VAE file, README: Latent "
+                            "diffusion)"
+                          : "";
+    if (!ds->views)
+        FATAL("--vae %s: %s holds images, not latents: a pixel-space run needs no VAE%s", vae, data, dit);
+    if (access(vae, R_OK)) FATAL("--vae %s: %s%s", vae, strerror(errno), dit);
+    VaeConfig vc;
+    vae_peek(vae, &vc);
+    if (vc.latent != ds->channels)
+        FATAL("--vae %s: its latents have %d channels, %s's have %d", vae, vc.latent, data, ds->channels);
 }
 
 static void preview_free(Preview *p) {
@@ -166,23 +215,32 @@ static void preview_free(Preview *p) {
     generator_close(&p->g);
 }
 
-static void format_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
-}
-
 // ---- the run's settings in the checkpoint metadata (run.*) ----
 
 typedef struct {
     const char *data;
     const char *vae;                 // latent data: the VAE of the sample grids ("" = none)
     int log_every, sample_every, ckpt_every, hflip, limit, keep;
+    int sample_steps, sample_images;  // the grids' DDIM steps and images (0 = 4 per class, at most 64)
+    uint64_t iters;                  // the step the run trains to
     double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
 } RunSettings;
 
-enum { RUN_KEYS = 10 };
+enum { RUN_INTS = 8, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
+
+// The integer settings: key, flag range (as the flag accepts them).
+static const struct { const char *key; int lo, hi; } RUN_INT_KEYS[RUN_INTS] = {
+    {"run.log_every", 1, INT_MAX}, {"run.sample_every", 0, INT_MAX}, {"run.ckpt_every", 1, INT_MAX},
+    {"run.hflip", -1, 1},          {"run.limit", 0, INT_MAX},        {"run.keep", 1, INT_MAX},
+    {"run.sample_steps", 1, 1000}, {"run.sample_images", 0, 256},
+};
+
+static int *run_ints(RunSettings *r, int i) {
+    int *v[RUN_INTS] = {&r->log_every, &r->sample_every, &r->ckpt_every, &r->hflip,
+                        &r->limit,     &r->keep,         &r->sample_steps, &r->sample_images};
+    return v[i];
+}
 
 typedef struct {
     char val[RUN_KEYS][4200];
@@ -190,43 +248,57 @@ typedef struct {
 } RunMeta;
 
 // Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
-// steps goes in (no clock), so a resumed run's checkpoints stay byte-identical to a straight one's.
-static void run_meta_fill(RunMeta *m, const RunSettings *r) {
-    static const char *keys[RUN_KEYS] = {"run.data", "run.log_every", "run.sample_every", "run.ckpt_every", "run.hflip",
-                                         "run.limit", "run.keep", "run.channels_from", "run.classes_from", "run.vae"};
+// steps and settings goes in (no clock), so a resumed run's checkpoints stay byte-identical to a
+// straight one's.
+static void run_meta_fill(RunMeta *m, RunSettings *r) {
+    static const char *keys[4] = {"run.data", "run.channels_from", "run.classes_from", "run.vae"};
     snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
-    int ints[6] = {r->log_every, r->sample_every, r->ckpt_every, r->hflip, r->limit, r->keep};
-    for (int i = 0; i < 6; i++) snprintf(m->val[1 + i], sizeof m->val[0], "%d", ints[i]);
-    snprintf(m->val[7], sizeof m->val[0], "%s", r->channels_from);
-    snprintf(m->val[8], sizeof m->val[0], "%s", r->classes_from);
-    snprintf(m->val[9], sizeof m->val[0], "%s", r->vae ? r->vae : "");
-    for (int i = 0; i < RUN_KEYS; i++) { m->kv[2 * i] = keys[i]; m->kv[2 * i + 1] = m->val[i]; }
+    snprintf(m->val[1], sizeof m->val[0], "%s", r->channels_from);
+    snprintf(m->val[2], sizeof m->val[0], "%s", r->classes_from);
+    snprintf(m->val[3], sizeof m->val[0], "%s", r->vae ? r->vae : "");
+    for (int i = 0; i < 4; i++) m->kv[2 * i] = keys[i];
+    for (int i = 0; i < RUN_INTS; i++) {
+        snprintf(m->val[4 + i], sizeof m->val[0], "%d", *run_ints(r, i));
+        m->kv[2 * (4 + i)] = RUN_INT_KEYS[i].key;
+    }
+    m->kv[2 * RUN_KEYS - 2] = "run.iters";
+    snprintf(m->val[RUN_KEYS - 1], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
+    for (int i = 0; i < RUN_KEYS; i++) m->kv[2 * i + 1] = m->val[i];
 }
 
-static int meta_int(const StFile *f, const char *key, int *out) {
+// A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; a value out
+// of range or malformed stops with the file and the key (a damaged --log-every 0 would divide by 0).
+static int meta_int(const StFile *f, const char *key, int lo, int hi, int *out) {
     const char *v = st_meta(f, key);
-    char *end;
     if (!v) return 0;
+    char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (!*v || *end) return 0;
+    if (!*v || *end || errno || x < lo || x > hi)
+        FATAL("%s: metadata '%s' = '%s' is not an integer from %d to %d", f->path, key, v, lo, hi);
     *out = (int)x;
     return 1;
 }
 
 // Reads the run.* settings of a checkpoint into r (keeps r's values for keys it lacks); strings
-// are copied into buf. Returns the number of keys found.
-static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap) {
+// are copied into buf. *iters_found: whether it stores the run's --iters (older files do not).
+// Returns the number of keys found.
+static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap,
+                         int *iters_found) {
     StFile f;
     MalaErr err;
+    *iters_found = 0;
     if (st_open(&f, path, &err)) return 0;
     int found = 0;
     const char *data = st_meta(&f, "run.data");
     if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
     const char *vae = st_meta(&f, "run.vae");
     if (vae) { snprintf(vae_buf, vae_cap, "%s", vae); r->vae = vae_buf[0] ? vae_buf : NULL; }
-    found += meta_int(&f, "run.log_every", &r->log_every) + meta_int(&f, "run.sample_every", &r->sample_every) +
-             meta_int(&f, "run.ckpt_every", &r->ckpt_every) + meta_int(&f, "run.hflip", &r->hflip) +
-             meta_int(&f, "run.limit", &r->limit) + meta_int(&f, "run.keep", &r->keep);
+    for (int i = 0; i < RUN_INTS; i++)
+        found += meta_int(&f, RUN_INT_KEYS[i].key, RUN_INT_KEYS[i].lo, RUN_INT_KEYS[i].hi, run_ints(r, i));
+    int rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, &err);
+    if (rc < 0) FATAL("%s", err.msg);
+    *iters_found = rc == 0;
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
@@ -234,20 +306,121 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     return found;
 }
 
+// The data rows of a log.csv (lines after the header); -1 when there is no such file.
+static int log_rows(const char *csv) {
+    FILE *f = fopen(csv, "r");
+    if (!f) return -1;
+    int rows = -1, c, prev = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        if (prev == '\n' && c != '\n') rows++;
+        prev = c;
+    }
+    fclose(f);
+    return rows < 0 ? 0 : rows;
+}
+
+// Files in dir (0 when it does not exist).
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
 // A fresh run refuses a directory that already holds one: nothing of it may be lost or mixed in.
+// A start that failed or stopped before its first logged step (no checkpoint, a log.csv of the
+// header alone, no sample grid) left no run: the directory is used again.
 static void refuse_existing_run(const char *out, const char *dir, const char *csv) {
-    struct stat st;
     uint64_t *steps;
-    int n = list_checkpoints(dir, &steps);
-    int has_log = stat(csv, &st) == 0;
-    if (n || has_log) {
-        char what[160] = "";
-        if (has_log) snprintf(what, sizeof what, "log.csv");
+    int n = list_checkpoints(dir, &steps), rows = log_rows(csv);
+    char samples[4200];
+    snprintf(samples, sizeof samples, "%s/samples", out);
+    int grids = count_files(samples);
+    if (n || rows > 0 || grids) {
+        char what[200] = "";
+        if (rows >= 0) snprintf(what, sizeof what, "log.csv with %d row%s", rows, rows == 1 ? "" : "s");
         if (n) snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d checkpoint%s up to step %llu",
-                        has_log ? ", " : "", n, n > 1 ? "s" : "", (unsigned long long)steps[n - 1]);
+                        what[0] ? ", " : "", n, n > 1 ? "s" : "", (unsigned long long)steps[n - 1]);
+        if (grids) snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d file%s in samples/",
+                            what[0] ? ", " : "", grids, grids > 1 ? "s" : "");
+        if (!n)
+            FATAL("%s already holds a run (%s) but no checkpoint to continue it from with --resume: train into a fresh "
+                  "--out directory", out, what);
         FATAL("%s already holds a run (%s): continue it with --resume, or train into a fresh --out directory", out, what);
     }
+    if (rows == 0 && dist_rank() == 0)
+        fprintf(stderr, "note: %s holds a start that trained no logged step (log.csv without rows, no checkpoint): "
+                "training there anew\n", out);
     free(steps);
+}
+
+// --resume with no complete checkpoint: says whether there is anything to resume at all.
+static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
+    int rows = log_rows(csv);
+    if (files) FATAL("--resume: no complete checkpoint in %s", dir);
+    if (rows > 0)
+        FATAL("--resume: %s has no checkpoint (its log.csv has %d row%s, but training continues only from a "
+              "checkpoint): train into a fresh --out directory", out, rows, rows == 1 ? "" : "s");
+    FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
+          rows == 0 ? ", and log.csv has no rows" : "");
+}
+
+// The absolute path `p` names, existing or not: the realpath of its longest existing prefix, then
+// the rest of it with "." and ".." applied (a part that does not exist yet is no symbolic link).
+static void resolve_path(const char *p, char *out, size_t cap) {
+    char head[4096], tail[4096] = "", r[PATH_MAX];
+    snprintf(head, sizeof head, "%s", p);
+    while (!realpath(head[0] ? head : ".", r)) {
+        char *slash = strrchr(head, '/'), *last = slash ? slash + 1 : head;
+        size_t hl = strlen(last), tl = strlen(tail);
+        if (!head[0] || hl + tl + 2 > sizeof tail) {  // no working directory, or a path too long: as given
+            snprintf(out, cap, "%s", p);
+            return;
+        }
+        memmove(tail + hl + 1, tail, tl + 1);  // tail = last/tail
+        memcpy(tail, last, hl);
+        tail[hl] = '/';
+        if (!slash) head[0] = 0;
+        else if (slash == head) head[1] = 0;
+        else *slash = 0;
+    }
+    snprintf(out, cap, "%s", r);
+    for (char *save = NULL, *part = strtok_r(tail, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(part, ".")) continue;
+        if (!strcmp(part, "..")) {
+            char *slash = strrchr(out, '/');
+            if (slash == out) out[1] = 0;
+            else if (slash) *slash = 0;
+            continue;
+        }
+        size_t l = strlen(out);
+        snprintf(out + l, cap - l, "%s%s", l > 1 ? "/" : "", part);
+    }
+}
+
+// A run directory equal to or inside the data would become part of it (its checkpoints/ a class of
+// the next run): refused. spec: --data (fashion-mnist[-test][:DIR], a folder or a latent set).
+static void refuse_out_in_data(const char *out, const char *spec) {
+    const char *root = spec;
+    const char *names[2] = {"fashion-mnist-test", "fashion-mnist"};
+    for (int t = 0; t < 2; t++) {
+        size_t l = strlen(names[t]);
+        if (!strncmp(spec, names[t], l) && (spec[l] == 0 || spec[l] == ':')) {
+            root = spec[l] == ':' ? spec + l + 1 : getenv("MALA_FASHION_MNIST_DIR");
+            if (!root || !root[0]) return;  // the system's copy (read-only)
+            break;
+        }
+    }
+    char d[PATH_MAX], o[4096];
+    if (!realpath(root, d)) return;  // no such data: its own error follows
+    resolve_path(out, o, sizeof o);
+    size_t l = strlen(d);
+    if (!strcmp(o, d) || (!strncmp(o, d, l) && (o[l] == '/' || (l == 1 && d[0] == '/'))))
+        FATAL("--out %s is %s --data %s (%s): the run's files would become part of the data; choose a directory "
+              "outside it", out, strcmp(o, d) ? "inside" : "the same directory as", spec, d);
 }
 
 // Every rank's weights and EMA must be rank 0's: a replica that drifted (a non-deterministic
@@ -287,7 +460,7 @@ int cmd_train(int argc, char **argv) {
     mo.channels = mo.classes = 0;  // from the data unless given
     TrainOpts to;
     train_opts_default(&to);
-    RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 0, "data", "data"};  // the defaults
+    RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
     const char *out = "runs/mala", *device = NULL, *precision = NULL;
     int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
@@ -323,6 +496,9 @@ int cmd_train(int argc, char **argv) {
         {"--ckpt-every", OPT_INT, &rs.ckpt_every, "N", "checkpoint every N steps", ARG_MIN(1)},
         {"--sample-every", OPT_INT, &rs.sample_every, "N", "sample grid every N steps and at the end (0 = never)",
          ARG_MIN(0)},
+        {"--sample-steps", OPT_INT, &rs.sample_steps, "S", "DDIM steps of a sample grid", ARG_MIN(1), ARG_MAX(1000)},
+        {"--sample-images", OPT_INT, &rs.sample_images, "N",
+         "images in a sample grid (default: 4 per class, at most 64)", ARG_MIN(1), ARG_MAX(256)},
         {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
         {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
@@ -341,7 +517,8 @@ int cmd_train(int argc, char **argv) {
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
                "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
                "With --resume the model and optimiser settings, the data and the logging settings come\n"
-               "from the checkpoint, except flags given again; --iters may extend the run.",
+               "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
+               "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.",
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
@@ -368,6 +545,7 @@ int cmd_train(int argc, char **argv) {
     ClassNames cn = {0};
     Trainer *tr = NULL;
     char resume_path[4200] = "";
+    int iters_stored = 0;  // the checkpoint's run.iters was read
     if (resume) {
         uint64_t *steps;
         int n = list_checkpoints(dir, &steps);
@@ -397,7 +575,7 @@ int cmd_train(int argc, char **argv) {
             }
         }
         free(steps);
-        if (!tr) FATAL("--resume: no complete checkpoint in %s", dir);
+        if (!tr) no_checkpoint_to_resume(out, dir, csv, n);
         model_opts_check_resumed(&mo, opts, &c);
         if (GIVEN(to.seed) && to.seed != saved.seed)
             FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
@@ -417,9 +595,10 @@ int cmd_train(int argc, char **argv) {
         tr->opt = to;
         // the run's data and logging settings, except those given again
         RunSettings r = rs;
-        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf, vae_buf, sizeof vae_buf))
+        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf, vae_buf, sizeof vae_buf, &iters_stored))
             fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
                     resume_path);
+        if (iters_stored && !GIVEN(iters) && !GIVEN(epochs)) iters = r.iters;
         if (!GIVEN(rs.data)) rs.data = r.data;
         if (!GIVEN(rs.vae)) rs.vae = r.vae;
         if (!GIVEN(rs.log_every)) rs.log_every = r.log_every;
@@ -428,6 +607,8 @@ int cmd_train(int argc, char **argv) {
         if (!GIVEN(rs.hflip)) rs.hflip = r.hflip;
         if (!GIVEN(rs.limit)) rs.limit = r.limit;
         if (!GIVEN(rs.keep)) rs.keep = r.keep;
+        if (!GIVEN(rs.sample_steps)) rs.sample_steps = r.sample_steps;
+        if (!GIVEN(rs.sample_images)) rs.sample_images = r.sample_images;
         memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
         memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
     } else {
@@ -435,6 +616,7 @@ int cmd_train(int argc, char **argv) {
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
         refuse_existing_run(out, dir, csv);
     }
+    refuse_out_in_data(out, rs.data);
 
     // the schedule as flags and checkpoint make it (before anything is written)
     if (!to.decay_end && (GIVEN(to.decay_start) || GIVEN(to.lr_end)))
@@ -497,7 +679,21 @@ int cmd_train(int argc, char **argv) {
                           model_batch_bytes(&c, batch / world, 1) + 3.0 * (batch / world) * per * sizeof(float),
                           "the training step's activations");
 
-    // 3. the run directory (rank 0's, once every rank has checked the run) and the trainer
+    // 3. the data order and the sample grids (their VAE loaded), before anything is written
+    Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);
+    if (!ld) FATAL("%s", err.msg);
+    if (world > 1) loader_shard(ld, batch, rank * (batch / world));
+    Preview pv = {0};
+    if (!lead) rs.sample_every = 0;  // rank 0's grids only
+    int grid_every = rs.sample_every;
+    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
+        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
+        grid_every = 0;
+    }
+    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
+    if (grid_every > 0) preview_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps);
+
+    // 4. the run directory (rank 0's, once every rank has checked the run) and the trainer
     dist_barrier();
     if (lead) {
         make_dirs(dir);
@@ -505,10 +701,18 @@ int cmd_train(int argc, char **argv) {
         if (stale > 0)
             fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
                     dir);
+        if (grid_every > 0) {
+            snprintf(path, sizeof path, "%s/samples", out);
+            make_dirs(path);
+        }
     }
     History hist = {0};
     if (resume) {
-        if (lead) fprintf(stderr, "resuming %s at step %llu\n", resume_path, (unsigned long long)tr->step);
+        if (lead)
+            fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", resume_path, (unsigned long long)tr->step,
+                    (unsigned long long)iters, GIVEN(iters) ? "--iters" : GIVEN(epochs) ? "--epochs"
+                    : iters_stored ? "the run's --iters; give --iters to change it"
+                                   : "--iters' default: the checkpoint stores no target");
         if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
         tr = trainer_new(&c, &cn, &to, be, batch / world);
@@ -519,12 +723,10 @@ int cmd_train(int argc, char **argv) {
         if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
             FATAL("%s: cannot write: %s", csv, strerror(errno));
     }
+    rs.iters = iters;
     RunMeta meta;
     tr->n_meta = RUN_KEYS;
     tr->meta = meta.kv;
-    Loader *ld = loader_new(ds, tr->batch, to.seed, hflip, &err);
-    if (!ld) FATAL("%s", err.msg);
-    if (world > 1) loader_shard(ld, batch, rank * tr->batch);
     loader_seek(ld, tr->batches);
     check_replicas(tr);
 
@@ -545,19 +747,12 @@ int cmd_train(int argc, char **argv) {
     if (lead && to.decay_end > to.decay_start)
         fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,
                 (unsigned long long)to.decay_start, to.lr_end, (unsigned long long)to.decay_end);
-
-    Preview pv = {0};
-    if (!lead) rs.sample_every = 0;  // rank 0's grids only
-    int grid_every = rs.sample_every;  // the run's setting stays in its checkpoints either way
-    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
-        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
-        grid_every = 0;
-    }
-    if (grid_every > 0) {
-        preview_init(&pv, &c, &tr->classes, be, rs.vae);
-        snprintf(path, sizeof path, "%s/samples", out);
-        make_dirs(path);
-    }
+    if (lead && grid_every > 0)
+        fprintf(stderr, "sample grids: %d images, DDIM %d steps, every %d steps and at the end (--sample-images, "
+                "--sample-steps, --sample-every 0 for none)\n", pv.n, pv.steps, grid_every);
+    if (lead && tr->step >= iters)
+        fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
+                "on)\n", (unsigned long long)tr->step);
 
     float *x = xmalloc((size_t)batch * per * sizeof(float));
     int32_t *y = xmalloc(batch * sizeof(int32_t));
@@ -621,6 +816,7 @@ int cmd_train(int argc, char **argv) {
         if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
             double t0 = now_seconds();
+            progress_break(&pg);
             preview_write(&pv, tr, path);  // also the final grid, at the run's last step
             t_log += now_seconds() - t0;   // img/s counts training only
         }
@@ -643,6 +839,9 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
                     !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
                     last_saved ? path : "written", last_saved ? " (continue with --resume)" : "");
+        // as a shell reports a command a signal ended: 128 + the signal (every rank: SIGINT's if any rank had one)
+        int sigint = dist_any(stop_requested == SIGINT);
+        if (rc == 0) rc = 128 + (sigint ? SIGINT : SIGTERM);
     } else if (lead && rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);

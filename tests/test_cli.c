@@ -243,6 +243,95 @@ START_TEST(test_run_directory) {
 }
 END_TEST
 
+// Issue 33 items 3 and 14: everything is checked before the run directory is created, so a failed
+// start leaves nothing that blocks the retry; a directory that holds no run (a start killed before
+// its first logged step: no checkpoint, log.csv of the header alone) is used again, and --resume
+// there says that there is nothing to resume; --out equal to or inside --data is refused.
+START_TEST(test_failed_start) {
+    tu_make_tmpdir("cli");
+    expect_error(run("train " TINY " --limit 16 --iters 1 --vae %s --out %s", tp("no/vae.safetensors"), tp("v/run")),
+                 "missing --vae", "--vae", "not latents");
+    ck_assert_msg(!exists(tp("v")), "a refused --vae created the run directory");
+    expect_error(run("train " TINY " --limit 16 --iters 1 --vae ema --out %s", tp("v/run")), "DiT's --vae ema",
+                 "--vae ema", "ema|mse");
+    ck_assert_msg(!exists(tp("v")), "a refused --vae ema created the run directory");
+    RUN_OK("train " TINY " --limit 16 --iters 1 --out %s", tp("v/run"));  // the retry
+    ck_assert(exists(tp("v/run/checkpoints/0000001.safetensors")));
+
+    // what a start killed before its first logged step leaves
+    mkdir(tp("killed"), 0755);
+    mkdir(tp("killed/checkpoints"), 0755);
+    FILE *f = fopen(tp("killed/log.csv"), "w");
+    fputs("step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n", f);
+    fclose(f);
+    expect_error(run("train --resume --out %s", tp("killed")), "resume without a run", "nothing to resume",
+                 "drop --resume");
+    expect_error(run("train --resume --out %s", tp("none")), "resume of no directory", "nothing to resume", NULL);
+    RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("killed"));
+    ck_assert_msg(strstr(g_err, "training there anew"), "%s", g_err);
+    char steps[64];
+    csv_steps(tp("killed/log.csv"), steps, sizeof steps);
+    ck_assert_str_eq(steps, "1,2");
+
+    // --out inside --data: by its name, through "..", through a symbolic link; the data itself
+    make_folder(tp("imgs"), 2, 2, 1, 32);
+    ck_assert(symlink(tp("imgs"), tp("link")) == 0);
+    const char *inside[] = {"imgs/run", "imgs/a/../b/run", "link/run", "imgs"};
+    for (size_t i = 0; i < sizeof inside / sizeof *inside; i++) {
+        expect_error(run("train " TINY " --data %s --iters 1 --out %s", tp("imgs"), tp(inside[i])), inside[i], "--out",
+                     "--data");
+        ck_assert_msg(strstr(g_err, i < 3 ? "inside" : "the same directory"), "%s", g_err);
+    }
+    expect_error(run("train " TINY " --data %s/ --iters 1 --out %s", tp("link"), tp("imgs/run")), "data by a link",
+                 "inside", NULL);
+    DIR *d = opendir(tp("imgs"));
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d));) entries += e->d_name[0] != '.';
+    closedir(d);
+    ck_assert_msg(entries == 2, "a refused --out created something in the data (%d entries)", entries);
+    RUN_OK("train " TINY " --data %s --iters 1 --out %s", tp("imgs"), tp("imgs-run"));  // beside it: fine
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Issue 33 items 4 and 7: --resume continues toward the run's --iters (stored as run.iters), a
+// damaged run.* value is refused naming the key, and the sample grid's cost is the flags'.
+START_TEST(test_resume_keeps_iters) {
+    tu_make_tmpdir("cli");
+    RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("run"));
+    RUN_OK("info %s", tp("run/checkpoints/0000002.safetensors"));
+    ck_assert_msg(strstr(g_out, "iters 2"), "%s", g_out);
+    RUN_OK("train --resume --out %s --threads 2", tp("run"));
+    ck_assert_msg(strstr(g_err, "to step 2") && strstr(g_err, "nothing to train"), "%s", g_err);
+    char steps[64];
+    csv_steps(tp("run/log.csv"), steps, sizeof steps);
+    ck_assert_str_eq(steps, "1,2");
+    RUN_OK("train --resume --out %s --iters 3 --threads 2", tp("run"));  // given again, --iters wins and is kept
+    RUN_OK("info %s", tp("run/checkpoints/0000003.safetensors"));
+    ck_assert_msg(strstr(g_out, "iters 3"), "%s", g_out);
+
+    // a damaged value (the same length, so the file stays readable): refused, not a division by 0
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"run.log_every\":\"1\"/\"run.log_every\":\"0\"/' %s",
+             tp("run/checkpoints/0000003.safetensors"));
+    ck_assert(system(cmd) == 0);
+    expect_error(run("train --resume --out %s --iters 4 --threads 2", tp("run")), "run.log_every 0",
+                 "'run.log_every' = '0'", "0000003.safetensors");
+
+    // the grid: 3 images in a row, 2 DDIM steps, with a progress line
+    RUN_OK("train " TINY " --limit 16 --iters 1 --sample-every 1 --sample-steps 2 --sample-images 3 --out %s",
+           tp("grid"));
+    ck_assert_msg(strstr(g_err, "sample grid: 3 images, DDIM step 2/2"), "%s", g_err);
+    int w, h;
+    MalaErr err;
+    ck_assert_msg(image_check(tp("grid/samples/0000001.png"), &w, &h, &err) == 0, "%s", err.msg);
+    ck_assert_msg(w == 3 * 34 + 2 && h == 36, "a grid of %dx%d pixels", w, h);
+    RUN_OK("info %s", tp("grid/checkpoints/0000001.safetensors"));  // --resume keeps them
+    ck_assert_msg(strstr(g_out, "sample_steps 2") && strstr(g_out, "sample_images 3"), "%s", g_out);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // Points 3, 4 and 6: a folder run takes its channels and classes from the data, logs a wall
 // clock, ends with a sample grid; --resume continues with its data, limit, flips, logging and
 // checkpoint settings, and a flag given again wins.
@@ -659,6 +748,8 @@ int main(void) {
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_flags);
     tcase_add_test(tc, test_run_directory);
+    tcase_add_test(tc, test_failed_start);
+    tcase_add_test(tc, test_resume_keeps_iters);
     tcase_add_test(tc, test_resume_remembers);
     tcase_add_test(tc, test_shapes_from_data);
     tcase_add_test(tc, test_progress_lines);

@@ -293,44 +293,55 @@ START_TEST(test_sigterm_during_startup) {
     int rc = wait_status(pid);
     slurp(ep, g_err, sizeof g_err);
     printf("SIGTERM during start-up (%.0f ms in): exit %d, \"%s\"\n", 1e3 * (now_seconds() - t0), rc, err_tail());
-    expect_ok(rc, "SIGTERM during start-up");
+    ck_assert_msg(rc == 143, "SIGTERM during start-up: exit status %d, expected 143:\n%s", rc, err_tail());
     ck_assert_msg(strstr(g_err, "stopped by signal 15 at step 0; no checkpoint written") && !strstr(g_err, "done:"),
                   "%s", err_tail());
     tu_rm_tmpdir();
 }
 END_TEST
 
-// A SIGTERM while the last checkpoint is being written: the save completes (a valid file) and the
-// run says it was stopped, not "done: step N". The checkpoint's temporary path is a FIFO, so the
-// save blocks until this test reads it: the signal certainly lands inside the write.
-START_TEST(test_sigterm_during_checkpoint_write) {
-    tu_make_tmpdir("hostile");
-    mkdirs("run/checkpoints");
-    char fifo[400], ep[300], args[1024];
-    path_in(fifo, sizeof fifo, "run/checkpoints/0000002.safetensors.tmp");
+// Runs `mala ARGS` with the checkpoint's temporary path `tmp` (under tu_tmp) a FIFO, so that the
+// save blocks until this test reads it: `sig` certainly lands inside the write. Returns the bytes
+// written (*n of them) and the exit status; stderr is in g_err.
+static unsigned char *signal_during_save(const char *tmp, const char *args, int sig, size_t *n, int *rc) {
+    char fifo[400], ep[300];
+    path_in(fifo, sizeof fifo, tmp);
     ck_assert_int_eq(mkfifo(fifo, 0644), 0);
     int fd = open(fifo, O_RDONLY | O_NONBLOCK);
     ck_assert(fd >= 0);
     path_in(ep, sizeof ep, "stderr");
-    snprintf(args, sizeof args, TRAIN " --iters 2 --ckpt-every 2 --out %s/run", tu_tmp);
     pid_t pid = spawn(ep, args);
     struct pollfd pf = {fd, POLLIN, 0};
     ck_assert_msg(poll(&pf, 1, 300000) == 1 && (pf.revents & POLLIN), "the checkpoint write never started");
-    ck_assert_int_eq(kill(pid, SIGTERM), 0);
-    size_t cap = 1 << 20, n = 0;
+    ck_assert_int_eq(kill(pid, sig), 0);
+    size_t cap = 1 << 20;
     unsigned char *data = malloc(cap);
+    *n = 0;
     for (;;) {
-        if (n == cap) data = realloc(data, cap *= 2);
-        ssize_t r = read(fd, data + n, cap - n);
-        if (r > 0) { n += (size_t)r; continue; }
+        if (*n == cap) data = realloc(data, cap *= 2);
+        ssize_t r = read(fd, data + *n, cap - *n);
+        if (r > 0) { *n += (size_t)r; continue; }
         if (r == 0) break;  // the writer closed it
         ck_assert_msg(errno == EAGAIN || errno == EINTR, "read: %s", strerror(errno));
         poll(&pf, 1, 1000);
     }
     close(fd);
-    int rc = wait_status(pid);
+    *rc = wait_status(pid);
     slurp(ep, g_err, sizeof g_err);
-    expect_ok(rc, "SIGTERM during a checkpoint write");
+    return data;
+}
+
+// A SIGTERM while the last checkpoint is being written: the save completes (a valid file) and the
+// run says it was stopped, not "done: step N", with exit status 143 (128 + SIGTERM).
+START_TEST(test_sigterm_during_checkpoint_write) {
+    tu_make_tmpdir("hostile");
+    mkdirs("run/checkpoints");
+    char args[1024];
+    snprintf(args, sizeof args, TRAIN " --iters 2 --ckpt-every 2 --out %s/run", tu_tmp);
+    size_t n;
+    int rc;
+    unsigned char *data = signal_during_save("run/checkpoints/0000002.safetensors.tmp", args, SIGTERM, &n, &rc);
+    ck_assert_msg(rc == 143, "SIGTERM during a checkpoint write: exit status %d, expected 143:\n%s", rc, err_tail());
     ck_assert_msg(strstr(g_err, "stopped by signal 15 at step 2; the last checkpoint is") && !strstr(g_err, "done:"),
                   "%s", err_tail());
     write_file("written.safetensors", data, n);
@@ -343,6 +354,38 @@ START_TEST(test_sigterm_during_checkpoint_write) {
     ck_assert_str_eq(st_meta(&f, "step"), "2");
     printf("SIGTERM during a checkpoint write: %zu bytes, a valid checkpoint; \"%s\"\n", n, err_tail());
     st_close(&f);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Issue 33 item 4: a run of --iters 5 stopped by SIGINT at step 2 exits with status 130 (128 +
+// SIGINT), and `--resume` without --iters ends exactly at step 5, the run's target.
+START_TEST(test_sigint_then_resume_to_iters) {
+    tu_make_tmpdir("hostile");
+    mkdirs("run/checkpoints");
+    char args[1024];
+    snprintf(args, sizeof args, TRAIN " --iters 5 --ckpt-every 2 --out %s/run", tu_tmp);
+    size_t n;
+    int rc;
+    unsigned char *data = signal_during_save("run/checkpoints/0000002.safetensors.tmp", args, SIGINT, &n, &rc);
+    ck_assert_msg(rc == 130, "SIGINT: exit status %d, expected 130:\n%s", rc, err_tail());
+    ck_assert_msg(strstr(g_err, "stopped by signal 2 at step 2"), "%s", err_tail());
+    // the save went through the FIFO, renamed into place: its bytes become the checkpoint
+    char p[400];
+    path_in(p, sizeof p, "run/checkpoints/0000002.safetensors");
+    ck_assert_int_eq(unlink(p), 0);
+    write_file("run/checkpoints/0000002.safetensors", data, n);
+    free(data);
+    StFile f;
+    MalaErr err;
+    ck_assert_msg(st_open(&f, p, &err) == 0, "%s", err.msg);
+    ck_assert_msg(st_meta(&f, "run.iters") && !strcmp(st_meta(&f, "run.iters"), "5"), "run.iters not stored");
+    st_close(&f);
+    rc = run("train --resume --out %s/run --threads 2", tu_tmp);
+    expect_ok(rc, "--resume after SIGINT");
+    ck_assert_msg(strstr(g_err, "done: step 5,"), "%s", err_tail());
+    path_in(p, sizeof p, "run/checkpoints/0000005.safetensors");
+    ck_assert_msg(access(p, F_OK) == 0, "no checkpoint at step 5:\n%s", err_tail());
     tu_rm_tmpdir();
 }
 END_TEST
@@ -426,6 +469,7 @@ int main(void) {
     tcase_add_test(tc, test_stale_tmp_removed);
     tcase_add_test(tc, test_sigterm_during_startup);
     tcase_add_test(tc, test_sigterm_during_checkpoint_write);
+    tcase_add_test(tc, test_sigint_then_resume_to_iters);
     tcase_add_test(tc, test_is_with_peaked_logits_is_finite);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -1,4 +1,4 @@
-// defines: train_meta_write, train_meta_need_u64, train_meta_read
+// defines: train_meta_write, train_meta_need_u64, train_meta_opt_u64, train_meta_read
 #include "train_meta.h"
 
 #include <limits.h>
@@ -22,13 +22,21 @@ void train_meta_write(StWriter *w, const TrainOpts *o, int global_batch) {
     st_writer_meta_float(w, "label_drop", o->label_drop);
 }
 
+int train_meta_opt_u64(const StFile *f, const char *key, uint64_t lo, uint64_t hi, uint64_t *out, MalaErr *err) {
+    uint64_t v;
+    int rc = st_meta_u64(f, key, &v, err);
+    if (rc) return rc;
+    *out = v;
+    if (v < lo || v > hi)
+        return mala_errf(err, "%s: metadata '%s' = %llu is out of range (%llu to %llu)", f->path, key,
+                         (unsigned long long)v, (unsigned long long)lo, (unsigned long long)hi);
+    return 0;
+}
+
 int train_meta_need_u64(const StFile *f, const char *key, uint64_t lo, uint64_t hi, uint64_t *out,
                         MalaErr *err) {
-    int rc = st_meta_u64(f, key, out, err);
+    int rc = train_meta_opt_u64(f, key, lo, hi, out, err);
     if (rc == 1) return mala_errf(err, "%s: not a training checkpoint (metadata '%s' is missing)", f->path, key);
-    if (!rc && (*out < lo || *out > hi))
-        return mala_errf(err, "%s: metadata '%s' = %llu is out of range (%llu to %llu)", f->path, key,
-                         (unsigned long long)*out, (unsigned long long)lo, (unsigned long long)hi);
     return rc;
 }
 
@@ -46,7 +54,7 @@ static int need_float(const StFile *f, const char *key, float lo, float hi, floa
 }
 
 int train_meta_read(const StFile *f, TrainOpts *o, int *global_batch, MalaErr *err) {
-    uint64_t b, warmup;
+    uint64_t b = 0, warmup = 0;
     if (train_meta_need_u64(f, "seed", 0, UINT64_MAX, &o->seed, err) ||
         train_meta_need_u64(f, "batch", 1, INT_MAX, &b, err) ||
         train_meta_need_u64(f, "warmup", 0, INT_MAX, &warmup, err) || need_float(f, "lr", 0, 1, &o->lr, err) ||

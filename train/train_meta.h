@@ -10,6 +10,9 @@
 void train_meta_write(StWriter *w, const TrainOpts *o, int global_batch);
 // A key every training checkpoint has, within [lo, hi] (the range of its flag).
 int train_meta_need_u64(const StFile *f, const char *key, uint64_t lo, uint64_t hi, uint64_t *out, MalaErr *err);
+// An optional key (a later mala's, such as the run's target run.iters): 1 when absent (*out
+// untouched), else as train_meta_need_u64.
+int train_meta_opt_u64(const StFile *f, const char *key, uint64_t lo, uint64_t hi, uint64_t *out, MalaErr *err);
 int train_meta_read(const StFile *f, TrainOpts *o, int *global_batch, MalaErr *err);
 
 #endif
