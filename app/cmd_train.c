@@ -28,6 +28,7 @@
 #include "image_io.h"
 #include "latents.h"  // defines: latent_is_set
 #include "line_plot.h"
+#include "mem_plan.h"
 #include "progress.h"
 #include "trainer.h"
 
@@ -132,7 +133,7 @@ typedef struct {
 } Preview;
 
 static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae) {
-    p->n = c->num_classes <= 16 ? 4 * c->num_classes : 64;
+    p->n = train_grid_images(c);
     generator_new(&p->g, c, cn, be, p->n);
     MalaErr err;
     if (generator_attach_vae(&p->g, vae, "the model trained", &err)) FATAL("%s", err.msg);
@@ -383,8 +384,8 @@ int cmd_train(int argc, char **argv) {
             batch = saved_batch;
             if (batch % world)
                 FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
-            args_check_memory("--batch", batch / world, model_batch_bytes(&c, batch / world, 1),
-                              "the training step's activations");
+            TrainMemArgs ma = {batch / world, world, zero, lead && rs.sample_every > 0, rs.vae, 0};
+            train_memory_check(&c, be, &ma, batch, 1, "the resumed model", lead);
             tr = trainer_new(&c, &cn, &saved, be, batch / world);
             trainer_shard(tr, rank, world);
             if (zero) trainer_zero1(tr);
@@ -491,10 +492,11 @@ int cmd_train(int argc, char **argv) {
         hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
     }
     size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
-    if (!resume)
-        args_check_memory("--batch", batch / world,
-                          model_batch_bytes(&c, batch / world, 1) + 3.0 * (batch / world) * per * sizeof(float),
-                          "the training step's activations");
+    if (!resume) {  // everything the run allocates, refused before anything is created
+        TrainMemArgs ma = {batch / world, world, zero, lead && rs.sample_every > 0 && (!ds->views || rs.vae), rs.vae,
+                           ds->n};
+        train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
+    }
 
     // 3. the run directory (rank 0's, once every rank has checked the run) and the trainer
     dist_barrier();
