@@ -28,7 +28,6 @@
 #include "image_io.h"
 #include "latents.h"  // defines: latent_is_set
 #include "line_plot.h"
-#include "mem_plan.h"
 #include "progress.h"
 #include "trainer.h"
 

@@ -150,9 +150,11 @@ static double gen_parts(MemPlan *p, int part, const NetConfig *c, const Backend 
     return p->total - before;
 }
 
-double gen_memory_bytes(const NetConfig *c, const Backend *be, int n) {
+double gen_memory_bytes(const NetConfig *c, const Backend *be, int n, double *device) {
     MemPlan p = {{0}};
-    return gen_parts(&p, MEM_GRID, c, be, n);
+    gen_parts(&p, MEM_GRID, c, be, n);
+    if (device) *device = p.device;
+    return p.total;
 }
 
 int train_grid_images(const NetConfig *c) { return c->num_classes <= 16 ? 4 * c->num_classes : 64; }

@@ -18,8 +18,9 @@ double memory_cgroup_free(const char *dir);
 double memory_resident(void);
 
 // Bytes of a Generator for batches of up to n images (generator_new / generator_open): the
-// network for 2n guided passes with its weights, the sampler's buffers and the host copies.
-double gen_memory_bytes(const NetConfig *c, const Backend *be, int n);
+// network for 2n guided passes with its weights, the sampler's buffers and the host copies;
+// *device (may be NULL) gets the part in a backend's own memory (0 on the CPU).
+double gen_memory_bytes(const NetConfig *c, const Backend *be, int n, double *device);
 
 // The images of training's sample grid (the trainer's EMA, DDIM).
 int train_grid_images(const NetConfig *c);
