@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "diffusion.h"
+#include "dist.h"
 #include "safetensors.h"
 #include "vae.h"
 
@@ -310,15 +311,20 @@ void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArg
     }
     describe_parts(parts, sizeof parts, &p);
     const char *each = a->world > 1 ? " per process" : "";
-    if (avail <= 0 || plan_fits(&p, avail)) {
+    const int fits = avail <= 0 || plan_fits(&p, avail);
+    if (!dist_any(!fits)) {  // every rank decides alike (its memory may differ): all start or none
         if (lead)
             fprintf(stderr, "preparing %s for batch %d: about %s of memory%s%s (%s); %s available\n", preset, global_batch,
                     need_s, each, dev_s, parts, have_s);
         return;
     }
-    char fix[512];
-    suggest(fix, sizeof fix, c, be, a, batch_fixed, preset, avail);
-    fprintf(stderr, "error: --batch %d: training %s needs about %s of memory%s%s (%s); this machine has %s available "
-            "(%s in all): %s\n", global_batch, preset, need_s, each, dev_s, parts, have_s, all_s, fix);
+    if (!fits) {  // a rank that fits stops quietly beside the one that says why
+        char fix[512], rank[32] = "";
+        suggest(fix, sizeof fix, c, be, a, batch_fixed, preset, avail);
+        if (a->world > 1) snprintf(rank, sizeof rank, "rank %d: ", dist_rank());
+        fprintf(stderr, "error: %s--batch %d: training %s needs about %s of memory%s%s (%s); this machine has %s "
+                "available (%s in all): %s\n", rank, global_batch, preset, need_s, each, dev_s, parts, have_s, all_s, fix);
+    }
+    dist_finalize();
     exit(2);
 }
