@@ -384,7 +384,7 @@ int cmd_train(int argc, char **argv) {
             if (batch % world)
                 FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
             TrainMemArgs ma = {batch / world, world, zero, lead && rs.sample_every > 0, rs.vae, 0};
-            train_memory_check(&c, be, &ma, batch, 1, "the resumed model", lead);
+            train_memory_check(&c, be, &ma, batch, 1, "the resumed model", 0);  // "resuming ..." says it
             tr = trainer_new(&c, &cn, &saved, be, batch / world);
             trainer_shard(tr, rank, world);
             if (zero) trainer_zero1(tr);
