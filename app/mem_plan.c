@@ -279,6 +279,12 @@ static void suggest(char *buf, size_t n, const NetConfig *c, const Backend *be, 
     } else {
         snprintf(buf, n, "a resumed run keeps its batch");
     }
+    if (a->grids) {
+        t = *a;
+        t.grids = 0;
+        train_memory_plan(&p, c, be, &t);
+        if (plan_fits(&p, avail)) snprintf(buf + strlen(buf), n - strlen(buf), "; --sample-every 0 (no sample grids) fits");
+    }
     PresetSearch s = {c, be, a, avail, 0, ""};
     expand(net_backbone(c->backbone)->presets, try_preset, &s);
     if (s.best[0])

@@ -45,7 +45,8 @@ typedef struct {
 void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const TrainMemArgs *a);
 // Prints "preparing PRESET for batch B: about X of memory (...)" on stderr when lead, or exits 2
 // with one line: the bytes needed, what the machine has, and what would fit (a smaller batch
-// unless batch_fixed, a smaller preset of the same backbone, --zero 1 when there are processes).
+// unless batch_fixed, no sample grids, a smaller preset of the same backbone, --zero 1 when there
+// are processes).
 // Collective under MPI (dist_any): when one rank does not fit, every rank exits.
 // global_batch is --batch (world x a->batch); preset names the model in messages.
 void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArgs *a, int global_batch, int batch_fixed,
