@@ -155,7 +155,8 @@ static int bench_sample(int argc, char **argv) {
     NetConfig c;
     model_opts_config(&mo, &c);
     double gen_dev, gen_bytes = gen_memory_bytes(&c, be, n, &gen_dev);
-    args_check_memory("--n", n, gen_bytes - gen_dev, "the model's weights and activations (2 passes per image with guidance)");
+    args_check_memory("--n", n, gen_bytes - gen_dev,
+                      "the model's weights and activations (2 passes per image with guidance)");
     SamplerKind kind;
     if (sampler_kind_parse(sampler, &kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     ClassNames cn;

@@ -189,7 +189,8 @@ void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const 
     if (dev && W > 1) add(p, MEM_MODEL, 4.0 * nt + (zero ? 4 * block : 0), 0);  // host staging of the all-reduce
     // the arena's activations and workspaces; the step's inputs, draws, outputs and loss terms
     add(p, MEM_ACT, arena - weights, dev);
-    add(p, MEM_ACT, 1000.0 * DIFF_COEFS * 8 + 16.0 * B + 4 * (3 * B * per + 2 * B * outn + B) + 16.0 * B + (W > 1 ? 8.0 * W * B : 0), dev);
+    add(p, MEM_ACT, 1000.0 * DIFF_COEFS * 8 + 16.0 * B + 4 * (3 * B * per + 2 * B * outn + B) + 16.0 * B, dev);
+    if (W > 1) add(p, MEM_ACT, 8.0 * W * B, dev);  // the global batch's draws
     add(p, MEM_ACT, 16.0 * B, 0);
     // the loader's two batches, its bytes and permutation; the command's global batch
     add(p, MEM_DATA, 8 * B * per + B * per + 8.0 * a->data_n + 16.0 * B + 4.0 * W * B * (per + 1), 0);
@@ -283,7 +284,8 @@ static void suggest(char *buf, size_t n, const NetConfig *c, const Backend *be, 
         t = *a;
         t.grids = 0;
         train_memory_plan(&p, c, be, &t);
-        if (plan_fits(&p, avail)) snprintf(buf + strlen(buf), n - strlen(buf), "; --sample-every 0 (no sample grids) fits");
+        if (plan_fits(&p, avail))
+            snprintf(buf + strlen(buf), n - strlen(buf), "; --sample-every 0 (no sample grids) fits");
     }
     PresetSearch s = {c, be, a, avail, 0, ""};
     expand(net_backbone(c->backbone)->presets, try_preset, &s);
@@ -320,8 +322,8 @@ void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArg
     const int fits = avail <= 0 || plan_fits(&p, avail);
     if (!dist_any(!fits)) {  // every rank decides alike (its memory may differ): all start or none
         if (lead)
-            fprintf(stderr, "preparing %s for batch %d: about %s of memory%s%s (%s); %s available\n", preset, global_batch,
-                    need_s, each, dev_s, parts, have_s);
+            fprintf(stderr, "preparing %s for batch %d: about %s of memory%s%s (%s); %s available\n", preset,
+                    global_batch, need_s, each, dev_s, parts, have_s);
         return;
     }
     if (!fits) {  // a rank that fits stops quietly beside the one that says why
@@ -329,7 +331,8 @@ void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArg
         suggest(fix, sizeof fix, c, be, a, batch_fixed, preset, avail);
         if (a->world > 1) snprintf(rank, sizeof rank, "rank %d: ", dist_rank());
         fprintf(stderr, "error: %s--batch %d: training %s needs about %s of memory%s%s (%s); this machine has %s "
-                "available (%s in all): %s\n", rank, global_batch, preset, need_s, each, dev_s, parts, have_s, all_s, fix);
+                "available (%s in all): %s\n",
+                rank, global_batch, preset, need_s, each, dev_s, parts, have_s, all_s, fix);
     }
     dist_finalize();
     exit(2);

@@ -27,7 +27,8 @@ static const char *tp(const char *name) {
 static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
     ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
     const char *nl = strchr(g_err, '\n');
-    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what, g_err);
+    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what,
+                  g_err);
     ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
     ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
 }
@@ -45,20 +46,20 @@ START_TEST(test_refuse_up_front) {
     tu_make_tmpdir("mem");
     setenv("MALA_TEST_MEMORY", "300M", 1);
     const char *dir = tp("run");
-    expect_error(run("train --model DiT-XS/2 --batch 16 --limit 64 --iters 1 --sample-every 0 --threads 2 --out %s", dir),
-                 "a batch beyond memory", "needs about", "MB available");
+#define XS2 "train --model DiT-XS/2 --limit 64 --iters 1 --sample-every 0 --threads 2"
+    expect_error(run(XS2 " --batch 16 --out %s", dir), "a batch beyond memory", "needs about", "MB available");
     ck_assert_msg(!exists(dir), "the refused run created %s", dir);
     int b = fitting_batch(g_err);
     ck_assert_msg(b >= 1 && b < 16, "no smaller batch suggested: %s", g_err);
     ck_assert_msg(strstr(g_err, "--model DiT-"), "no smaller preset suggested: %s", g_err);
     // the batch it names passes the same check and trains
-    int rc = run("train --model DiT-XS/2 --batch %d --limit 64 --iters 1 --sample-every 0 --threads 2 --out %s", b, dir);
+    int rc = run(XS2 " --batch %d --out %s", b, dir);
     ck_assert_msg(rc == 0, "--batch %d, said to fit, exit %d: %s", b, rc, g_err);
     ck_assert_msg(strstr(g_err, "preparing DiT-XS/2 for batch"), "no 'preparing' line: %s", g_err);
     // the case: DiT-XL/2 at batch 2 counted whole (weights, optimiser, grid generator)
     setenv("MALA_TEST_MEMORY", "16G", 1);
-    expect_error(run("train --model DiT-XL/2 --batch 2 --iters 1 --out %s", tp("xl")), "DiT-XL/2", "DiT-XL/2 needs about",
-                 "weights, gradient, EMA and AdamW moments");
+    expect_error(run("train --model DiT-XL/2 --batch 2 --iters 1 --out %s", tp("xl")), "DiT-XL/2",
+                 "DiT-XL/2 needs about", "weights, gradient, EMA and AdamW moments");
     ck_assert_msg(strstr(g_err, "--model DiT-"), "no smaller preset suggested: %s", g_err);
     ck_assert_msg(!exists(tp("xl")), "the refused run created its directory");
     unsetenv("MALA_TEST_MEMORY");
@@ -117,8 +118,9 @@ START_TEST(test_estimate_vs_peak_rss) {
         double rss = peak_rss(args, errp);
         slurp(errp, g_err, sizeof g_err);
         double est = printed_estimate(g_err), r = est / rss;
-        printf("%s batch 8: estimate %.1f MB, peak RSS %.1f MB, ratio %.3f\n", presets[i], est / 1048576, rss / 1048576, r);
-        ck_assert_msg(r >= EST_MIN && r <= EST_MAX, "%s: estimate %.0f vs peak RSS %.0f bytes (ratio %.3f outside %g..%g)",
+        printf("%s batch 8: estimate %.1f MB, peak RSS %.1f MB, ratio %.3f\n", presets[i], est / 1048576,
+               rss / 1048576, r);
+        ck_assert_msg(r >= EST_MIN && r <= EST_MAX, "%s: estimate %.0f vs peak RSS %.0f bytes (ratio %.3f not in %g..%g)",
                       presets[i], est, rss, r, EST_MIN, EST_MAX);
     }
     tu_rm_tmpdir();

@@ -256,7 +256,8 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
     const int in_host = tr->be == backend_cpu();
     float *host = in_host ? NULL : xmalloc(4 * bytes);
     float *w = in_host ? m->w : host, *ema = in_host ? tr->ema : host + m->n_floats;
-    float *mo = zm ? zm : in_host ? tr->m : host + 2 * m->n_floats, *vo = zv ? zv : in_host ? tr->v : host + 3 * m->n_floats;
+    float *mo = zm ? zm : in_host ? tr->m : host + 2 * m->n_floats;
+    float *vo = zv ? zv : in_host ? tr->v : host + 3 * m->n_floats;
     if (!in_host) {
         tr->be->to_host(w, m->w, bytes);
         tr->be->to_host(ema, tr->ema, bytes);
