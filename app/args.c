@@ -1,5 +1,6 @@
-// defines: args_parse, args_usage, args_given, args_suggest, args_check_memory, set_threads
+// defines: args_parse, args_usage, args_given, args_suggest, args_human_bytes, args_check_memory, set_threads
 #include "args.h"
+#include "mem_plan.h"  // defines: memory_available
 
 #include <errno.h>
 #include <math.h>
@@ -173,7 +174,7 @@ void args_parse(const char *usage, Opt *opts, int n, int argc, char **argv, int 
     }
 }
 
-static void human_bytes(char *buf, size_t n, double b) {
+void args_human_bytes(char *buf, size_t n, double b) {
     const char *unit[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
     int u = 0;
     while (b >= 1024 && u < 6) { b /= 1024; u++; }
@@ -181,15 +182,14 @@ static void human_bytes(char *buf, size_t n, double b) {
 }
 
 void args_check_memory(const char *flag, long long value, double bytes, const char *what) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return;
-    double have = (double)pages * (double)page;
-    if (bytes <= have) return;
-    char need_s[32], have_s[32];
-    human_bytes(need_s, sizeof need_s, bytes);
-    human_bytes(have_s, sizeof have_s, have);
-    fprintf(stderr, "error: %s %lld: needs at least %s of memory for %s; this machine has %s\n", flag, value, need_s,
-            what, have_s);
+    double total, have = memory_available(&total);
+    if (have <= 0 || bytes <= have) return;
+    char need_s[32], have_s[32], total_s[32];
+    args_human_bytes(need_s, sizeof need_s, bytes);
+    args_human_bytes(have_s, sizeof have_s, have);
+    args_human_bytes(total_s, sizeof total_s, total);
+    fprintf(stderr, "error: %s %lld: needs at least %s of memory for %s; this machine has %s available (%s in all)\n",
+            flag, value, need_s, what, have_s, total_s);
     exit(2);
 }
 

@@ -3,6 +3,7 @@
 #ifndef MALA_ARGS_H
 #define MALA_ARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { OPT_INT, OPT_U64, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_BOOL } OptType;
@@ -37,8 +38,10 @@ void args_usage(const char *usage, const Opt *opts, int n);
 int args_given(const Opt *opts, int n, const void *dst);
 // The candidate closest to word by edit distance when it is close enough to be a typo, else NULL.
 const char *args_suggest(const char *word, const char *const *cands, int n);
-// Exits 2 with "FLAG VALUE: needs at least X of memory for WHAT; this machine has Y" when bytes
-// exceed the machine's physical memory (a batch or image count too large to allocate).
+// "1.5 GB", "512 bytes": bytes in binary units with one decimal.
+void args_human_bytes(char *buf, size_t n, double bytes);
+// Exits 2 with "FLAG VALUE: needs at least X of memory for WHAT; this machine has Y available (Z
+// in all)" when bytes exceed what can be allocated (memory_available in mem_plan.h).
 void args_check_memory(const char *flag, long long value, double bytes, const char *what);
 
 // The rows every command that computes shares: threads, the op backend and CUDA's precision.

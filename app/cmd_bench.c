@@ -75,9 +75,11 @@ static int bench_train(int argc, char **argv) {
     if (profile) be = backend_profiled(be);
     NetConfig c;
     model_opts_config(&mo, &c);
-    size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
-    args_check_memory("--batch", batch, model_batch_bytes(&c, batch, 1) + 3.0 * batch * per * sizeof(float),
-                      "the training step's activations");
+    MemPlan plan;
+    TrainMemArgs ma = {.batch = batch, .world = 1};
+    train_memory_plan(&plan, &c, be, &ma);
+    args_check_memory("--batch", batch, plan.total - plan.device - plan.part[MEM_HELD],
+                      "the weights, optimiser state and activations of training");
     ClassNames cn;
     class_names_default(&cn, c.num_classes);
     TrainOpts to;
@@ -152,7 +154,9 @@ static int bench_sample(int argc, char **argv) {
     if (profile) be = backend_profiled(be);
     NetConfig c;
     model_opts_config(&mo, &c);
-    args_check_memory("--n", n, model_batch_bytes(&c, 2.0 * n, 0), "the model's activations (2 passes per image with guidance)");
+    double gen_dev, gen_bytes = gen_memory_bytes(&c, be, n, &gen_dev);
+    args_check_memory("--n", n, gen_bytes - gen_dev,
+                      "the model's weights and activations (2 passes per image with guidance)");
     SamplerKind kind;
     if (sampler_kind_parse(sampler, &kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     ClassNames cn;

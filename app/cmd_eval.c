@@ -25,7 +25,7 @@
 #include "json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "npy.h"
 #include "out_paths.h"  // defines: out_check_file, OPT_FORCE
-#include "app/commands.h"  // defines: model_batch_bytes
+#include "app/commands.h"  // defines: gen_memory_bytes
 
 #define DEFAULT_SPLITS 10
 
@@ -824,8 +824,8 @@ int cmd_eval(int argc, char **argv) {
         }
         class_names_free(&cn);
         st_close(&f);
-        args_check_memory("--sample-batch", a.gen.batch, model_batch_bytes(&c, 2.0 * a.gen.batch, 0),
-                          "the model's activations (2 passes per image with guidance)");
+        args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&c, backend_cpu(), a.gen.batch, NULL),
+                          "the model's weights and activations (2 passes per image with guidance)");
         fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g%s (%s)\n", a.gen.num, a.gen.ckpt,
                 a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale, a.gen.opts.clip ? ", clipped" : "",
                 !strcmp(a.preset, "dit") ? "DiT's FID-50K settings"

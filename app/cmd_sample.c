@@ -182,8 +182,9 @@ int cmd_sample(int argc, char **argv) {
     if (!count) count = default_count(pc.num_classes, cls != NULL);
     args_check_memory("--n", count, (double)count * per_image * (sizeof(float) + 1), "the images");
     if (batch > count) batch = count;  // the generator is sized for the images asked for
-    args_check_memory("--batch", batch, model_batch_bytes(&pc, 2.0 * batch, 0) + 2.0 * batch * per_image * sizeof(float),
-                      "the model's activations (2 passes per image with guidance)");
+    double gen_dev, gen_bytes = gen_memory_bytes(&pc, be, batch, &gen_dev);
+    args_check_memory("--batch", batch, gen_bytes - gen_dev, "the model's weights and activations (2 passes per image "
+                      "with guidance)");
 
     MalaErr err;
     Generator g;

@@ -145,11 +145,9 @@ typedef struct {
     double t0;
 } Preview;
 
-static int preview_default_images(int classes) { return classes <= 16 ? 4 * classes : 64; }
-
 static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
                          int images, int steps) {
-    p->n = images > 0 ? images : preview_default_images(c->num_classes);
+    p->n = train_grid_images(c, images);
     p->steps = steps;
     generator_new(&p->g, c, cn, be, p->n);
     MalaErr err;
@@ -562,8 +560,9 @@ int cmd_train(int argc, char **argv) {
             batch = saved_batch;
             if (batch % world)
                 FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
-            args_check_memory("--batch", batch / world, model_batch_bytes(&c, batch / world, 1),
-                              "the training step's activations");
+            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+                               .grids = lead && rs.sample_every > 0, .grid_images = rs.sample_images, .vae = rs.vae};
+            train_memory_check(&c, be, &ma, batch, 1, "the resumed model", 0);  // "resuming ..." says it
             tr = trainer_new(&c, &cn, &saved, be, batch / world);
             trainer_shard(tr, rank, world);
             if (zero) trainer_zero1(tr);
@@ -674,10 +673,12 @@ int cmd_train(int argc, char **argv) {
         hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
     }
     size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
-    if (!resume)
-        args_check_memory("--batch", batch / world,
-                          model_batch_bytes(&c, batch / world, 1) + 3.0 * (batch / world) * per * sizeof(float),
-                          "the training step's activations");
+    if (!resume) {  // everything the run allocates, refused before anything is created
+        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+                           .grids = lead && rs.sample_every > 0 && (!ds->views || rs.vae),
+                           .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
+        train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
+    }
 
     // 3. the data order and the sample grids (their VAE loaded), before anything is written
     Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);

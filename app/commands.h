@@ -3,6 +3,7 @@
 #define MALA_COMMANDS_H
 
 #include "args.h"
+#include "mem_plan.h"
 #include "net.h"
 #include "vae.h"
 
@@ -49,9 +50,6 @@ void model_opts_config(ModelOpts *mo, NetConfig *c);
 void model_opts_check_resumed(const ModelOpts *mo, const Opt *opts, const NetConfig *c);
 // Exits with a one-line error for a shape that cannot learn (net_check_learnable).
 void model_check_learnable(const NetConfig *c, const char *preset);
-// The backend bytes the network's arena takes for `images` images in one pass (train: with every
-// layer's activations kept for backward).
-double model_batch_bytes(const NetConfig *c, double images, int train);
 
 // mkdir -p: creates path and every missing parent; exits with a one-line error naming the part
 // that cannot be created.

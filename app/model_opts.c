@@ -1,5 +1,5 @@
 // defines: model_opts_default, model_opts_table, model_opts_config, model_opts_check_resumed,
-//          model_check_learnable, model_batch_bytes, default_model_path
+//          model_check_learnable, default_model_path
 #include <limits.h>
 #include <string.h>
 #include <unistd.h>
@@ -103,14 +103,6 @@ void model_opts_check_resumed(const ModelOpts *mo, const Opt *o, const NetConfig
 void model_check_learnable(const NetConfig *c, const char *preset) {
     MalaErr err;
     if (net_check_learnable(c, &err)) FATAL("%s: %s", preset, err.msg);
-}
-
-// Exact for this program's networks: the arena grows linearly with the batch, so two small sizes
-// give the slope without allocating.
-double model_batch_bytes(const NetConfig *c, double images, int train) {
-    int mode = train ? NET_TRAIN : NET_INFER;
-    double one = (double)net_arena_bytes(c, backend_cpu(), 1, mode), two = (double)net_arena_bytes(c, backend_cpu(), 2, mode);
-    return one + (images - 1) * (two - one);
 }
 
 const char *default_model_path(void) {

@@ -1,5 +1,6 @@
 // The CPU op table: OpenBLAS for the products, OpenMP loops for the rest.
 // defines: backend_cpu
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,13 +11,17 @@
 
 #include <cblas.h>  // after ops_cpu_dense.h: OpenBLAS defines a macro named like its parameters
 
+// calloc, 64-byte aligned: a large block comes from the kernel already zero and is not touched here,
+// so its pages are mapped on first use (no start-up pass over a training arena of many GB). The
+// pointer calloc returned sits just below the aligned one.
 static void *cpu_alloc(size_t bytes) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64)) FATAL("out of memory allocating %zu bytes", bytes);
-    memset(p, 0, bytes);
+    char *raw = calloc(1, bytes + 64 + sizeof(void *));
+    if (!raw) FATAL("out of memory allocating %zu bytes", bytes);
+    char *p = (char *)(((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63);
+    ((void **)p)[-1] = raw;
     return p;
 }
-static void cpu_release(void *p) { free(p); }
+static void cpu_release(void *p) { if (p) free(((void **)p)[-1]); }
 static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
 static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
 static void cpu_sync(void) {}

@@ -1,6 +1,7 @@
 // The backbone registry and what every network shares: configuration metadata, the parameter
 // table, the arena, and the calls that dispatch to a backbone.
 // defines: net_backbone, backbone_parse, backbone_name, net_preset_canonical, net_config_*, net_arena_bytes,
+//          net_param_floats,
 //          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "net.h"
@@ -231,6 +232,14 @@ size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int
     size_t bytes = n->arena_bytes;
     net_release_host(n);
     return bytes;
+}
+
+size_t net_param_floats(const NetConfig *c, size_t *trainable) {
+    Net *n = net_build(c, backend_cpu(), 1, NET_INFER);
+    size_t floats = n->n_floats;
+    if (trainable) *trainable = n->n_trainable;
+    net_release_host(n);
+    return floats;
 }
 
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode) {

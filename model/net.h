@@ -155,6 +155,8 @@ void net_config_write(StWriter *w, const NetConfig *c);
 // ---- the network ----
 // Backend bytes a network of this configuration allocates for max_batch images.
 size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int mode);
+// Parameter floats of a network of this configuration (n_floats), and its trainable ones.
+size_t net_param_floats(const NetConfig *c, size_t *trainable);
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode);
 void net_free(Net *n);
 const ParamInfo *net_find_param(const Net *n, const char *name);

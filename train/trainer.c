@@ -252,12 +252,18 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
         zv = zero_gather_moment(tr, tr->v);
         if (tr->rank != 0) return 0;
     }
-    float *host = xmalloc(4 * bytes);
-    float *w = host, *ema = host + m->n_floats, *mo = zm ? zm : ema + m->n_floats, *vo = zv ? zv : host + 3 * m->n_floats;
-    tr->be->to_host(w, m->w, bytes);
-    tr->be->to_host(ema, tr->ema, bytes);
-    if (!zm) tr->be->to_host(mo, tr->m, bytes);
-    if (!zv) tr->be->to_host(vo, tr->v, bytes);
+    // host memory (the CPU backend) is written from where it lies: no staging copy of 4 x the weights
+    const int in_host = tr->be == backend_cpu();
+    float *host = in_host ? NULL : xmalloc(4 * bytes);
+    float *w = in_host ? m->w : host, *ema = in_host ? tr->ema : host + m->n_floats;
+    float *mo = zm ? zm : in_host ? tr->m : host + 2 * m->n_floats;
+    float *vo = zv ? zv : in_host ? tr->v : host + 3 * m->n_floats;
+    if (!in_host) {
+        tr->be->to_host(w, m->w, bytes);
+        tr->be->to_host(ema, tr->ema, bytes);
+        if (!zm) tr->be->to_host(mo, tr->m, bytes);
+        if (!zv) tr->be->to_host(vo, tr->v, bytes);
+    }
     StWriter *wr = st_writer_new();
     ckpt_write_config(wr, &m->cfg, &tr->classes);
     st_writer_meta_u64(wr, "step", tr->step);
