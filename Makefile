@@ -42,7 +42,7 @@ else
   $(info mala: CUDA backend OFF ($(if $(NVCC),CUDA=0 given,nvcc not found)))
 endif
 
-# ---- MPI detection (DESIGN 9; printed like CUDA's): Open MPI's pkg-config file or mpicc ----
+# ---- MPI detection (docs/design.md §9; printed like CUDA's): Open MPI's pkg-config file or mpicc ----
 MPI_CFLAGS ?= $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   ?= $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
 MPI ?= $(if $(strip $(MPI_LIBS)),1,0)

@@ -140,12 +140,6 @@ typedef struct {
     int jobs;           // runs in flight at once (--jobs)
 } Ctl;
 
-static void fmt_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
-}
-
 // Training rate of a run from its log (images per second over its training time), 0 if unknown.
 static double run_rate(const CompareRun *r, const CompareConfig *c, int64_t *images_done, double *train_s) {
     TrainLog l;
@@ -199,8 +193,8 @@ static int train_tick(void *ctx) {
     double ts;
     double rate = run_rate(k->cur, k->c, &img, &ts), frac;
     char eta_run[32], eta_all[32];
-    fmt_eta(eta_run, sizeof eta_run, rate > 0 ? (k->c->budget_images - img) / rate : NAN);
-    fmt_eta(eta_all, sizeof eta_all, overall_eta(k, &frac));
+    progress_format_eta(eta_run, sizeof eta_run, rate > 0 ? (k->c->budget_images - img) / rate : NAN);
+    progress_format_eta(eta_all, sizeof eta_all, overall_eta(k, &frac));
     progress_update(&k->pg, 0, "compare: %s (point %d/%d): %lld/%lld images, step %lld/%lld, %.0f img/s, ETA %s | all %.1f%%, ETA %s",
                     k->cur->name, k->point + 1, k->npoints, (long long)img, (long long)k->c->budget_images,
                     (long long)(img / k->c->batch), (long long)k->target_step, rate, eta_run, 100 * frac, eta_all);
@@ -212,7 +206,7 @@ static int eval_tick(void *ctx) {
     Ctl *k = ctx;
     double frac;
     char eta_all[32];
-    fmt_eta(eta_all, sizeof eta_all, overall_eta(k, &frac));
+    progress_format_eta(eta_all, sizeof eta_all, overall_eta(k, &frac));
     progress_update(&k->pg, 0, "compare: %s (point %d/%d): evaluating, %.0f s | all %.1f%%, ETA %s", k->cur->name,
                     k->point + 1, k->npoints, now_seconds() - k->t_seg, 100 * frac, eta_all);
     return 0;

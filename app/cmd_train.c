@@ -8,7 +8,7 @@
 // metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /
 // SIGTERM exits with 130 / 143 after its checkpoint.
 //
-// Under mpirun / srun (DESIGN 9) every process runs this command: --batch is the global batch,
+// Under mpirun / srun (docs/design.md §9) every process runs this command: --batch is the global batch,
 // split in equal slices over the ranks (trainer_shard, loader_shard); rank 0 alone writes the
 // run directory and the console; the ranks agree every step on stopping (a signal on any rank)
 // and compare a hash of their weights at every log line. --zero 1 shards AdamW's moments over the
@@ -126,12 +126,6 @@ static double history_load(History *h, const char *csv, uint64_t upto) {
     return elapsed;
 }
 
-static void format_eta(char *buf, size_t n, double s) {
-    if (!isfinite(s) || s < 0) snprintf(buf, n, "?");
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
-}
-
 // The sample grid of the EMA weights, through the one sampling API (DDIM, guidance 4, a fixed
 // seed, so grids of one run are comparable): --sample-images images (default 4 per class, at most
 // 64) in --sample-steps DDIM steps (default 50), with a progress line; a signal cancels it.
@@ -162,7 +156,7 @@ static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, c
 static int preview_step(void *ctx, int i, int n, const float *x0) {
     Preview *p = ctx;
     char eta[32];
-    format_eta(eta, sizeof eta, (n - i - 1) * (now_seconds() - p->t0) / (i + 1));
+    progress_format_eta(eta, sizeof eta, (n - i - 1) * (now_seconds() - p->t0) / (i + 1));
     progress_update(&p->pg, i + 1 == n, "sample grid: %d images, DDIM step %d/%d, ETA %s (--sample-images, "
                     "--sample-steps)", p->n, i + 1, n, eta);
     return stop_requested != 0;  // a stop does not wait for the grid
@@ -785,7 +779,7 @@ int cmd_train(int argc, char **argv) {
             double rate = acc_n * (double)batch / (now - t_log);
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
             char etas[32], stamp[32];
-            format_eta(etas, sizeof etas, eta);
+            progress_format_eta(etas, sizeof etas, eta);
             progress_update(&pg, tr->step == iters, "step %llu/%llu  loss %.4f (mse %.4f vb %.4f)  grad %.3f  %.1f img/s  ETA %s",
                             (unsigned long long)tr->step, (unsigned long long)iters, acc_loss / acc_n, acc_mse / acc_n,
                             acc_vb / acc_n, acc_gn / acc_n, rate, etas);

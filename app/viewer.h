@@ -81,7 +81,7 @@ typedef void (*WakeFn)(void *ctx);  // called from the worker whenever its statu
 
 // Starts the thread, which opens the model file and then waits for requests.
 Worker *worker_start(const char *path, const Backend *be, int threads, WakeFn wake, void *wake_ctx);
-// Latent models (DESIGN 8): the VAE file every worker started afterwards decodes frames with
+// Latent models (docs/design.md §8): the VAE file every worker started afterwards decodes frames with
 // (NULL: none), and the check that a model and the flag agree (a latent model needs --vae).
 void worker_set_vae(const char *vae_path);
 // A latent model needs vae_path; a pixel model refuses one unless pixel_ok (two panes: the VAE is

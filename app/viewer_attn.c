@@ -1,7 +1,7 @@
 // defines: view_attn_do, view_attn_pick, view_attn_query, view_attn_ready, view_attn_ref, view_attn_sel,
 //          view_attn_send, attn_stats, view_attn_dump, view_attn_label
 // The attention view's settings: which query token (a click on the grid), block, head (or the
-// mean over heads) and the query-magnitude factor a (DESIGN 1: scaling phi(q) sharpens MALA's row
+// mean over heads) and the query-magnitude factor a (docs/design.md §1: scaling phi(q) sharpens MALA's row
 // and leaves linear attention's unchanged). Every change goes to the worker, which computes the
 // row from the last forward (net_attn_row, one O(L d) row per head). With two models side by side
 // both get the same selection: the query is a point of the image (each model takes the token

@@ -117,7 +117,7 @@ struct Backend {
     void (*elu1_bwd)(float *g, const float *y, int rows, int cols, int ld);
 
     // ---- attention ----
-    // 2-D RoPE (DESIGN 1) of the q and k parts of qkv (phi already applied) into qkr [B,L,2H].
+    // 2-D RoPE (docs/design.md §1) of the q and k parts of qkv (phi already applied) into qkr [B,L,2H].
     void (*rope_fwd)(float *qkr, const float *qkv, AttnShape s);
     // elu1_fwd on the q and k parts of qkv (in place) and rope_fwd from them, in one pass.
     void (*elu1_rope_fwd)(float *qkr, float *qkv, AttnShape s);
@@ -129,7 +129,7 @@ struct Backend {
     size_t (*mala_cache_floats)(AttnShape s);
     size_t (*linattn_cache_floats)(AttnShape s);
     size_t (*softmax_cache_floats)(AttnShape s);
-    // MALA core (DESIGN 1). qkv holds q' = phi(q), k' = phi(k) and v; qkr holds rope(q'), rope(k')
+    // MALA core (docs/design.md §1). qkv holds q' = phi(q), k' = phi(k) and v; qkr holds rope(q'), rope(k')
     // or is NULL (no RoPE: q', k' are used). out[B,L,H] is overwritten.
     void (*mala_fwd)(float *out, float *cache, const float *qkv, const float *qkr, AttnShape s);
     void (*mala_bwd)(float *dqkv, float *dqkr, const float *dout, const float *qkv, const float *qkr,

@@ -1,4 +1,4 @@
-// Processes of a data-parallel job (DESIGN 9): MPI when mala is built with it (MALA_MPI), one
+// Processes of a data-parallel job (docs/design.md §9): MPI when mala is built with it (MALA_MPI), one
 // process otherwise. Rank r of W; every call is collective (all ranks make it, in the same
 // order). The one-process build refuses to run as one of several processes a launcher started
 // (mpirun, srun), instead of training W independent copies.
@@ -22,7 +22,7 @@ void dist_sum_f32(float *x, size_t n);
 void dist_sum_f64(double *x, size_t n);
 // The same sum on GPU memory through NCCL; -1 (nothing done) in a build without NCCL.
 int dist_sum_f32_device(float *x, size_t n);
-// ZeRO-1's partition (DESIGN 9): a vector of n floats splits into world blocks of
+// ZeRO-1's partition (docs/design.md §9): a vector of n floats splits into world blocks of
 // dist_block(n) = ceil(n / world) floats, rank r's at offset r * block (the last ones short or
 // empty); a buffer that holds the whole vector for these calls has block * world floats.
 size_t dist_block(size_t n);

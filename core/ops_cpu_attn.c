@@ -1,5 +1,5 @@
 // CPU attention ops: phi = ELU+1, 2-D RoPE, the MALA core, plain linear attention, softmax
-// attention (DiT baseline) and the depthwise conv of LePE (also DiG's conv after each block). Contracts are in backend.h, the math in DESIGN.md section 1.
+// attention (DiT baseline) and the depthwise conv of LePE (also DiG's conv after each block). Contracts are in backend.h, the math in docs/design.md §1.
 // defines: cpu_elu1_fwd, cpu_elu1_bwd, cpu_rope_fwd, cpu_elu1_rope_fwd, cpu_rope_bwd, cpu_mala_cache_floats,
 //          cpu_linattn_cache_floats, cpu_softmax_cache_floats, cpu_mala_fwd, cpu_mala_bwd,
 //          cpu_linattn_fwd, cpu_linattn_bwd, cpu_softmax_fwd, cpu_softmax_bwd, cpu_dwconv_fwd,
@@ -236,7 +236,7 @@ size_t cpu_softmax_cache_floats(AttnShape s) {
 
 // ---------------------------------------------------------------------------------------------
 // The two kernelised linear attentions in one implementation, per (batch, head), with one kind
-// of constants each (DESIGN 1):
+// of constants each (docs/design.md §1):
 //   MALA:   kvec = kbar = mean_j k'_j, z_i = s q'_i . kbar, KV = (s/L) sum_j kr_j v_j^T,
 //           vbar = mean_j v_j, out_i = beta_i (qr_i KV) - z_i vbar,  beta_i = 1 + 1/(z_i + eps)
 //   linear: kvec = ksum = sum_j k'_j, den_i = q'_i . ksum + eps, KV = sum_j kr_j v_j^T,

@@ -1,5 +1,5 @@
 // CPU explicit attention row (backend.h attn_row): one query's scores over the L tokens of one
-// image, per head or averaged over heads, with the query scaled by a. DESIGN 1 gives the scores:
+// image, per head or averaged over heads, with the query scaled by a. docs/design.md §1 gives the scores:
 //   MALA    A_j = beta (s/L) (a qr).kr_j - gamma,  z = s (a q').kbar,  beta = 1 + 1/(z+eps),  gamma = z/L
 //   linear  A_j = (a qr).kr_j / ((a q').ksum + eps)
 //   softmax A_j = exp(s (a q).k_j - m) / sum_l exp(s (a q).k_l - m),  m the row maximum

@@ -1,4 +1,4 @@
-// The two kernelised linear attentions: MALA (DESIGN 1) and plain linear attention. Both are
+// The two kernelised linear attentions: MALA (docs/design.md §1) and plain linear attention. Both are
 // O(L d^2) per (batch, head): the d x d state KV = c * sum_j kr_j v_j^T and the row products
 // qr_i KV go through cuBLAS (one strided-batched call per head, batched over the batch); the
 // means/sums over tokens, the per-row statistics and the final row scalings are small kernels.

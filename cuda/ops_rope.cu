@@ -1,4 +1,4 @@
-// 2-D RoPE (DESIGN 1) of the q' and k' parts of qkv into qkr. Pair p of a head (channels 2p,
+// 2-D RoPE (docs/design.md §1) of the q' and k' parts of qkv into qkr. Pair p of a head (channels 2p,
 // 2p+1), p < d/2: for p < d/4 the angle is row * w_p, otherwise col * w_{p - d/4}, with w from
 // rope_freq (ops_math.h); (x, y) -> (x cos - y sin, y cos + x sin).
 // defines: cuda_rope_fwd, cuda_elu1_rope_fwd, cuda_rope_bwd

@@ -1,4 +1,4 @@
-// FID and Inception Score (DESIGN 4), as pytorch-fid / torch-fidelity compute them.
+// FID and Inception Score (docs/design.md §4), as pytorch-fid / torch-fidelity compute them.
 //
 // Statistics: mean and covariance (divided by N-1) in float64, accumulated in a stream so that
 // 50K x 2048 features need not be kept (the running sums are shifted by the first feature vector

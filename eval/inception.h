@@ -1,4 +1,4 @@
-// pytorch-fid's FID Inception-v3 (DESIGN 4): torchvision's Inception3 with 1008 classes and the
+// pytorch-fid's FID Inception-v3 (docs/design.md §4): torchvision's Inception3 with 1008 classes and the
 // FID blocks (Mixed_5b..5d, 6b..6e, 7b pool branch = avg-pool 3x3 s1 p1 count_include_pad=False;
 // Mixed_7c pool branch = max-pool 3x3 s1 p1), BatchNorm (eps 0.001) folded into the convolutions at
 // load time. Input: images in [0, 1] of any size, resized to 299x299 (bilinear, align_corners =

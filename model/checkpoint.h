@@ -1,4 +1,4 @@
-// Model files (DESIGN 2): safetensors with PyTorch's state_dict names and the configuration in
+// Model files (docs/design.md §2): safetensors with PyTorch's state_dict names and the configuration in
 // __metadata__. Training files add ema.<name>, opt.m.<name>, opt.v.<name> and train.* entries.
 #ifndef MALA_CHECKPOINT_H
 #define MALA_CHECKPOINT_H

@@ -1,5 +1,5 @@
 // DiC configuration: presets (the official S/B/XL/H and T for the CPU), the plan and its rules
-// (ref_dic.Plan), metadata (hidden, depths and multipliers as JSON arrays, skip_stride; DESIGN 7),
+// (ref_dic.Plan), metadata (hidden, depths and multipliers as JSON arrays, skip_stride; docs/design.md §7),
 // FLOPs.
 // defines: dic_plan, dic_pushes, dic_pops, dic_block_cin, dic_groups, dic_config_default,
 //          dic_config_preset, dic_config_validate, dic_config_describe, dic_read_meta,

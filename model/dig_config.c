@@ -1,5 +1,5 @@
 // DiG configuration: presets (the official ones plus T and XS for the CPU), validation, metadata
-// (the DiT keys; DESIGN 7), FLOPs.
+// (the DiT keys; docs/design.md §7), FLOPs.
 // defines: dig_dims, dig_config_default, dig_config_preset, dig_config_validate,
 //          dig_config_describe, dig_read_meta, dig_write_meta, dig_flops_per_image
 #include <stdio.h>

@@ -1,4 +1,4 @@
-// DiT forward and backward through the op table (facebookresearch/DiT models.py, DESIGN 1-2).
+// DiT forward and backward through the op table (facebookresearch/DiT models.py, docs/design.md §1-2).
 // Every activation lives in one backend allocation sized at creation; nothing is allocated per
 // step. Backward mirrors forward block by block; recomputable values (the modulated LayerNorm
 // output, GELU output, gated attention product) are recomputed into shared scratch instead of

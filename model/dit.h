@@ -1,4 +1,4 @@
-// The DiT backbone (DESIGN 1-2) with MALA / softmax / linear attention, behind the network
+// The DiT backbone (docs/design.md §1-2) with MALA / softmax / linear attention, behind the network
 // interface (net.h). What the three files of the backbone share: dit.c (table, activations,
 // forward, backward), dit_config.c (presets, validation, metadata, FLOPs), dit_init.c (DiT's
 // initialize_weights).

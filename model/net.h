@@ -1,4 +1,4 @@
-// The network interface every backbone implements (DESIGN 7): the configuration and its metadata,
+// The network interface every backbone implements (docs/design.md §7): the configuration and its metadata,
 // the parameter table with PyTorch's state_dict names, arena sizing, initialisation, forward and
 // backward through the op table, and FLOPs. The trainer, the generator, model files, bench, eval and
 // the viewer see only this header; a backbone lives in model/<name>*.c and registers in net.c.
@@ -17,20 +17,20 @@ typedef enum { BACKBONE_DIT = 0, BACKBONE_DIG = 1, BACKBONE_DIC = 2 } BackboneKi
 
 typedef enum { ATTN_MALA = 0, ATTN_SOFTMAX = 1, ATTN_LINEAR = 2 } AttnKind;
 
-// DiT's own settings (DESIGN 1-2).
+// DiT's own settings (docs/design.md §1-2).
 typedef struct {
     int depth, hidden, heads, patch;
     AttnKind attn;
     int rope, gate, lepe;  // lepe = kernel size, 0 = off
 } DitConfig;
 
-// DiG's own settings (DESIGN 7): the DiT keys it shares; the rest is fixed by the official preset
+// DiG's own settings (docs/design.md §7): the DiT keys it shares; the rest is fixed by the official preset
 // DiG_*_bid_layer_dwconv_qdir (GLA q/k width H/2, SwiGLU MLP, 3x3 depthwise conv, 4 scan directions).
 typedef struct {
     int depth, hidden, heads, patch;
 } DigConfig;
 
-// DiC's own settings (DESIGN 7): stage widths hidden * multipliers[s] and block counts depths[s]
+// DiC's own settings (docs/design.md §7): stage widths hidden * multipliers[s] and block counts depths[s]
 // over n = 5 or 7 stages (an hourglass of (n+1)/2 levels), a skip concatenation every skip_stride
 // blocks.
 #define DIC_MAX_STAGES 7
@@ -45,7 +45,7 @@ typedef struct {
     BackboneKind backbone;
     int image_size, in_channels, num_classes;  // what the data fixes
     int learn_sigma;                           // output 2C channels (eps and variance)
-    float latent_scale;                        // > 0: a latent model (DESIGN 8), its samples are VAE
+    float latent_scale;                        // > 0: a latent model (docs/design.md §8), its samples are VAE
                                                // latents times this scale (metadata `latent`,
                                                // `latent_scale`); 0: pixels
     DitConfig dit;                             // backbone "dit"

@@ -1,7 +1,7 @@
 // defines: generator_recorded_vae, generator_attach_vae, generator_out_channels, generator_out_size,
 //          generator_out_floats, generator_decode
 //
-// Latent models (DESIGN 8): their samples are VAE latents times the model's latent_scale, and
+// Latent models (docs/design.md §8): their samples are VAE latents times the model's latent_scale, and
 // every command that writes or shows images decodes them here, through the one VAE it was given.
 #include <string.h>
 #include <unistd.h>

@@ -57,7 +57,7 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
 int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err);
 
-// ---- latent models (DESIGN 8; pipeline/decode.c) ----
+// ---- latent models (docs/design.md §8; pipeline/decode.c) ----
 // A latent model (cfg.latent_scale > 0) samples scaled VAE latents; its images come from
 // generator_decode through the VAE attached here (sized for up to 8 images per pass), and its
 // sampling never clips x0 (DiT's latents use clip off). vae_path NULL for a latent model, or given

@@ -1,4 +1,4 @@
-// A run of n generated images sharded over the processes of a job (DESIGN 9, DiT's
+// A run of n generated images sharded over the processes of a job (docs/design.md §9, DiT's
 // sample_ddp.py) for a consumer on rank 0 that takes them in order (mala eval --ckpt): batch j,
 // images j*B .. j*B+B-1, is sampled by rank j % world exactly as one process samples it (image
 // i's noise depends only on (seed, i)), a round of world batches at a time, and gathered on rank

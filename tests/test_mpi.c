@@ -1,4 +1,4 @@
-// Data-parallel training under mpirun (DESIGN 9): 2 ranks x batch 4 train the model 1 process x
+// Data-parallel training under mpirun (docs/design.md §9): 2 ranks x batch 4 train the model 1 process x
 // batch 8 trains, a run resumes across world sizes (2 -> 1, 1 -> 2) and bit-exactly on the same
 // one, a killed rank brings the job down without a partial checkpoint, and sampling sharded over
 // 2 ranks writes the bytes one process writes; ZeRO-1 trains the same weights and resumes across

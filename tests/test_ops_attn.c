@@ -1,6 +1,6 @@
 // Attention ops of the CPU backend (core/ops_cpu_attn.c): gradients against central finite
 // differences, forward values against naive O(L^2) double-precision references, and the MALA
-// properties of DESIGN.md section 1 (rows of scores sum to 1, scaling q' sharpens MALA but not
+// properties of docs/design.md §1 (rows of scores sum to 1, scaling q' sharpens MALA but not
 // linear attention), plus RoPE's relative-position and norm-preservation properties.
 // Calls the cpu_* functions directly (no backend table needed).
 #include <math.h>
@@ -58,7 +58,7 @@ static double ref_rope_freq(int m, int d) {
     return nf > 1 ? pow(10000.0, -(double)m / (double)(nf - 1)) : 1.0;
 }
 
-// qkr[b,l] = [rot(q), rot(k)], written from the DESIGN text: pair (2i, 2i+1) of the first d/2
+// qkr[b,l] = [rot(q), rot(k)], written from docs/design.md §1: pair (2i, 2i+1) of the first d/2
 // channels rotates by row * w_i, pair (d/2 + 2i, d/2 + 2i + 1) by col * w_i.
 static void ref_rope(double *qkr, const float *qkv, AttnShape s) {
     const int H = s.H, d = H / s.heads;

@@ -1,5 +1,5 @@
 // Sampling end to end against PyTorch: tools/ref_sample.py writes a tiny random DiT as a
-// PyTorch user would (st_io.save of model.state_dict() with DESIGN 2's __metadata__), its
+// PyTorch user would (st_io.save of model.state_dict() with docs/design.md §2's __metadata__), its
 // initial noise, and the samples of a complete DDIM run (eta 0, 10 respaced steps, guidance
 // w = 4, clip on, labels 0,2,1,2) computed in PyTorch float32 (ADM's ddim_sample + DiT's
 // guidance wrapper, within 5e-6 of the same run in float64).

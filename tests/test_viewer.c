@@ -518,7 +518,7 @@ START_TEST(attention_view_bundled) {
 }
 END_TEST
 
-// MALA without RoPE: the shown rows sum to 1 (DESIGN 1) at every a, and a larger a sharpens them
+// MALA without RoPE: the shown rows sum to 1 (docs/design.md §1) at every a, and a larger a sharpens them
 // (a wider spread of scores). A linear-attention model's rows do not change with a at all.
 START_TEST(attention_slider_mala_vs_linear) {
     if (skip_without_display("attention_slider_mala_vs_linear")) return;

@@ -13,7 +13,7 @@ labels, seed 1), as trainer_step does it in C:
   detached in VB; tools/ref_diffusion.training_losses), backward, global grad norm,
   AdamW(lr 1e-4, weight decay 0, betas 0.9/0.999, eps 1e-8), EMA update (decay 0.9999, DiT's
   update_ema loop).
-The model is tools/ref_dit.DiT with DESIGN 2's DiT initialisation (adaLN-Zero), configured from
+The model is tools/ref_dit.DiT with docs/design.md §2's DiT initialisation (adaLN-Zero), configured from
 the same presets and defaults as the C program (app/model_opts.c, model/dit_config.c); with
 --backbone dig it is tools/ref_dig.DiG (official DiG initialisation, chunked GLA in plain torch,
 presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply); with --backbone dic it
@@ -241,7 +241,7 @@ def main():
     dev = setup(a)
     kw = model_config(a)
     torch.manual_seed(0)
-    model = build_model(a, kw).to(dev)  # DiT: DESIGN 2 init (adaLN-Zero); DiG, DiC: official init
+    model = build_model(a, kw).to(dev)  # DiT: docs/design.md §2 init (adaLN-Zero); DiG, DiC: official init
     ema = copy.deepcopy(model).requires_grad_(False)
     compile_forward(model, a)
     model.train()

@@ -23,7 +23,7 @@ fi
 packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
           libstb-dev libjpeg62-turbo-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
           clang-14 libclang-rt-14-dev llvm-14
-          openmpi-bin libopenmpi-dev)  # MPI: multi-process training (DESIGN 9)
+          openmpi-bin libopenmpi-dev)  # MPI: multi-process training (docs/design.md §9)
 run() {
     if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi
 }

@@ -267,7 +267,7 @@ def fid_sqrtm(mu1, sigma1, mu2, sigma2, eps=1e-6):
 
 
 def fid_eigh(mu1, sigma1, mu2, sigma2):
-    """The symmetric-eigendecomposition route eval/fid.c takes (DESIGN 4)."""
+    """The symmetric-eigendecomposition route eval/fid.c takes (docs/design.md §4)."""
     w, v = np.linalg.eigh(sigma1)
     r = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
     e = np.linalg.eigvalsh(r @ sigma2 @ r)

@@ -22,7 +22,7 @@ DiT / DiG fixtures:
     in.dout [B,Cout,S,S]  upstream gradient; loss = sum(out * dout)
     out   [B,Cout,S,S]    model(in.x, in.t, in.y)
     grad.<param name>     d loss / d param for every parameter (all are trainable)
-    __metadata__          DESIGN section 7 keys: backbone=dic, hidden, depths, multipliers (JSON
+    __metadata__          docs/design.md §7 keys: backbone=dic, hidden, depths, multipliers (JSON
                           arrays), skip_stride, image_size, in_channels, num_classes, learn_sigma,
                           class_names
 Computed in float64 from the float32-rounded stored weights and inputs, stored as float32; each
@@ -309,7 +309,7 @@ class DiC(nn.Module):
     # ---- configuration ----
     @classmethod
     def from_metadata(cls, meta):
-        """Builds the module described by a safetensors __metadata__ map (DESIGN 7)."""
+        """Builds the module described by a safetensors __metadata__ map (docs/design.md §7)."""
         if meta.get("backbone", "dit") != "dic":
             raise ValueError(f"metadata backbone {meta.get('backbone', 'dit')!r} is not 'dic'")
         tf = lambda s: {"true": True, "false": False}[s]
@@ -376,7 +376,7 @@ class DiC(nn.Module):
         return self.final_layer(x, c[n - 1])
 
     def forward_with_cfg(self, x, t, y, cfg_scale):
-        """DESIGN 3 guidance, as tools/ref_dit.py (all C channels; the official code guides 3)."""
+        """docs/design.md §3 guidance, as tools/ref_dit.py (all C channels; the official code guides 3)."""
         null = torch.full_like(y, self.y_embedder_ls[0].num_classes)
         out = self.forward(torch.cat([x, x]), torch.cat([t, t]), torch.cat([y, null]))
         cond, unc = out.chunk(2, dim=0)

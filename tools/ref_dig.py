@@ -20,7 +20,7 @@ DiT fixtures of tools/ref_dit.py:
     in.dout [B,Cout,S,S]  upstream gradient; loss = sum(out * dout)
     out   [B,Cout,S,S]    model(in.x, in.t, in.y)
     grad.<param name>     d loss / d param for every trainable parameter (not pos_embed)
-    __metadata__          DESIGN section 7 keys: backbone=dig, depth, hidden, heads, patch,
+    __metadata__          docs/design.md §7 keys: backbone=dig, depth, hidden, heads, patch,
                           image_size, in_channels, num_classes, learn_sigma, class_names
 Computed in float64 from the float32-rounded stored weights and inputs, stored as float32, with
 the chunked GLA; each file is re-checked with the step-by-step recurrence. The weights are random
@@ -294,7 +294,7 @@ class DiG(nn.Module):
 
     @classmethod
     def from_metadata(cls, meta):
-        """Builds the module described by a safetensors __metadata__ map (DESIGN 7)."""
+        """Builds the module described by a safetensors __metadata__ map (docs/design.md §7)."""
         if meta.get("backbone", "dit") != "dig":
             raise ValueError(f"metadata backbone {meta.get('backbone', 'dit')!r} is not 'dig'")
         tf = lambda s: {"true": True, "false": False}[s]
@@ -338,7 +338,7 @@ class DiG(nn.Module):
         return self.unpatchify(self.final_layer(x, c))
 
     def forward_with_cfg(self, x, t, y, cfg_scale):
-        """DESIGN 3 guidance, as tools/ref_dit.py (all C channels; the official code guides 3)."""
+        """docs/design.md §3 guidance, as tools/ref_dit.py (all C channels; the official code guides 3)."""
         null = torch.full_like(y, self.y_embedder.num_classes)
         out = self.forward(torch.cat([x, x]), torch.cat([t, t]), torch.cat([y, null]))
         cond, unc = out.chunk(2, dim=0)

@@ -16,7 +16,7 @@ Fixture file tests/fixtures/dit_<name>.safetensors, one per config in CONFIGS:
     in.dout [B,Cout,S,S]  upstream gradient; loss = sum(out * dout)
     out   [B,Cout,S,S]    model(in.x, in.t, in.y)
     grad.<param name>     d loss / d param for every trainable parameter (not pos_embed)
-    __metadata__          DESIGN section 2 keys (depth, hidden, heads, patch, image_size,
+    __metadata__          docs/design.md §2 keys (depth, hidden, heads, patch, image_size,
                           in_channels, num_classes, learn_sigma, rope, gate, lepe, attn, class_names)
 Everything is computed in float64 from the float32-rounded stored weights and inputs, then stored
 as float32; the weights are random (NOT the adaLN-Zero init) so every gradient is non-trivial.
@@ -97,7 +97,7 @@ def phi(x):
 
 
 def mala_attention(q, k, v, sin=None, cos=None):
-    """MALA (DESIGN 1): out_i = (1 + 1/(z_i+eps)) rope(q'_i) KV - z_i vbar, O(L d^2)."""
+    """MALA (docs/design.md §1): out_i = (1 + 1/(z_i+eps)) rope(q'_i) KV - z_i vbar, O(L d^2)."""
     L, d = q.shape[-2], q.shape[-1]
     s = d ** -0.5
     qp, kp = phi(q), phi(k)
@@ -321,7 +321,7 @@ class DiT(nn.Module):
 
     @classmethod
     def from_metadata(cls, meta):
-        """Builds the module described by a safetensors __metadata__ map (DESIGN 2)."""
+        """Builds the module described by a safetensors __metadata__ map (docs/design.md §2)."""
         tf = lambda s: {"true": True, "false": False}[s]
         return cls(input_size=int(meta["image_size"]), patch_size=int(meta["patch"]),
                    in_channels=int(meta["in_channels"]), hidden_size=int(meta["hidden"]),
@@ -355,7 +355,7 @@ class DiT(nn.Module):
         return self.unpatchify(self.final_layer(x, c))
 
     def forward_with_cfg(self, x, t, y, cfg_scale):
-        """DESIGN 3 guidance: eps = eps_u + w (eps_c - eps_u) on all C image channels; variance
+        """docs/design.md §3 guidance: eps = eps_u + w (eps_c - eps_u) on all C image channels; variance
         channels from the conditional half (not DiT's 3-channel shortcut)."""
         null = torch.full_like(y, self.y_embedder.num_classes)
         out = self.forward(torch.cat([x, x]), torch.cat([t, t]), torch.cat([y, null]))
@@ -366,7 +366,7 @@ class DiT(nn.Module):
 
 
 def initialize_weights(model):
-    """DESIGN 2 initialisation (DiT's adaLN-Zero): Xavier-uniform Linears, zero bias; patch conv
+    """docs/design.md §2 initialisation (DiT's adaLN-Zero): Xavier-uniform Linears, zero bias; patch conv
     Xavier on its flattened weight, zero bias; label table and both t-MLP weights N(0, 0.02);
     zero adaLN output layers and final Linear; LePE keeps PyTorch's default conv init; gate is
     Xavier like every Linear; pos_embed the fixed sin-cos table."""
@@ -613,7 +613,7 @@ def self_checks():
         assert abs(te[0, 0] - math.cos(7)) < 1e-12 and abs(te[0, 4] - math.sin(7)) < 1e-12
         assert abs(te[0, 1] - math.cos(7 * math.exp(-math.log(10000) / 4))) < 1e-12
 
-        # 8. DESIGN init: adaLN-Zero means the network output is exactly zero at init
+        # 8. the design's init (docs/design.md §2): adaLN-Zero means the network output is exactly zero at init
         m = DiT(input_size=8, patch_size=2, in_channels=1, hidden_size=16, depth=2, num_heads=2,
                 num_classes=3, attn="mala", gate=True).double()
         o = m(torch.randn(2, 1, 8, 8, dtype=dt), torch.tensor([1.0, 2.0], dtype=dt), torch.tensor([0, 3]))

@@ -7,14 +7,14 @@ Run it with Debian's python (torch 1.13 + numpy):
 
 Writes
   tests/fixtures/sample_model.safetensors   a model file written the way a PyTorch user writes one:
-                                            st_io.save(model.state_dict(), DESIGN 2 __metadata__)
+                                            st_io.save(model.state_dict(), docs/design.md §2 __metadata__)
   tests/fixtures/sample_bad_shape.safetensors  the same file with one tensor of the wrong shape
                                             (blocks.1.attn.lepe.weight as [H,1,3,3] while the
                                             metadata says lepe 5): loading must be refused
   tests/fixtures/sample_noise.npy           initial noise x_T, float32 [4, 1, 8, 8]
   tests/fixtures/sample_ddim_out.npy        the samples, float32 [4, 1, 8, 8]
 
-The run (DESIGN 3): linear betas, T = 1000, ADM respacing to 10 steps (space_timesteps, one
+The run (docs/design.md §3): linear betas, T = 1000, ADM respacing to 10 steps (space_timesteps, one
 section), DDIM eta 0, clip_denoised on, classifier-free guidance w = 4 on ALL image channels of
 eps with the conditional and null halves in one batch (ref_dit.DiT.forward_with_cfg: variance
 channels from the conditional half), the network given the ORIGINAL timesteps, labels 0, 2, 1, 2.

@@ -10,7 +10,7 @@ upsampling.py (Upsample2D), unets/unet_2d_blocks.py (DownEncoderBlock2D, UpDecod
 UNetMidBlock2D); the old attention names are those of v0.10.0's AttentionBlock, renamed on load
 by modeling_utils.py's _convert_deprecated_attention_blocks). So state_dict() names, shapes and
 order are diffusers' own, and the arithmetic is the same. tools/VAE_MATH.md is the math written
-out; DESIGN section 8 is the contract.
+out; docs/design.md §8 is the contract.
 
 Run it (Debian's python, which has torch 1.13):
 

@@ -1,4 +1,4 @@
-// Training data (DESIGN 5): Fashion-MNIST from Debian's IDX files and ImageNet-layout image
+// Training data (docs/design.md §5): Fashion-MNIST from Debian's IDX files and ImageNet-layout image
 // folders, plus a deterministic, double-buffered batch loader with exact resume.
 //
 // Dataset specs for dataset_open:

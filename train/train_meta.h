@@ -1,4 +1,4 @@
-// The trainer's settings in a training checkpoint's metadata (DESIGN 2): written by
+// The trainer's settings in a training checkpoint's metadata (docs/design.md §2): written by
 // trainer_save, read back by trainer_peek for --resume. Reading checks every value against the
 // range its flag accepts, so a damaged file is refused with its name and the key.
 #ifndef MALA_TRAIN_META_H

@@ -1,6 +1,6 @@
 // One training step of DiT's recipe (train.py): label dropout to the null class, uniform t,
 // q_sample, forward, ADM loss (MSE + VB), backward, optional clipping, AdamW, EMA; plus the
-// training checkpoint (DESIGN 2: plain = online weights, ema.*, opt.m.*, opt.v.*, and the
+// training checkpoint (docs/design.md §2: plain = online weights, ema.*, opt.m.*, opt.v.*, and the
 // trainer state in metadata) for bit-exact resume.
 //
 // Everything runs in the backend's memory: the host copies in the batch (images and labels) and
@@ -84,14 +84,14 @@ typedef struct {
 
 Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch);
 void trainer_free(Trainer *tr);
-// Makes this trainer rank `rank` of `world` data-parallel trainers (DESIGN 9) whose batches are
+// Makes this trainer rank `rank` of `world` data-parallel trainers (docs/design.md §9) whose batches are
 // slices of a global batch of world x batch: its step draws and trains on samples rank*batch ..
 // of the global batch's draws, gradients, loss terms and norm are averaged over the ranks
 // (dist_sum_f32), so every rank takes the step one process with the global batch takes (up to
 // the order of the gradient sums) and keeps identical weights. Checkpoints record the global batch.
 void trainer_shard(Trainer *tr, int rank, int world);
 int trainer_global_batch(const Trainer *tr);
-// ZeRO-1 (DESIGN 9), after trainer_shard and before trainer_init_weights / trainer_load: AdamW's
+// ZeRO-1 (docs/design.md §9), after trainer_shard and before trainer_init_weights / trainer_load: AdamW's
 // moments are split in dist_block blocks over the ranks. A step reduce-scatters the gradient,
 // updates this rank's block of the weights and of m, v, and all-gathers the weights; the EMA
 // stays whole on every rank (the sample grids and the cross-rank checksum read it). The same

@@ -1,4 +1,4 @@
-// ZeRO-1 (DESIGN 9; as llm.c's zero.cuh): AdamW's moments split over the ranks. A step
+// ZeRO-1 (docs/design.md §9; as llm.c's zero.cuh): AdamW's moments split over the ranks. A step
 // reduce-scatters the gradient (each rank gets the sum of its block), updates its block of the
 // weights and moments, and all-gathers the weights; checkpoints gather m and v on rank 0, so a
 // checkpoint is the one an unsharded run writes.

@@ -1,4 +1,4 @@
-// The GPU side of dist (DESIGN 9, as llm.c's zero.cuh): one GPU per rank of a host, an NCCL
+// The GPU side of dist (docs/design.md §9, as llm.c's zero.cuh): one GPU per rank of a host, an NCCL
 // communicator over all ranks whose unique id rank 0 broadcasts over MPI, the gradient
 // all-reduce on device memory, and ZeRO-1's reduce-scatter and all-gather. Linked into mala only in builds with CUDA, MPI and nccl.h
 // (Makefile: NCCL=1); core/dist.c finds these functions through weak references and, without
