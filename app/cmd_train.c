@@ -667,10 +667,17 @@ int cmd_train(int argc, char **argv) {
         hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
     }
     size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
+    // the sample grids' settings and their VAE, checked before the memory plan prints its line
+    if (!lead) rs.sample_every = 0;  // rank 0's grids only
+    int grid_every = rs.sample_every;
+    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
+        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
+        grid_every = 0;
+    }
+    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
     if (!resume) {  // everything the run allocates, refused before anything is created
         TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
-                           .grids = lead && rs.sample_every > 0 && (!ds->views || rs.vae),
-                           .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
+                           .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
         train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
     }
 
@@ -679,13 +686,6 @@ int cmd_train(int argc, char **argv) {
     if (!ld) FATAL("%s", err.msg);
     if (world > 1) loader_shard(ld, batch, rank * (batch / world));
     Preview pv = {0};
-    if (!lead) rs.sample_every = 0;  // rank 0's grids only
-    int grid_every = rs.sample_every;
-    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
-        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
-        grid_every = 0;
-    }
-    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
     if (grid_every > 0) preview_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps);
 
     // 4. the run directory (rank 0's, once every rank has checked the run) and the trainer
@@ -774,8 +774,9 @@ int cmd_train(int argc, char **argv) {
         }
         acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
         double now = now_seconds();
-        if (tr->step % rs.log_every == 0) check_replicas(tr);
-        if (lead && tr->step % rs.log_every == 0) {
+        const int log_now = tr->step % rs.log_every == 0 || tr->step == iters;  // the last step too
+        if (log_now) check_replicas(tr);
+        if (lead && log_now) {
             double rate = acc_n * (double)batch / (now - t_log);
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
             char etas[32], stamp[32];

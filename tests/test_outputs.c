@@ -57,7 +57,16 @@ static void expect_bytes(const char *path, const void *want, size_t len) {
 // model) without --force, and never writes over its own input.
 START_TEST(test_export_keeps_checkpoints) {
     tu_make_tmpdir("out");
-    RUN_OK("train " TINY " --limit 16 --iters 4 --ckpt-every 2 --out %s", tp("r"));
+    RUN_OK("train " TINY " --limit 16 --iters 4 --ckpt-every 2 --log-every 3 --out %s", tp("r"));
+    // the last step is logged although 4 is no multiple of --log-every (issue 33 item 5: a 1-step run
+    // left a log.csv of its header alone)
+    size_t ln;
+    char *raw = tu_read_file(tp("r/log.csv"), &ln), *log = calloc(ln + 1, 1);
+    memcpy(log, raw, ln);
+    free(raw);
+    ck_assert_msg(ln > 3 && strstr(log, "\n3,") && strstr(log, "\n4,") && !strstr(log, "\n2,"), "log.csv:\n%.*s",
+                  (int)ln, log);
+    free(log);
     const char *c2 = tp("r/checkpoints/0000002.safetensors"), *c4 = tp("r/checkpoints/0000004.safetensors");
     ck_assert(exists(c2) && exists(c4));
     size_t len;
