@@ -65,7 +65,7 @@ struct Backend {
     // Matrix products in TF32 (fp32 = 0, CUDA's default) or full fp32 (1); the CPU is always fp32.
     void (*set_precision)(int fp32);
     const char *(*precision)(void);  // "tf32" or "fp32": what the products run in now
-    // GFLOP/s of this backend's matrix product (OpenBLAS sgemm, cuBLAS in the current precision)
+    // GFLOP/s of this backend's matrix product (cpu_sgemm: oneDNN or OpenBLAS; cuBLAS in the current precision)
     // on a DiT-S/2-shaped product (8192x384 times 384x1152): the ceiling `mala bench train` reports.
     double (*gemm_gflops)(void);
 

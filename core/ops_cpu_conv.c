@@ -1,5 +1,6 @@
-// CPU conv2d on NCHW maps: im2col into the caller's scratch and OpenBLAS sgemm for the products;
-// the backward's dx goes back through col2im. Contracts are in backend.h.
+// CPU conv2d on NCHW maps: oneDNN's convolutions where cpu_conv_impl() says so (ops_cpu_conv_dnnl.c;
+// the scratch is then unused), otherwise im2col into the caller's scratch and cpu_sgemm for the
+// products; the backward's dx goes back through col2im. Contracts are in backend.h.
 //
 // Where the scratch holds several images' columns (conv_plan.h), each thread takes whole images
 // and runs, per image, im2col and a single-threaded sgemm back to back on its own slice of the
@@ -19,9 +20,8 @@
 
 #include "common.h"
 #include "conv_plan.h"
+#include "cpu_gemm.h"
 #include "ops_cpu.h"
-
-#include <cblas.h>  // last: OpenBLAS defines a macro named like common parameters
 
 // 2^20 floats (4 MiB) of columns per thread: GEMMs wide enough for OpenBLAS, scratch that stays
 // in the last-level cache.
@@ -165,14 +165,15 @@ static void fwd_one_image(float *out, const float *x, const float *w, const floa
             for (int co = 0; co < s.Cout; co++)
                 for (size_t j = 0; j < n; j++) o[(size_t)co * HWo + j] = bias[co];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, (int)n, p->K, 1.0f, w, p->K, c,
-                    p->direct ? (int)HWi : (int)n, bias ? 1.0f : 0.0f, o, (int)HWo);
+        cpu_sgemm(0, 0, s.Cout, (int)n, p->K, 1.0f, w, p->K, c, p->direct ? (int)HWi : (int)n, bias ? 1.0f : 0.0f, o,
+                  (int)HWo);
     }
 }
 
 void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
                     size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_fwd");
+    if (cpu_conv_impl() == CONV_DNNL && cpu_dnnl_conv2d_fwd(out, x, w, bias, s)) return;
     const int nt = slice_threads(&p, s.B);
     #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, my_slice(work, &p), b, nt > 1);
@@ -216,16 +217,15 @@ static void bwd_images(float *dx, float *dwp, const float *dout, const float *x,
             if (dwp) {
                 if (!p->direct) im2col(col, x, s, p, b, 1, r0, nr, !team);
                 const float *c = p->direct ? x + (size_t)b * s.Cin * HWi : col;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.Cout, p->K, (int)n, 1.0f, g, (int)HWo, c,
-                            p->direct ? (int)HWi : (int)n, 1.0f, dwp, p->K);
+                cpu_sgemm(0, 1, s.Cout, p->K, (int)n, 1.0f, g, (int)HWo, c, p->direct ? (int)HWi : (int)n, 1.0f, dwp,
+                          p->K);
             }
             if (dx) {
                 if (p->direct) {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->K, (int)n, s.Cout, 1.0f, w, p->K, g,
-                                (int)HWo, 1.0f, dx + (size_t)b * s.Cin * HWi, (int)HWi);
+                    cpu_sgemm(1, 0, p->K, (int)n, s.Cout, 1.0f, w, p->K, g, (int)HWo, 1.0f,
+                              dx + (size_t)b * s.Cin * HWi, (int)HWi);
                 } else {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->K, (int)n, s.Cout, 1.0f, w, p->K, g,
-                                (int)HWo, 0.0f, col, (int)n);
+                    cpu_sgemm(1, 0, p->K, (int)n, s.Cout, 1.0f, w, p->K, g, (int)HWo, 0.0f, col, (int)n);
                     col2im_add(dx, col, s, p, b, 1, r0, nr, !team);
                 }
             }
@@ -235,6 +235,7 @@ static void bwd_images(float *dx, float *dwp, const float *dout, const float *x,
 void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
                     ConvShape s, float *work, size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_bwd");
+    if (cpu_conv_impl() == CONV_DNNL && (dx || dw) && cpu_dnnl_conv2d_bwd(dx, dw, dout, x, w, s)) dx = dw = NULL;
     const size_t HWo = (size_t)p.Ho * p.Wo, nw = (size_t)s.Cout * p.K;
     if (dw) {
         // groups of images in parallel, dx alongside; then the partials added in group order
