@@ -1,5 +1,6 @@
 // oneDNN engine, per-thread streams and the primitive cache (cpu_dnnl.h).
-// defines: cpu_dnnl_engine, cpu_dnnl_stream, cpu_dnnl_cache_get, cpu_dnnl_ok, cpu_dnnl_mem, cpu_dnnl_exec
+// defines: cpu_dnnl_engine, cpu_dnnl_stream, cpu_dnnl_cache_get, cpu_dnnl_ok, cpu_dnnl_mem, cpu_dnnl_exec,
+//          cpu_dnnl_threads, cpu_dnnl_attr, cpu_dnnl_scratch_md
 #include "cpu_dnnl.h"
 
 #ifdef MALA_DNNL
@@ -64,6 +65,28 @@ dnnl_stream_t cpu_dnnl_stream(void) {
     return streams[t];
 }
 
+int cpu_dnnl_threads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// (omp_set_num_threads sets the calling thread's own count: other threads are not affected)
+static void *make_planned(const DnnlKey *k, void *(*make)(const DnnlKey *k, void *ctx), void *ctx) {
+#ifdef _OPENMP
+    if (omp_in_parallel()) {
+        const int save = omp_get_max_threads();
+        omp_set_num_threads(1);
+        void *v = make(k, ctx);
+        omp_set_num_threads(save);
+        return v;
+    }
+#endif
+    return make(k, ctx);
+}
+
 static uint64_t key_hash(const DnnlKey *k) {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the ints
     for (int i = 0; i < DNNL_KEY_INTS; i++) {
@@ -87,7 +110,7 @@ void *cpu_dnnl_cache_get(const DnnlKey *k, void *(*make)(const DnnlKey *k, void 
     }
     // (a step uses tens of configurations; thousands mean shapes that never repeat)
     CHECK(n_used < CACHE_SLOTS * 3 / 4, "oneDNN: more than %d primitive configurations", CACHE_SLOTS * 3 / 4);
-    void *v = make(k, ctx);
+    void *v = make_planned(k, make, ctx);
     slots[i] = (Slot){*k, 1, v};
     n_used++;
     pthread_mutex_unlock(&lock);
@@ -100,13 +123,41 @@ dnnl_memory_t cpu_dnnl_mem(const dnnl_memory_desc_t *md, const void *p) {
     return m;
 }
 
-void cpu_dnnl_exec(dnnl_primitive_t prim, int n, const int *args, dnnl_memory_t *mems) {
+dnnl_primitive_attr_t cpu_dnnl_attr(void) {
+    dnnl_primitive_attr_t attr;
+    cpu_dnnl_ok(dnnl_primitive_attr_create(&attr), "attr_create");
+    cpu_dnnl_ok(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad_mode");
+    return attr;
+}
+
+dnnl_memory_desc_t cpu_dnnl_scratch_md(const_dnnl_primitive_desc_t pd) {
+    return *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+}
+
+// The calling thread's grow-only scratchpad.
+static void *thread_scratch(size_t bytes) {
+    static void *buf[MAX_STREAMS];
+    static size_t cap[MAX_STREAMS];
+    const int t = thread_id();
+    CHECK(t < MAX_STREAMS, "oneDNN: thread %d beyond the %d scratchpads kept", t, MAX_STREAMS);
+    if (bytes > cap[t]) {
+        free(buf[t]);
+        if (posix_memalign(&buf[t], 64, bytes)) FATAL("out of memory allocating %zu bytes", bytes);
+        cap[t] = bytes;
+    }
+    return buf[t];
+}
+
+void cpu_dnnl_exec(dnnl_primitive_t prim, const dnnl_memory_desc_t *scratch, int n, const int *args,
+                   dnnl_memory_t *mems) {
     dnnl_exec_arg_t a[8];
-    CHECK(n <= 8, "oneDNN: %d arguments", n);
+    CHECK(n < 8, "oneDNN: %d arguments", n);
     for (int i = 0; i < n; i++) a[i] = (dnnl_exec_arg_t){args[i], mems[i]};
+    const size_t sb = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
+    if (sb) a[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, cpu_dnnl_mem(scratch, thread_scratch(sb))};
     dnnl_stream_t s = cpu_dnnl_stream();
     cpu_dnnl_ok(dnnl_primitive_execute(prim, s, n, a), "primitive_execute");
     cpu_dnnl_ok(dnnl_stream_wait(s), "stream_wait");
-    for (int i = 0; i < n; i++) dnnl_memory_destroy(mems[i]);
+    for (int i = 0; i < n; i++) dnnl_memory_destroy(a[i].memory);
 }
 #endif

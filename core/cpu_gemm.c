@@ -5,9 +5,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "common.h"
 #include "cpu_dnnl.h"
@@ -67,10 +64,10 @@ static void blas_sgemm(int ta, int tb, int M, int N, int K, float alpha, const f
 // A matmul's primitive and its operands' descriptors (row-major, strides carry the transposes).
 typedef struct {
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t a, b, c;
+    dnnl_memory_desc_t a, b, c, scratch;
 } Matmul;
 
-enum { K_OP, K_PREC, K_TA, K_TB, K_M, K_N, K_K, K_LDA, K_LDB, K_LDC, K_ALPHA, K_BETA, K_NTHR, K_NESTED };
+enum { K_OP, K_PREC, K_TA, K_TB, K_M, K_N, K_K, K_LDA, K_LDB, K_LDC, K_ALPHA, K_BETA, K_NTHR };
 #define OP_MATMUL 1
 
 static int32_t float_bits(float f) {
@@ -96,8 +93,7 @@ static dnnl_memory_desc_t mat_md(int rows, int cols, int ld, int trans, dnnl_dat
 
 // alpha as output scale, beta as a sum post-op (dst = alpha A B + beta dst).
 static dnnl_primitive_attr_t matmul_attr(float alpha, float beta) {
-    dnnl_primitive_attr_t attr;
-    cpu_dnnl_ok(dnnl_primitive_attr_create(&attr), "attr_create");
+    dnnl_primitive_attr_t attr = cpu_dnnl_attr();
     if (alpha != 1.0f) cpu_dnnl_ok(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "output_scales");
     if (beta != 0.0f) {
         dnnl_post_ops_t po;
@@ -124,6 +120,7 @@ static void *make_matmul(const DnnlKey *k, void *ctx) {
     dnnl_primitive_attr_destroy(attr);
     if (st == dnnl_success) {
         cpu_dnnl_ok(dnnl_primitive_create(&m->prim, pd), "primitive_create (matmul)");
+        m->scratch = cpu_dnnl_scratch_md(pd);
         dnnl_primitive_desc_destroy(pd);
         return m;
     }
@@ -133,8 +130,8 @@ static void *make_matmul(const DnnlKey *k, void *ctx) {
     return NULL;
 }
 
-// The primitive for this call's configuration. The thread count and whether we are inside a
-// parallel region are part of it: oneDNN plans its blocking for the threads it will have.
+// The primitive for this call's configuration. The thread count is part of it: oneDNN plans its
+// blocking for the threads it will have.
 static const Matmul *matmul_for(int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb, float beta,
                                 int ldc) {
     DnnlKey k = {{0}};
@@ -144,9 +141,7 @@ static const Matmul *matmul_for(int ta, int tb, int M, int N, int K, float alpha
     v[K_TA] = !!ta, v[K_TB] = !!tb, v[K_M] = M, v[K_N] = N, v[K_K] = K;
     v[K_LDA] = lda, v[K_LDB] = ldb, v[K_LDC] = ldc;
     v[K_ALPHA] = float_bits(alpha), v[K_BETA] = float_bits(beta);
-#ifdef _OPENMP
-    v[K_NTHR] = omp_get_max_threads(), v[K_NESTED] = omp_in_parallel();
-#endif
+    v[K_NTHR] = cpu_dnnl_threads();
     return cpu_dnnl_cache_get(&k, make_matmul, NULL);
 }
 
@@ -156,7 +151,7 @@ static int matmul_sgemm(int ta, int tb, int M, int N, int K, float alpha, const 
     if (!m) return 0;
     const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     dnnl_memory_t mems[3] = {cpu_dnnl_mem(&m->a, A), cpu_dnnl_mem(&m->b, B), cpu_dnnl_mem(&m->c, C)};
-    cpu_dnnl_exec(m->prim, 3, args, mems);
+    cpu_dnnl_exec(m->prim, &m->scratch, 3, args, mems);
     return 1;
 }
 #endif

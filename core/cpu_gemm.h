@@ -11,8 +11,8 @@
 // The precision field is fp32 only for now; bf16 (bf16 inputs, fp32 accumulate and output) is
 // the next slice of issue 35.
 // defines: GemmImpl, ConvImpl, GemmPrec, cpu_sgemm, cpu_gemm_select, cpu_gemm_impl, cpu_conv_impl,
-//          cpu_gemm_name, cpu_conv_name, cpu_gemm_precision, cpu_dnnl_conv2d_fwd, cpu_dnnl_conv2d_bwd,
-//          cpu_dnnl_conv_blocked
+//          cpu_gemm_name, cpu_conv_name, cpu_gemm_precision, cpu_dnnl_conv2d_fwd, cpu_dnnl_conv2d_dx,
+//          cpu_dnnl_conv2d_dw, cpu_dnnl_conv_blocked
 #ifndef MALA_CPU_GEMM_H
 #define MALA_CPU_GEMM_H
 
@@ -38,11 +38,13 @@ const char *cpu_gemm_name(void);  // "openblas" or "dnnl"
 const char *cpu_conv_name(void);  // "im2col" or "dnnl"
 GemmPrec cpu_gemm_precision(void);
 
-// oneDNN's convolutions under backend.h's conv2d contract (out overwritten; dx and dw added into,
-// either may be NULL; db stays with ops_cpu_conv.c), used when cpu_conv_impl() is CONV_DNNL;
-// 0 where not taken (then im2col computes it). ops_cpu_conv_dnnl.c.
+// oneDNN's convolutions under backend.h's conv2d contract: out overwritten, dx and dw added
+// into (dw over the images of s.B; ops_cpu_conv.c calls it per fixed group of images, in an
+// OpenMP region, so that its sums do not depend on the thread count). Used when cpu_conv_impl()
+// is CONV_DNNL; 0 where not taken (then im2col computes it). ops_cpu_conv_dnnl.c.
 int cpu_dnnl_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s);
-int cpu_dnnl_conv2d_bwd(float *dx, float *dw, const float *dout, const float *x, const float *w, ConvShape s);
+int cpu_dnnl_conv2d_dx(float *dx, const float *dout, const float *w, ConvShape s);
+int cpu_dnnl_conv2d_dw(float *dw, const float *dout, const float *x, ConvShape s);
 // Benchmarks: 1 lets oneDNN pick its blocked layouts (reordering to and from NCHW around each
 // call; the default), 0 runs it on the NCHW / OIHW arrays as they are.
 void cpu_dnnl_conv_blocked(int blocked);

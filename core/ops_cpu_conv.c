@@ -1,5 +1,6 @@
 // CPU conv2d on NCHW maps: oneDNN's convolutions where cpu_conv_impl() says so (ops_cpu_conv_dnnl.c;
-// the scratch is then unused), otherwise im2col into the caller's scratch and cpu_sgemm for the
+// the scratch is then unused; dw still by the fixed groups of images below, each group one
+// single-threaded oneDNN call), otherwise im2col into the caller's scratch and cpu_sgemm for the
 // products; the backward's dx goes back through col2im. Contracts are in backend.h.
 //
 // Where the scratch holds several images' columns (conv_plan.h), each thread takes whole images
@@ -232,20 +233,36 @@ static void bwd_images(float *dx, float *dwp, const float *dout, const float *x,
         }
 }
 
+// dwp += the dw of images b0 .. b1-1 through oneDNN (single-threaded inside the region over groups).
+static void dw_group_dnnl(float *dwp, const float *dout, const float *x, ConvShape s, const ConvPlan *p, int b0,
+                          int b1) {
+    ConvShape g = s;
+    g.B = b1 - b0;
+    const size_t HWo = (size_t)p->Ho * p->Wo, HWi = (size_t)s.H * s.W;
+    CHECK(cpu_dnnl_conv2d_dw(dwp, dout + (size_t)b0 * s.Cout * HWo, x + (size_t)b0 * s.Cin * HWi, g),
+          "conv2d_bwd: oneDNN has no backward-weights convolution for this shape");
+}
+
 void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
                     ConvShape s, float *work, size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_bwd");
-    if (cpu_conv_impl() == CONV_DNNL && (dx || dw) && cpu_dnnl_conv2d_bwd(dx, dw, dout, x, w, s)) dx = dw = NULL;
     const size_t HWo = (size_t)p.Ho * p.Wo, nw = (size_t)s.Cout * p.K;
+    const int dnnl = cpu_conv_impl() == CONV_DNNL;
+    if (dnnl && dx && cpu_dnnl_conv2d_dx(dx, dout, w, s)) dx = NULL;
     if (dw) {
-        // groups of images in parallel, dx alongside; then the partials added in group order
-        const int ng = dw_groups(s), nt = slice_threads(&p, ng);
+        // groups of images in parallel, dx alongside; then the partials added in group order. oneDNN
+        // takes the groups where dx is done and there are several (one group: im2col's fixed order,
+        // since oneDNN's own threads would split the sum by thread count).
+        const int ng = dw_groups(s), dnnl_dw = dnnl && !dx && ng > 1;
+        const int nt = dnnl_dw ? (ng < omp_get_max_threads() ? ng : omp_get_max_threads()) : slice_threads(&p, ng);
         float *part = ng > 1 ? dw_partials((size_t)ng * nw) : dw;
         if (ng > 1) memset(part, 0, (size_t)ng * nw * sizeof(float));
         #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
         for (int gi = 0; gi < ng; gi++) {
             const int b0 = (int)((long long)s.B * gi / ng), b1 = (int)((long long)s.B * (gi + 1) / ng);
-            bwd_images(dx, ng > 1 ? part + (size_t)gi * nw : dw, dout, x, w, s, &p, my_slice(work, &p), b0, b1, nt > 1);
+            float *dwp = ng > 1 ? part + (size_t)gi * nw : dw;
+            if (dnnl_dw) dw_group_dnnl(dwp, dout, x, s, &p, b0, b1);
+            else bwd_images(dx, dwp, dout, x, w, s, &p, my_slice(work, &p), b0, b1, nt > 1);
         }
         if (ng > 1) {
             #pragma omp parallel for schedule(static) if (nw >= ((size_t)1 << 15))

@@ -2,8 +2,9 @@
 // the backend's NCHW / OIHW arrays (cpu_gemm.h). With blocked layouts (the default) oneDNN picks
 // its own (nChw16c, ...): each call reorders the inputs into them and the outputs back, the
 // accumulating outputs (dx, dw) by a reorder that adds into the caller's array. The reorder
-// buffers are one grow-only arena per argument (conv2d is called from one thread at a time).
-// defines: cpu_dnnl_conv2d_fwd, cpu_dnnl_conv2d_bwd, cpu_dnnl_conv_blocked
+// buffers are grow-only, one per argument and OpenMP thread (dw runs on groups of images in
+// parallel, see ops_cpu_conv.c).
+// defines: cpu_dnnl_conv2d_fwd, cpu_dnnl_conv2d_dx, cpu_dnnl_conv2d_dw, cpu_dnnl_conv_blocked
 #include "cpu_gemm.h"
 
 #include <string.h>
@@ -20,9 +21,8 @@ void cpu_dnnl_conv_blocked(int blocked) { blocked_layout = !!blocked; }
 
 #ifndef MALA_DNNL
 int cpu_dnnl_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s) { return 0; }
-int cpu_dnnl_conv2d_bwd(float *dx, float *dw, const float *dout, const float *x, const float *w, ConvShape s) {
-    return 0;
-}
+int cpu_dnnl_conv2d_dx(float *dx, const float *dout, const float *w, ConvShape s) { return 0; }
+int cpu_dnnl_conv2d_dw(float *dw, const float *dout, const float *x, ConvShape s) { return 0; }
 #else
 
 enum { OP_FWD = 2, OP_BWD_DATA, OP_BWD_W };  // (1 is cpu_gemm.c's matmul)
@@ -36,7 +36,7 @@ typedef struct {
     dnnl_primitive_t prim;
     int n, acc;  // acc: outputs are added into the caller's arrays
     int arg[MAX_ARGS], out[MAX_ARGS];
-    dnnl_memory_desc_t user[MAX_ARGS], inner[MAX_ARGS];
+    dnnl_memory_desc_t user[MAX_ARGS], inner[MAX_ARGS], scratch, rscratch[MAX_ARGS];
     dnnl_primitive_t reorder[MAX_ARGS];
 } Conv;
 
@@ -57,6 +57,15 @@ static void conv_mds(const int32_t *v, int any, dnnl_memory_desc_t *x, dnnl_memo
     *y = tag_md(4, dy, any ? dnnl_format_tag_any : dnnl_nchw);
 }
 
+// NULL where oneDNN has no implementation.
+static dnnl_primitive_desc_t create_pd(const void *desc, dnnl_primitive_desc_t hint) {
+    dnnl_primitive_attr_t attr = cpu_dnnl_attr();
+    dnnl_primitive_desc_t pd;
+    const dnnl_status_t st = dnnl_primitive_desc_create(&pd, desc, attr, cpu_dnnl_engine(), hint);
+    dnnl_primitive_attr_destroy(attr);
+    return st == dnnl_success ? pd : NULL;
+}
+
 static dnnl_primitive_desc_t fwd_pd(const int32_t *v, int with_bias) {
     dnnl_memory_desc_t x, w, y, b;
     conv_mds(v, v[K_BLOCKED], &x, &w, &y);
@@ -66,8 +75,7 @@ static dnnl_primitive_desc_t fwd_pd(const int32_t *v, int with_bias) {
     dnnl_convolution_desc_t d;
     cpu_dnnl_ok(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
                                                    with_bias ? &b : NULL, &y, st, pl, pr), "conv fwd desc");
-    dnnl_primitive_desc_t pd;
-    return dnnl_primitive_desc_create(&pd, &d, NULL, cpu_dnnl_engine(), NULL) == dnnl_success ? pd : NULL;
+    return create_pd(&d, NULL);
 }
 
 static dnnl_primitive_desc_t bwd_pd(const int32_t *v, dnnl_primitive_desc_t hint) {
@@ -81,8 +89,7 @@ static dnnl_primitive_desc_t bwd_pd(const int32_t *v, dnnl_primitive_desc_t hint
     else
         cpu_dnnl_ok(dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &x, &w, NULL, &y, st,
                                                                 pl, pr), "conv bwd weights desc");
-    dnnl_primitive_desc_t pd;
-    return dnnl_primitive_desc_create(&pd, &d, NULL, cpu_dnnl_engine(), hint) == dnnl_success ? pd : NULL;
+    return create_pd(&d, hint);
 }
 
 // Argument i: DNNL_ARG_* arg (query what) in the caller's layout user, written by the primitive when out.
@@ -91,10 +98,9 @@ static void add_arg(Conv *c, dnnl_primitive_desc_t pd, int arg, dnnl_query_t wha
     c->arg[i] = arg, c->out[i] = out, c->user[i] = user;
     c->inner[i] = *dnnl_primitive_desc_query_md(pd, what, 0);
     if (dnnl_memory_desc_equal(&c->inner[i], &user)) return;
-    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_attr_t attr = cpu_dnnl_attr();
     if (out && c->acc) {  // the reorder back adds into the caller's array
         dnnl_post_ops_t po;
-        cpu_dnnl_ok(dnnl_primitive_attr_create(&attr), "attr_create");
         cpu_dnnl_ok(dnnl_post_ops_create(&po), "post_ops_create");
         cpu_dnnl_ok(dnnl_post_ops_append_sum(po, 1.0f), "append_sum");
         cpu_dnnl_ok(dnnl_primitive_attr_set_post_ops(attr, po), "set_post_ops");
@@ -105,8 +111,9 @@ static void add_arg(Conv *c, dnnl_primitive_desc_t pd, int arg, dnnl_query_t wha
     cpu_dnnl_ok(out ? dnnl_reorder_primitive_desc_create(&rpd, &c->inner[i], e, &user, e, attr)
                     : dnnl_reorder_primitive_desc_create(&rpd, &user, e, &c->inner[i], e, attr), "reorder pd");
     cpu_dnnl_ok(dnnl_primitive_create(&c->reorder[i], rpd), "reorder primitive");
+    c->rscratch[i] = cpu_dnnl_scratch_md(rpd);
     dnnl_primitive_desc_destroy(rpd);
-    if (attr) dnnl_primitive_attr_destroy(attr);
+    dnnl_primitive_attr_destroy(attr);
 }
 
 static void *make_conv(const DnnlKey *k, void *ctx) {
@@ -137,6 +144,7 @@ static void *make_conv(const DnnlKey *k, void *ctx) {
         add_arg(c, pd, DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, w, 1);
     }
     cpu_dnnl_ok(dnnl_primitive_create(&c->prim, pd), "conv primitive");
+    c->scratch = cpu_dnnl_scratch_md(pd);
     if (pd != hint) dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_desc_destroy(hint);
     return c;
@@ -149,29 +157,35 @@ static const Conv *conv_for(int op, ConvShape s, int with_bias) {
     v[K_B] = s.B, v[K_CIN] = s.Cin, v[K_H] = s.H, v[K_W] = s.W, v[K_COUT] = s.Cout, v[K_KH] = s.kh, v[K_KW] = s.kw;
     v[K_STRIDE] = s.stride, v[K_PT] = s.pt, v[K_PB] = s.pb, v[K_PL] = s.pl, v[K_PR] = s.pr;
     v[K_BIAS] = with_bias, v[K_BLOCKED] = blocked_layout;
-#ifdef _OPENMP
-    v[K_NTHR] = omp_get_max_threads();
-#endif
+    v[K_NTHR] = cpu_dnnl_threads();
     return cpu_dnnl_cache_get(&k, make_conv, NULL);
 }
 
-// Grow-only buffer number i (one per argument position).
+// The calling thread's grow-only buffer number i (one per argument position).
+#define MAX_THREADS 256
 static void *arena(int i, size_t bytes) {
-    static void *buf[MAX_ARGS];
-    static size_t cap[MAX_ARGS];
-    if (bytes > cap[i]) {
-        free(buf[i]);
-        if (posix_memalign(&buf[i], 64, bytes)) FATAL("out of memory allocating %zu bytes", bytes);
-        cap[i] = bytes;
+    static void *buf[MAX_THREADS][MAX_ARGS];
+    static size_t cap[MAX_THREADS][MAX_ARGS];
+#ifdef _OPENMP
+    const int t = omp_get_thread_num();
+#else
+    const int t = 0;
+#endif
+    CHECK(t < MAX_THREADS, "conv2d: thread %d beyond %d", t, MAX_THREADS);
+    if (bytes > cap[t][i]) {
+        free(buf[t][i]);
+        if (posix_memalign(&buf[t][i], 64, bytes)) FATAL("out of memory allocating %zu bytes", bytes);
+        cap[t][i] = bytes;
     }
-    return buf[i];
+    return buf[t][i];
 }
 
-static void reorder(dnnl_primitive_t r, const dnnl_memory_desc_t *from_md, const void *from,
-                    const dnnl_memory_desc_t *to_md, void *to) {
+// Argument i of c from the caller's layout into the primitive's (back = 0) or back (1).
+static void reorder(const Conv *c, int i, int back, const void *from, void *to) {
+    const dnnl_memory_desc_t *from_md = back ? &c->inner[i] : &c->user[i], *to_md = back ? &c->user[i] : &c->inner[i];
     const int args[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
     dnnl_memory_t mems[2] = {cpu_dnnl_mem(from_md, from), cpu_dnnl_mem(to_md, to)};
-    cpu_dnnl_exec(r, 2, args, mems);
+    cpu_dnnl_exec(c->reorder[i], &c->rscratch[i], 2, args, mems);
 }
 
 // Runs c on the caller's arrays ptr[i] (argument order of make_conv), reordering around it, and
@@ -181,7 +195,7 @@ static void run_conv(const Conv *c, void *const *ptr, const float *bias) {
     for (int i = 0; i < c->n; i++) {
         const int own = c->reorder[i] || (c->out[i] && c->acc);
         buf[i] = own ? arena(i, dnnl_memory_desc_get_size(&c->inner[i])) : ptr[i];
-        if (c->reorder[i] && !c->out[i]) reorder(c->reorder[i], &c->user[i], ptr[i], &c->inner[i], buf[i]);
+        if (c->reorder[i] && !c->out[i]) reorder(c, i, 0, ptr[i], buf[i]);
     }
     int args[MAX_ARGS + 1];
     dnnl_memory_t mems[MAX_ARGS + 1];
@@ -193,11 +207,11 @@ static void run_conv(const Conv *c, void *const *ptr, const float *bias) {
         bmd = tag_md(1, db, dnnl_x);
         args[n] = DNNL_ARG_BIAS, mems[n++] = cpu_dnnl_mem(&bmd, bias);
     }
-    cpu_dnnl_exec(c->prim, n, args, mems);
+    cpu_dnnl_exec(c->prim, &c->scratch, n, args, mems);
     for (int i = 0; i < c->n; i++) {
         if (!c->out[i]) continue;
         if (c->reorder[i]) {
-            reorder(c->reorder[i], &c->inner[i], buf[i], &c->user[i], ptr[i]);
+            reorder(c, i, 1, buf[i], ptr[i]);
         } else if (c->acc) {
             float *dst = ptr[i];
             const float *src = buf[i];
@@ -216,17 +230,19 @@ int cpu_dnnl_conv2d_fwd(float *out, const float *x, const float *w, const float 
     return 1;
 }
 
-int cpu_dnnl_conv2d_bwd(float *dx, float *dw, const float *dout, const float *x, const float *w, ConvShape s) {
-    const Conv *cd = dx ? conv_for(OP_BWD_DATA, s, 0) : NULL, *cw = dw ? conv_for(OP_BWD_W, s, 0) : NULL;
-    if ((dx && !cd) || (dw && !cw)) return 0;
-    if (dx) {
-        void *ptr[3] = {(void *)dout, (void *)w, dx};
-        run_conv(cd, ptr, NULL);
-    }
-    if (dw) {
-        void *ptr[3] = {(void *)x, (void *)dout, dw};
-        run_conv(cw, ptr, NULL);
-    }
+int cpu_dnnl_conv2d_dx(float *dx, const float *dout, const float *w, ConvShape s) {
+    const Conv *c = conv_for(OP_BWD_DATA, s, 0);
+    if (!c) return 0;
+    void *ptr[3] = {(void *)dout, (void *)w, dx};
+    run_conv(c, ptr, NULL);
+    return 1;
+}
+
+int cpu_dnnl_conv2d_dw(float *dw, const float *dout, const float *x, ConvShape s) {
+    const Conv *c = conv_for(OP_BWD_W, s, 0);
+    if (!c) return 0;
+    void *ptr[3] = {(void *)x, (void *)dout, dw};
+    run_conv(c, ptr, NULL);
     return 1;
 }
 #endif
