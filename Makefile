@@ -124,6 +124,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 include tests/cuda_emu/emu.mk
 include tests/fuzz/fuzz.mk
 
+# OpenBLAS against oneDNN, products and convolutions, in one process (README, "oneDNN").
+$(BUILD)/bench_gemm: tools/bench_gemm.c $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
+
 $(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^
