@@ -35,6 +35,9 @@ static void choose_once(void) {
     if (chosen) return;
     const int g = env_choice("MALA_GEMM", "openblas"), c = env_choice("MALA_CONV", "im2col");
     const int ok = (g || c) && dnnl_usable();
+    const char *asked = getenv("MALA_GEMM") && !strcmp(getenv("MALA_GEMM"), "dnnl") ? "MALA_GEMM=dnnl"
+                        : getenv("MALA_CONV") && !strcmp(getenv("MALA_CONV"), "dnnl") ? "MALA_CONV=dnnl" : NULL;
+    if (asked && !ok) fprintf(stderr, "mala: %s, but this build has no usable oneDNN: OpenBLAS and im2col\n", asked);
     gemm_impl = g && ok ? GEMM_DNNL : GEMM_OPENBLAS;
     conv_impl = c && ok ? CONV_DNNL : CONV_IM2COL;
     chosen = 1;
@@ -159,6 +162,7 @@ static int matmul_sgemm(int ta, int tb, int M, int N, int K, float alpha, const 
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
+    choose_once();  // (in a build without oneDNN too: MALA_GEMM=dnnl is then answered once)
 #ifdef MALA_DNNL
     // (K = 0 or alpha = 0: C = beta C, which OpenBLAS does without reading A and B)
     if (K > 0 && alpha != 0.0f && cpu_gemm_impl() == GEMM_DNNL &&
