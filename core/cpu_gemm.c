@@ -3,6 +3,7 @@
 //          cpu_gemm_precision
 #include "cpu_gemm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +12,6 @@
 
 #include <cblas.h>  // last: OpenBLAS defines a macro named like common parameters
 
-static int chosen;  // whether the environment has been read
 static GemmImpl gemm_impl = GEMM_OPENBLAS;
 static ConvImpl conv_impl = CONV_IM2COL;
 
@@ -31,8 +31,7 @@ static int env_choice(const char *name, const char *openblas_word) {
     FATAL("%s=%s: expected dnnl or %s", name, v, openblas_word);
 }
 
-static void choose_once(void) {
-    if (chosen) return;
+static void choose_from_env(void) {
     const int g = env_choice("MALA_GEMM", "openblas"), c = env_choice("MALA_CONV", "im2col");
     const int ok = (g || c) && dnnl_usable();
     const char *asked = getenv("MALA_GEMM") && !strcmp(getenv("MALA_GEMM"), "dnnl") ? "MALA_GEMM=dnnl"
@@ -40,7 +39,12 @@ static void choose_once(void) {
     if (asked && !ok) fprintf(stderr, "mala: %s, but this build has no usable oneDNN: OpenBLAS and im2col\n", asked);
     gemm_impl = g && ok ? GEMM_DNNL : GEMM_OPENBLAS;
     conv_impl = c && ok ? CONV_DNNL : CONV_IM2COL;
-    chosen = 1;
+}
+
+// (the first product may come from inside an OpenMP region)
+static void choose_once(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_from_env);
 }
 
 int cpu_gemm_select(int gemm, int conv) {
