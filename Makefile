@@ -54,6 +54,20 @@ else
   $(info mala: MPI OFF ($(if $(strip $(MPI_LIBS)),MPI=0 given,no ompi-c pkg-config / mpicc: single-process only)))
 endif
 
+# ---- oneDNN (issue 35): the CPU backend's matrix products and convolutions, OpenBLAS otherwise ----
+# Debian's libdnnl-dev (OpenMP runtime, so it shares our thread pool). DNNL=0 builds without it;
+# at run time MALA_GEMM=openblas picks OpenBLAS in a oneDNN build (core/gemm_cpu.h).
+DNNL_H ?= $(firstword $(wildcard /usr/include/dnnl.h /usr/include/oneapi/dnnl/dnnl.h))
+DNNL_SO ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libdnnl.so /usr/lib/libdnnl.so /usr/local/lib/libdnnl.so))
+DNNL ?= $(if $(and $(DNNL_H),$(DNNL_SO)),1,0)
+ifeq ($(DNNL),1)
+  CFLAGS += -DMALA_DNNL
+  LDLIBS += -ldnnl
+  $(info mala: oneDNN ON ($(DNNL_SO)); DNNL=0 builds with OpenBLAS products only)
+else
+  $(info mala: oneDNN OFF ($(if $(and $(DNNL_H),$(DNNL_SO)),DNNL=0 given,dnnl.h / libdnnl.so not found)))
+endif
+
 # ---- NCCL (the GPU all-reduce): with CUDA and MPI, where nccl.h is; linked into mala only ----
 NCCL_H ?= $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))
 ifeq ($(CUDA)$(MPI),11)
@@ -109,6 +123,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 
 include tests/cuda_emu/emu.mk
 include tests/fuzz/fuzz.mk
+
+# OpenBLAS against oneDNN, products and convolutions, in one process (README, "oneDNN").
+$(BUILD)/bench_gemm: tools/bench_gemm.c $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
 $(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
 	@mkdir -p $(dir $@)

@@ -65,7 +65,7 @@ struct Backend {
     // Matrix products in TF32 (fp32 = 0, CUDA's default) or full fp32 (1); the CPU is always fp32.
     void (*set_precision)(int fp32);
     const char *(*precision)(void);  // "tf32" or "fp32": what the products run in now
-    // GFLOP/s of this backend's matrix product (OpenBLAS sgemm, cuBLAS in the current precision)
+    // GFLOP/s of this backend's matrix product (cpu_sgemm: oneDNN or OpenBLAS; cuBLAS in the current precision)
     // on a DiT-S/2-shaped product (8192x384 times 384x1152): the ceiling `mala bench train` reports.
     double (*gemm_gflops)(void);
 
@@ -223,6 +223,7 @@ struct Backend {
     // (x = 0 outside the image; bias [Cout] or NULL; out overwritten). Computed per chunk as
     // im2col, then out_chunk = W[Cout, Cin*kh*kw] col. work holds work_floats floats of scratch:
     // any amount from one output row's columns up (chunks shrink to fit it), less is refused.
+    // (The CPU's oneDNN convolutions, core/cpu_gemm.h, leave the scratch unused.)
     void (*conv2d_fwd)(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
                        size_t work_floats);
     // With the same geometry (any of dx, dw, db may be NULL):

@@ -1,4 +1,4 @@
-// The CPU op table: OpenBLAS for the products, OpenMP loops for the rest.
+// The CPU op table: oneDNN or OpenBLAS for the products (cpu_gemm.h), OpenMP loops for the rest.
 // defines: backend_cpu
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,8 +8,7 @@
 #include "common.h"
 #include "ops_cpu.h"
 #include "ops_cpu_dense.h"
-
-#include <cblas.h>  // after ops_cpu_dense.h: OpenBLAS defines a macro named like its parameters
+#include "cpu_gemm.h"
 
 // calloc, 64-byte aligned: a large block comes from the kernel already zero and is not touched here,
 // so its pages are mapped on first use (no start-up pass over a training arena of many GB). The
@@ -28,15 +27,15 @@ static void cpu_sync(void) {}
 static void cpu_set_precision(int fp32) {}
 static const char *cpu_precision(void) { return "fp32"; }
 
-// OpenBLAS sgemm on the DiT-S/2-shaped product (8192x384 . 384x1152), warm, 6 repetitions.
+// cpu_sgemm (oneDNN or OpenBLAS, cpu_gemm.h) on the DiT-S/2-shaped product (8192x384 . 384x1152), warm, 6 repetitions.
 static double cpu_gemm_gflops(void) {
     int M = 8192, K = 384, N = 1152, reps = 6;
     float *a = xcalloc((size_t)M * K, 4), *b = xcalloc((size_t)K * N, 4), *c = xcalloc((size_t)M * N, 4);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
     for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
+    cpu_sgemm(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
     double t0 = now_seconds();
-    for (int r = 0; r < reps; r++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
+    for (int r = 0; r < reps; r++) cpu_sgemm(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
     double dt = now_seconds() - t0;
     free(a); free(b); free(c);
     return 2.0 * M * K * N * reps / dt / 1e9;

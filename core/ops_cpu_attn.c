@@ -11,22 +11,20 @@
 //
 // Parallelism: the linear attentions (MALA, linear) and the depthwise conv run in one OpenMP
 // region over (batch, head) / (batch, channel block), the linear attentions' token products as
-// single-threaded sgemm calls inside it; softmax attention calls the (multi-threaded) OpenBLAS
-// sgemm sequentially per head, never from inside an OpenMP region. Calls below ~64K
+// single-threaded cpu_sgemm calls inside it; softmax attention calls the (multi-threaded) cpu_sgemm
+// (oneDNN or OpenBLAS) sequentially per head, never from inside an OpenMP region. Calls below ~64K
 // multiply-adds stay on the calling thread. Nothing is allocated per call: scratch lives on the
 // stack (the linear attentions' backward: d^2 + 2 d + 128 d floats per thread; softmax backward:
 // at most max(16K, L) floats on the calling thread; dwconv: 2 k^2 * 32 floats).
 #include "ops_cpu.h"
 
-#include <cblas.h>
+#include "cpu_gemm.h"
 #include <math.h>
 #include <string.h>
 
 #include "common.h"
 #include "cpu_clones.h"
 #include "ops_math.h"
-
-#undef I  // complex.h (via cblas.h) defines I
 
 // ---------------------------------------------------------------------------------------------
 // Small vector kernels (d-long rows; `omp simd` lets the compiler vectorise the reductions).
@@ -285,11 +283,10 @@ static void linear_family_fwd(float *out, float *cache, const float *qkv, const 
         if (mala)
             for (int c = 0; c < d; c++) vbar[c] *= K.kvec_scale;
         // KV = kv_scale Kr^T V
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, d, L, K.kv_scale, in.kr, (int)in.ldr, in.v,
-                    (int)in.ld, 0.0f, KV, d);
+        cpu_sgemm(1, 0, d, d, L, K.kv_scale, in.kr, (int)in.ldr, in.v, (int)in.ld, 0.0f, KV, d);
         // out = Qr KV, then per token alpha_i out_i [- stat_i vbar]
         float *ob = out + (size_t)b * L * H + (size_t)h * d;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, d, 1.0f, in.qr, (int)in.ldr, KV, d, 0.0f, ob, H);
+        cpu_sgemm(0, 0, L, d, d, 1.0f, in.qr, (int)in.ldr, KV, d, 0.0f, ob, H);
         for (int i = 0; i < L; i++) {
             const float st = K.zs * dotf(in.q + (size_t)i * in.ld, kvec, d) + K.zoff;
             float inv;
@@ -338,7 +335,7 @@ static void linear_family_bwd(float *dqkv, float *dqkr, const float *dout, const
         for (int i0 = 0; i0 < L; i0 += LIN_BWD_ROWS) {
             const int n = L - i0 < LIN_BWD_ROWS ? L - i0 : LIN_BWD_ROWS;
             const float *Gb = G0 + (size_t)i0 * H;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, d, d, 1.0f, Gb, H, KV, d, 0.0f, P, d);
+            cpu_sgemm(0, 1, n, d, d, 1.0f, Gb, H, KV, d, 0.0f, P, d);
             for (int t = 0; t < n; t++) {
                 const int i = i0 + t;
                 const float *G = Gb + (size_t)t * H, *qri = in.qr + (size_t)i * in.ldr, *Pi = P + (size_t)t * d;
@@ -360,18 +357,16 @@ static void linear_family_bwd(float *dqkv, float *dqkr, const float *dout, const
             }
             // dKV (+)= kv_scale Qr_block^T (alpha G)_block
             if (need_dkv)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, d, n, K.kv_scale, in.qr + (size_t)i0 * in.ldr,
-                            (int)in.ldr, Ga, d, i0 ? 1.0f : 0.0f, dKV, d);
+                cpu_sgemm(1, 0, d, d, n, K.kv_scale, in.qr + (size_t)i0 * in.ldr, (int)in.ldr, Ga, d, i0 ? 1.0f : 0.0f,
+                          dKV, d);
         }
         for (int c = 0; c < d; c++) dkvec[c] *= K.kvec_scale;
         if (mala)
             for (int c = 0; c < d; c++) dvbar[c] *= K.kvec_scale;
         if (g.dkr)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, d, d, 1.0f, in.v, (int)in.ld, dKV, d, 1.0f, g.dkr,
-                        (int)in.ldr);
+            cpu_sgemm(0, 1, L, d, d, 1.0f, in.v, (int)in.ld, dKV, d, 1.0f, g.dkr, (int)in.ldr);
         if (g.dv) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, d, 1.0f, in.kr, (int)in.ldr, dKV, d, 1.0f,
-                        g.dv, (int)in.ld);
+            cpu_sgemm(0, 0, L, d, d, 1.0f, in.kr, (int)in.ldr, dKV, d, 1.0f, g.dv, (int)in.ld);
             if (mala)
                 for (int j = 0; j < L; j++) axpyf(g.dv + (size_t)j * in.ld, 1.0f, dvbar, d);
         }
@@ -413,8 +408,7 @@ void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qk
     const size_t LL = (size_t)L * L;
     for (int bh = 0; bh < B * nh; bh++) {
         HeadIn in = head_in(qkv, qkr, s, bh / nh, bh % nh);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, sc, in.qr, (int)in.ldr, in.kr,
-                    (int)in.ldr, 0.0f, cache + (size_t)bh * LL, L);
+        cpu_sgemm(0, 1, L, L, d, sc, in.qr, (int)in.ldr, in.kr, (int)in.ldr, 0.0f, cache + (size_t)bh * LL, L);
     }
     const long rows = (long)B * nh * L;
     #pragma omp parallel for schedule(static) if (small_work((size_t)rows * L) == 0)
@@ -434,8 +428,8 @@ void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qk
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, cache + (size_t)bh * LL, L,
-                    in.v, (int)in.ld, 0.0f, out + (size_t)b * L * H + (size_t)h * d, H);
+        cpu_sgemm(0, 0, L, d, L, 1.0f, cache + (size_t)bh * LL, L, in.v, (int)in.ld, 0.0f,
+                  out + (size_t)b * L * H + (size_t)h * d, H);
     }
 }
 
@@ -458,13 +452,11 @@ void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
         HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
         const float *P = cache + (size_t)bh * LL, *G = dout + (size_t)b * L * H + (size_t)h * d;
         if (g.dv)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, P, L, G, H, 1.0f, g.dv,
-                        (int)in.ld);
+            cpu_sgemm(1, 0, L, d, L, 1.0f, P, L, G, H, 1.0f, g.dv, (int)in.ld);
         if (!g.dqr && !g.dkr) continue;
         for (int i0 = 0; i0 < L; i0 += rb) {
             const int n = L - i0 < rb ? L - i0 : rb;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, L, d, 1.0f, G + (size_t)i0 * H, H, in.v,
-                        (int)in.ld, 0.0f, scr, L);
+            cpu_sgemm(0, 1, n, L, d, 1.0f, G + (size_t)i0 * H, H, in.v, (int)in.ld, 0.0f, scr, L);
             for (int r = 0; r < n; r++) {
                 const float *pr = P + (size_t)(i0 + r) * L;
                 float *dr = scr + (size_t)r * L;
@@ -473,11 +465,11 @@ void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
                 for (int j = 0; j < L; j++) dr[j] = pr[j] * (dr[j] - rs);
             }
             if (g.dqr)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, d, L, sc, scr, L, in.kr, (int)in.ldr,
-                            1.0f, g.dqr + (size_t)i0 * in.ldr, (int)in.ldr);
+                cpu_sgemm(0, 0, n, d, L, sc, scr, L, in.kr, (int)in.ldr, 1.0f, g.dqr + (size_t)i0 * in.ldr,
+                          (int)in.ldr);
             if (g.dkr)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, n, sc, scr, L,
-                            in.qr + (size_t)i0 * in.ldr, (int)in.ldr, 1.0f, g.dkr, (int)in.ldr);
+                cpu_sgemm(1, 0, L, d, n, sc, scr, L, in.qr + (size_t)i0 * in.ldr, (int)in.ldr, 1.0f, g.dkr,
+                          (int)in.ldr);
         }
     }
 }

@@ -1,5 +1,7 @@
-// CPU conv2d on NCHW maps: im2col into the caller's scratch and OpenBLAS sgemm for the products;
-// the backward's dx goes back through col2im. Contracts are in backend.h.
+// CPU conv2d on NCHW maps: oneDNN's convolutions where cpu_conv_impl() says so (ops_cpu_conv_dnnl.c;
+// the scratch is then unused; dw still by the fixed groups of images below, each group one
+// single-threaded oneDNN call), otherwise im2col into the caller's scratch and cpu_sgemm for the
+// products; the backward's dx goes back through col2im. Contracts are in backend.h.
 //
 // Where the scratch holds several images' columns (conv_plan.h), each thread takes whole images
 // and runs, per image, im2col and a single-threaded sgemm back to back on its own slice of the
@@ -19,9 +21,8 @@
 
 #include "common.h"
 #include "conv_plan.h"
+#include "cpu_gemm.h"
 #include "ops_cpu.h"
-
-#include <cblas.h>  // last: OpenBLAS defines a macro named like common parameters
 
 // 2^20 floats (4 MiB) of columns per thread: GEMMs wide enough for OpenBLAS, scratch that stays
 // in the last-level cache.
@@ -165,14 +166,15 @@ static void fwd_one_image(float *out, const float *x, const float *w, const floa
             for (int co = 0; co < s.Cout; co++)
                 for (size_t j = 0; j < n; j++) o[(size_t)co * HWo + j] = bias[co];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, (int)n, p->K, 1.0f, w, p->K, c,
-                    p->direct ? (int)HWi : (int)n, bias ? 1.0f : 0.0f, o, (int)HWo);
+        cpu_sgemm(0, 0, s.Cout, (int)n, p->K, 1.0f, w, p->K, c, p->direct ? (int)HWi : (int)n, bias ? 1.0f : 0.0f, o,
+                  (int)HWo);
     }
 }
 
 void cpu_conv2d_fwd(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
                     size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_fwd");
+    if (cpu_conv_impl() == CONV_DNNL && cpu_dnnl_conv2d_fwd(out, x, w, bias, s)) return;
     const int nt = slice_threads(&p, s.B);
     #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int b = 0; b < s.B; b++) fwd_one_image(out, x, w, bias, s, &p, my_slice(work, &p), b, nt > 1);
@@ -216,35 +218,51 @@ static void bwd_images(float *dx, float *dwp, const float *dout, const float *x,
             if (dwp) {
                 if (!p->direct) im2col(col, x, s, p, b, 1, r0, nr, !team);
                 const float *c = p->direct ? x + (size_t)b * s.Cin * HWi : col;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.Cout, p->K, (int)n, 1.0f, g, (int)HWo, c,
-                            p->direct ? (int)HWi : (int)n, 1.0f, dwp, p->K);
+                cpu_sgemm(0, 1, s.Cout, p->K, (int)n, 1.0f, g, (int)HWo, c, p->direct ? (int)HWi : (int)n, 1.0f, dwp,
+                          p->K);
             }
             if (dx) {
                 if (p->direct) {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->K, (int)n, s.Cout, 1.0f, w, p->K, g,
-                                (int)HWo, 1.0f, dx + (size_t)b * s.Cin * HWi, (int)HWi);
+                    cpu_sgemm(1, 0, p->K, (int)n, s.Cout, 1.0f, w, p->K, g, (int)HWo, 1.0f,
+                              dx + (size_t)b * s.Cin * HWi, (int)HWi);
                 } else {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->K, (int)n, s.Cout, 1.0f, w, p->K, g,
-                                (int)HWo, 0.0f, col, (int)n);
+                    cpu_sgemm(1, 0, p->K, (int)n, s.Cout, 1.0f, w, p->K, g, (int)HWo, 0.0f, col, (int)n);
                     col2im_add(dx, col, s, p, b, 1, r0, nr, !team);
                 }
             }
         }
 }
 
+// dwp += the dw of images b0 .. b1-1 through oneDNN (single-threaded inside the region over groups).
+static void dw_group_dnnl(float *dwp, const float *dout, const float *x, ConvShape s, const ConvPlan *p, int b0,
+                          int b1) {
+    ConvShape g = s;
+    g.B = b1 - b0;
+    const size_t HWo = (size_t)p->Ho * p->Wo, HWi = (size_t)s.H * s.W;
+    CHECK(cpu_dnnl_conv2d_dw(dwp, dout + (size_t)b0 * s.Cout * HWo, x + (size_t)b0 * s.Cin * HWi, g),
+          "conv2d_bwd: oneDNN has no backward-weights convolution for this shape");
+}
+
 void cpu_conv2d_bwd(float *dx, float *dw, float *db, const float *dout, const float *x, const float *w,
                     ConvShape s, float *work, size_t work_floats) {
     const ConvPlan p = plan_or_die(s, work_floats, work, "conv2d_bwd");
     const size_t HWo = (size_t)p.Ho * p.Wo, nw = (size_t)s.Cout * p.K;
+    const int dnnl = cpu_conv_impl() == CONV_DNNL;
+    if (dnnl && dx && cpu_dnnl_conv2d_dx(dx, dout, w, s)) dx = NULL;
     if (dw) {
-        // groups of images in parallel, dx alongside; then the partials added in group order
-        const int ng = dw_groups(s), nt = slice_threads(&p, ng);
+        // groups of images in parallel, dx alongside; then the partials added in group order. oneDNN
+        // takes the groups where dx is done and there are several (one group: im2col's fixed order,
+        // since oneDNN's own threads would split the sum by thread count).
+        const int ng = dw_groups(s), dnnl_dw = dnnl && !dx && ng > 1;
+        const int nt = dnnl_dw ? (ng < omp_get_max_threads() ? ng : omp_get_max_threads()) : slice_threads(&p, ng);
         float *part = ng > 1 ? dw_partials((size_t)ng * nw) : dw;
         if (ng > 1) memset(part, 0, (size_t)ng * nw * sizeof(float));
         #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
         for (int gi = 0; gi < ng; gi++) {
             const int b0 = (int)((long long)s.B * gi / ng), b1 = (int)((long long)s.B * (gi + 1) / ng);
-            bwd_images(dx, ng > 1 ? part + (size_t)gi * nw : dw, dout, x, w, s, &p, my_slice(work, &p), b0, b1, nt > 1);
+            float *dwp = ng > 1 ? part + (size_t)gi * nw : dw;
+            if (dnnl_dw) dw_group_dnnl(dwp, dout, x, s, &p, b0, b1);
+            else bwd_images(dx, dwp, dout, x, w, s, &p, my_slice(work, &p), b0, b1, nt > 1);
         }
         if (ng > 1) {
             #pragma omp parallel for schedule(static) if (nw >= ((size_t)1 << 15))

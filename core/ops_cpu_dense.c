@@ -1,4 +1,4 @@
-// CPU ops: linear (OpenBLAS sgemm), LayerNorm, RMSNorm with swish gate, adaLN modulate / gated
+// CPU ops: linear (cpu_sgemm: oneDNN or OpenBLAS), LayerNorm, RMSNorm with swish gate, adaLN modulate / gated
 // residual, activations (exact GELU and SwiGLU too), patches, token permutations, embeddings and the optimiser.
 // Contracts are in backend.h; loops are OpenMP-parallel.
 // defines: cpu_linear_*, cpu_layernorm_* (cpu_layernorm_modulate_fwd too), cpu_rmsnorm_gate_*, cpu_modulate_*, cpu_gate_residual_*,
@@ -7,14 +7,12 @@
 //          cpu_sumsq, cpu_scale
 #include "ops_cpu_dense.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_clones.h"
+#include "cpu_gemm.h"
 #include "ops_math.h"
-
-#undef I  // complex.h (via cblas.h) defines I; here it is the input width
 
 #define CHUNK 64  // channel block for reductions over tokens
 
@@ -25,13 +23,13 @@ void cpu_linear_fwd(float *out, const float *in, const float *w, const float *b,
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * O, b, sizeof(float) * O);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, I, 1.0f, in, I, w, I, beta, out, O);
+    cpu_sgemm(0, 1, N, O, I, 1.0f, in, I, w, I, beta, out, O);
 }
 
 void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
                     const float *w, int N, int I, int O, float din_beta) {
-    if (din) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, dout, O, w, I, din_beta, din, I);
-    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, dout, O, in, I, 1.0f, dw, I);
+    if (din) cpu_sgemm(0, 0, N, I, O, 1.0f, dout, O, w, I, din_beta, din, I);
+    if (dw) cpu_sgemm(1, 0, O, I, N, 1.0f, dout, O, in, I, 1.0f, dw, I);
     if (db) {
         #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < O; o0 += CHUNK) {

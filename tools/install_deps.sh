@@ -20,7 +20,7 @@ else
 fi
 # clang-14 + libclang-rt-14-dev: libFuzzer and the sanitizers of `make fuzz` / `make fuzz-regress`;
 # llvm-14: llvm-symbolizer, for readable stacks in their reports.
-packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev zlib1g-dev
+packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev libdnnl-dev zlib1g-dev
           libstb-dev libjpeg62-turbo-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
           clang-14 libclang-rt-14-dev llvm-14
           openmpi-bin libopenmpi-dev)  # MPI: multi-process training (docs/design.md §9)
