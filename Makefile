@@ -11,7 +11,7 @@ CFLAGS   += $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
 # OpenBLAS's OpenMP build shares our OpenMP thread pool: the pthread build's threads and
 # libgomp's spinning workers fight over the cores (6x slower steps measured on 2 cores).
 # BLAS=blis links Debian's BLIS (libblis-openmp-dev) instead: slower than OpenBLAS on this
-# project's machines (README, "BLIS against OpenBLAS"), kept for CPUs where it may not be.
+# project's machines (docs/performance.md, "BLIS against OpenBLAS"), kept for CPUs where it may not be.
 BLAS ?= openblas
 ifeq ($(BLAS),blis)
   BLAS_DIR ?= /usr/lib/x86_64-linux-gnu/blis-openmp
@@ -124,7 +124,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 include tests/cuda_emu/emu.mk
 include tests/fuzz/fuzz.mk
 
-# OpenBLAS against oneDNN, products and convolutions, in one process (README, "oneDNN").
+# OpenBLAS against oneDNN, products and convolutions, in one process (docs/performance.md, "oneDNN").
 $(BUILD)/bench_gemm: tools/bench_gemm.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
@@ -160,7 +160,7 @@ demo: $(MALA_BIN)
 	else ./mala sample --sampler ddim --steps 50 --out samples.png --force $(DEMO_FLAGS) && echo "no display: wrote samples.png"; fi
 
 # On a machine with an NVIDIA GPU: parity suite, DDIM CPU vs GPU, training smoke test, benchmarks
-# against PyTorch (< 8 min; README "GPU (CUDA)" says how to run it on a bare CUDA machine).
+# against PyTorch (< 8 min; docs/gpu.md says how to run it on a bare CUDA machine).
 gpu-check:
 	tools/gpu_check.sh
 

@@ -656,7 +656,7 @@ int cmd_compare(int argc, char **argv) {
     const char *config = NULL, *out = NULL, *only = NULL;
     int report_only = 0, jobs = 1;
     Opt opts[] = {
-        {"--config", OPT_STR, &config, "FILE", "the comparison (INI: [compare] and [arm NAME] sections; README)"},
+        {"--config", OPT_STR, &config, "FILE", "the comparison (INI: [compare] and [arm NAME] sections; docs/compare.md)"},
         {"--out", OPT_STR, &out, "DIR", "results and runs (run again with the same DIR to continue)"},
         {"--report", OPT_FLAG, &report_only, NULL, "only rewrite results.* and the plots from DIR's runs"},
         {"--jobs", OPT_INT, &jobs, "N", "runs trained and evaluated at once, each child with the cores / N threads "

@@ -188,8 +188,7 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
 // set's channels). DiT's `--vae ema|mse` name a download; here the flag names the file.
 static void check_vae(const char *vae, const char *data, const Dataset *ds) {
     const char *dit = !strcmp(vae, "ema") || !strcmp(vae, "mse")
-                          ? " (DiT's --vae ema|mse name a VAE to download; here --vae is a VAE file, README: Latent "
-                            "diffusion)"
+                          ? " (DiT's --vae ema|mse name a VAE to download; here --vae is a VAE file, docs/latent.md)"
                           : "";
     if (!ds->views)
         FATAL("--vae %s: %s holds images, not latents: a pixel-space run needs no VAE%s", vae, data, dit);

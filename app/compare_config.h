@@ -9,7 +9,7 @@
 //   preset = DiT-T/4
 //   flags = --rope 1           extra `mala train` flags, split on blanks
 //
-// Every key, its meaning and its default is in the table of compare_config.c (and the README).
+// Every key, its meaning and its default is in the table of compare_config.c (and docs/compare.md).
 // Errors name the file and line: "FILE:LINE: unknown key 'lr_x' in [compare]; did you mean lr?".
 // Only core/common.c is used, so the fuzz harness links this file alone.
 #ifndef MALA_COMPARE_CONFIG_H

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's commands, run as documented from a fresh clone's view of the filesystem, so the
-# README cannot drift from the program (`make test` runs this).
+# The commands of README.md and docs/, run as documented from a fresh clone's view of the
+# filesystem, so the docs cannot drift from the program (`make test` runs this).
 #
 #   tests/readme_test.sh [MALA_BIN]      (default ./mala, built from this tree)
 #
@@ -10,14 +10,15 @@
 #   - `tools/install_deps.sh && make demo`: the installer with --dry-run as this user (and, when
 #     root, as an unprivileged user with and without sudo on PATH), and the demo target without
 #     a display, shortened through DEMO_FLAGS;
-#   - every `./mala ...` line of the README's sh blocks (continuation lines joined, comments
+#   - every `./mala ...` line of the sh blocks of README.md and docs/*.md (README first, then the
+#     command pages in the order of the old single README; continuation lines joined, comments
 #     dropped), with flags appended that shorten it (the last value of a flag wins: fewer steps,
 #     images and iterations) and these substitutions for what this machine lacks:
 #       /data/imagenet/train              a small RGB image folder sampled from the bundled model
 #       RUN/checkpoints/NNNNNNN.safetensors  the newest checkpoint of RUN
 #       the FID Inception weights           --inception random
 #     `mala view` lines run under xvfb-run when it is installed (else they are reported skipped).
-# Any command that fails fails the test, and so does a README without train, resume, sample,
+# Any command that fails fails the test, and so do docs without train, resume, sample,
 # eval, export, info and view commands.
 set -euo pipefail
 
@@ -76,6 +77,15 @@ newest_step() {  # the newest checkpoint step of a run directory (0 when none)
     echo "$s"
 }
 
+# README.md, then docs/ in the order a reader meets the commands (later pages use the runs and
+# files earlier ones made), then any other page.
+docs=(README.md)
+for d in train sample bench vae encode view eval compare results latent formats testing layout performance gpu \
+         distributed; do
+    [ -f "docs/$d.md" ] && docs+=("docs/$d.md")
+done
+for f in docs/*.md; do [[ " ${docs[*]} " == *" $f "* ]] || docs+=("$f"); done
+
 commands=$(awk '
     /^```sh/ { insh = 1; next }
     /^```/   { insh = 0; next }
@@ -86,8 +96,8 @@ commands=$(awk '
         if (line ~ /\\$/) { sub(/[ \t]*\\$/, "", line); cont = line; next }
         cont = ""
         if (line ~ /^\.\/mala /) print line
-    }' README.md)
-[ -n "$commands" ] || fail "no ./mala commands found in README.md"
+    }' "${docs[@]}")
+[ -n "$commands" ] || fail "no ./mala commands found in ${docs[*]}"
 
 while IFS= read -r cmd; do
     read -r -a w <<<"$cmd"
@@ -146,7 +156,7 @@ while IFS= read -r cmd; do
     t0=$(date +%s)
     if ! eval "timeout 300 $full" >"$tmp/out.log" 2>&1; then
         tail -n 20 "$tmp/out.log" >&2
-        fail "README command failed: $cmd  (ran: $full)"
+        fail "a documented command failed: $cmd  (ran: $full)"
     fi
     grep -q $'\r' "$tmp/out.log" && fail "$cmd wrote \\r to a log file"
     echo "ok ($(( $(date +%s) - t0 )) s): $full"
@@ -154,6 +164,6 @@ while IFS= read -r cmd; do
 done <<<"$commands"
 
 for k in train resume sample eval export info view; do
-    [ -n "${kinds[$k]:-}" ] || fail "the README has no '$k' command any more (this test runs them all)"
+    [ -n "${kinds[$k]:-}" ] || fail "the docs have no '$k' command any more (this test runs them all)"
 done
-echo "readme_test: PASS ($ran README commands)"
+echo "readme_test: PASS ($ran commands of README.md and docs/)"

@@ -572,7 +572,7 @@ END_TEST
 
 // Point 9: info names a file that is not safetensors and shows parameters and the step; view says
 // why a model file cannot be read; a 1000-class model samples 64 images by default; --batch
-// changes the images by no more than the bound the README states.
+// changes the images by no more than the bound docs/sample.md states.
 START_TEST(test_small_things) {
     tu_make_tmpdir("cli");
     expect_error(run("info tests/fixtures/npy_grid.npz"), "info npz", "not a safetensors file", NULL);
@@ -603,7 +603,7 @@ START_TEST(test_small_things) {
     npy_free(&a);
 
     // --batch: the bundled model, DDPM 50 steps, 6 images in batches of 6, 4 and 1 stay within the
-    // README's bound (OpenBLAS's AVX-512 kernels sum small products in another order than large
+    // docs/sample.md's bound (OpenBLAS's AVX-512 kernels sum small products in another order than large
     // ones, so even one thread is not batch-invariant there)
     const int bs[3] = {6, 4, 1};
     for (int threads = 1; threads <= 2; threads++) {

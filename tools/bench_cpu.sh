@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's CPU figures: mala vs PyTorch eager on the same configs and thread count, one JSON
+# docs/performance.md's CPU figures: mala vs PyTorch eager on the same configs and thread count, one JSON
 # line each into bench-cpu.jsonl, every benchmark run REPEATS times (default 3), then a summary:
 # the median of the runs with their min and max (each run's own line holds the spread of its
 # repeated steps). Figures are ratios within one run of this script.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Calibration of `mala eval --features fmnist` (the README's table): FD, class accuracy,
+# Calibration of `mala eval --features fmnist` (docs/eval.md's table): FD, class accuracy,
 # precision/recall and KID of real test images, per-class mean images and Gaussian noise, each
 # against the statistics of the real training images.
 #

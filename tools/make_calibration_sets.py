@@ -1,4 +1,4 @@
-"""The calibration image sets of the Fashion-MNIST features (README "mala eval"), as ADM sample
+"""The calibration image sets of the Fashion-MNIST features (docs/eval.md), as ADM sample
 batches (arr_0 uint8 [N, 32, 32, 1], arr_1 int64 labels [N]):
 
     class_means.npz   image i is the mean training image of class i % 10 (rounded to uint8)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The sampler / step-count table of the README: DDPM-250, DDIM and DPM-Solver++(2M) at 5, 10, 20,
+# The sampler / step-count table of docs/sample.md: DDPM-250, DDIM and DPM-Solver++(2M) at 5, 10, 20,
 # 50 steps on the bundled model, all from the same initial noise (--seed), guidance 4, clipping on.
 # Measured by tools/sampler_table.py (numpy): the mean absolute difference of each run's samples
 # from a DDIM-1000 run of the same noise (the probability-flow ODE solved finely: how far a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzz campaign of the README: every harness, one at a time at nice 19 (the machine is
+# The fuzz campaign of docs/testing.md: every harness, one at a time at nice 19 (the machine is
 # shared), for RUNS executions each (default 10^6), on a corpus that starts from the committed
 # seeds and regression inputs. Prints one table row per harness (also in
 # build-fuzz/campaign/table.md); a finding stops that harness and names its artifact. libFuzzer's

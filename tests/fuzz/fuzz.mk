@@ -11,7 +11,7 @@
 #
 # tests/fuzz/seeds/<name>/ hold small seed inputs, tests/fuzz/regress/<name>/ every input that
 # once crashed (or misbehaved), tests/fuzz/dict/<name>.dict libFuzzer dictionaries.
-# tests/fuzz/campaign.sh runs the long campaign whose figures are in the README.
+# tests/fuzz/campaign.sh runs the long campaign whose figures are in docs/testing.md.
 FUZZ_CC        ?= clang-14
 FUZZ_S         ?= 60
 FUZZ_REGRESS_S ?= 10
