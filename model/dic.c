@@ -1,4 +1,4 @@
-// DiC forward and backward through the op table (tools/DIC_MATH.md), NCHW throughout:
+// DiC forward and backward through the op table (docs/math/dic.md), NCHW throughout:
 //   x = stem3x3(x); c_i = t_mlp_i(freq(t)) + table_i[y] per level i (every stage sees SiLU(c_cond[s]))
 //   encoder stages: blocks, saving some outputs; x = unshuffle2(conv3x3(x))
 //   latent blocks; decoder stages: x = shuffle2(conv3x3(x)); blocks, concatenating [x, saved]
@@ -270,7 +270,7 @@ static void dic_layout(Net *n, Arena *a) {
 #undef WORK
 }
 
-// ---- initialisation (tools/DIC_MATH.md's table) ----
+// ---- initialisation (docs/math/dic.md's table) ----
 
 // xavier_uniform_ on a conv weight [O, I, k, k] with PyTorch's fans (I k^2, O k^2).
 static void init_conv(Rng *r, float *w, int O, int I, int k) {

@@ -162,7 +162,7 @@ void dic_write_meta(StWriter *w, const NetConfig *nc) {
     st_writer_meta_int(w, "skip_stride", c->skip_stride);
 }
 
-// Multiply-adds x 2 of the convs and Linears (tools/DIC_MATH.md's formula): down convs on the
+// Multiply-adds x 2 of the convs and Linears (docs/math/dic.md's formula): down convs on the
 // fine grid, up convs on the coarse one.
 double dic_flops_per_image(const NetConfig *nc) {
     const DicConfig *c = &nc->dic;

@@ -1,4 +1,4 @@
-// DiG forward and backward through the op table (tools/DIG_MATH.md, block i):
+// DiG forward and backward through the op table (docs/math/dig.md, block i):
 //   (sa, ca, ga, sm, cm, gm) = adaLN(SiLU c)
 //   u = LN(x)(1+ca)+sa;  [q|k|v|z] = u [Wq;Wk;Wv;Wg]^T;  gamma = logsigmoid((u Wa^T) Wb^T + bb) / 16
 //   x += ga * o_proj(RMSNorm(GLA(q, k, v, gamma)) * w * silu(z))
@@ -144,7 +144,7 @@ static void dig_layout(Net *n, Arena *a) {
     }
 }
 
-// ---- initialisation (tools/DIG_MATH.md's table) ----
+// ---- initialisation (docs/math/dig.md's table) ----
 
 static void dig_init_weights(const Net *n, float *w, uint64_t seed) {
     const DigConfig *c = &n->cfg.dig;

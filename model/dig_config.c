@@ -87,7 +87,7 @@ void dig_write_meta(StWriter *w, const NetConfig *nc) {
     st_writer_meta_int(w, "patch", c->patch);
 }
 
-// Multiply-adds x 2 of the forward pass, counted as dit_flops_per_image counts DiT's (tools/DIG_MATH.md):
+// Multiply-adds x 2 of the forward pass, counted as dit_flops_per_image counts DiT's (docs/math/dig.md):
 // the Linears, the 3x3 conv and 2 T dk dv per head for the GLA (k^T v into the state, q S).
 double dig_flops_per_image(const NetConfig *nc) {
     const DigConfig *c = &nc->dig;

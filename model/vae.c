@@ -1,4 +1,4 @@
-// AutoencoderKL forward through the op table (tools/VAE_MATH.md "Primitives", "Encoder",
+// AutoencoderKL forward through the op table (docs/math/vae.md "Primitives", "Encoder",
 // "Decoder"), loading, and the start-up memory plan. Every layer helper runs in one of two modes:
 // planning (v->dry: only the sizes of its outputs, its conv workspace and its attention scratch
 // are recorded) and computing. The plan is a dry run of the encoder and the decoder at the largest

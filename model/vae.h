@@ -1,4 +1,4 @@
-// Stable Diffusion's AutoencoderKL (docs/design.md §8, tools/VAE_MATH.md), inference only, over the op
+// Stable Diffusion's AutoencoderKL (docs/design.md §8, docs/math/vae.md), inference only, over the op
 // table: the encoder x [N, 3, H, W] in [-1, 1] -> posterior mean and clamped log-variance
 // [N, 4, H/8, W/8], and the decoder of scaled latents z [N, 4, h, w] -> images [N, 3, 8h, 8w] in
 // the [-1, 1] scale (not clamped): decoder(post_quant_conv(z / 0.18215)).

@@ -1,5 +1,5 @@
 // The AutoencoderKL's configuration and parameter table: diffusers' state_dict names and shapes
-// in registration order (tools/VAE_MATH.md "Config and tensors"), read back off a file's shapes.
+// in registration order (docs/math/vae.md "Config and tensors"), read back off a file's shapes.
 // defines: vae_config_sd, vae_factor, vae_describe, vae_table_build, vae_table_free, vae_table_find,
 //          vae_config_derive, vae_config_from_file
 #include <stdarg.h>

@@ -193,12 +193,12 @@ START_TEST(test_full_names_oldconv) { check_names(FIX "vae_sd_names_oldconv.txt"
 END_TEST
 
 START_TEST(test_full_plan) {
-    // The real config's cost and memory at 256x256 (VAE_MATH.md): MACs and the largest map.
+    // The real config's cost and memory at 256x256 (docs/math/vae.md): MACs and the largest map.
     VaeConfig c;
     vae_config_sd(&c);
     const double enc = vae_encode_macs(&c, 256, 256), dec = vae_decode_macs(&c, 256, 256);
-    ck_assert_msg(fabs(enc / 1e9 - 136.4) < 0.1, "encoder %.2f GMAC, VAE_MATH.md: 136.4", enc / 1e9);
-    ck_assert_msg(fabs(dec / 1e9 - 311.1) < 0.1, "decoder %.2f GMAC, VAE_MATH.md: 311.1", dec / 1e9);
+    ck_assert_msg(fabs(enc / 1e9 - 136.4) < 0.1, "encoder %.2f GMAC, docs/math/vae.md: 136.4", enc / 1e9);
+    ck_assert_msg(fabs(dec / 1e9 - 311.1) < 0.1, "decoder %.2f GMAC, docs/math/vae.md: 311.1", dec / 1e9);
     const size_t one = vae_activation_bytes(&c, backend_cpu(), 1, 256, 256);
     // three maps of [256, 256, 256] (64 MiB each) plus scratch
     ck_assert_msg(one >= 3 * (64u << 20) && one < 3 * (64u << 20) + (64u << 20), "%zu bytes per image", one);

@@ -7,7 +7,7 @@ the condition), affinef=3 (gate, scale, shift), blockconfig=0, skip_stride=3), f
 YuchuanTian/DiC at commit bfa541b5e3a968919f3a399fc0e223e877439b3b (dic_models.py imports
 nothing else of the repository). This file is plain PyTorch (no einops, timm): the same module
 tree, so the state_dict names, shapes and order are the official ones, and the same arithmetic.
-tools/DIC_MATH.md is the math, written out; tools/check_dic_official.py runs the official class
+docs/math/dic.md is the math, written out; tools/check_dic_official.py runs the official class
 against this file's fixtures.
 
 Run it (Debian's python, which has torch 1.13):
@@ -26,7 +26,7 @@ DiT / DiG fixtures:
                           arrays), skip_stride, image_size, in_channels, num_classes, learn_sigma,
                           class_names
 Computed in float64 from the float32-rounded stored weights and inputs, stored as float32; each
-file is re-checked by `functional_forward`, a second implementation written from DIC_MATH.md's
+file is re-checked by `functional_forward`, a second implementation written from docs/math/dic.md's
 formulas (im2col convs, GroupNorm / LayerNorm / GELU / pixel (un)shuffle by their definitions)
 that reads only the state_dict. The weights are random and non-zero except in dic_init, which
 holds the official initialisation (output exactly 0).
@@ -416,7 +416,7 @@ def initialize_weights(model):
 
 
 # ---------------------------------------------------------------------------------------------
-# Counts (closed forms, written out independently of the modules; DIC_MATH.md)
+# Counts (closed forms, written out independently of the modules; docs/math/dic.md)
 # ---------------------------------------------------------------------------------------------
 
 def param_count(hidden, depths, multipliers, skip_stride, in_channels, num_classes, learn_sigma, image_size):

@@ -6,7 +6,7 @@ e3ac0bae50161ecb589f84e1d980eeeb6cbf4f7b: models_dig.py, module_dig.py, models_d
 GLA token mixer is DiG's copy of flash-linear-attention's GatedLinearAttention with the kernels
 of fla at the commit DiG pins (36743f3f14e47f23c1ad45cf5de727dbacb5600e). This file is plain
 PyTorch (no fla, timm, triton): the same module tree, so the state_dict names, shapes and order
-are the official ones, and the same arithmetic. tools/DIG_MATH.md is the math, written out.
+are the official ones, and the same arithmetic. docs/math/dig.md is the math, written out.
 
 Run it (Debian's python, which has torch 1.13):
 
@@ -122,7 +122,7 @@ GLA_FNS = {"chunk": gla_chunked, "recurrent": gla_recurrent}
 
 
 def gla_recurrent_backward(q, k, v, g, do):
-    """dq, dk, dv of the recurrence by the reverse recurrence (DIG_MATH.md): with Sh_t = dL/dS_t,
+    """dq, dk, dv of the recurrence by the reverse recurrence (docs/math/dig.md): with Sh_t = dL/dS_t,
     Sh_t = s q_t^T do_t + diag(exp g_{t+1}) Sh_{t+1}, dq_t = s S_t do_t, dk_t = Sh_t v_t,
     dv_t = Sh_t^T k_t."""
     B, n, L, dk = q.shape
@@ -144,7 +144,7 @@ def gla_recurrent_backward(q, k, v, g, do):
 
 
 def gla_decay_grad(q, k, dq, dk):
-    """d loss / d g from the other gradients (DIG_MATH.md): with C_t = sum_{s<=t} g_s the decay
+    """d loss / d g from the other gradients (docs/math/dig.md): with C_t = sum_{s<=t} g_s the decay
     enters only as q_t e^{C_t} and k_t e^{-C_t}, so dL/dC_t = q_t dq_t - k_t dk_t (elementwise)
     and dg_t = sum_{s>=t} dL/dC_s, a reverse cumulative sum over the whole sequence."""
     dC = q * dq - k * dk
@@ -395,7 +395,7 @@ def initialize_weights(model):
 
 def param_count(depth, hidden, heads, patch, in_channels, num_classes, learn_sigma, image_size):
     """Closed form of the state_dict size (pos_embed included), written out independently of the
-    modules (DIG_MATH.md)."""
+    modules (docs/math/dig.md)."""
     H, K, V, r, I = hidden, int(hidden * EXPAND_K), int(hidden * EXPAND_V), GATE_LOW_RANK, mlp_hidden(hidden)
     cout = in_channels * (2 if learn_sigma else 1)
     T = (image_size // patch) ** 2

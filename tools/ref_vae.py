@@ -9,7 +9,7 @@ attention_processor.py (Attention + AttnProcessor), downsampling.py (Downsample2
 upsampling.py (Upsample2D), unets/unet_2d_blocks.py (DownEncoderBlock2D, UpDecoderBlock2D,
 UNetMidBlock2D); the old attention names are those of v0.10.0's AttentionBlock, renamed on load
 by modeling_utils.py's _convert_deprecated_attention_blocks). So state_dict() names, shapes and
-order are diffusers' own, and the arithmetic is the same. tools/VAE_MATH.md is the math written
+order are diffusers' own, and the arithmetic is the same. docs/math/vae.md is the math written
 out; docs/design.md §8 is the contract.
 
 Run it (Debian's python, which has torch 1.13):
@@ -279,7 +279,7 @@ class AutoencoderKL(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# An independent functional forward over the state dict (the formulas of VAE_MATH.md: GroupNorm
+# An independent functional forward over the state dict (the formulas of docs/math/vae.md: GroupNorm
 # by hand, convolutions as im2col matmuls, attention as explicit matrices)
 # ---------------------------------------------------------------------------------------------
 

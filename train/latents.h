@@ -1,4 +1,4 @@
-// Encoded latent datasets (docs/design.md §8, tools/VAE_MATH.md "Latent datasets"): the VAE posterior of
+// Encoded latent datasets (docs/design.md §8, docs/math/vae.md "Latent datasets"): the VAE posterior of
 // every image of a folder, encoded once by `mala encode`, as a directory numpy maps whole:
 //
 //   LATENTS/latents.json      manifest (format "mala-latents", version 1; count, views, dtype,
