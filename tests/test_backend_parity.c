@@ -23,9 +23,12 @@
 // properties (moments, determinism, rows independent of the call).
 // Without a CUDA device (or in a build without CUDA) it prints "skipped: ..." and passes. CUDA
 // does not survive fork, so the suite runs with CK_NOFORK.
+// Coverage: the GPU table is wrapped by the profiling backend (core/backend_profile.h), and the
+// suite fails when a timed op slot was never called by any test (an op nobody compared).
 #include "testutil.h"
 
 #include "backend.h"
+#include "backend_profile.h"
 #include "conv_plan.h"
 #include "net.h"
 #include "sampler/diffusion.h"
@@ -1316,6 +1319,19 @@ START_TEST(test_train_steps) {
 }
 END_TEST
 
+// The timed op slots no test called on the GPU table (only outermost calls count, so an op that
+// another op calls through the table must be tested on its own too); prints each, returns how many.
+static int uncovered_slots(void) {
+    const char *const *names;
+    const int n = backend_profile_timed_slots(&names);
+    const BackendProfile p = backend_profile_read();
+    int missing = 0;
+    for (int i = 0; i < n; i++)
+        if (!p.slot_calls[i]) printf("not covered: op slot %s was never called by the parity suite\n", names[i]), missing++;
+    printf("parity coverage: %d of %d op slots called\n", n - missing, n);
+    return missing;
+}
+
 int main(void) {
     CPU = backend_cpu();
     const char *why = NULL;
@@ -1326,6 +1342,7 @@ int main(void) {
     }
     backend_check(CPU);  // every slot filled (exits naming the first empty one)
     backend_check(GPU);
+    GPU = backend_profiled(GPU);  // counts the calls of every slot (coverage, below)
     GPU->set_precision(1);
     Suite *s = suite_create("backend_parity");
     TCase *tc = tcase_create("cpu_vs_cuda");
@@ -1365,5 +1382,6 @@ int main(void) {
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    if (!getenv("CK_RUN_CASE") && !getenv("CK_RUN_SUITE")) failed += uncovered_slots();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
