@@ -140,7 +140,9 @@ $(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
 GPU_DRY_RUN ?= 1
 test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
 	@set -e; core=$$(./$(BUILD)/blas_core); [ -z "$$OPENBLAS_CORETYPE" ] && [ -n "$$core" ] && export OPENBLAS_CORETYPE=$$core; \
-	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
+	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; \
+	echo "== tools/check_layers.sh (no include climbs a layer, docs/design.md §0)"; tools/check_layers.sh; \
+	for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
 	echo "== $(EMU_TEST) (CUDA kernels on the host emulator)"; CK_FORK=no OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive ./$(EMU_TEST); \
 	echo "== $(EMU_CLI_TEST) (the mala CLI on the host emulator)"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive \
 	  MALA_BIN=./$(MALA_BIN) MALA_EMU_BIN=./$(EMU_MALA) ./$(EMU_CLI_TEST); \
