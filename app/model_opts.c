@@ -38,9 +38,13 @@ void model_opts_config(ModelOpts *mo, NetConfig *c) {
     BackboneKind bk = BACKBONE_DIT;
     if (mo->backbone && backbone_parse(mo->backbone, &bk)) FATAL("--backbone %s: unknown backbone", mo->backbone);
     net_config_default(c, bk);
-    // --backbone alone (the parser left the default preset's string in place): that backbone's S/2
+    // --backbone alone (the parser left the default preset's string in place): that backbone's S/2,
+    // or its S where its presets have no patch size (DiC-S)
     if (mo->backbone && mo->preset == mo->default_preset) {
+        NetConfig probe = *c;
         snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s-S/2", net_backbone(bk)->family);
+        if (net_config_preset(&probe, mo->preset_buf, &err))
+            snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s-S", net_backbone(bk)->family);
         mo->preset = mo->preset_buf;
     }
     if (net_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);

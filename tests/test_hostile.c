@@ -3,7 +3,7 @@
 // read is read; a training run survives stale partial checkpoints and signals at awkward moments;
 // no JSON line holds inf or nan.
 //
-// The reproducers are the committed files of tests/fuzz/regress/ (tests/fuzz/make_regress.py
+// The reproducers are the committed files of tests/fuzz/regress/ (tests/fuzz/make_inputs.py
 // wrote them) plus inputs too large to commit, made here: Fashion-MNIST's t10k images cut short by
 // 1, 4, 8 and 9 bytes, and a 2000x2000 16-bit PGM.
 #include <errno.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes core/backend_profile_ops.inc: one forwarding wrapper per timed op slot of struct Backend
 (core/backend.h), each timing its call into a category of core/backend_profile.h. Rerun after
-adding an op to the table (tests/test_train.c fails until the new slot is wrapped):
+adding an op to the table (tests/test_profile.c fails until the new slot is wrapped):
 
     python3 tools/gen_backend_profile.py
 
