@@ -706,6 +706,9 @@ START_TEST(test_help_and_names) {
     ck_assert_msg(strstr(g_err, "note: --model dit-t/4 is DiT-T/4\n"), "%s", g_err);
     RUN_OK("bench train --model dig-t/4 --batch 2 --steps 1 --threads 2");
     ck_assert_msg(strstr(g_err, "note: --model dig-t/4 is DiG-T/4\n"), "%s", g_err);
+    // --backbone alone: that backbone's S/2, or S where its presets have no patch size
+    RUN_OK("bench train --backbone dic --batch 1 --steps 1 --threads 2");
+    ck_assert_msg(strstr(g_out, "\"model\":\"DiC-S\""), "%s", g_out);
     expect_error(run("train --model dit-q/4 --out %s", tp("x")), "unknown preset", "--model dit-q/4: unknown preset",
                  NULL);
     tu_rm_tmpdir();
