@@ -12,14 +12,12 @@
 
 #include "common.h"
 
-#define MAX_STREAMS 256
 #define CACHE_SLOTS 8192  // open addressing, at most 3/4 full
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;  // the cache
 static pthread_mutex_t setup = PTHREAD_MUTEX_INITIALIZER;  // the engine and streams (taken under lock too)
 static dnnl_engine_t engine;
 static int engine_tried;
-static dnnl_stream_t streams[MAX_STREAMS];
 
 typedef struct {
     DnnlKey key;
@@ -46,23 +44,42 @@ dnnl_engine_t cpu_dnnl_engine(void) {
     return engine;
 }
 
-static int thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
+// Per OS thread (OpenMP workers and callers' own pthreads alike, such as the viewer's two
+// workers: omp_get_thread_num is 0 in both, so it cannot name a thread): a stream and a grow-only
+// scratchpad, released by the key's destructor when the thread ends.
+typedef struct {
+    dnnl_stream_t stream;
+    void *scratch;
+    size_t cap;
+} ThreadState;
+
+static pthread_key_t state_key;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+
+static void state_free(void *p) {
+    ThreadState *ts = p;
+    if (ts->stream) dnnl_stream_destroy(ts->stream);
+    free(ts->scratch);
+    free(ts);
+}
+
+static void state_key_make(void) { CHECK(!pthread_key_create(&state_key, state_free), "oneDNN: pthread_key_create"); }
+
+static ThreadState *thread_state(void) {
+    pthread_once(&state_once, state_key_make);
+    ThreadState *ts = pthread_getspecific(state_key);
+    if (!ts) {
+        ts = xcalloc(1, sizeof *ts);
+        CHECK(!pthread_setspecific(state_key, ts), "oneDNN: pthread_setspecific");
+    }
+    return ts;
 }
 
 dnnl_stream_t cpu_dnnl_stream(void) {
-    const int t = thread_id();
-    CHECK(t < MAX_STREAMS, "oneDNN: thread %d beyond the %d streams kept", t, MAX_STREAMS);
-    if (streams[t]) return streams[t];
-    dnnl_engine_t eng = cpu_dnnl_engine();
-    pthread_mutex_lock(&setup);
-    if (!streams[t]) cpu_dnnl_ok(dnnl_stream_create(&streams[t], eng, dnnl_stream_default_flags), "stream_create");
-    pthread_mutex_unlock(&setup);
-    return streams[t];
+    ThreadState *ts = thread_state();
+    if (!ts->stream) cpu_dnnl_ok(dnnl_stream_create(&ts->stream, cpu_dnnl_engine(), dnnl_stream_default_flags),
+                                 "stream_create");
+    return ts->stream;
 }
 
 int cpu_dnnl_threads(void) {
@@ -136,16 +153,14 @@ dnnl_memory_desc_t cpu_dnnl_scratch_md(const_dnnl_primitive_desc_t pd) {
 
 // The calling thread's grow-only scratchpad.
 static void *thread_scratch(size_t bytes) {
-    static void *buf[MAX_STREAMS];
-    static size_t cap[MAX_STREAMS];
-    const int t = thread_id();
-    CHECK(t < MAX_STREAMS, "oneDNN: thread %d beyond the %d scratchpads kept", t, MAX_STREAMS);
-    if (bytes > cap[t]) {
-        free(buf[t]);
-        if (posix_memalign(&buf[t], 64, bytes)) FATAL("out of memory allocating %zu bytes", bytes);
-        cap[t] = bytes;
+    ThreadState *ts = thread_state();
+    if (bytes > ts->cap) {
+        free(ts->scratch);
+        ts->scratch = NULL;
+        if (posix_memalign(&ts->scratch, 64, bytes)) FATAL("out of memory allocating %zu bytes", bytes);
+        ts->cap = bytes;
     }
-    return buf[t];
+    return ts->scratch;
 }
 
 void cpu_dnnl_exec(dnnl_primitive_t prim, const dnnl_memory_desc_t *scratch, int n, const int *args,
