@@ -4,10 +4,10 @@
 CC       ?= cc
 OPT      ?= -O3 -march=x86-64-v3 -ffp-contract=off -fno-math-errno -fno-trapping-math
 # -fno-math-errno / -fno-trapping-math let loops with sqrtf and clamps vectorise; no IEEE
-# semantics change (no fast-math). Flag tables (app/args.h) leave optional row fields to their
+# semantics change (no fast-math). Flag tables (cli/args.h) leave optional row fields to their
 # zero defaults, hence -Wno-missing-field-initializers.
 CFLAGS   += $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -MMD -MP \
-            -I. -Icore -Imodel -Ipipeline -Isampler -Itrain -Ieval -Iapp -I$(BLAS_DIR:/usr/lib/%=/usr/include/%) -I/usr/include/stb
+            -I. -I$(BLAS_DIR:/usr/lib/%=/usr/include/%) -I/usr/include/stb
 # OpenBLAS's OpenMP build shares our OpenMP thread pool: the pthread build's threads and
 # libgomp's spinning workers fight over the cores (6x slower steps measured on 2 cores).
 # BLAS=blis links Debian's BLIS (libblis-openmp-dev) instead: slower than OpenBLAS on this
@@ -56,7 +56,7 @@ endif
 
 # ---- oneDNN (issue 35): the CPU backend's matrix products and convolutions, OpenBLAS otherwise ----
 # Debian's libdnnl-dev (OpenMP runtime, so it shares our thread pool). DNNL=0 builds without it;
-# at run time MALA_GEMM=openblas picks OpenBLAS in a oneDNN build (core/gemm_cpu.h).
+# at run time MALA_GEMM=openblas picks OpenBLAS in a oneDNN build (cpu/cpu_gemm.h).
 DNNL_H ?= $(firstword $(wildcard /usr/include/dnnl.h /usr/include/oneapi/dnnl/dnnl.h))
 DNNL_SO ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libdnnl.so /usr/lib/libdnnl.so /usr/local/lib/libdnnl.so))
 DNNL ?= $(if $(and $(DNNL_H),$(DNNL_SO)),1,0)
@@ -84,9 +84,11 @@ else
   $(info mala: NCCL OFF ($(if $(NCCL_H),needs CUDA=1 and MPI=1,nccl.h not found)))
 endif
 
-LIB_SRC  = $(wildcard core/*.c model/*.c sampler/*.c pipeline/*.c train/*.c eval/*.c) $(filter-out app/main.c app/viewer%.c,$(wildcard app/*.c))
+# Folders by role, lowest layer first (docs/design.md §0); the viewer and cli/main.c are linked into mala only.
+LIB_DIRS = core formats cpu model sampler pipeline train eval compare cli
+LIB_SRC  = $(filter-out cli/main.c,$(wildcard $(LIB_DIRS:%=%/*.c)))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
-VIEW_SRC = $(wildcard app/viewer*.c)
+VIEW_SRC = $(wildcard viewer/*.c)
 VIEW_OBJ = $(VIEW_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -95,19 +97,19 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 MALA_BIN ?= mala
 all: $(MALA_BIN)
 
-$(MALA_BIN): $(BUILD)/app/main.o $(VIEW_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
+$(MALA_BIN): $(BUILD)/cli/main.o $(VIEW_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MALA_LIBS) $(SDL_LIBS)
 
 $(BUILD)/libmala.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/app/viewer%.o: app/viewer%.c
+$(BUILD)/viewer/%.o: viewer/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SDL_CFLAGS) -c $< -o $@
 
 # stb_image_write's JPEG bit writer shifts signed ints (third-party code, harmless here).
-$(BUILD)/core/image_io.o: CFLAGS += -fno-sanitize=shift
+$(BUILD)/formats/image_io.o: CFLAGS += -fno-sanitize=shift
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -115,7 +117,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -Icore -Xcompiler -fPIC -MMD -MP -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -Xcompiler -fPIC -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
@@ -129,12 +131,12 @@ $(BUILD)/bench_gemm: tools/bench_gemm.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
-$(BUILD)/blas_core: tools/blas_core_main.c core/blas_core.c
+$(BUILD)/blas_core: tools/blas_core_main.c cpu/blas_core.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^
 
 # Each suite runs from the repository root so fixture paths are stable. The suites call OpenBLAS
-# directly, so they get the kernel family mala picks for itself (core/blas_core.h). GPU_DRY_RUN=0
+# directly, so they get the kernel family mala picks for itself (cpu/blas_core.h). GPU_DRY_RUN=0
 # leaves out tools/gpu_check.sh's dry run on the emulator (make sanitize does: it checks the
 # script, not memory).
 GPU_DRY_RUN ?= 1

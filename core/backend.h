@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diffusion_math.h"
+#include "core/diffusion_math.h"
 
 typedef struct Backend Backend;
 
@@ -223,7 +223,7 @@ struct Backend {
     // (x = 0 outside the image; bias [Cout] or NULL; out overwritten). Computed per chunk as
     // im2col, then out_chunk = W[Cout, Cin*kh*kw] col. work holds work_floats floats of scratch:
     // any amount from one output row's columns up (chunks shrink to fit it), less is refused.
-    // (The CPU's oneDNN convolutions, core/cpu_gemm.h, leave the scratch unused.)
+    // (The CPU's oneDNN convolutions, cpu/cpu_gemm.h, leave the scratch unused.)
     void (*conv2d_fwd)(float *out, const float *x, const float *w, const float *bias, ConvShape s, float *work,
                        size_t work_floats);
     // With the same geometry (any of dx, dw, db may be NULL):

@@ -1,10 +1,10 @@
 // defines: backend_profiled, backend_profile_reset, backend_profile_read, backend_profile_kind_name,
 //          backend_profile_timed_slots
-#include "backend_profile.h"
+#include "core/backend_profile.h"
 
 #include <string.h>
 
-#include "common.h"
+#include "core/common.h"
 
 static const Backend *prof_real;
 static Backend prof_table;
@@ -27,7 +27,7 @@ static void prof_end(int kind, int slot, double t0) {
     prof_acc.slot_calls[slot]++;
 }
 
-#include "backend_profile_ops.inc"
+#include "core/backend_profile_ops.inc"
 
 _Static_assert(PROF_SLOT_COUNT <= PROF_MAX_SLOTS, "raise PROF_MAX_SLOTS");
 

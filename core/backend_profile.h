@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "backend.h"
+#include "core/backend.h"
 
 enum {
     PROF_GEMM,         // linear_fwd/bwd, conv2d (im2col + GEMM)

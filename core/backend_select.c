@@ -3,8 +3,8 @@
 // defines: backend_select, backend_check (and backend_cuda for builds without CUDA)
 #include <string.h>
 
-#include "backend.h"
-#include "common.h"
+#include "core/backend.h"
+#include "core/common.h"
 
 #define COUNT_SLOT(s) +1
 _Static_assert(sizeof(Backend) == sizeof(const char *) + (0 MALA_BACKEND_SLOTS(COUNT_SLOT)) * sizeof(void (*)(void)),

@@ -1,5 +1,5 @@
 // defines: mala_errf, xmalloc, xcalloc, xstrdup, now_seconds, peak_rss_bytes, num_threads
-#include "common.h"
+#include "core/common.h"
 
 #include <stdarg.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "ops_math.h"
+#include "core/ops_math.h"
 
 // One row of per-timestep coefficients (DIFF_COEFS doubles per timestep index), the form in which
 // the backend's diffusion ops read a process's tables.

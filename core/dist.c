@@ -2,14 +2,14 @@
 //          dist_sum_f32, dist_sum_f64, dist_sum_f32_device, dist_block, dist_reduce_scatter_f32,
 //          dist_allgather_f32, dist_gather_f32, dist_reduce_scatter_f32_device, dist_allgather_f32_device,
 //          dist_any, dist_bcast, dist_barrier, dist_abort
-#include "dist.h"
+#include "core/dist.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "core/common.h"
 
 // The NCCL side (cuda/nccl/dist_nccl.c), linked into NCCL builds of mala only.
 void dist_nccl_pick_device(int local_rank, int local_size) __attribute__((weak));

@@ -1,5 +1,5 @@
 // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
-#include "half.h"
+#include "core/half.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
 #ifndef MALA_POOL_MATH_H
 #define MALA_POOL_MATH_H
 
-#include "ops_math.h"  // defines: MALA_HD
+#include "core/ops_math.h"  // defines: MALA_HD
 
 // One output coordinate of a linear resize: the two source indices and their weights.
 typedef struct { int i0, i1; float l0, l1; } LinTap;

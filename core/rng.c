@@ -1,6 +1,6 @@
 // defines: philox4x32_10, rng_seed, rng_seed_stream, rng_u32, rng_u64, rng_uniform, rng_below,
 //          rng_normal, rng_normal_fill
-#include "rng.h"
+#include "core/rng.h"
 
 #include <math.h>
 

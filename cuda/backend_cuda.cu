@@ -42,7 +42,7 @@
 //   embed_bwd, whose atomicAdd only reorders sums when a batch repeats a label.
 // - Errors: CUDA_CHECK / CUBLAS_CHECK print file:line, the call and the runtime's message, then
 //   exit. A missing device is not an error: backend_cuda() returns NULL and says why.
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #include "cuda/backend_cuda.h"
 

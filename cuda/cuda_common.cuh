@@ -13,10 +13,10 @@
 #include <cuda_runtime.h>
 
 // The shared math first: its headers (math.h) must not land inside the extern "C" block.
-#include "diffusion_math.h"
-#include "ops_math.h"
+#include "core/diffusion_math.h"
+#include "core/ops_math.h"
 extern "C" {
-#include "backend.h"
+#include "core/backend.h"
 }
 
 // ---- errors: print file:line, the failing call and the runtime's message, then exit ----

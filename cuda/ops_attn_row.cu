@@ -4,7 +4,7 @@
 // each recomputing the O(d) dot products). O(L d) per head, accumulated in row itself; no L x L
 // matrix and no scratch beyond the block's shared memory.
 // defines: cuda_attn_row
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #define ROW_MAX_D 256
 

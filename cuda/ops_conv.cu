@@ -3,9 +3,9 @@
 // batched GEMM), col2im for the backward's dx. Every sum is fixed-order: col2im gathers each dx
 // element's taps in order, dw accumulates image after image in cuBLAS, db is a block tree.
 // defines: cuda_conv2d_workspace_floats, cuda_conv2d_fwd, cuda_conv2d_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
-#include "conv_plan.h"
+#include "cpu/conv_plan.h"
 
 // 2^23 floats (32 MiB) of columns per chunk: GEMMs wide enough to fill the GPU.
 #define CUDA_CONV_TARGET ((size_t)1 << 23)

@@ -1,7 +1,7 @@
 // Linear layers (cuBLAS) and the column sums that their bias gradient, LePE's bias gradient and
 // the attention means use.
 // defines: cuda_colsum, cuda_dense_init, cuda_rowsum_add, cuda_linear_fwd, cuda_linear_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // ---------------------------------------------------------------------------------------------
 // Column sums. Block (32, CS_ROWS): threadIdx.x picks a column of a 32-column tile (coalesced

@@ -2,7 +2,7 @@
 // ADM loss with its gradient, and the sampler update. The per-element math is diffusion_math.h,
 // the same functions the CPU backend runs, in double.
 // defines: cuda_diffusion_prepare, cuda_diffusion_loss, cuda_sampler_step
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #define LOSS_BLOCK 256
 

@@ -4,7 +4,7 @@
 // Forward and dx are one thread per output element (dx gathers, so no atomics); dw is a
 // fixed-order reduction per (tap, 32-channel tile); db is a column sum.
 // defines: cuda_dwconv_fwd, cuda_dwconv_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 __global__ void k_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *bias, int k, int L,
                              int H, int gh, int gw, size_t total) {

@@ -5,7 +5,7 @@
 //          cuda_silu_bwd, cuda_swiglu_fwd, cuda_swiglu_bwd, cuda_add, cuda_mul_fwd, cuda_mul_bwd,
 //          cuda_elu1_fwd, cuda_elu1_bwd, cuda_logsigmoid_fwd, cuda_logsigmoid_bwd, cuda_scale,
 //          cuda_fill
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 __global__ void k_gelu_fwd(float *out, const float *x, size_t n) { GRID_STRIDE(i, n) out[i] = gelu_f(x[i]); }
 __global__ void k_gelu_bwd(float *dx, const float *dout, const float *x, size_t n) {

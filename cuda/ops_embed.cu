@@ -3,7 +3,7 @@
 //          cuda_add_pos, cuda_timestep_embed, cuda_embed_fwd, cuda_embed_bwd
 #include <math.h>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // ---------------------------------------------------------------------------------------------
 // Patches. Token t = gi*g + gj of a g x g grid (g = S/p) covers pixels (gi*p + i, gj*p + j).

@@ -1,5 +1,5 @@
 // Gated linear attention (DiG's token mixer: fla's GLA), the chunked form of the CPU's
-// core/ops_cpu_gla.c (whose header derives it) with chunks of GC = 16 tokens:
+// cpu/ops_cpu_gla.c (whose header derives it) with chunks of GC = 16 tokens:
 //   o_i = (q^_i . exp(b_i)) S0 + sum_{j<=i} A_ij v_j,   A_ij = sum_e q^_ie k_je exp(b_ie - b_je),
 //   S1 = diag(exp(b_n)) S0 + sum_j (k_j . exp(b_n - b_j))^T v_j,
 // q^ = dk^-1/2 q, b the chunk-local cumulative log-decay. Every exponential has a non-positive
@@ -26,7 +26,7 @@
 //   states [B][heads][nchunks][dk][dv]   the state entering each chunk (forward; the first is 0)
 //   dq_part, dk_part [ntiles][B*L][heads*dk]   backward scratch (overwritten by every backward)
 // defines: cuda_gla_cache_floats, cuda_gla_fwd, cuda_gla_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #define GC 16      // chunk length
 #define GFT 32     // v columns per block

@@ -18,7 +18,7 @@
 //   dKV[B][heads][d][d], dmean[B][2H].
 // defines: cuda_mala_cache_floats, cuda_mala_fwd, cuda_mala_bwd, cuda_linattn_cache_floats,
 //          cuda_linattn_fwd, cuda_linattn_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 enum { KIND_MALA = 0, KIND_LIN = 1 };
 

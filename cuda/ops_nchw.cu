@@ -3,7 +3,7 @@
 // destination element; where a backward sums (upsampling), it gathers in the CPU's order.
 // defines: cuda_pixel_shuffle_*, cuda_pixel_unshuffle_*, cuda_upsample2x_*, cuda_channel_copy_*,
 //          cuda_nchw_to_tokens_*, cuda_tokens_to_nchw_*
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // ---------------------------------------------------------------------------------------------
 // Pixel shuffle: hi[b, c, h*r + i, w*r + j] <-> lo[b, (c*r + i)*r + j, h, w]. One thread per hi

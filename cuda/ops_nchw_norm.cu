@@ -5,7 +5,7 @@
 // block trees (block_sum), so results repeat bit for bit.
 // defines: cuda_groupnorm_fwd, cuda_groupnorm_bwd, cuda_layernorm2d_fwd, cuda_layernorm2d_bwd,
 //          cuda_modulate2d_fwd, cuda_modulate2d_bwd, cuda_gate_residual2d_fwd, cuda_gate_residual2d_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // ---------------------------------------------------------------------------------------------
 // GroupNorm: group (b, g) is x[bg * n .. (bg+1) * n), n = C/G * HW

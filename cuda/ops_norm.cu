@@ -4,7 +4,7 @@
 //          cuda_rmsnorm_gate_bwd, cuda_modulate_fwd, cuda_modulate_bwd, cuda_layernorm_modulate_fwd,
 //          cuda_gate_residual_fwd,
 //          cuda_gate_residual_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #define ROWS_PER_BLOCK (CU_BLOCK / 32)  // one warp per row
 #define RED_ROWS 16                     // threadIdx.y extent of the column-sum kernels

@@ -3,7 +3,7 @@
 // defines: cuda_adamw, cuda_ema, cuda_sumsq, cuda_optim_init
 #include <math.h>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #define SUMSQ_BLOCKS 1024
 

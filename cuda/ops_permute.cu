@@ -2,7 +2,7 @@
 // token order, then transpose reads the gh x gw grid by columns (backend.h). One thread per
 // output element; the backward scatters through the same map (a permutation: no two writes meet).
 // defines: cuda_permute_tokens_fwd, cuda_permute_tokens_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // The source token of output token l.
 __device__ __forceinline__ int perm_src(int l, int L, int gh, int gw, int flip, int transpose) {

@@ -5,8 +5,8 @@
 //          cuda_resize_bilinear_fwd
 #include <cfloat>
 
-#include "cuda_common.cuh"
-#include "pool_math.h"
+#include "cuda/cuda_common.cuh"
+#include "core/pool_math.h"
 
 __global__ void k_relu_fwd(float *out, const float *x, size_t n) {
     GRID_STRIDE(i, n) out[i] = x[i] > 0.0f ? x[i] : 0.0f;

@@ -2,7 +2,7 @@
 // 2p+1), p < d/2: for p < d/4 the angle is row * w_p, otherwise col * w_{p - d/4}, with w from
 // rope_freq (ops_math.h); (x, y) -> (x cos - y sin, y cos + x sin).
 // defines: cuda_rope_fwd, cuda_elu1_rope_fwd, cuda_rope_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // The angle of pair p (0 <= p < d/2) of token l on a grid gw wide, as the CPU computes it.
 __device__ __forceinline__ void rope_cs(int l, int gw, int p, int d, float *cs, float *sn) {

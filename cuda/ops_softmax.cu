@@ -7,7 +7,7 @@
 // one head at a time, written through a cast of the const cache pointer; P itself is never written
 // by the backward).
 // defines: cuda_softmax_cache_floats, cuda_softmax_fwd, cuda_softmax_bwd
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 #define WARPS_PER_BLOCK (CU_BLOCK / 32)
 

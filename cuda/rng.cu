@@ -5,7 +5,7 @@
 // defines: cuda_rand_normal, cuda_rand_bits
 #include <curand_kernel.h>
 
-#include "cuda_common.cuh"
+#include "cuda/cuda_common.cuh"
 
 // Row r of dst [rows, cols]: normals of stream stream0 + r * stride.
 __global__ void k_rand_normal(float *dst, int rows, size_t cols, unsigned long long seed, unsigned long long stream0,

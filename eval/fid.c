@@ -1,13 +1,13 @@
 // defines: fid_stats_new, fid_stats_free, fid_stats_add, fid_stats_finalize, fid_stats_save,
 //          fid_stats_save_pair, fid_stats_load, fid_stats_load_keys, frechet_distance, fid_from_stats, inception_score
-#include "fid.h"
+#include "eval/fid.h"
 
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
 #include <string.h>
 
-#include "npy.h"  // defines: npz_load, npz_save, npy_to_f64
+#include "formats/npy.h"  // defines: npz_load, npz_save, npy_to_f64
 
 #define FID_BUF_ROWS 256
 

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "common.h"  // defines: MalaErr
+#include "core/common.h"  // defines: MalaErr
 
 typedef struct {
     int dim;

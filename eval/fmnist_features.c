@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fmnist_features.h"
-#include "net.h"   // defines: Arena, arena_take
+#include "eval/fmnist_features.h"
+#include "model/net.h"   // defines: Arena, arena_take
 
 static const int kWidths[FMNIST_FEAT_BLOCKS] = {32, 64, 96, 128};
 static const int kStrides[FMNIST_FEAT_BLOCKS] = {1, 2, 2, 2};

@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "common.h"        // defines: MalaErr
-#include "safetensors.h"   // defines: StFile
+#include "core/backend.h"
+#include "core/common.h"        // defines: MalaErr
+#include "formats/safetensors.h"   // defines: StFile
 
 #define FMNIST_FEAT_DIM 128
 #define FMNIST_FEAT_CLASSES 10

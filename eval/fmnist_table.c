@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fmnist_features.h"
+#include "eval/fmnist_features.h"
 
 static const int kWidths[FMNIST_FEAT_BLOCKS] = {32, 64, 96, 128};
 

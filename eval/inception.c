@@ -1,15 +1,15 @@
 // defines: inception_build, inception_load, inception_random, inception_free, inception_forward,
 //          inception_forward_all, inception_max_batch, inception_tensors, eval_rand_seed, eval_rand_u,
 //          eval_rand_fill, inception_random_tensor
-#include "inception.h"
+#include "eval/inception.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
-#include "conv_plan.h"       // defines: conv_out_h, conv_out_w
-#include "safetensors.h"     // defines: st_open, st_load_f32, st_close
-#include "torch_legacy.h"    // defines: torch_legacy_open, torch_legacy_find, torch_legacy_read_f32
+#include "cpu/conv_plan.h"       // defines: conv_out_h, conv_out_w
+#include "formats/safetensors.h"     // defines: st_open, st_load_f32, st_close
+#include "formats/torch_legacy.h"    // defines: torch_legacy_open, torch_legacy_find, torch_legacy_read_f32
 
 #define BN_EPS 0.001
 #define NCONV 94

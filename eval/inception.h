@@ -7,7 +7,7 @@
 // 2023 sFID features (below). Runs on any backend (core/backend.h: NCHW conv2d, ReLU, pools,
 // bilinear resize, channel copies).
 //
-// Weights: pt_inception-2015-12-05-6726825d.pth (legacy torch format, eval/torch_legacy.h) or the
+// Weights: pt_inception-2015-12-05-6726825d.pth (legacy torch format, formats/torch_legacy.h) or the
 // same tensor names in a .safetensors file.
 #ifndef MALA_INCEPTION_H
 #define MALA_INCEPTION_H
@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"           // defines: MalaErr
-#include "backend.h"          // defines: Backend
+#include "core/common.h"           // defines: MalaErr
+#include "core/backend.h"          // defines: Backend
 
 #define INCEPTION_DIM 2048
 #define INCEPTION_CLASSES 1008

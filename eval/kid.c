@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inception.h"  // defines: eval_rand_seed, eval_rand_u
-#include "kid.h"
+#include "eval/inception.h"  // defines: eval_rand_seed, eval_rand_u
+#include "eval/kid.h"
 
 #include <cblas.h>  // last: OpenBLAS defines a macro named like common parameters
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "common.h"  // defines: MalaErr
+#include "core/common.h"  // defines: MalaErr
 
 #define KID_SUBSETS 100
 #define KID_SUBSET_SIZE 1000

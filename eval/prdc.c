@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prdc.h"
+#include "eval/prdc.h"
 
 #include <cblas.h>  // last: OpenBLAS defines a macro named like common parameters
 

@@ -11,7 +11,7 @@
 #ifndef MALA_PRDC_H
 #define MALA_PRDC_H
 
-#include "common.h"  // defines: MalaErr
+#include "core/common.h"  // defines: MalaErr
 
 #define PR_K 3
 

@@ -1,13 +1,13 @@
 // Model files: configuration metadata, strict tensor loading, saving.
 // defines: class_names_*, ckpt_read_config, ckpt_write_config, ckpt_load_tensors,
 //          ckpt_add_tensors, ckpt_load_model, ckpt_load_model_mode, ckpt_save_weights, ckpt_save_weights_meta
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
 
-#include "json.h"
+#include "formats/json.h"
 
 void class_names_default(ClassNames *cn, int n) {
     cn->n = n;

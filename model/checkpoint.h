@@ -3,8 +3,8 @@
 #ifndef MALA_CHECKPOINT_H
 #define MALA_CHECKPOINT_H
 
-#include "net.h"
-#include "safetensors.h"
+#include "model/net.h"
+#include "formats/safetensors.h"
 
 typedef struct {
     int n;

@@ -10,12 +10,12 @@
 // in training each block also keeps its conv outputs and statistics, and the backward recomputes
 // the normalised / activated maps into shared scratch.
 // defines: DIC_NET_OPS
-#include "dic.h"
+#include "model/dic.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "dit_embed.h"
+#include "model/dit_embed.h"
 
 typedef struct {
     int s, b, ci, co, R, cat;  // stage, index, widths, grid side, concatenates a saved map

@@ -7,7 +7,7 @@
 #ifndef MALA_DIC_H
 #define MALA_DIC_H
 
-#include "net.h"
+#include "model/net.h"
 
 #define DIC_GN_EPS 1e-5f
 #define DIC_LN_EPS 1e-6f

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dic.h"
-#include "dit_embed.h"
-#include "json.h"
-#include "st_meta.h"
+#include "model/dic.h"
+#include "model/dit_embed.h"
+#include "formats/json.h"
+#include "formats/st_meta.h"
 
 typedef struct { const char *name; int hidden, depths[5]; } Preset;
 

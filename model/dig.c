@@ -8,7 +8,7 @@
 // buffer. Activations are allocated once (net.c); the modulated inputs, the normalised GLA output
 // and the SwiGLU product are recomputed in backward instead of kept per block.
 // defines: DIG_NET_OPS
-#include "dig.h"
+#include "model/dig.h"
 
 #include <string.h>
 

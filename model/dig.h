@@ -6,8 +6,8 @@
 #ifndef MALA_DIG_H
 #define MALA_DIG_H
 
-#include "dit_embed.h"
-#include "net.h"
+#include "model/dit_embed.h"
+#include "model/net.h"
 
 #define DIG_GATE_RANK 16         // gk_proj = Linear(H, 16) -> Linear(16, K)
 #define DIG_GATE_NORMALIZER 16.0f  // log-decay = logsigmoid(.) / 16

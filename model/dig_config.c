@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dig.h"
-#include "st_meta.h"
+#include "model/dig.h"
+#include "formats/st_meta.h"
 
 typedef struct { const char *name; int depth, hidden, heads; } Preset;
 

@@ -4,7 +4,7 @@
 // output, GELU output, gated attention product) are recomputed into shared scratch instead of
 // being kept per block.
 // defines: DIT_NET_OPS (with dit_config.c and dit_init.c)
-#include "dit.h"
+#include "model/dit.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -5,8 +5,8 @@
 #ifndef MALA_DIT_H
 #define MALA_DIT_H
 
-#include "dit_embed.h"
-#include "net.h"
+#include "model/dit_embed.h"
+#include "model/net.h"
 
 // Offsets (in floats) of one block's tensors in the parameter buffer; SIZE_MAX when absent.
 typedef struct {

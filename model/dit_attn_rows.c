@@ -2,7 +2,7 @@
 // the last forward, from the block's qkv (and qkr) that dit.c keeps in NET_INFER_ATTN mode, through
 // the backend's explicit-row op (O(L d) per head; the L x L matrix is never formed).
 // defines: dit_attn_info, dit_attn_row
-#include "dit.h"
+#include "model/dit.h"
 
 _Static_assert((int)ATTN_MALA == (int)ATTN_ROW_MALA && (int)ATTN_SOFTMAX == (int)ATTN_ROW_SOFTMAX &&
                    (int)ATTN_LINEAR == (int)ATTN_ROW_LINEAR,

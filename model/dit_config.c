@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dit.h"
-#include "st_meta.h"
+#include "model/dit.h"
+#include "formats/st_meta.h"
 
 typedef struct { const char *name; int depth, hidden, heads; } Preset;
 

@@ -1,6 +1,6 @@
 // defines: dit_embed_params_in, dit_embed_params_out, dit_embed_params_fixed, dit_embed_layout,
 //          dit_family_learnable, dit_embed_init, dit_pos_embed, dit_embed_fwd, dit_final_fwd, dit_final_bwd, dit_embed_bwd
-#include "dit_embed.h"
+#include "model/dit_embed.h"
 
 #include <math.h>
 

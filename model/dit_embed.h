@@ -5,7 +5,7 @@
 #ifndef MALA_DIT_EMBED_H
 #define MALA_DIT_EMBED_H
 
-#include "net.h"
+#include "model/net.h"
 
 #define DIT_FREQ_DIM 256  // timestep frequency embedding size
 

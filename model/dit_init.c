@@ -1,8 +1,8 @@
 // DiT initialize_weights (models.py) for the blocks; the embedders and final layer: dit_embed.c.
 // defines: dit_init_weights
 
-#include "dit.h"
-#include "rng.h"
+#include "model/dit.h"
+#include "core/rng.h"
 
 void dit_init_weights(const Net *n, float *w, uint64_t seed) {
     const DitConfig *c = &n->cfg.dit;

@@ -4,14 +4,14 @@
 //          net_param_floats,
 //          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
-#include "net.h"
+#include "model/net.h"
 
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
 #include <strings.h>
 
-#include "st_meta.h"
+#include "formats/st_meta.h"
 
 extern const NetOps DIT_NET_OPS, DIG_NET_OPS, DIC_NET_OPS;
 

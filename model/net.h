@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "common.h"
-#include "rng.h"
-#include "safetensors.h"
+#include "core/backend.h"
+#include "core/common.h"
+#include "core/rng.h"
+#include "formats/safetensors.h"
 
 typedef enum { BACKBONE_DIT = 0, BACKBONE_DIG = 1, BACKBONE_DIC = 2 } BackboneKind;
 

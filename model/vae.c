@@ -9,10 +9,10 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "conv_plan.h"
-#include "net.h"  // defines: Arena, arena_take
-#include "rng.h"
-#include "vae.h"
+#include "cpu/conv_plan.h"
+#include "model/net.h"  // defines: Arena, arena_take
+#include "core/rng.h"
+#include "model/vae.h"
 
 #define GN_EPS 1e-6f
 

@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "common.h"        // defines: MalaErr
-#include "safetensors.h"   // defines: StFile
+#include "core/backend.h"
+#include "core/common.h"        // defines: MalaErr
+#include "formats/safetensors.h"   // defines: StFile
 
 #define VAE_MAX_LEVELS 8
 #define VAE_SCALE 0.18215f          // scaling_factor: a diffusion model's latent = mean-space z * VAE_SCALE

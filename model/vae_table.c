@@ -5,8 +5,8 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "st_meta.h"
-#include "vae.h"
+#include "formats/st_meta.h"
+#include "model/vae.h"
 
 void vae_config_sd(VaeConfig *c) {
     memset(c, 0, sizeof *c);

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "generate.h"
-#include "vae.h"
+#include "pipeline/generate.h"
+#include "model/vae.h"
 
 #define DECODE_BATCH_CAP 8
 #define DECODE_BYTES ((size_t)2 << 30)  // the VAE's activations budget

@@ -1,11 +1,11 @@
 // defines: gen_opts_default, generator_open, generator_new, generator_image_floats, generator_close,
 //          generator_noise, generator_run
-#include "generate.h"
+#include "pipeline/generate.h"
 
 #include <string.h>
 
-#include "rng.h"
-#include "vae.h"   // defines: vae_free
+#include "core/rng.h"
+#include "model/vae.h"   // defines: vae_free
 
 GenOpts gen_opts_default(void) {
     GenOpts o = {SAMPLER_DDPM, 250, 4.0f, 0.0f, 1};

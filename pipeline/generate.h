@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "checkpoint.h"
-#include "sampler.h"
+#include "model/checkpoint.h"
+#include "sampler/sampler.h"
 
 typedef struct Vae Vae;  // model/vae.h
 

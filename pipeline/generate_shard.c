@@ -1,9 +1,9 @@
 // defines: sharded_gen_init, sharded_gen_free, sharded_gen_next, sharded_gen_serve
-#include "generate_shard.h"
+#include "pipeline/generate_shard.h"
 
 #include <string.h>
 
-#include "dist.h"
+#include "core/dist.h"
 
 void sharded_gen_init(ShardedGen *s, Generator *g, const GenOpts *o, uint64_t seed, int n, int batch) {
     CHECK(batch >= 1 && batch <= g->max_batch, "batch %d of a generator for %d", batch, g->max_batch);

@@ -6,7 +6,7 @@
 #ifndef MALA_GENERATE_SHARD_H
 #define MALA_GENERATE_SHARD_H
 
-#include "generate.h"
+#include "pipeline/generate.h"
 
 typedef struct {
     Generator *g;

@@ -2,11 +2,11 @@
 //          diffusion_init_from_betas, diffusion_init_dit, diffusion_free, diffusion_space_timesteps,
 //          diffusion_init_respaced, diffusion_q_sample, diffusion_q_posterior_mean,
 //          diffusion_p_mean_variance, diffusion_training_loss
-#include "diffusion.h"
+#include "sampler/diffusion.h"
 
 #include <string.h>
 
-#include "backend.h"
+#include "core/backend.h"
 
 #define N_TABLES 14   // double arrays of length T in Diffusion
 

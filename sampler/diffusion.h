@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "diffusion_math.h"
+#include "core/common.h"
+#include "core/diffusion_math.h"
 
 typedef enum { BETA_LINEAR = 0, BETA_COSINE = 1 } BetaSchedule;
 

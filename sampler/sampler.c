@@ -1,6 +1,6 @@
 // defines: sampler_kind_parse, sampler_kind_name, sampler_kind_label, sampler_kind_list, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
 //          sampler_set_steps, sampler_step_coefs, sampler_process, sampler_run, sampler_free
-#include "sampler.h"
+#include "sampler/sampler.h"
 
 #include <math.h>
 #include <stdio.h>

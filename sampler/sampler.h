@@ -42,9 +42,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"
-#include "backend.h"
-#include "diffusion.h"
+#include "core/common.h"
+#include "core/backend.h"
+#include "sampler/diffusion.h"
 
 typedef void (*DenoiseFn)(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n);
 // Called after every step with the current predicted x0 [n, C, S, S] in backend memory

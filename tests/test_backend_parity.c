@@ -27,15 +27,15 @@
 // suite fails when a timed op slot was never called by any test (an op nobody compared).
 #include "testutil.h"
 
-#include "backend.h"
-#include "backend_profile.h"
-#include "conv_plan.h"
-#include "net.h"
+#include "core/backend.h"
+#include "core/backend_profile.h"
+#include "cpu/conv_plan.h"
+#include "model/net.h"
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
-#include "trainer.h"
-#include "vae.h"
-#include "fmnist_features.h"
+#include "train/trainer.h"
+#include "model/vae.h"
+#include "eval/fmnist_features.h"
 
 #define TOL_EW 1e-5
 #define TOL_GEMM 1e-4

@@ -10,11 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "image_io.h"
-#include "line_plot.h"
-#include "npy.h"
-#include "progress.h"
+#include "model/checkpoint.h"
+#include "formats/image_io.h"
+#include "eval/line_plot.h"
+#include "formats/npy.h"
+#include "core/progress.h"
 #include "testutil.h"
 #include "testcli.h"   // defines: run, g_out, g_err, mala_bin
 

@@ -10,11 +10,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "compare_config.h"
-#include "image_io.h"
-#include "json.h"
-#include "line_plot.h"
-#include "npy.h"
+#include "compare/compare_config.h"
+#include "formats/image_io.h"
+#include "formats/json.h"
+#include "eval/line_plot.h"
+#include "formats/npy.h"
 #include "testutil.h"
 #include "testcli.h"   // defines: run, g_err, slurp, mala_bin
 

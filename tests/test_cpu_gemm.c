@@ -1,4 +1,4 @@
-// The CPU backend's products and convolutions on each route (core/cpu_gemm.h): oneDNN's matmul
+// The CPU backend's products and convolutions on each route (cpu/cpu_gemm.h): oneDNN's matmul
 // and OpenBLAS's sgemm, oneDNN's convolutions (blocked and plain layouts) and im2col, against a
 // double-precision reference, for every variant the backend uses (transposes, alpha, beta 0 and
 // 1 and other, strided slices with ld > cols, odd shapes, calls inside OpenMP regions, conv
@@ -10,9 +10,9 @@
 #include <omp.h>
 #include <string.h>
 
-#include "backend.h"
-#include "conv_plan.h"
-#include "cpu_gemm.h"
+#include "core/backend.h"
+#include "cpu/conv_plan.h"
+#include "cpu/cpu_gemm.h"
 #include "testutil.h"
 
 static void *owned[64];

@@ -6,13 +6,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <stb_image_write.h>   // declarations only (core/image_io.c holds the implementation)
+#include <stb_image_write.h>   // declarations only (formats/image_io.c holds the implementation)
 
 #include "testutil.h"
-#include "core/image_io.h"
-#include "core/npy.h"
+#include "formats/image_io.h"
+#include "formats/npy.h"
 #include "train/data.h"
-#include "train/idx.h"
+#include "formats/idx.h"
 
 #define FIX "tests/fixtures/"
 

@@ -3,7 +3,7 @@
 // statistics on a model whose optimum is known, guidance batching and the Philox RNG.
 #include "testutil.h"
 
-#include "rng.h"
+#include "core/rng.h"
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
 

@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "core/npy.h"
+#include "formats/npy.h"
 #include "eval/fid.h"
 #include "eval/inception.h"
-#include "core/json.h"
+#include "formats/json.h"
 
 #define FIX "tests/fixtures/"
 #define D 2048

@@ -6,7 +6,7 @@
 
 #include "testutil.h"
 #include "core/rng.h"
-#include "core/safetensors.h"
+#include "formats/safetensors.h"
 #include "eval/fid.h"
 #include "eval/fmnist_features.h"
 #include "train/data.h"

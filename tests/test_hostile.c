@@ -17,11 +17,11 @@
 
 #include "testutil.h"
 #include "testcli.h"   // defines: run, g_out, g_err, mala_bin
-#include "image_io.h"
-#include "inception.h"
-#include "json.h"
-#include "npy.h"
-#include "safetensors.h"
+#include "formats/image_io.h"
+#include "eval/inception.h"
+#include "formats/json.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
 
 #define REG "tests/fuzz/regress/"
 #define FMNIST "/usr/share/datasets/fashion-mnist"

@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "core/npy.h"
-#include "core/safetensors.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
 #include "eval/inception.h"
-#include "eval/torch_legacy.h"
+#include "formats/torch_legacy.h"
 
 #define FIX "tests/fixtures/"
 #define FEAT_TOL 1e-4  // normalised error of pool3 / logits vs PyTorch

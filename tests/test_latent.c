@@ -9,13 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "data.h"
-#include "half.h"
-#include "image_io.h"
-#include "latents.h"
-#include "npy.h"
-#include "rng.h"
-#include "safetensors.h"
+#include "train/data.h"
+#include "core/half.h"
+#include "formats/image_io.h"
+#include "train/latents.h"
+#include "formats/npy.h"
+#include "core/rng.h"
+#include "formats/safetensors.h"
 #include "testutil.h"
 
 #define VAE "tests/fixtures/vae_tiny.safetensors"

@@ -1,7 +1,7 @@
 // Precision/recall (ADM evaluator) and KID (torch-fidelity) against the numpy references of
 // tools/ref_metrics.py (tests/fixtures/metrics_ref.npz).
 #include "testutil.h"
-#include "core/npy.h"
+#include "formats/npy.h"
 #include "eval/kid.h"
 #include "eval/prdc.h"
 

@@ -5,9 +5,9 @@
 // round trips.
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "net.h"
-#include "safetensors.h"
+#include "model/checkpoint.h"
+#include "model/net.h"
+#include "formats/safetensors.h"
 #include "testutil.h"
 
 typedef struct {

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist.h"
-#include "safetensors.h"
+#include "core/dist.h"
+#include "formats/safetensors.h"
 #include "testutil.h"
 
 #define MPIRUN "mpirun --allow-run-as-root --oversubscribe --bind-to none -np"

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "core/npy.h"
+#include "formats/npy.h"
 
 #define FIX "tests/fixtures/"
 

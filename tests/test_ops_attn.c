@@ -1,4 +1,4 @@
-// Attention ops of the CPU backend (core/ops_cpu_attn.c): gradients against central finite
+// Attention ops of the CPU backend (cpu/ops_cpu_attn.c): gradients against central finite
 // differences, forward values against naive O(L^2) double-precision references, and the MALA
 // properties of docs/design.md §1 (rows of scores sum to 1, scaling q' sharpens MALA but not
 // linear attention), plus RoPE's relative-position and norm-preservation properties.
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops_cpu.h"
-#include "ops_math.h"
+#include "cpu/ops_cpu.h"
+#include "core/ops_math.h"
 #include "testutil.h"
 
 // ---------------------------------------------------------------------------------------------

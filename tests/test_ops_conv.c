@@ -4,10 +4,10 @@
 // finite differences for the backward of every op.
 #include <omp.h>
 
-#include "backend.h"
-#include "conv_plan.h"
-#include "cpu_gemm.h"
-#include "ops_math.h"
+#include "core/backend.h"
+#include "cpu/conv_plan.h"
+#include "cpu/cpu_gemm.h"
+#include "core/ops_math.h"
 #include "testutil.h"
 
 // Loss = sum(out * G) in double for a fixed random G; `fwd` recomputes out from the inputs.

@@ -3,9 +3,9 @@
 // permutations, RMSNorm with swish gate, SwiGLU, AdamW).
 #include <omp.h>
 
-#include "backend.h"
-#include "dit.h"
-#include "ops_math.h"
+#include "core/backend.h"
+#include "model/dit.h"
+#include "core/ops_math.h"
 #include "testutil.h"
 
 // Loss = sum(out * G) in double for a fixed random G; `fwd` recomputes out from the inputs.

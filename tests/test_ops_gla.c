@@ -1,4 +1,4 @@
-// Gated linear attention on the CPU backend (core/ops_cpu_gla.c): the chunked forward against the
+// Gated linear attention on the CPU backend (cpu/ops_cpu_gla.c): the chunked forward against the
 // step-by-step recurrence written here in double (L = 1, L below, at and not a multiple of the
 // chunk, strongly negative log-decays), all four gradients against central finite differences
 // (also through the logsigmoid gate), the cache contract, NULL gradients, strided inputs (q, k,
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "core/backend.h"
 #include "testutil.h"
 
 static const Backend *BE;

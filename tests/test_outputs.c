@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 #include "testutil.h"
 #include "testcli.h"  // defines: run, g_out, g_err, mala_bin
 

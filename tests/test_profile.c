@@ -6,10 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend_profile.h"
-#include "bench_stats.h"
-#include "commands.h"
-#include "json.h"
+#include "core/backend_profile.h"
+#include "core/bench_stats.h"
+#include "cli/commands.h"
+#include "formats/json.h"
 #include "testutil.h"
 
 // Slots that are not ops and are forwarded untimed.

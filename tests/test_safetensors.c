@@ -1,4 +1,4 @@
-// Tests for core/json.c and core/safetensors.c: the JSON parser on valid, invalid and fuzzed
+// Tests for formats/json.c and formats/safetensors.c: the JSON parser on valid, invalid and fuzzed
 // input; F16/BF16 conversions (exhaustive, against the compiler's _Float16 and against PyTorch);
 // writer/reader round trips; the PyTorch-written fixtures (tools/make_safetensors_fixtures.py),
 // including a byte-for-byte comparison of the writer with the library's layout; every malformed
@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "atomic_file.h"  // defines: atomic_write_file, atomic_remove_stale, AtomicFile
-#include "half.h"         // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
-#include "json.h"         // defines: json_parse, JsonBuf
-#include "safetensors.h"  // defines: st_open, StWriter
+#include "formats/atomic_file.h"  // defines: atomic_write_file, atomic_remove_stale, AtomicFile
+#include "core/half.h"         // defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
+#include "formats/json.h"         // defines: json_parse, JsonBuf
+#include "formats/safetensors.h"  // defines: st_open, StWriter
 
 #define FIX "tests/fixtures/"
 
@@ -840,7 +840,7 @@ START_TEST(test_save_missing_dir_and_directory_target) {
 }
 END_TEST
 
-// core/atomic_file: the one writer behind every file this program saves.
+// formats/atomic_file: the one writer behind every file this program saves.
 START_TEST(test_atomic_file) {
     MalaErr err;
     const char *path = tpath("a.bin");

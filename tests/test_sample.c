@@ -23,10 +23,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "commands.h"
-#include "generate.h"
-#include "image_io.h"
-#include "npy.h"
+#include "cli/commands.h"
+#include "pipeline/generate.h"
+#include "formats/image_io.h"
+#include "formats/npy.h"
 #include "testutil.h"
 
 #define MODEL "tests/fixtures/sample_model.safetensors"

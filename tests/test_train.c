@@ -4,14 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "checkpoint.h"
-#include "commands.h"
-#include "data.h"
-#include "safetensors.h"
+#include "core/backend.h"
+#include "model/checkpoint.h"
+#include "cli/commands.h"
+#include "train/data.h"
+#include "formats/safetensors.h"
 #include "testutil.h"
-#include "train_meta.h"
-#include "trainer.h"
+#include "train/train_meta.h"
+#include "train/trainer.h"
 
 static float *fixture(const StFile *f, const char *name) {
     const StTensor *t = st_find(f, name);

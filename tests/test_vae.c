@@ -8,11 +8,11 @@
 
 #include "testutil.h"
 
-#include "backend.h"
-#include "image_io.h"
-#include "npy.h"
-#include "safetensors.h"
-#include "vae.h"
+#include "core/backend.h"
+#include "formats/image_io.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
+#include "model/vae.h"
 
 #define FIX "tests/fixtures/"
 #define TOL 1e-4

@@ -1,4 +1,4 @@
-// `mala view` (app/viewer_*.c, SDL2) driven through the binary with --script under Xvfb: the
+// `mala view` (viewer/viewer_*.c, SDL2) driven through the binary with --script under Xvfb: the
 // viewer is linked into ./mala only, so each test fork/execs ./mala (the Makefile runs suites from
 // the repository root after building it; MALA_BIN overrides the path). The suite starts one Xvfb
 // server (on a free display, -displayfd) and a one-step training run makes the model file.
@@ -15,17 +15,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "generate.h"
-#include "image_io.h"
-#include "npy.h"
+#include "cli/args.h"
+#include "pipeline/generate.h"
+#include "formats/image_io.h"
+#include "formats/npy.h"
 #include "testutil.h"
-#include "view_settings.h"
+#include "formats/view_settings.h"
 
 #define S_IMG 32         // image side of the model the fixture trains (Fashion-MNIST, padded)
 #define WIN_W 800
 #define WIN_H 600
-#define VIEW_MAX_IMAGES_TEST 16  // the viewer opens its generator for 16 images (app/viewer.h)
+#define VIEW_MAX_IMAGES_TEST 16  // the viewer opens its generator for 16 images (viewer/viewer.h)
 
 static char g_dir[] = "/tmp/mala_viewer_XXXXXX";
 static char g_model[512];

@@ -4,7 +4,7 @@
 # both, interleaved, REPEATS times (default 3), then prints per benchmark the median img/s of each
 # library with the min and max, and the ratio of the medians. Run it on an idle machine (the
 # figures are ratios within one run). mala itself picks BLIS's kernels as it picks OpenBLAS's
-# (BLIS_ARCH_TYPE from CPUID, app/main.c), since Debian's BLIS falls back to its AVX2 kernels on
+# (BLIS_ARCH_TYPE from CPUID, cli/main.c), since Debian's BLIS falls back to its AVX2 kernels on
 # AVX-512 CPUs whose FMA unit count it does not know.
 #   usage: tools/bench_blas.sh            (env: THREADS, REPEATS)
 set -euo pipefail

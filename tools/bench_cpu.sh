@@ -61,7 +61,7 @@ check_idle() {  # $1: what is about to run
     exit 1
 }
 
-# The same OpenBLAS kernels for both sides: mala picks them from CPUID (core/blas_core.c); PyTorch
+# The same OpenBLAS kernels for both sides: mala picks them from CPUID (cpu/blas_core.c); PyTorch
 # links the same OpenBLAS, which on a CPU model it does not know falls back to slow SSE3 kernels.
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x build/blas_core ]; then
     core=$(build/blas_core)

@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "blas_core.h"
-#include "common.h"
-#include "conv_plan.h"
-#include "cpu_gemm.h"
+#include "core/backend.h"
+#include "cpu/blas_core.h"
+#include "core/common.h"
+#include "cpu/conv_plan.h"
+#include "cpu/cpu_gemm.h"
 
 static int cmp_d(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -118,7 +118,7 @@ static void bench_convs(int reps) {
 }
 
 int main(int argc, char **argv) {
-    // OpenBLAS's kernels as mala picks them (app/main.c), and passive OpenMP waits: both read at load
+    // OpenBLAS's kernels as mala picks them (cli/main.c), and passive OpenMP waits: both read at load
     const char *core = blas_core_for_cpu();
     if (!getenv("MALA_NO_REEXEC") && (!getenv("OMP_WAIT_POLICY") || (!getenv("OPENBLAS_CORETYPE") && core))) {
         if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "passive", 1);

@@ -6,7 +6,7 @@
     /usr/bin/python3 tools/bench_sample_torch.py --backbone dig --model DiG-S/2 --steps 10 --n 8
     /usr/bin/python3 tools/bench_sample_torch.py --backbone dic --model DiC-S --steps 10 --n 8
 
-As the C bench (app/cmd_bench.c): a randomly initialised model (docs/design.md §2's DiT init) of the given
+As the C bench (cli/cmd_bench.c): a randomly initialised model (docs/design.md §2's DiT init) of the given
 shape, linear betas T = 1000 respaced to --steps (ADM space_timesteps), n images from a fixed
 random batch (seed 2); one run without guidance (w = 1: one pass of n per step) and one with
 --cfg-scale (one pass of 2n per step: [x; x] with [y; null], eps guided on all channels,

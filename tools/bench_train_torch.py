@@ -14,12 +14,12 @@ labels, seed 1), as trainer_step does it in C:
   AdamW(lr 1e-4, weight decay 0, betas 0.9/0.999, eps 1e-8), EMA update (decay 0.9999, DiT's
   update_ema loop).
 The model is tools/ref_dit.DiT with docs/design.md §2's DiT initialisation (adaLN-Zero), configured from
-the same presets and defaults as the C program (app/model_opts.c, model/dit_config.c); with
+the same presets and defaults as the C program (cli/model_opts.c, model/dit_config.c); with
 --backbone dig it is tools/ref_dig.DiG (official DiG initialisation, chunked GLA in plain torch,
 presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply); with --backbone dic it
 is tools/ref_dic.DiC (official DiC initialisation, presets ref_dic.PRESETS: DiC-{T,S,B,XL,H},
 multipliers [1,2,4,2,1], skip stride 3; the DiT attention flags do not apply).
-One warm-up step (with --compile, the one that compiles), then --steps timed steps. Like ./mala (app/main.c), OMP_WAIT_POLICY defaults to
+One warm-up step (with --compile, the one that compiles), then --steps timed steps. Like ./mala (cli/main.c), OMP_WAIT_POLICY defaults to
 passive unless the environment sets it. Prints one JSON line.
 """
 import argparse
@@ -59,7 +59,7 @@ def parse_bool(s):
 
 
 def add_model_args(p):
-    """app/model_opts.c: --model, --attn, --rope, --lepe, --gate, --image-size, --channels,
+    """cli/model_opts.c: --model, --attn, --rope, --lepe, --gate, --image-size, --channels,
     --classes, --learn-sigma with the C defaults."""
     p.add_argument("--backbone", default="dit", choices=["dit", "dig", "dic"])
     p.add_argument("--model", default=None,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch eager peer of `mala bench vae` (app/cmd_vae.c: cmd_bench_vae): tools/ref_vae.py's
+"""PyTorch eager peer of `mala bench vae` (cli/cmd_vae.c: cmd_bench_vae): tools/ref_vae.py's
 AutoencoderKL (diffusers' architecture, sd-vae-ft-ema's config, random weights; or --tiny for the
 test config) timed on encode (posterior mean and clamped logvar) and decode of scaled latents, on
 the same batch, image size and thread count. Prints one JSON line.

@@ -1,8 +1,8 @@
-// Prints the OpenBLAS kernel family for this CPU (core/blas_core.h), or nothing: `make test`
+// Prints the OpenBLAS kernel family for this CPU (cpu/blas_core.h), or nothing: `make test`
 // passes it to the test programs as OPENBLAS_CORETYPE, as `mala` sets it for itself.
 #include <stdio.h>
 
-#include "blas_core.h"
+#include "cpu/blas_core.h"
 
 int main(void) {
     const char *c = blas_core_for_cpu();

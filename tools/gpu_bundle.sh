@@ -47,7 +47,7 @@ bundle_libdirs() {
 # Hash of everything the two binaries are built from (no git needed: the GPU machine gets a copy
 # of the tree, maybe without .git).
 bundle_stamp() {
-    { find core model pipeline sampler train eval app cuda -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print
+    { find core formats cpu cuda model sampler pipeline train eval compare cli viewer -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print
       echo tests/test_backend_parity.c; echo tests/testutil.h; echo Makefile; } | LC_ALL=C sort | xargs sha256sum |
         { cat; echo "$BUNDLE_CUDA_ARCH"; } | sha256sum | cut -c1-16
 }

@@ -263,7 +263,7 @@ sec_dist() {
     [ "$DRY" = 1 ] && cuda_inc=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")")
     if dirs=$(CUDA_HOME=$cuda_inc nccl_dirs); then
         inc=${dirs% *}; lib=${dirs#* }
-        step 60 cc -O2 -std=c11 -D_GNU_SOURCE -I. -Icore -I"$inc" -I"$cuda_inc/include" tools/nccl_check.c \
+        step 60 cc -O2 -std=c11 -D_GNU_SOURCE -I. -I"$inc" -I"$cuda_inc/include" tools/nccl_check.c \
             cuda/nccl/dist_nccl.c core/dist.c core/common.c -L"$lib" -Wl,-rpath,"$lib" -L"$cuda_inc/lib64" \
             -Wl,-rpath,"$cuda_inc/lib64" -lnccl -lcudart -o "$WORK/nccl_check"
         if [ $STEP_RC != 0 ]; then st=FAIL; notes="nccl_check did not build (log.txt)"

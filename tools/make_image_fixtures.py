@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/img_*: small image files of every decoder path that core/image_io.c has
+"""Writes tests/fixtures/img_*: small image files of every decoder path that formats/image_io.c has
 (PNG through stb_image, JPEG through libjpeg-turbo, BMP through stb_image), and img_pil.npz with
 what Pillow reads from each: rgb_<name> = np.asarray(Image.open(f).convert("RGB")) and l_<name>
 = ... convert("L"). tests/test_data.c decodes the files and compares pixel for pixel.

@@ -19,7 +19,7 @@ the generator, saves them with torch.save(..., _use_new_zipfile_serialization=Fa
 directory -- conv weights as OIHW views of HWIO storage and fc.weight as a transposed view, as in the
 real file -- loads that file back with torch.load exactly as pytorch-fid does, and records pool3
 features and 1008-way logits (pool3 . fc.weight^T, no bias) for a few images. The C test regenerates
-the same weights, writes them in the same legacy format with eval/torch_legacy.c (whose writer is
+the same weights, writes them in the same legacy format with formats/torch_legacy.c (whose writer is
 checked byte for byte against incep_small.pth, written here by torch), loads that file with the real
 loader and compares.
 

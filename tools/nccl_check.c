@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.h"
-#include "dist.h"
+#include "core/common.h"
+#include "core/dist.h"
 
 void dist_nccl_pick_device(int local_rank, int local_size);
 int dist_nccl_sum_f32(float *x, size_t n);

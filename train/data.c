@@ -4,7 +4,7 @@
 //
 // Top to bottom: Fashion-MNIST (gzip IDX), image folders (ImageNet layout), the common sample
 // accessors, then the loader (epoch permutations, flips, the background batch thread).
-#include "data.h"
+#include "train/data.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,9 +16,9 @@
 #include <omp.h>
 #endif
 
-#include "idx.h"        // defines: idx_read
-#include "image_io.h"   // defines: image_load, image_check, image_center_crop_arr, image_u8_to_float
-#include "latents.h"    // defines: latent_is_set, latent_set_open, latent_set_draw
+#include "formats/idx.h"        // defines: idx_read
+#include "formats/image_io.h"   // defines: image_load, image_check, image_center_crop_arr, image_u8_to_float
+#include "train/latents.h"    // defines: latent_is_set, latent_set_open, latent_set_draw
 #include <stb_image.h>  // defines: stbi_info_from_file (declarations only; image_io.c holds the code)
 
 #define FMNIST_DIR      "/usr/share/datasets/fashion-mnist"
@@ -70,7 +70,7 @@ void dataset_close(Dataset *d) {
 // ---------------------------------------------------------------------------------------------
 // Fashion-MNIST
 
-// Reads an IDX file (train/idx.h) of Fashion-MNIST images (3 dimensions, 28x28) or labels (1).
+// Reads an IDX file (formats/idx.h) of Fashion-MNIST images (3 dimensions, 28x28) or labels (1).
 static int read_idx(const char *path, int ndims, uint32_t *dims, uint8_t **data, MalaErr *err) {
     if (idx_read(path, ndims, dims, data, err)) return -1;
     if (ndims == 3 && (dims[1] != FMNIST_SIDE || dims[2] != FMNIST_SIDE)) {

@@ -26,7 +26,7 @@
 
 #include <stdint.h>
 
-#include "common.h"
+#include "core/common.h"
 
 typedef struct DatasetPriv DatasetPriv;
 

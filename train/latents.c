@@ -3,7 +3,7 @@
 //          latent_writer_open, latent_writer_put, latent_writer_commit, latent_writer_close
 //
 // Top to bottom: the manifest (parse, write), reading a set (mmap), the draw, writing a set.
-#include "latents.h"
+#include "train/latents.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic_file.h"  // defines: atomic_write_file
-#include "half.h"         // defines: half_to_f32, f32_to_half
-#include "json.h"         // defines: json_parse, json_get, JsonBuf
-#include "npy.h"          // defines: npy_parse_header, npy_header, npy_load, npy_save
-#include "rng.h"          // defines: rng_seed_stream, rng_normal_fill
+#include "formats/atomic_file.h"  // defines: atomic_write_file
+#include "core/half.h"         // defines: half_to_f32, f32_to_half
+#include "formats/json.h"         // defines: json_parse, json_get, JsonBuf
+#include "formats/npy.h"          // defines: npy_parse_header, npy_header, npy_load, npy_save
+#include "core/rng.h"          // defines: rng_seed_stream, rng_normal_fill
 
 #define MANIFEST_MAX_BYTES (1 << 20)
 #define NAMES_MAX_BYTES (64 << 20)

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common.h"  // defines: MalaErr
+#include "core/common.h"  // defines: MalaErr
 
 #define LATENT_MANIFEST "latents.json"
 #define LATENT_MAX_COUNT ((int64_t)1 << 40)

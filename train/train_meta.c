@@ -1,10 +1,10 @@
 // defines: train_meta_write, train_meta_need_u64, train_meta_opt_u64, train_meta_read
-#include "train_meta.h"
+#include "train/train_meta.h"
 
 #include <limits.h>
 #include <math.h>
 
-#include "st_meta.h"
+#include "formats/st_meta.h"
 
 void train_meta_write(StWriter *w, const TrainOpts *o, int global_batch) {
     st_writer_meta_u64(w, "seed", o->seed);

@@ -4,8 +4,8 @@
 #ifndef MALA_TRAIN_META_H
 #define MALA_TRAIN_META_H
 
-#include "safetensors.h"
-#include "trainer.h"
+#include "formats/safetensors.h"
+#include "train/trainer.h"
 
 void train_meta_write(StWriter *w, const TrainOpts *o, int global_batch);
 // A key every training checkpoint has, within [lo, hi] (the range of its flag).

@@ -1,15 +1,15 @@
 // defines: train_opts_default, trainer_new, trainer_free, trainer_shard, trainer_global_batch,
 //          trainer_weights_hash, trainer_init_weights, trainer_step,
 //          trainer_step_given, trainer_save, trainer_load, trainer_peek, trainer_export_ema
-#include "trainer.h"
+#include "train/trainer.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "dist.h"
-#include "st_meta.h"
-#include "train_meta.h"
-#include "trainer_zero.h"
+#include "core/dist.h"
+#include "formats/st_meta.h"
+#include "train/train_meta.h"
+#include "train/trainer_zero.h"
 
 void train_opts_default(TrainOpts *o) {
     o->lr = 1e-4f;

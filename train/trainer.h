@@ -13,9 +13,9 @@
 
 #include <stdint.h>
 
-#include "checkpoint.h"
-#include "diffusion.h"
-#include "net.h"
+#include "model/checkpoint.h"
+#include "sampler/diffusion.h"
+#include "model/net.h"
 
 typedef struct {
     float lr;            // constant learning rate (DiT: 1e-4)

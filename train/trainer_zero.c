@@ -4,12 +4,12 @@
 // checkpoint is the one an unsharded run writes.
 // defines: trainer_zero1, trainer_opt_state_bytes, zero_reduce_grad, zero_gather_weights,
 //          zero_gather_moment, zero_take_block
-#include "trainer_zero.h"
+#include "train/trainer_zero.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "dist.h"
+#include "core/dist.h"
 
 void trainer_zero1(Trainer *tr) {
     if (tr->world == 1 || tr->zero) return;

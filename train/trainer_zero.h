@@ -2,7 +2,7 @@
 #ifndef MALA_TRAINER_ZERO_H
 #define MALA_TRAINER_ZERO_H
 
-#include "trainer.h"
+#include "train/trainer.h"
 
 // grad (every rank's full gradient) -> gshard: this rank's block of the mean over the ranks.
 // Returns the global gradient norm (the blocks' sums of squares summed over the ranks).

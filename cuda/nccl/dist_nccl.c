@@ -8,8 +8,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "common.h"
-#include "dist.h"
+#include "core/common.h"
+#include "core/dist.h"
 
 static ncclComm_t g_comm;
 static cudaStream_t g_stream;

@@ -13,7 +13,7 @@ EMU_TEST     = $(BUILD)/tests/test_backend_parity_emu
 EMU_MALA     = $(EMU_OUT)/mala
 EMU_CLI_TEST = $(BUILD)/tests/test_cli_emu
 EMU_REWRITE  = $(EMU_OUT)/launch_rewrite
-EMU_CXXFLAGS = $(OPT) -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -MMD -MP -I$(EMU_DIR) -I. -Icore -Icuda
+EMU_CXXFLAGS = $(OPT) -g -std=c++17 -Wall -Wextra -Wno-unused-parameter -MMD -MP -I$(EMU_DIR) -I.
 EMU_GEN      = $(patsubst cuda/%.cu,$(EMU_OUT)/cuda/%.cpp,$(wildcard cuda/*.cu))
 EMU_C_SRC    = $(shell grep -l MALA_CUDA $(LIB_SRC))
 EMU_OBJ      = $(EMU_GEN:.cpp=.o) $(patsubst $(EMU_DIR)/%.cpp,$(EMU_OUT)/%.o,$(wildcard $(EMU_DIR)/*.cpp)) \
@@ -52,7 +52,7 @@ $(EMU_TEST): $(EMU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(CHECK_LIBS)
 
-$(EMU_MALA): $(BUILD)/app/main.o $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
+$(EMU_MALA): $(BUILD)/cli/main.o $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
 	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(SDL_LIBS)
 
 # Runs the two mala programs; it takes only the npy and safetensors readers from the library (so

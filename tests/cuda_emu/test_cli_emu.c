@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "../testutil.h"
-#include "npy.h"
-#include "safetensors.h"
+#include "formats/npy.h"
+#include "formats/safetensors.h"
 
 #define MODEL "assets/mala-dit-fmnist.safetensors"  // DiT-T/4, 32x32x1, 10 classes
 #define PER (32 * 32)

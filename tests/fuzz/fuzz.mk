@@ -18,14 +18,14 @@ FUZZ_REGRESS_S ?= 10
 FUZZ_OUT       ?= build-fuzz
 FUZZ_SAN        = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter $(FUZZ_SAN) \
-                  -I. -Icore -Ieval -Itrain -Imodel -Isampler -I/usr/include/stb
-FUZZ_LIB_SRC    = core/common.c core/half.c core/json.c core/npy.c core/safetensors.c core/image_io.c \
-                  core/atomic_file.c core/st_meta.c core/rng.c eval/torch_legacy.c train/idx.c train/latents.c \
-                  model/vae_table.c app/view_settings.c eval/fmnist_table.c
-FUZZ_LIB_SRC   += app/compare_config.c
+                  -I. -I/usr/include/stb
+FUZZ_LIB_SRC    = core/common.c core/half.c formats/json.c formats/npy.c formats/safetensors.c formats/image_io.c \
+                  formats/atomic_file.c formats/st_meta.c core/rng.c formats/torch_legacy.c formats/idx.c train/latents.c \
+                  model/vae_table.c formats/view_settings.c eval/fmnist_table.c
+FUZZ_LIB_SRC   += compare/compare_config.c
 FUZZ_LIB_OBJ    = $(FUZZ_LIB_SRC:%.c=$(FUZZ_OUT)/%.o)
 # fuzz_checkpoint builds the networks a file describes: the model layer and the CPU backend.
-FUZZ_NET_SRC    = $(wildcard model/*.c) train/train_meta.c $(filter-out core/dist.c,$(wildcard core/*.c))
+FUZZ_NET_SRC    = $(wildcard model/*.c) train/train_meta.c $(filter-out core/dist.c,$(wildcard core/*.c cpu/*.c formats/*.c))
 FUZZ_NET_OBJ    = $(filter-out $(FUZZ_LIB_OBJ),$(FUZZ_NET_SRC:%.c=$(FUZZ_OUT)/%.o))
 FUZZ_NAMES      = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS       = $(FUZZ_NAMES:%=$(FUZZ_OUT)/fuzz_%)
@@ -37,7 +37,7 @@ FUZZ_RUN_FLAGS  = -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_sta
 fuzz-build: $(FUZZ_BINS)
 
 # stb_image_write's JPEG bit writer shifts signed ints (as in the main build).
-$(FUZZ_OUT)/core/image_io.o: FUZZ_CFLAGS += -fno-sanitize=shift
+$(FUZZ_OUT)/formats/image_io.o: FUZZ_CFLAGS += -fno-sanitize=shift
 
 $(FUZZ_OUT)/%.o: %.c
 	@mkdir -p $(dir $@)

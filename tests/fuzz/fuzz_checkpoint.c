@@ -5,10 +5,10 @@
 // itself on the CPU backend and the strict tensor load (every tensor named and shaped as the table).
 #include <string.h>
 
-#include "backend.h"
-#include "checkpoint.h"
+#include "core/backend.h"
+#include "model/checkpoint.h"
 #include "fuzz_util.h"
-#include "train_meta.h"
+#include "train/train_meta.h"
 
 static int blocks(const NetConfig *c) {
     if (c->backbone == BACKBONE_DIT) return c->dit.depth;

@@ -1,9 +1,9 @@
-// libFuzzer harness: the `mala compare` config parser (app/compare_config.c): any bytes give a
+// libFuzzer harness: the `mala compare` config parser (compare/compare_config.c): any bytes give a
 // config or a one-line error naming the file, and a parsed config is one the harness can use
 // (evaluation points in range and increasing, flags split into words that exist).
 #include <string.h>
 
-#include "app/compare_config.h"
+#include "compare/compare_config.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

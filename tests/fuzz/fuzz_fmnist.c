@@ -1,9 +1,9 @@
 // libFuzzer harness: the Fashion-MNIST classifier file as `mala eval --features fmnist` reads it
 // before anything reaches a backend: st_open, then every tensor of the table checked (present,
 // shape, finite, no extra one) and read as float32 (eval/fmnist_table.c).
-#include "fmnist_features.h"
+#include "eval/fmnist_features.h"
 #include "fuzz_util.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     StFile f;

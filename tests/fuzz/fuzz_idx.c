@@ -1,7 +1,7 @@
 // libFuzzer harness: an IDX file (Fashion-MNIST's format), gzip-compressed or plain, read as
 // images (3 dimensions) and as labels (1).
 #include "fuzz_util.h"
-#include "idx.h"
+#include "formats/idx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     MalaErr err;

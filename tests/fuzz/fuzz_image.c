@@ -5,7 +5,7 @@
 // The decoder runs with smaller limits than the program's (4096 per side, 2^20 pixels), so that
 // one input decodes well inside the timeout under ASan; the default limits are unit-tested.
 #include "fuzz_util.h"
-#include "image_io.h"
+#include "formats/image_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     MalaErr err;

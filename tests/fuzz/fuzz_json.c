@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "json.h"
+#include "formats/json.h"
 
 static void walk(const JsonValue *v, JsonBuf *out, int depth) {
     uint64_t u;

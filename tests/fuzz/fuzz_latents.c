@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "latents.h"
+#include "train/latents.h"
 
 #define SEP "\n@@latents@@\n"
 

@@ -1,7 +1,7 @@
 // libFuzzer harness: a .npy file (magic, header dict, dtype and shape checks, data), converted to
 // float64 and float32 as the statistics and noise loaders do.
 #include "fuzz_util.h"
-#include "npy.h"
+#include "formats/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     NpyArray a;

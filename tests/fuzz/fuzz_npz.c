@@ -2,7 +2,7 @@
 // stored and deflated entries, CRCs) as the sample-batch and statistics readers open it: the
 // key list, every entry as an array, and a key that is not there.
 #include "fuzz_util.h"
-#include "npy.h"
+#include "formats/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size);

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     StFile f;

@@ -1,7 +1,7 @@
 // libFuzzer harness: a legacy (pre-1.6, non-zip) torch file, the format of the FID Inception
 // weights: the pickle machine, the storage table and every tensor read as float32.
 #include "fuzz_util.h"
-#include "torch_legacy.h"
+#include "formats/torch_legacy.h"
 
 // inception_load checks each tensor's shape against the network before reading it; a shape with
 // zero strides may name far more elements than the file holds, so big tensors are skipped here.

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "safetensors.h"
-#include "vae.h"
+#include "formats/safetensors.h"
+#include "model/vae.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     StFile f;

@@ -1,9 +1,9 @@
-// libFuzzer harness: the viewer's settings file (app/view_settings.c), parsed, and when it parses,
+// libFuzzer harness: the viewer's settings file (formats/view_settings.c), parsed, and when it parses,
 // formatted and parsed again to the same settings.
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "app/view_settings.h"
+#include "formats/view_settings.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     MalaErr err;

@@ -1,0 +1,81 @@
+// mala export: the weights a sampler needs (EMA when present) from a training checkpoint, as a
+// small model file (F16 by default), with the configuration, class names and provenance (the
+// training step, the checkpoint exported, the run's run.* settings such as its VAE).
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "model/checkpoint.h"
+#include "cli/commands.h"
+#include "cli/out_paths.h"
+
+// An earlier export's output may be replaced: a model file (configuration, no training state).
+// Anything else at --out (a training checkpoint, a file of another kind) needs --force.
+static int is_exported_model(const char *path) {
+    MalaErr err;
+    StFile f;
+    if (st_open(&f, path, &err)) return 0;
+    NetConfig c;
+    ClassNames cn;
+    int ok = ckpt_read_config(&f, &c, &cn, &err) == 0;
+    if (ok) class_names_free(&cn);
+    for (int i = 0; ok && i < f.n; i++)
+        if (!strncmp(f.tensors[i].name, "ema.", 4) || !strncmp(f.tensors[i].name, "opt.", 4)) ok = 0;
+    st_close(&f);
+    return ok;
+}
+
+enum { PROVENANCE_MAX = 64 };
+
+// The metadata that says where the weights come from (kv: key, value, ...); returns the entries.
+// A model file exported again keeps its source's step and original checkpoint.
+static int provenance(const char *ckpt, const StFile *f, const char **kv) {
+    int n = 0;
+    const char *step = st_meta(f, "step"), *from = st_meta(f, "exported_from");
+    if (step) { kv[2 * n] = "step"; kv[2 * n + 1] = step; n++; }
+    kv[2 * n] = "exported_from";
+    kv[2 * n + 1] = from ? from : ckpt;
+    n++;
+    for (int i = 0; i < f->nmeta && n < PROVENANCE_MAX; i++)
+        if (!strncmp(f->meta_keys[i], "run.", 4)) { kv[2 * n] = f->meta_keys[i]; kv[2 * n + 1] = f->meta_vals[i]; n++; }
+    return n;
+}
+
+int cmd_export(int argc, char **argv) {
+    const char *ckpt = NULL, *out = NULL, *dtype = "f16";
+    int force = 0;
+    Opt opts[] = {
+        {"--ckpt", OPT_STR, &ckpt, "FILE", "training checkpoint or model file"},
+        {"--out", OPT_STR, &out, "FILE", "model file to write (.safetensors)"},
+        {"--dtype", OPT_STR, &dtype, "f16|bf16|f32", "storage type"},
+        OPT_FORCE(&force),
+    };
+    args_parse("usage: mala export --ckpt CHECKPOINT --out MODEL.safetensors [--dtype f16]\n\n"
+               "Writes the EMA weights (the plain ones when the file has no EMA) for sampling. An earlier\n"
+               "exported model at --out is replaced; any other existing file needs --force.",
+               opts, sizeof opts / sizeof opts[0], argc, argv, 1);
+    if (!ckpt || !out) FATAL("mala export needs --ckpt and --out (see --help)");
+    StDtype dt;
+    if (!strcasecmp(dtype, "f16")) dt = ST_F16;
+    else if (!strcasecmp(dtype, "bf16")) dt = ST_BF16;
+    else if (!strcasecmp(dtype, "f32")) dt = ST_F32;
+    else FATAL("--dtype %s: expected f16, bf16 or f32", dtype);
+    struct stat a, b;
+    if (!stat(ckpt, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        FATAL("--out %s: the same file as --ckpt; choose another name", out);
+    out_check_file("--out", out, force, is_exported_model);
+    MalaErr err;
+    ClassNames cn;
+    Net *m = ckpt_load_model(ckpt, backend_cpu(), 1, &cn, &err);
+    if (!m) FATAL("%s", err.msg);
+    StFile f;
+    if (st_open(&f, ckpt, &err)) FATAL("%s", err.msg);
+    const char *kv[2 * PROVENANCE_MAX];
+    int nkv = provenance(ckpt, &f, kv);
+    if (ckpt_save_weights_meta(m, &cn, m->w, dt, kv, nkv, out, &err)) FATAL("%s", err.msg);
+    st_close(&f);
+    fprintf(stderr, "wrote %s (%zu parameters, %s)\n", out, m->n_trainable, dtype);
+    class_names_free(&cn);
+    net_free(m);
+    return 0;
+}

@@ -1,0 +1,857 @@
+// mala train: headless DiT training (train.py's recipe) with atomic checkpoints, --resume,
+// a CSV log, a loss curve, sample grids, and a clean stop on SIGINT / SIGTERM.
+//
+// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, created
+// once everything else has been checked. A directory holds one run: training into one that already
+// has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
+// step is used again). The run's target step, data and logging settings travel in the checkpoints'
+// metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /
+// SIGTERM exits with 130 / 143 after its checkpoint.
+//
+// Under mpirun / srun (docs/design.md §9) every process runs this command: --batch is the global batch,
+// split in equal slices over the ranks (trainer_shard, loader_shard); rank 0 alone writes the
+// run directory and the console; the ranks agree every step on stopping (a signal on any rank)
+// and compare a hash of their weights at every log line. --zero 1 shards AdamW's moments over the
+// ranks (ZeRO-1, trainer_zero1); the checkpoints stay the same.
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "formats/atomic_file.h"  // defines: atomic_remove_stale
+#include "cli/commands.h"
+#include "train/data.h"
+#include "core/dist.h"
+#include "pipeline/generate.h"
+#include "formats/image_io.h"
+#include "train/latents.h"  // defines: latent_is_set
+#include "eval/line_plot.h"
+#include "core/progress.h"
+#include "train/train_meta.h"  // defines: train_meta_opt_u64
+#include "train/trainer.h"
+
+static volatile sig_atomic_t stop_requested = 0;
+// The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
+static void on_signal(int sig) {
+    if (stop_requested) { signal(sig, SIG_DFL); raise(sig); }
+    stop_requested = sig;
+}
+
+static void ckpt_name(char *buf, size_t n, uint64_t step) { snprintf(buf, n, "%07llu.safetensors", (unsigned long long)step); }
+
+static void ckpt_path(char *buf, size_t n, const char *run, uint64_t step) {
+    char name[64];
+    ckpt_name(name, sizeof name, step);
+    snprintf(buf, n, "%s/checkpoints/%s", run, name);
+}
+
+// Checkpoint steps present in dir, ascending: only files named exactly as ckpt_name names them.
+static int list_checkpoints(const char *dir, uint64_t **out) {
+    DIR *d = opendir(dir);
+    int n = 0, cap = 16;
+    uint64_t *steps = xmalloc(cap * sizeof(uint64_t));
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char *end, name[64];
+        unsigned long long s = strtoull(e->d_name, &end, 10);
+        if (end == e->d_name || strcmp(end, ".safetensors")) continue;
+        ckpt_name(name, sizeof name, s);
+        if (strcmp(name, e->d_name)) continue;
+        if (n == cap) steps = realloc(steps, (cap *= 2) * sizeof(uint64_t));
+        steps[n++] = s;
+    }
+    if (d) closedir(d);
+    for (int i = 1; i < n; i++)  // insertion sort: a handful of files
+        for (int j = i; j > 0 && steps[j - 1] > steps[j]; j--) { uint64_t t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
+    *out = steps;
+    return n;
+}
+
+// Keeps the newest `keep` checkpoints up to step `upto` (the one just written). Checkpoints of
+// later steps are not this run's to delete (a file --resume passed over, say), so they stay.
+static void prune_checkpoints(const char *run, int keep, uint64_t upto) {
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoints", run);
+    uint64_t *steps;
+    int n = list_checkpoints(dir, &steps), mine = 0;
+    while (mine < n && steps[mine] <= upto) mine++;
+    for (int i = 0; i + keep < mine; i++) {
+        ckpt_path(path, sizeof path, run, steps[i]);
+        unlink(path);
+    }
+    free(steps);
+}
+
+// The loss history of the run (for the curve), re-read from log.csv on resume.
+typedef struct { uint64_t *step; double *loss; int n, cap; } History;
+
+static void history_add(History *h, uint64_t step, double loss) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 256;
+        h->step = realloc(h->step, h->cap * sizeof(uint64_t));
+        h->loss = realloc(h->loss, h->cap * sizeof(double));
+    }
+    h->step[h->n] = step;
+    h->loss[h->n++] = loss;
+}
+
+// Keeps the CSV rows up to `upto` (rows logged after the checkpoint we resume from are dropped).
+// Returns the training seconds of the last row kept (its elapsed_s column; 0 without one).
+static double history_load(History *h, const char *csv, uint64_t upto) {
+    FILE *f = fopen(csv, "r");
+    if (!f) return 0;
+    char line[512];
+    size_t keep_bytes = 0;
+    double elapsed = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long s;
+        double loss, col[7];
+        int got = sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &s, &loss, &col[0], &col[1], &col[2], &col[3],
+                         &col[4], &col[5], &col[6]);
+        if (got >= 2) {
+            if (s > upto) break;
+            history_add(h, s, loss);
+            elapsed = got == 9 ? col[6] : 0;
+        }
+        keep_bytes = (size_t)ftell(f);
+    }
+    fclose(f);
+    if (truncate(csv, (off_t)keep_bytes)) fprintf(stderr, "warning: %s: cannot trim: %s\n", csv, strerror(errno));
+    return elapsed;
+}
+
+// The sample grid of the EMA weights, through the one sampling API (DDIM, guidance 4, a fixed
+// seed, so grids of one run are comparable): --sample-images images (default 4 per class, at most
+// 64) in --sample-steps DDIM steps (default 50), with a progress line; a signal cancels it.
+// A latent model's grid decodes through --vae (pipeline/decode.c).
+typedef struct {
+    Generator g;
+    int n, per_class, steps;
+    float *x, *img;
+    int32_t *y;
+    Progress pg;
+    double t0;
+} Preview;
+
+static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
+                         int images, int steps) {
+    p->n = train_grid_images(c, images);
+    p->steps = steps;
+    generator_new(&p->g, c, cn, be, p->n);
+    MalaErr err;
+    if (generator_attach_vae(&p->g, vae, "the model trained", &err)) FATAL("%s", err.msg);
+    p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
+    p->img = xmalloc((size_t)p->n * generator_out_floats(&p->g) * sizeof(float));
+    p->y = xmalloc(p->n * sizeof(int32_t));
+    p->per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
+    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % c->num_classes;
+}
+
+static int preview_step(void *ctx, int i, int n, const float *x0) {
+    Preview *p = ctx;
+    char eta[32];
+    progress_format_eta(eta, sizeof eta, (n - i - 1) * (now_seconds() - p->t0) / (i + 1));
+    progress_update(&p->pg, i + 1 == n, "sample grid: %d images, DDIM step %d/%d, ETA %s (--sample-images, "
+                    "--sample-steps)", p->n, i + 1, n, eta);
+    return stop_requested != 0;  // a stop does not wait for the grid
+}
+
+static void preview_write(Preview *p, const Trainer *tr, const char *path) {
+    MalaErr err;
+    tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
+    GenOpts o = gen_opts_default();
+    o.kind = SAMPLER_DDIM;
+    o.steps = p->steps;
+    generator_noise(&p->g, p->x, 1234, 0, p->n);
+    const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
+    const int k = tr->net->cfg.num_classes, cols = p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
+    progress_init(&p->pg, stderr);
+    p->t0 = now_seconds();
+    int rc = generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, preview_step, p, &err);
+    progress_break(&p->pg);
+    if (rc == SAMPLER_CANCELLED) {
+        fprintf(stderr, "sample grid: cancelled by the stop (no %s)\n", path);
+        return;
+    }
+    if (rc < 0 || generator_decode(&p->g, p->x, p->n, p->img, &err) ||
+        image_save_grid(path, p->img, p->n, oc, os, os, cols, 2, &err))
+        fprintf(stderr, "warning: sample grid: %s\n", err.msg);
+}
+
+// --vae, checked before anything is written: a latent set's decoder (a VAE file whose latents have the
+// set's channels). DiT's `--vae ema|mse` name a download; here the flag names the file.
+static void check_vae(const char *vae, const char *data, const Dataset *ds) {
+    const char *dit = !strcmp(vae, "ema") || !strcmp(vae, "mse")
+                          ? " (DiT's --vae ema|mse name a VAE to download; here --vae is a VAE file, docs/latent.md)"
+                          : "";
+    if (!ds->views)
+        FATAL("--vae %s: %s holds images, not latents: a pixel-space run needs no VAE%s", vae, data, dit);
+    if (access(vae, R_OK)) FATAL("--vae %s: %s%s", vae, strerror(errno), dit);
+    VaeConfig vc;
+    vae_peek(vae, &vc);
+    if (vc.latent != ds->channels)
+        FATAL("--vae %s: its latents have %d channels, %s's have %d", vae, vc.latent, data, ds->channels);
+}
+
+static void preview_free(Preview *p) {
+    free(p->x);
+    free(p->img);
+    free(p->y);
+    generator_close(&p->g);
+}
+
+// ---- the run's settings in the checkpoint metadata (run.*) ----
+
+typedef struct {
+    const char *data;
+    const char *vae;                 // latent data: the VAE of the sample grids ("" = none)
+    int log_every, sample_every, ckpt_every, hflip, limit, keep;
+    int sample_steps, sample_images;  // the grids' DDIM steps and images (0 = 4 per class, at most 64)
+    uint64_t iters;                  // the step the run trains to
+    double elapsed;                  // training seconds before this process started (from log.csv)
+    char channels_from[16], classes_from[16];  // "data" or the flag that set them
+} RunSettings;
+
+enum { RUN_INTS = 8, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
+
+// The integer settings: key, flag range (as the flag accepts them).
+static const struct { const char *key; int lo, hi; } RUN_INT_KEYS[RUN_INTS] = {
+    {"run.log_every", 1, INT_MAX}, {"run.sample_every", 0, INT_MAX}, {"run.ckpt_every", 1, INT_MAX},
+    {"run.hflip", -1, 1},          {"run.limit", 0, INT_MAX},        {"run.keep", 1, INT_MAX},
+    {"run.sample_steps", 1, 1000}, {"run.sample_images", 0, 256},
+};
+
+static int *run_ints(RunSettings *r, int i) {
+    int *v[RUN_INTS] = {&r->log_every, &r->sample_every, &r->ckpt_every, &r->hflip,
+                        &r->limit,     &r->keep,         &r->sample_steps, &r->sample_images};
+    return v[i];
+}
+
+typedef struct {
+    char val[RUN_KEYS][4200];
+    const char *kv[2 * RUN_KEYS];
+} RunMeta;
+
+// Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
+// steps and settings goes in (no clock), so a resumed run's checkpoints stay byte-identical to a
+// straight one's.
+static void run_meta_fill(RunMeta *m, RunSettings *r) {
+    static const char *keys[4] = {"run.data", "run.channels_from", "run.classes_from", "run.vae"};
+    snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
+    snprintf(m->val[1], sizeof m->val[0], "%s", r->channels_from);
+    snprintf(m->val[2], sizeof m->val[0], "%s", r->classes_from);
+    snprintf(m->val[3], sizeof m->val[0], "%s", r->vae ? r->vae : "");
+    for (int i = 0; i < 4; i++) m->kv[2 * i] = keys[i];
+    for (int i = 0; i < RUN_INTS; i++) {
+        snprintf(m->val[4 + i], sizeof m->val[0], "%d", *run_ints(r, i));
+        m->kv[2 * (4 + i)] = RUN_INT_KEYS[i].key;
+    }
+    m->kv[2 * RUN_KEYS - 2] = "run.iters";
+    snprintf(m->val[RUN_KEYS - 1], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
+    for (int i = 0; i < RUN_KEYS; i++) m->kv[2 * i + 1] = m->val[i];
+}
+
+// A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; a value out
+// of range or malformed stops with the file and the key (a damaged --log-every 0 would divide by 0).
+static int meta_int(const StFile *f, const char *key, int lo, int hi, int *out) {
+    const char *v = st_meta(f, key);
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi)
+        FATAL("%s: metadata '%s' = '%s' is not an integer from %d to %d", f->path, key, v, lo, hi);
+    *out = (int)x;
+    return 1;
+}
+
+// Reads the run.* settings of a checkpoint into r (keeps r's values for keys it lacks); strings
+// are copied into buf. *iters_found: whether it stores the run's --iters (older files do not).
+// Returns the number of keys found.
+static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap,
+                         int *iters_found) {
+    StFile f;
+    MalaErr err;
+    *iters_found = 0;
+    if (st_open(&f, path, &err)) return 0;
+    int found = 0;
+    const char *data = st_meta(&f, "run.data");
+    if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
+    const char *vae = st_meta(&f, "run.vae");
+    if (vae) { snprintf(vae_buf, vae_cap, "%s", vae); r->vae = vae_buf[0] ? vae_buf : NULL; }
+    for (int i = 0; i < RUN_INTS; i++)
+        found += meta_int(&f, RUN_INT_KEYS[i].key, RUN_INT_KEYS[i].lo, RUN_INT_KEYS[i].hi, run_ints(r, i));
+    int rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, &err);
+    if (rc < 0) FATAL("%s", err.msg);
+    *iters_found = rc == 0;
+    const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
+    if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
+    if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
+    st_close(&f);
+    return found;
+}
+
+// The data rows of a log.csv (lines after the header); -1 when there is no such file.
+static int log_rows(const char *csv) {
+    FILE *f = fopen(csv, "r");
+    if (!f) return -1;
+    int rows = -1, c, prev = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        if (prev == '\n' && c != '\n') rows++;
+        prev = c;
+    }
+    fclose(f);
+    return rows < 0 ? 0 : rows;
+}
+
+// Files in dir (0 when it does not exist).
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return n;
+}
+
+// A fresh run refuses a directory that already holds one: nothing of it may be lost or mixed in.
+// A start that failed or stopped before its first logged step (no checkpoint, a log.csv of the
+// header alone, no sample grid) left no run: the directory is used again.
+static void refuse_existing_run(const char *out, const char *dir, const char *csv) {
+    uint64_t *steps;
+    int n = list_checkpoints(dir, &steps), rows = log_rows(csv);
+    char samples[4200];
+    snprintf(samples, sizeof samples, "%s/samples", out);
+    int grids = count_files(samples);
+    if (n || rows > 0 || grids) {
+        char what[200] = "";
+        if (rows >= 0) snprintf(what, sizeof what, "log.csv with %d row%s", rows, rows == 1 ? "" : "s");
+        if (n) snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d checkpoint%s up to step %llu",
+                        what[0] ? ", " : "", n, n > 1 ? "s" : "", (unsigned long long)steps[n - 1]);
+        if (grids) snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d file%s in samples/",
+                            what[0] ? ", " : "", grids, grids > 1 ? "s" : "");
+        if (!n)
+            FATAL("%s already holds a run (%s) but no checkpoint to continue it from with --resume: train into a fresh "
+                  "--out directory", out, what);
+        FATAL("%s already holds a run (%s): continue it with --resume, or train into a fresh --out directory", out, what);
+    }
+    if (rows == 0 && dist_rank() == 0)
+        fprintf(stderr, "note: %s holds a start that trained no logged step (log.csv without rows, no checkpoint): "
+                "training there anew\n", out);
+    free(steps);
+}
+
+// --resume with no complete checkpoint: says whether there is anything to resume at all.
+static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
+    int rows = log_rows(csv);
+    if (files) FATAL("--resume: no complete checkpoint in %s", dir);
+    if (rows > 0)
+        FATAL("--resume: %s has no checkpoint (its log.csv has %d row%s, but training continues only from a "
+              "checkpoint): train into a fresh --out directory", out, rows, rows == 1 ? "" : "s");
+    FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
+          rows == 0 ? ", and log.csv has no rows" : "");
+}
+
+// The absolute path `p` names, existing or not: the realpath of its longest existing prefix, then
+// the rest of it with "." and ".." applied (a part that does not exist yet is no symbolic link).
+static void resolve_path(const char *p, char *out, size_t cap) {
+    char head[4096], tail[4096] = "", r[PATH_MAX];
+    snprintf(head, sizeof head, "%s", p);
+    while (!realpath(head[0] ? head : ".", r)) {
+        char *slash = strrchr(head, '/'), *last = slash ? slash + 1 : head;
+        size_t hl = strlen(last), tl = strlen(tail);
+        if (!head[0] || hl + tl + 2 > sizeof tail) {  // no working directory, or a path too long: as given
+            snprintf(out, cap, "%s", p);
+            return;
+        }
+        memmove(tail + hl + 1, tail, tl + 1);  // tail = last/tail
+        memcpy(tail, last, hl);
+        tail[hl] = '/';
+        if (!slash) head[0] = 0;
+        else if (slash == head) head[1] = 0;
+        else *slash = 0;
+    }
+    snprintf(out, cap, "%s", r);
+    for (char *save = NULL, *part = strtok_r(tail, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(part, ".")) continue;
+        if (!strcmp(part, "..")) {
+            char *slash = strrchr(out, '/');
+            if (slash == out) out[1] = 0;
+            else if (slash) *slash = 0;
+            continue;
+        }
+        size_t l = strlen(out);
+        snprintf(out + l, cap - l, "%s%s", l > 1 ? "/" : "", part);
+    }
+}
+
+// A run directory equal to or inside the data would become part of it (its checkpoints/ a class of
+// the next run): refused. spec: --data (fashion-mnist[-test][:DIR], a folder or a latent set).
+static void refuse_out_in_data(const char *out, const char *spec) {
+    const char *root = spec;
+    const char *names[2] = {"fashion-mnist-test", "fashion-mnist"};
+    for (int t = 0; t < 2; t++) {
+        size_t l = strlen(names[t]);
+        if (!strncmp(spec, names[t], l) && (spec[l] == 0 || spec[l] == ':')) {
+            root = spec[l] == ':' ? spec + l + 1 : getenv("MALA_FASHION_MNIST_DIR");
+            if (!root || !root[0]) return;  // the system's copy (read-only)
+            break;
+        }
+    }
+    char d[PATH_MAX], o[4096];
+    if (!realpath(root, d)) return;  // no such data: its own error follows
+    resolve_path(out, o, sizeof o);
+    size_t l = strlen(d);
+    if (!strcmp(o, d) || (!strncmp(o, d, l) && (o[l] == '/' || (l == 1 && d[0] == '/'))))
+        FATAL("--out %s is %s --data %s (%s): the run's files would become part of the data; choose a directory "
+              "outside it", out, strcmp(o, d) ? "inside" : "the same directory as", spec, d);
+}
+
+// Every rank's weights and EMA must be rank 0's: a replica that drifted (a non-deterministic
+// reduction, a bad node) stops the job with an error instead of averaging unrelated models.
+static void check_replicas(const Trainer *tr) {
+    if (tr->world == 1) return;
+    uint64_t h = trainer_weights_hash(tr), h0 = h;
+    dist_bcast(&h0, sizeof h0, 0);
+    if (!dist_any(h != h0)) return;
+    if (h != h0)
+        fprintf(stderr, "error: rank %d: weights differ from rank 0's at step %llu (hash %016llx, rank 0 %016llx): the "
+                "replicas diverged; stopping (resume from the last checkpoint)\n", tr->rank,
+                (unsigned long long)tr->step, (unsigned long long)h, (unsigned long long)h0);
+    dist_barrier();
+    dist_finalize();
+    exit(1);
+}
+
+// Test hook for the check above: MALA_TEST_DIVERGE=RANK:STEP nudges one weight of that rank
+// after that step by one ulp, as a replica that drifted would.
+static void maybe_diverge(const Trainer *tr) {
+    const char *e = getenv("MALA_TEST_DIVERGE");
+    int rank;
+    unsigned long long step;
+    if (!e || sscanf(e, "%d:%llu", &rank, &step) != 2 || rank != tr->rank || step != tr->step) return;
+    float w;
+    tr->be->to_host(&w, tr->net->w, sizeof w);
+    w = nextafterf(w, INFINITY);
+    tr->be->to_device(tr->net->w, &w, sizeof w);
+}
+
+// ---- the command ----
+
+int cmd_train(int argc, char **argv) {
+    ModelOpts mo;
+    model_opts_default(&mo, "DiT-S/2");
+    mo.channels = mo.classes = 0;  // from the data unless given
+    TrainOpts to;
+    train_opts_default(&to);
+    RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
+    const char *out = "runs/mala", *device = NULL, *precision = NULL;
+    int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
+    uint64_t iters = 400000;
+    Opt rest[] = {
+        {"--data", OPT_STR, &rs.data, "SRC",
+         "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
+         ARG_ALIAS("--data-path")},
+        {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
+        {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",
+         ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
+        {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch (default: --batch)", ARG_MIN(1)},
+        {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
+        {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
+         "batch) steps; default: --iters)", ARG_MIN(1)},
+        {"--lr", OPT_FLOAT, &to.lr, "LR", "AdamW learning rate, constant", ARG_MIN(0), ARG_MAX(1)},
+        {"--warmup", OPT_INT, &to.warmup, "N", "linear learning-rate warmup steps", ARG_MIN(0)},
+        {"--decay-start", OPT_U64, &to.decay_start, "S", "linear learning-rate decay from --lr after step S ...",
+         ARG_MIN(0)},
+        {"--decay-end", OPT_U64, &to.decay_end, "E", "... to --lr-end at step E, and --lr-end after it (default: no "
+         "decay)", ARG_MIN(1)},
+        {"--lr-end", OPT_FLOAT, &to.lr_end, "LR", "the rate the decay ends at", ARG_MIN(0), ARG_MAX(1)},
+        {"--weight-decay", OPT_FLOAT, &to.weight_decay, "WD", "AdamW weight decay", ARG_MIN(0), ARG_MAX(10)},
+        {"--grad-clip", OPT_FLOAT, &to.grad_clip, "G", "clip the global gradient norm (0 = off)", ARG_MIN(0)},
+        {"--ema-decay", OPT_FLOAT, &to.ema_decay, "D", "EMA decay", ARG_MIN(0), ARG_MAX(1)},
+        {"--label-drop", OPT_FLOAT, &to.label_drop, "P", "label dropout to the null class (guidance)", ARG_MIN(0),
+         ARG_MAX(1)},
+        {"--max-bad-steps", OPT_INT, &to.max_bad_steps, "N", "stop after N non-finite steps in a row", ARG_MIN(1)},
+        {"--seed", OPT_U64, &to.seed, "S", "seed of init, data order, noise", ARG_ALIAS("--global-seed")},
+        {"--hflip", OPT_INT, &rs.hflip, "0|1", "random horizontal flips (default: on for folders, off for fashion-mnist)",
+         ARG_MIN(-1), ARG_MAX(1)},
+        {"--limit", OPT_INT, &rs.limit, "N", "use only N images spread over the data (0 = all)", ARG_MIN(0)},
+        {"--out", OPT_STR, &out, "DIR", "run directory (created with its parents)", ARG_ALIAS("--results-dir")},
+        {"--ckpt-every", OPT_INT, &rs.ckpt_every, "N", "checkpoint every N steps", ARG_MIN(1)},
+        {"--sample-every", OPT_INT, &rs.sample_every, "N", "sample grid every N steps and at the end (0 = never)",
+         ARG_MIN(0)},
+        {"--sample-steps", OPT_INT, &rs.sample_steps, "S", "DDIM steps of a sample grid", ARG_MIN(1), ARG_MAX(1000)},
+        {"--sample-images", OPT_INT, &rs.sample_images, "N",
+         "images in a sample grid (default: 4 per class, at most 64)", ARG_MIN(1), ARG_MAX(256)},
+        {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
+        {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
+        {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
+        {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
+         "of its memory)", ARG_MIN(0), ARG_MAX(1)},
+        OPT_THREADS(&threads),
+        OPT_DEVICE(&device),
+        OPT_PRECISION(&precision),
+    };
+    enum { N_OPTS = MODEL_OPTS_N + sizeof rest / sizeof *rest };
+    Opt opts[N_OPTS];
+    model_opts_table(&mo, opts);
+    opts[6].help = "image channels (default: the data's)";
+    opts[7].help = "number of classes (default: the data's)";
+    memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
+    args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
+               "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
+               "With --resume the model and optimiser settings, the data and the logging settings come\n"
+               "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
+               "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.",
+               opts, N_OPTS, argc, argv, 1);
+#define GIVEN(var) args_given(opts, N_OPTS, &(var))
+    if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
+    if (GIVEN(gbatch)) {
+        if (GIVEN(batch) && batch != gbatch) FATAL("--batch %d and --global-batch %d contradict each other", batch, gbatch);
+        batch = gbatch;
+    }
+    int batch_given = GIVEN(batch) || GIVEN(gbatch);
+    dist_init(&argc, &argv);
+    const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
+    signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
+    signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
+    set_threads(threads);
+    const Backend *be = backend_select(device, precision);
+    MalaErr err;
+
+    char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200], vae_buf[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    snprintf(csv, sizeof csv, "%s/log.csv", out);
+    snprintf(plot, sizeof plot, "%s/loss.png", out);
+
+    // 1. the model: a checkpoint's (--resume) or the flags' (shaped by the data, below)
+    NetConfig c;
+    ClassNames cn = {0};
+    Trainer *tr = NULL;
+    char resume_path[4200] = "";
+    int iters_stored = 0;  // the checkpoint's run.iters was read
+    if (resume) {
+        uint64_t *steps;
+        int n = list_checkpoints(dir, &steps);
+        TrainOpts saved = to;
+        for (int i = n - 1; i >= 0 && !tr; i--) {  // newest complete checkpoint
+            ckpt_path(resume_path, sizeof resume_path, out, steps[i]);
+            int saved_batch;
+            if (trainer_peek(resume_path, &c, &cn, &saved, &saved_batch, &err)) {
+                fprintf(stderr, "warning: skipping %s\n", err.msg);
+                continue;
+            }
+            if (batch_given && batch != saved_batch)
+                FATAL("--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", batch, saved_batch);
+            batch = saved_batch;
+            if (batch % world)
+                FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
+            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+                               .grids = lead && rs.sample_every > 0, .grid_images = rs.sample_images, .vae = rs.vae};
+            train_memory_check(&c, be, &ma, batch, 1, "the resumed model", 0);  // "resuming ..." says it
+            tr = trainer_new(&c, &cn, &saved, be, batch / world);
+            trainer_shard(tr, rank, world);
+            if (zero) trainer_zero1(tr);
+            if (trainer_load(tr, resume_path, &err)) {
+                fprintf(stderr, "warning: skipping %s\n", err.msg);
+                trainer_free(tr);
+                tr = NULL;
+                class_names_free(&cn);
+            }
+        }
+        free(steps);
+        if (!tr) no_checkpoint_to_resume(out, dir, csv, n);
+        model_opts_check_resumed(&mo, opts, &c);
+        if (GIVEN(to.seed) && to.seed != saved.seed)
+            FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
+                  (unsigned long long)to.seed, (unsigned long long)saved.seed);
+        // the checkpoint's optimiser settings, except those given again (a manual schedule)
+        if (GIVEN(to.lr)) saved.lr = to.lr;
+        if (GIVEN(to.ema_decay)) saved.ema_decay = to.ema_decay;
+        if (GIVEN(to.warmup)) saved.warmup = to.warmup;
+        if (GIVEN(to.decay_start)) saved.decay_start = to.decay_start;
+        if (GIVEN(to.decay_end)) saved.decay_end = to.decay_end;
+        if (GIVEN(to.lr_end)) saved.lr_end = to.lr_end;
+        if (GIVEN(to.weight_decay)) saved.weight_decay = to.weight_decay;
+        if (GIVEN(to.grad_clip)) saved.grad_clip = to.grad_clip;
+        if (GIVEN(to.label_drop)) saved.label_drop = to.label_drop;
+        saved.max_bad_steps = to.max_bad_steps;
+        to = saved;
+        tr->opt = to;
+        // the run's data and logging settings, except those given again
+        RunSettings r = rs;
+        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf, vae_buf, sizeof vae_buf, &iters_stored))
+            fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
+                    resume_path);
+        if (iters_stored && !GIVEN(iters) && !GIVEN(epochs)) iters = r.iters;
+        if (!GIVEN(rs.data)) rs.data = r.data;
+        if (!GIVEN(rs.vae)) rs.vae = r.vae;
+        if (!GIVEN(rs.log_every)) rs.log_every = r.log_every;
+        if (!GIVEN(rs.sample_every)) rs.sample_every = r.sample_every;
+        if (!GIVEN(rs.ckpt_every)) rs.ckpt_every = r.ckpt_every;
+        if (!GIVEN(rs.hflip)) rs.hflip = r.hflip;
+        if (!GIVEN(rs.limit)) rs.limit = r.limit;
+        if (!GIVEN(rs.keep)) rs.keep = r.keep;
+        if (!GIVEN(rs.sample_steps)) rs.sample_steps = r.sample_steps;
+        if (!GIVEN(rs.sample_images)) rs.sample_images = r.sample_images;
+        memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
+        memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
+    } else {
+        struct stat st;
+        if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
+        refuse_existing_run(out, dir, csv);
+    }
+    refuse_out_in_data(out, rs.data);
+
+    // the schedule as flags and checkpoint make it (before anything is written)
+    if (!to.decay_end && (GIVEN(to.decay_start) || GIVEN(to.lr_end)))
+        FATAL("--decay-start and --lr-end need --decay-end (the step the decay ends at)");
+    if (to.decay_end && to.decay_end <= to.decay_start)
+        FATAL("--decay-end %llu must be after --decay-start %llu", (unsigned long long)to.decay_end,
+              (unsigned long long)to.decay_start);
+
+    // 2. the data, checked before anything is written; it shapes a fresh model
+    // a latent set fixes the image size (its latents'), unless a flag asks for one
+    const int latent_data = latent_is_set(rs.data);
+    Dataset *ds = dataset_open(rs.data, resume ? c.image_size : latent_data && !GIVEN(mo.image_size) ? 0 : mo.image_size,
+                               resume ? c.in_channels : GIVEN(mo.channels) ? mo.channels : 0, &err);
+    if (!ds) FATAL("%s", err.msg);
+    if (rs.limit > 0 && dataset_limit(ds, rs.limit, &err)) FATAL("%s", err.msg);
+    if (resume && (ds->views > 0) != (c.latent_scale > 0))
+        FATAL("%s: %s, the resumed model is a %s model", rs.data, ds->views ? "a latent set" : "images",
+              c.latent_scale > 0 ? "latent" : "pixel-space");
+    if (resume) {
+        if (ds->num_classes != c.num_classes)
+            FATAL("%s: %d classes, the resumed model has %d", rs.data, ds->num_classes, c.num_classes);
+        for (int i = 0; i < cn.n; i++)
+            if (strcmp(cn.names[i], ds->class_names[i]))
+                FATAL("%s: class %d is '%s', the resumed model's is '%s' (the labels would change meaning)", rs.data, i,
+                      ds->class_names[i], cn.names[i]);
+    } else {
+        if (GIVEN(mo.classes) && mo.classes != ds->num_classes)
+            FATAL("--classes %d contradicts the data: %s has %d classes", mo.classes, rs.data, ds->num_classes);
+        snprintf(rs.channels_from, sizeof rs.channels_from, "%s", GIVEN(mo.channels) ? "--channels" : "data");
+        snprintf(rs.classes_from, sizeof rs.classes_from, "%s", GIVEN(mo.classes) ? "--classes" : "data");
+        mo.channels = ds->channels;
+        mo.classes = ds->num_classes;
+        if (ds->views) mo.image_size = ds->image_size;
+        model_opts_config(&mo, &c);
+        c.latent_scale = ds->latent_scale;  // the model file records that it is a latent model
+        model_check_learnable(&c, mo.preset);
+        cn.n = ds->num_classes;
+        cn.names = xcalloc(cn.n, sizeof(char *));
+        for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
+    }
+    if (batch % world)
+        FATAL("--batch %d does not split over %d processes: give a multiple of %d", batch, world, world);
+    if (batch > ds->n)
+        FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", batch, (long long)ds->n, rs.data,
+              rs.limit > 0 ? " with --limit" : "");
+    if (GIVEN(epochs)) {
+        uint64_t per_epoch = (uint64_t)ds->n / (uint64_t)batch;
+        iters = (uint64_t)epochs * (per_epoch ? per_epoch : 1);
+    }
+    int hflip = rs.hflip >= 0 ? rs.hflip
+                              : strcmp(rs.data, "fashion-mnist") != 0 && strncmp(rs.data, "fashion-mnist:", 14) != 0;
+    if (ds->views) {  // a latent set's flips are its encoded views (a latent cannot be mirrored)
+        if (rs.hflip == 1 && ds->views == 1)
+            FATAL("--hflip 1: %s holds one view per image; encode with `mala encode --hflip` to train with flips", rs.data);
+        hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
+    }
+    size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
+    // the sample grids' settings and their VAE, checked before the memory plan prints its line
+    if (!lead) rs.sample_every = 0;  // rank 0's grids only
+    int grid_every = rs.sample_every;
+    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
+        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
+        grid_every = 0;
+    }
+    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
+    if (!resume) {  // everything the run allocates, refused before anything is created
+        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+                           .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
+        train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
+    }
+
+    // 3. the data order and the sample grids (their VAE loaded), before anything is written
+    Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);
+    if (!ld) FATAL("%s", err.msg);
+    if (world > 1) loader_shard(ld, batch, rank * (batch / world));
+    Preview pv = {0};
+    if (grid_every > 0) preview_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps);
+
+    // 4. the run directory (rank 0's, once every rank has checked the run) and the trainer
+    dist_barrier();
+    if (lead) {
+        make_dirs(dir);
+        int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
+        if (stale > 0)
+            fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
+                    dir);
+        if (grid_every > 0) {
+            snprintf(path, sizeof path, "%s/samples", out);
+            make_dirs(path);
+        }
+    }
+    History hist = {0};
+    if (resume) {
+        if (lead)
+            fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", resume_path, (unsigned long long)tr->step,
+                    (unsigned long long)iters, GIVEN(iters) ? "--iters" : GIVEN(epochs) ? "--epochs"
+                    : iters_stored ? "the run's --iters; give --iters to change it"
+                                   : "--iters' default: the checkpoint stores no target");
+        if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
+    } else {
+        tr = trainer_new(&c, &cn, &to, be, batch / world);
+        trainer_shard(tr, rank, world);
+        if (zero) trainer_zero1(tr);
+        trainer_init_weights(tr);
+        FILE *f = lead ? fopen(csv, "w") : NULL;
+        if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
+            FATAL("%s: cannot write: %s", csv, strerror(errno));
+    }
+    rs.iters = iters;
+    RunMeta meta;
+    tr->n_meta = RUN_KEYS;
+    tr->meta = meta.kv;
+    loader_seek(ld, tr->batches);
+    check_replicas(tr);
+
+    char desc[256];
+    net_config_describe(&c, desc, sizeof desc);
+    if (lead && world > 1)
+        fprintf(stderr, "processes: %d (%s), %d images each of the global batch %d\n", world, dist_engine(), tr->batch,
+                batch);
+    if (lead) fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
+            num_threads());
+    if (lead && (world > 1 || zero))
+        fprintf(stderr, "optimiser state (AdamW m, v): %.2f MB per process%s\n", trainer_opt_state_bytes(tr) / 1e6,
+                tr->zero ? " (ZeRO-1: 1/world of it)" : world > 1 ? " (each holds all of it; --zero 1 shards it)"
+                                                      : " (--zero 1: one process, nothing to shard)");
+    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
+            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
+            to.ema_decay, (unsigned long long)iters, out);
+    if (lead && to.decay_end > to.decay_start)
+        fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,
+                (unsigned long long)to.decay_start, to.lr_end, (unsigned long long)to.decay_end);
+    if (lead && grid_every > 0)
+        fprintf(stderr, "sample grids: %d images, DDIM %d steps, every %d steps and at the end (--sample-images, "
+                "--sample-steps, --sample-every 0 for none)\n", pv.n, pv.steps, grid_every);
+    if (lead && tr->step >= iters)
+        fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
+                "on)\n", (unsigned long long)tr->step);
+
+    float *x = xmalloc((size_t)batch * per * sizeof(float));
+    int32_t *y = xmalloc(batch * sizeof(int32_t));
+    double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
+    int acc_n = 0, rc = 0;
+    uint64_t start_step = tr->step, last_saved = tr->step;
+    Progress pg;
+    progress_init(&pg, stderr);
+    while (tr->step < iters && !dist_any(stop_requested)) {
+        loader_next(ld, x, y);
+        StepStats st = trainer_step(tr, x, y);
+        maybe_diverge(tr);
+        if (st.skipped) {
+            progress_break(&pg);
+            if (lead) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
+                    (unsigned long long)tr->step + 1, tr->bad_in_a_row);
+            if (tr->bad_in_a_row >= to.max_bad_steps) {
+                if (lead) fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
+                        tr->bad_in_a_row, last_saved ? (ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
+                rc = 1;
+                break;
+            }
+            continue;
+        }
+        acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
+        double now = now_seconds();
+        const int log_now = tr->step % rs.log_every == 0 || tr->step == iters;  // the last step too
+        if (log_now) check_replicas(tr);
+        if (lead && log_now) {
+            double rate = acc_n * (double)batch / (now - t_log);
+            double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
+            char etas[32], stamp[32];
+            progress_format_eta(etas, sizeof etas, eta);
+            progress_update(&pg, tr->step == iters, "step %llu/%llu  loss %.4f (mse %.4f vb %.4f)  grad %.3f  %.1f img/s  ETA %s",
+                            (unsigned long long)tr->step, (unsigned long long)iters, acc_loss / acc_n, acc_mse / acc_n,
+                            acc_vb / acc_n, acc_gn / acc_n, rate, etas);
+            time_t wall = time(NULL);
+            strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
+            FILE *f = fopen(csv, "a");
+            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
+                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
+                              train_lr(&to, tr->step),
+                              (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
+                fclose(f))
+                FATAL("%s: cannot append: %s", csv, strerror(errno));
+            history_add(&hist, tr->step, acc_loss / acc_n);
+            if (loss_plot_png(plot, hist.step, hist.loss, hist.n, &err)) {
+                progress_break(&pg);
+                fprintf(stderr, "warning: %s\n", err.msg);
+            }
+            acc_loss = acc_mse = acc_vb = acc_gn = 0;
+            acc_n = 0;
+            t_log = now;
+        }
+        if ((lead || tr->zero) && (tr->step % rs.ckpt_every == 0 || tr->step == iters)) {  // ZeRO: all gather
+            ckpt_path(path, sizeof path, out, tr->step);
+            run_meta_fill(&meta, &rs);
+            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            last_saved = tr->step;
+            if (lead) prune_checkpoints(out, rs.keep, tr->step);
+        }
+        if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
+            snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
+            double t0 = now_seconds();
+            progress_break(&pg);
+            preview_write(&pv, tr, path);  // also the final grid, at the run's last step
+            t_log += now_seconds() - t0;   // img/s counts training only
+        }
+    }
+    progress_break(&pg);
+    int stopped = dist_any(stop_requested);  // the vote that ended the loop (a signal on any rank)
+    if (stopped) {  // also when it came during start-up or while a checkpoint was written
+        int wrote = tr->step != last_saved;
+        if (wrote && (lead || tr->zero)) {
+            ckpt_path(path, sizeof path, out, tr->step);
+            run_meta_fill(&meta, &rs);
+            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            if (lead) prune_checkpoints(out, rs.keep, tr->step);
+        }
+        if (wrote) last_saved = tr->step;
+        char why[48] = "a signal to another process";
+        if (stop_requested) snprintf(why, sizeof why, "signal %d", (int)stop_requested);
+        if (last_saved) ckpt_path(path, sizeof path, out, last_saved);
+        if (lead)
+            fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
+                    !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
+                    last_saved ? path : "written", last_saved ? " (continue with --resume)" : "");
+        // as a shell reports a command a signal ended: 128 + the signal (every rank: SIGINT's if any rank had one)
+        int sigint = dist_any(stop_requested == SIGINT);
+        if (rc == 0) rc = 128 + (sigint ? SIGINT : SIGTERM);
+    } else if (lead && rc == 0) {
+        fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
+                now_seconds() - t_start, dir);
+    }
+#undef GIVEN
+    if (grid_every > 0) preview_free(&pv);
+    free(x);
+    free(y);
+    free(hist.step);
+    free(hist.loss);
+    loader_free(ld);
+    dataset_close(ds);
+    trainer_free(tr);
+    class_names_free(&cn);
+    dist_barrier();  // rank 0's last checkpoint is complete before any rank reports done
+    dist_finalize();
+    return rc;
+}

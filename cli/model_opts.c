@@ -1,0 +1,127 @@
+// defines: model_opts_default, model_opts_table, model_opts_config, model_opts_check_resumed,
+//          model_check_learnable, default_model_path
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "core/dist.h"
+
+void model_opts_default(ModelOpts *mo, const char *preset) {
+    mo->preset = mo->default_preset = preset;
+    mo->backbone = NULL;
+    mo->attn = "mala";
+    mo->rope = mo->lepe = mo->gate = -1;
+    mo->image_size = 32;
+    mo->channels = 1;
+    mo->classes = 10;
+    mo->learn_sigma = 1;
+}
+
+void model_opts_table(ModelOpts *mo, Opt *o) {
+    o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", backbone_presets()};
+    o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "DiT's attention: mala, softmax or linear"};
+    o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (default: on for mala and linear)", ARG_MIN(-1), ARG_MAX(1)};
+    o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (default: 5 for mala and linear)", ARG_MIN(-1),
+                 ARG_MAX(31)};
+    o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (default: off)", ARG_MIN(-1), ARG_MAX(1)};
+    o[5] = (Opt){"--image-size", OPT_INT, &mo->image_size, "S", "image side", ARG_MIN(1), ARG_MAX(8192)};
+    o[6] = (Opt){"--channels", OPT_INT, &mo->channels, "C", "image channels", ARG_MIN(1), ARG_MAX(64)};
+    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes", ARG_MIN(1), ARG_MAX(1000000),
+                 ARG_ALIAS("--num-classes")};
+    o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
+    o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};
+}
+
+void model_opts_config(ModelOpts *mo, NetConfig *c) {
+    MalaErr err;
+    BackboneKind bk = BACKBONE_DIT;
+    if (mo->backbone && backbone_parse(mo->backbone, &bk)) FATAL("--backbone %s: unknown backbone", mo->backbone);
+    net_config_default(c, bk);
+    // --backbone alone (the parser left the default preset's string in place): that backbone's S/2,
+    // or its S where its presets have no patch size (DiC-S)
+    if (mo->backbone && mo->preset == mo->default_preset) {
+        NetConfig probe = *c;
+        snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s-S/2", net_backbone(bk)->family);
+        if (net_config_preset(&probe, mo->preset_buf, &err))
+            snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s-S", net_backbone(bk)->family);
+        mo->preset = mo->preset_buf;
+    }
+    if (net_config_preset(c, mo->preset, &err)) FATAL("%s", err.msg);
+    char canon[64];
+    if (strcmp(net_preset_canonical(mo->preset, canon, sizeof canon), mo->preset)) {  // "dit-t/4" names DiT-T/4
+        if (dist_rank() == 0) fprintf(stderr, "note: --model %s is %s\n", mo->preset, canon);
+        snprintf(mo->preset_buf, sizeof mo->preset_buf, "%s", canon);
+        mo->preset = mo->preset_buf;
+    }
+    if (mo->backbone && bk != c->backbone)
+        FATAL("--backbone %s contradicts --model %s (a %s preset)", mo->backbone, mo->preset, backbone_name(c->backbone));
+    if (c->backbone == BACKBONE_DIT) {
+        DitConfig *d = &c->dit;
+        AttnKind k;
+        if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
+        dit_config_attn_defaults(d, k);
+        if (mo->rope >= 0) d->rope = mo->rope != 0;
+        if (mo->lepe >= 0) d->lepe = mo->lepe;
+        if (mo->gate >= 0) d->gate = mo->gate != 0;
+    } else if (strcmp(mo->attn, "mala") || mo->rope >= 0 || mo->lepe >= 0 || mo->gate >= 0) {
+        FATAL("--attn, --rope, --lepe and --gate set DiT's attention; --model %s is a %s model", mo->preset,
+              backbone_name(c->backbone));
+    }
+    c->image_size = mo->image_size;
+    c->in_channels = mo->channels;
+    c->num_classes = mo->classes;
+    c->learn_sigma = mo->learn_sigma;
+    if (net_config_validate(c, &err)) FATAL("%s", err.msg);
+}
+
+void model_opts_check_resumed(const ModelOpts *mo, const Opt *o, const NetConfig *c) {
+    char desc[256];
+    net_config_describe(c, desc, sizeof desc);
+    NetConfig g = *c;  // the checkpoint's configuration with the given flags applied
+    MalaErr err;
+    if (o[0].given && net_config_preset(&g, mo->preset, &err)) FATAL("%s", err.msg);
+    if (o[9].given && strcmp(mo->backbone, backbone_name(c->backbone)))
+        FATAL("--resume: --backbone %s contradicts the checkpoint's model (%s)", mo->backbone, desc);
+    if (g.backbone == BACKBONE_DIT) {
+        if (o[1].given) {
+            AttnKind k;
+            if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
+            g.dit.attn = k;
+        }
+        if (o[2].given && mo->rope >= 0) g.dit.rope = mo->rope != 0;
+        if (o[3].given && mo->lepe >= 0) g.dit.lepe = mo->lepe;
+        if (o[4].given && mo->gate >= 0) g.dit.gate = mo->gate != 0;
+    } else if (o[1].given || o[2].given || o[3].given || o[4].given) {
+        FATAL("--resume: --attn, --rope, --lepe and --gate set DiT's attention; the checkpoint's model is %s", desc);
+    }
+    if (o[5].given) g.image_size = mo->image_size;
+    if (o[6].given) g.in_channels = mo->channels;
+    if (o[7].given) g.num_classes = mo->classes;
+    if (o[8].given) g.learn_sigma = mo->learn_sigma;
+    if (memcmp(&g, c, sizeof g))
+        FATAL("--resume: the model flags given contradict the checkpoint's model (%s); a resumed run keeps its model: "
+              "drop them, or train into a fresh --out", desc);
+}
+
+void model_check_learnable(const NetConfig *c, const char *preset) {
+    MalaErr err;
+    if (net_check_learnable(c, &err)) FATAL("%s: %s", preset, err.msg);
+}
+
+const char *default_model_path(void) {
+    static char path[PATH_MAX + 64];
+    const char *rel = "assets/mala-dit-fmnist.safetensors";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/%s", exe, rel);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    return rel;
+}

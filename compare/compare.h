@@ -1,0 +1,66 @@
+// `mala compare`'s state shared by its files: the runs (one per arm and seed), their evaluation
+// rows (DIR/runs/NAME/evals.csv, append-only) and training logs (train's log.csv).
+//
+// Output directory DIR:
+//   config.ini                     the latest invocation's config: a later one may change only what
+//                                  no run used so far (compare_config_drift); DIR's mark as a comparison's
+//   ref-<features>.npz             reference statistics, computed once
+//   runs/<arm>-s<seed>/            train's run directory (checkpoints/, log.csv, loss.png) plus
+//       evals.csv                  one row per evaluation point (never rewritten)
+//       train.log, eval.log        the children's stderr, appended
+//       grid-<step>.npy/.png       the sample grid of the newest checkpoint
+//       model.csv                  parameters, GFLOP/img and classes (from its first checkpoint, so
+//                                  that a copy of DIR without checkpoints/ still reports them)
+//   results.md, results.csv, results.json, loss.png, fd_vs_images.png, fd_vs_time.png,
+//   class_acc_vs_images.png, class_acc_vs_time.png, compare.png
+#ifndef MALA_COMPARE_H
+#define MALA_COMPARE_H
+
+#include "compare/compare_config.h"
+
+typedef struct {
+    int64_t images, step;
+    double train_s;                    // training seconds of the run at this point
+    double fd, class_acc, fid, is_mean, is_std, sample_img_s;  // NAN where not measured
+    int capped;                        // the wall-time cap ended the run here
+} EvalRow;
+
+typedef struct {
+    int n;
+    double *step, *loss, *img_s, *elapsed;
+} TrainLog;
+
+typedef struct {
+    const CompareArm *arm;
+    int arm_index;
+    uint64_t seed;
+    char name[96];         // <arm>-s<seed>
+    char dir[4200];
+    int nev;
+    EvalRow ev[1000];
+    int done;              // budget reached, or capped
+    int selected;          // trained and evaluated by this invocation (--runs)
+    double params, gflop;  // from model.csv or the newest checkpoint (0 before one exists)
+    int classes;
+    char grid[4300];       // the newest grid .npy ("" = none)
+} CompareRun;
+
+// Reads DIR/runs/NAME/evals.csv into r (rows it cannot parse are reported and skipped).
+void compare_read_evals(CompareRun *r);
+// Appends one row to evals.csv (a header first when the file is new).
+void compare_append_eval(CompareRun *r, const EvalRow *e);
+// train's log.csv of a run; fills l (0 rows when there is none).
+void compare_read_log(const char *run_dir, TrainLog *l);
+void compare_log_free(TrainLog *l);
+// Newest checkpoint step in run_dir/checkpoints (-1 when none).
+int64_t compare_newest_ckpt(const char *run_dir);
+// r->params, gflop and classes: from the run's model.csv, else from its newest checkpoint (then
+// written to model.csv). 0, or -1 when neither exists (yet).
+int compare_run_size(CompareRun *r);
+
+// results.md / .csv / .json and the plots in out (every run's state as it is now).
+void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);
+// compare.png: the runs' grids one under the other, each named on the left (runs without a grid are left out).
+void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *out);
+
+#endif

@@ -1,0 +1,94 @@
+// The CPU op table: oneDNN or OpenBLAS for the products (cpu_gemm.h), OpenMP loops for the rest.
+// defines: backend_cpu
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "core/common.h"
+#include "cpu/ops_cpu.h"
+#include "cpu/ops_cpu_dense.h"
+#include "cpu/cpu_gemm.h"
+
+// calloc, 64-byte aligned: a large block comes from the kernel already zero and is not touched here,
+// so its pages are mapped on first use (no start-up pass over a training arena of many GB). The
+// pointer calloc returned sits just below the aligned one.
+static void *cpu_alloc(size_t bytes) {
+    char *raw = calloc(1, bytes + 64 + sizeof(void *));
+    if (!raw) FATAL("out of memory allocating %zu bytes", bytes);
+    char *p = (char *)(((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63);
+    ((void **)p)[-1] = raw;
+    return p;
+}
+static void cpu_release(void *p) { if (p) free(((void **)p)[-1]); }
+static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
+static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
+static void cpu_sync(void) {}
+static void cpu_set_precision(int fp32) {}
+static const char *cpu_precision(void) { return "fp32"; }
+
+// cpu_sgemm (oneDNN or OpenBLAS, cpu_gemm.h) on the DiT-S/2-shaped product (8192x384 . 384x1152), warm, 6 repetitions.
+static double cpu_gemm_gflops(void) {
+    int M = 8192, K = 384, N = 1152, reps = 6;
+    float *a = xcalloc((size_t)M * K, 4), *b = xcalloc((size_t)K * N, 4), *c = xcalloc((size_t)M * N, 4);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    cpu_sgemm(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
+    double t0 = now_seconds();
+    for (int r = 0; r < reps; r++) cpu_sgemm(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
+    double dt = now_seconds() - t0;
+    free(a); free(b); free(c);
+    return 2.0 * M * K * N * reps / dt / 1e9;
+}
+
+static const Backend CPU = {
+    .name = "cpu",
+    .alloc = cpu_alloc, .release = cpu_release, .to_device = cpu_memcpy, .to_host = cpu_memcpy,
+    .copy = cpu_memcpy, .zero = cpu_zero, .sync = cpu_sync,
+    .set_precision = cpu_set_precision, .precision = cpu_precision, .gemm_gflops = cpu_gemm_gflops,
+    .linear_fwd = cpu_linear_fwd, .linear_bwd = cpu_linear_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd, .layernorm_bwd = cpu_layernorm_bwd,
+    .modulate_fwd = cpu_modulate_fwd, .modulate_bwd = cpu_modulate_bwd,
+    .layernorm_modulate_fwd = cpu_layernorm_modulate_fwd,
+    .gate_residual_fwd = cpu_gate_residual_fwd, .gate_residual_bwd = cpu_gate_residual_bwd,
+    .gelu_fwd = cpu_gelu_fwd, .gelu_bwd = cpu_gelu_bwd, .gelu_erf_fwd = cpu_gelu_erf_fwd,
+    .gelu_erf_bwd = cpu_gelu_erf_bwd, .silu_fwd = cpu_silu_fwd, .silu_bwd = cpu_silu_bwd,
+    .add = cpu_add, .mul_fwd = cpu_mul_fwd, .mul_bwd = cpu_mul_bwd,
+    .elu1_fwd = cpu_elu1_fwd, .elu1_bwd = cpu_elu1_bwd,
+    .rope_fwd = cpu_rope_fwd, .rope_bwd = cpu_rope_bwd, .elu1_rope_fwd = cpu_elu1_rope_fwd,
+    .mala_cache_floats = cpu_mala_cache_floats, .linattn_cache_floats = cpu_linattn_cache_floats,
+    .softmax_cache_floats = cpu_softmax_cache_floats,
+    .mala_fwd = cpu_mala_fwd, .mala_bwd = cpu_mala_bwd,
+    .linattn_fwd = cpu_linattn_fwd, .linattn_bwd = cpu_linattn_bwd,
+    .softmax_fwd = cpu_softmax_fwd, .softmax_bwd = cpu_softmax_bwd,
+    .attn_row = cpu_attn_row,
+    .dwconv_fwd = cpu_dwconv_fwd, .dwconv_bwd = cpu_dwconv_bwd,
+    .logsigmoid_fwd = cpu_logsigmoid_fwd, .logsigmoid_bwd = cpu_logsigmoid_bwd,
+    .gla_cache_floats = cpu_gla_cache_floats, .gla_fwd = cpu_gla_fwd, .gla_bwd = cpu_gla_bwd,
+    .rmsnorm_gate_fwd = cpu_rmsnorm_gate_fwd, .rmsnorm_gate_bwd = cpu_rmsnorm_gate_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd, .swiglu_bwd = cpu_swiglu_bwd,
+    .permute_tokens_fwd = cpu_permute_tokens_fwd, .permute_tokens_bwd = cpu_permute_tokens_bwd,
+    .conv2d_workspace_floats = cpu_conv2d_workspace_floats, .conv2d_fwd = cpu_conv2d_fwd,
+    .conv2d_bwd = cpu_conv2d_bwd, .groupnorm_fwd = cpu_groupnorm_fwd, .groupnorm_bwd = cpu_groupnorm_bwd,
+    .layernorm2d_fwd = cpu_layernorm2d_fwd, .layernorm2d_bwd = cpu_layernorm2d_bwd,
+    .pixel_shuffle_fwd = cpu_pixel_shuffle_fwd, .pixel_shuffle_bwd = cpu_pixel_shuffle_bwd,
+    .pixel_unshuffle_fwd = cpu_pixel_unshuffle_fwd, .pixel_unshuffle_bwd = cpu_pixel_unshuffle_bwd,
+    .upsample2x_fwd = cpu_upsample2x_fwd, .upsample2x_bwd = cpu_upsample2x_bwd,
+    .channel_copy_fwd = cpu_channel_copy_fwd, .channel_copy_bwd = cpu_channel_copy_bwd,
+    .modulate2d_fwd = cpu_modulate2d_fwd, .modulate2d_bwd = cpu_modulate2d_bwd,
+    .gate_residual2d_fwd = cpu_gate_residual2d_fwd, .gate_residual2d_bwd = cpu_gate_residual2d_bwd,
+    .nchw_to_tokens_fwd = cpu_nchw_to_tokens_fwd, .nchw_to_tokens_bwd = cpu_nchw_to_tokens_bwd,
+    .tokens_to_nchw_fwd = cpu_tokens_to_nchw_fwd, .tokens_to_nchw_bwd = cpu_tokens_to_nchw_bwd,
+    .relu_fwd = cpu_relu_fwd, .relu_bwd = cpu_relu_bwd, .maxpool2d_fwd = cpu_maxpool2d_fwd,
+    .avgpool2d_fwd = cpu_avgpool2d_fwd, .mean_hw_fwd = cpu_mean_hw_fwd, .resize_bilinear_fwd = cpu_resize_bilinear_fwd,
+    .patchify_fwd = cpu_patchify_fwd, .patchify_bwd = cpu_patchify_bwd,
+    .unpatchify_fwd = cpu_unpatchify_fwd, .unpatchify_bwd = cpu_unpatchify_bwd,
+    .add_pos = cpu_add_pos, .timestep_embed = cpu_timestep_embed,
+    .embed_fwd = cpu_embed_fwd, .embed_bwd = cpu_embed_bwd,
+    .adamw = cpu_adamw, .ema = cpu_ema, .sumsq = cpu_sumsq, .scale = cpu_scale, .fill = cpu_fill,
+    .rand_normal = cpu_rand_normal, .rand_bits = cpu_rand_bits,
+    .diffusion_prepare = cpu_diffusion_prepare, .diffusion_loss = cpu_diffusion_loss,
+    .sampler_step = cpu_sampler_step,
+};
+
+const Backend *backend_cpu(void) { return &CPU; }
