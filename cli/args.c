@@ -1,6 +1,6 @@
-// defines: args_parse, args_usage, args_given, args_suggest, args_human_bytes, args_check_memory, set_threads
+// defines: args_parse, args_usage, args_given, args_suggest, args_check_memory
 #include "cli/args.h"
-#include "cli/mem_plan.h"  // defines: memory_available
+#include "train/mem_plan.h"  // defines: memory_available
 
 #include <errno.h>
 #include <math.h>
@@ -10,15 +10,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-#ifdef MALA_BLIS
-void bli_thread_set_num_threads(int64_t n);  // blis.h: dim_t is int64_t
-#else
-void openblas_set_num_threads(int n);
-#endif
 
 void args_usage(const char *usage, const Opt *opts, int n) {
     printf("%s\n\nOptions:\n", usage);
@@ -174,34 +165,15 @@ void args_parse(const char *usage, Opt *opts, int n, int argc, char **argv, int 
     }
 }
 
-void args_human_bytes(char *buf, size_t n, double b) {
-    const char *unit[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
-    int u = 0;
-    while (b >= 1024 && u < 6) { b /= 1024; u++; }
-    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
-
 void args_check_memory(const char *flag, long long value, double bytes, const char *what) {
     double total, have = memory_available(&total);
     if (have <= 0 || bytes <= have) return;
     char need_s[32], have_s[32], total_s[32];
-    args_human_bytes(need_s, sizeof need_s, bytes);
-    args_human_bytes(have_s, sizeof have_s, have);
-    args_human_bytes(total_s, sizeof total_s, total);
+    human_bytes(need_s, sizeof need_s, bytes);
+    human_bytes(have_s, sizeof have_s, have);
+    human_bytes(total_s, sizeof total_s, total);
     fprintf(stderr, "error: %s %lld: needs at least %s of memory for %s; this machine has %s available (%s in all)\n",
             flag, value, need_s, what, have_s, total_s);
     exit(2);
 }
 
-void set_threads(int n) {
-    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) n = 1;
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
-#ifdef MALA_BLIS
-    bli_thread_set_num_threads(n);
-#else
-    openblas_set_num_threads(n);
-#endif
-}

@@ -38,8 +38,6 @@ void args_usage(const char *usage, const Opt *opts, int n);
 int args_given(const Opt *opts, int n, const void *dst);
 // The candidate closest to word by edit distance when it is close enough to be a typo, else NULL.
 const char *args_suggest(const char *word, const char *const *cands, int n);
-// "1.5 GB", "512 bytes": bytes in binary units with one decimal.
-void args_human_bytes(char *buf, size_t n, double bytes);
 // Exits 2 with "FLAG VALUE: needs at least X of memory for WHAT; this machine has Y available (Z
 // in all)" when bytes exceed what can be allocated (memory_available in mem_plan.h).
 void args_check_memory(const char *flag, long long value, double bytes, const char *what);
@@ -51,7 +49,5 @@ void args_check_memory(const char *flag, long long value, double bytes, const ch
 #define OPT_PRECISION(var) \
     {"--precision", OPT_STR, (var), "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"}
 
-// Applies --threads to OpenMP and OpenBLAS (0 = all cores).
-void set_threads(int n);
 
 #endif

@@ -10,6 +10,7 @@
 #include "formats/json.h"   // defines: json_printf_line
 #include "core/rng.h"
 #include "train/trainer.h"
+#include "cpu/cpu_threads.h"
 
 static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_t seed) {
     Rng r;

@@ -15,6 +15,7 @@
 #include "formats/image_io.h"
 #include "train/latents.h"
 #include "core/progress.h"
+#include "cpu/cpu_threads.h"
 
 // FNV-1a of the image list (label and path of each, or the IDX file and count) and the crop size.
 static uint64_t list_hash(const Dataset *ds) {
@@ -31,13 +32,6 @@ static uint64_t list_hash(const Dataset *ds) {
     }
 #undef MIX
     return h;
-}
-
-static void human_bytes(char *buf, size_t n, double b) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int k = 0;
-    while (b >= 1024 && k < 4) b /= 1024, k++;
-    snprintf(buf, n, k ? "%.1f %s" : "%.0f %s", b, u[k]);
 }
 
 // Images first .. first+n-1 with their views as float [n * views, C, S, S] (view 1 mirrored);

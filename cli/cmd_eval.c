@@ -26,6 +26,7 @@
 #include "formats/npy.h"
 #include "cli/out_paths.h"  // defines: out_check_file, OPT_FORCE
 #include "cli/commands.h"  // defines: gen_memory_bytes
+#include "cpu/cpu_threads.h"
 
 #define DEFAULT_SPLITS 10
 

@@ -12,6 +12,7 @@
 #include "formats/npy.h"
 #include "cli/out_paths.h"
 #include "core/progress.h"
+#include "cpu/cpu_threads.h"
 
 typedef struct {
     Progress pg;

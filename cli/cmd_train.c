@@ -35,6 +35,7 @@
 #include "core/progress.h"
 #include "train/train_meta.h"  // defines: train_meta_opt_u64
 #include "train/trainer.h"
+#include "cpu/cpu_threads.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 // The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.

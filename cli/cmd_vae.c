@@ -17,6 +17,7 @@
 #include "cli/out_paths.h"
 #include "core/rng.h"
 #include "model/vae.h"
+#include "cpu/cpu_threads.h"
 
 static int ends_with(const char *s, const char *suffix) {
     const size_t n = strlen(s), k = strlen(suffix);

@@ -3,7 +3,7 @@
 #define MALA_COMMANDS_H
 
 #include "cli/args.h"
-#include "cli/mem_plan.h"
+#include "train/mem_plan.h"
 #include "model/net.h"
 #include "model/vae.h"
 

@@ -1,4 +1,4 @@
-// defines: mala_errf, xmalloc, xcalloc, xstrdup, now_seconds, peak_rss_bytes, num_threads
+// defines: mala_errf, xmalloc, xcalloc, xstrdup, now_seconds, peak_rss_bytes, num_threads, human_bytes
 #include "core/common.h"
 
 #include <stdarg.h>
@@ -56,4 +56,11 @@ int num_threads(void) {
 #else
     return 1;
 #endif
+}
+
+void human_bytes(char *buf, size_t n, double b) {
+    const char *unit[] = {"bytes", "KB", "MB", "GB", "TB", "PB", "EB"};
+    int u = 0;
+    while (b >= 1024 && u < 6) { b /= 1024; u++; }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
 }

@@ -27,5 +27,7 @@ char *xstrdup(const char *s);
 double now_seconds(void);           // monotonic wall clock
 size_t peak_rss_bytes(void);        // peak resident set size of this process
 int num_threads(void);              // OpenMP threads in use
+// "1.5 GB", "512 bytes": bytes in binary units with one decimal.
+void human_bytes(char *buf, size_t n, double bytes);
 
 #endif

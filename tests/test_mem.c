@@ -1,4 +1,4 @@
-// `mala train`'s memory plan (cli/mem_plan.c): a run that cannot fit is refused before anything is
+// `mala train`'s memory plan (train/mem_plan.c): a run that cannot fit is refused before anything is
 // created, with what would fit; the estimate it prints is checked against the peak RSS of real
 // one-step runs of three backbones; the cgroup reader on a fake cgroup directory.
 #include <sys/resource.h>
@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/mem_plan.h"
+#include "train/mem_plan.h"
 #include "testutil.h"
 #include "testcli.h"  // defines: run, g_err, mala_bin
 

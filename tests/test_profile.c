@@ -8,9 +8,9 @@
 
 #include "core/backend_profile.h"
 #include "core/bench_stats.h"
-#include "cli/commands.h"
 #include "formats/json.h"
 #include "testutil.h"
+#include "testcli.h"
 
 // Slots that are not ops and are forwarded untimed.
 static const char *const UNTIMED[] = {
@@ -87,33 +87,9 @@ START_TEST(test_spread) {
 }
 END_TEST
 
-// cmd_bench(argv) in a forked child, stdout and stderr into the buffers.
+// `mala argv...` (argv[0] = "bench"), stdout and stderr into the buffers.
 static int run_bench(const char **argv, char *out, size_t cap_out, char *err, size_t cap_err) {
-    char po[] = "/tmp/mala_prof_out_XXXXXX", pe[] = "/tmp/mala_prof_err_XXXXXX";
-    int fo = mkstemp(po), fe = mkstemp(pe);
-    ck_assert(fo >= 0 && fe >= 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        int argc = 0;
-        while (argv[argc]) argc++;
-        int rc = cmd_bench(argc, (char **)argv);
-        fflush(stdout);
-        _exit(rc);
-    }
-    int status = 0;
-    ck_assert(waitpid(pid, &status, 0) == pid);
-    ssize_t n = pread(fo, out, cap_out - 1, 0);
-    out[n > 0 ? n : 0] = 0;
-    n = pread(fe, err, cap_err - 1, 0);
-    err[n > 0 ? n : 0] = 0;
-    close(fo); close(fe);
-    unlink(po); unlink(pe);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return run_argv(argv, out, cap_out, err, cap_err);
 }
 
 static double num(const JsonValue *o, const char *key) {

@@ -5,13 +5,13 @@
 // guidance wrapper, within 5e-6 of the same run in float64).
 //
 //   a. the library: generator_open (ckpt_load_model on the PyTorch-written file) + generator_run
-//   b. the CLI: cmd_sample with --init-noise, --save-npy, --save-npz, --out, --out-dir
+//   b. the CLI: `mala sample` with --init-noise, --save-npy, --save-npz, --out, --out-dir
 //   c. seeds: same seed -> identical samples, another seed -> different ones; CLI == library
 //   d. errors: the CLI exits non-zero with a message naming the problem; the library returns an
 //      error instead of exiting
 //
-// Every CLI run is cmd_sample (libmala.a) in a forked child, as `mala sample` runs: a CLI exits
-// the process on errors, and the child's stderr is captured for the messages.
+// Every CLI run is the mala binary ($MALA_BIN; testcli.h's run_argv), its stderr captured for the
+// messages.
 // Samples are compared within 1e-4 max abs (float32 reference; the C sampler keeps float32
 // state with float64 per-element arithmetic, the network accumulates in a different order).
 // Forked children run with --threads 1 (libgomp does not survive fork once its pool exists;
@@ -23,11 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/commands.h"
 #include "pipeline/generate.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "testutil.h"
+#include "testcli.h"
+#include "cpu/cpu_threads.h"
 
 #define MODEL "tests/fixtures/sample_model.safetensors"
 #define BAD_MODEL "tests/fixtures/sample_bad_shape.safetensors"
@@ -90,37 +91,11 @@ static void rm_tree(const char *dir) {  // one level of subdirectories is all th
     rmdir(dir);
 }
 
-// Runs cmd_sample(argv) (argv[0] = "sample", NULL-terminated) in a forked child, as `mala
-// sample` would run (a CLI exits the process on errors), with its stderr captured into errbuf.
-// Returns the exit status, or 128 + signal.
-typedef int (*CliFn)(int, char **);
+// Runs `mala argv...` (argv[0] = "sample", "eval", ...; NULL-terminated), as a user would, with
+// its stderr captured into errbuf. Returns the exit status, or 128 + signal.
+static int run_cmd(const char **argv, char *errbuf, size_t errlen) { return run_argv(argv, NULL, 0, errbuf, errlen); }
 
-static int run_cmd(CliFn fn, const char **argv, char *errbuf, size_t errlen) {
-    char path[] = "/tmp/mala_sample_err_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert(fd >= 0);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(fd, 2);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, 1);
-        int argc = 0;
-        while (argv[argc]) argc++;
-        _exit(fn(argc, (char **)argv));
-    }
-    int status = 0;
-    ck_assert(waitpid(pid, &status, 0) == pid);
-    ssize_t got = pread(fd, errbuf, errlen - 1, 0);
-    errbuf[got > 0 ? got : 0] = 0;
-    close(fd);
-    unlink(path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-static int run_cli(const char **argv, char *errbuf, size_t errlen) { return run_cmd(cmd_sample, argv, errbuf, errlen); }
+static int run_cli(const char **argv, char *errbuf, size_t errlen) { return run_cmd(argv, errbuf, errlen); }
 
 static void run_cli_ok(const char **argv) {
     char msg[8192];
@@ -503,15 +478,15 @@ START_TEST(test_eval_from_checkpoint) {
     snprintf(stats, sizeof stats, "%s/fm.npz", dir);
     const char *st[] = {"eval", "stats", "--data", "fashion-mnist-test", "--limit", "6", "--out", stats,
                         "--inception", "random", "--batch", "3", "--threads", "1", NULL};
-    int rc = run_cmd(cmd_eval, st, msg, sizeof msg);
+    int rc = run_cmd(st, msg, sizeof msg);
     ck_assert_msg(rc == 0, "eval stats: %d\n%s", rc, msg);
     const char *fid[] = {"eval", "fid", "--ckpt", MODEL, "--num", "4", "--sample-batch", "2", "--sampler", "ddim",
                          "--steps", "2", "--ref", stats, "--inception", "random", "--splits", "2", "--batch", "2",
                          "--threads", "1", "--device", "cpu", NULL};
-    rc = run_cmd(cmd_eval, fid, msg, sizeof msg);
+    rc = run_cmd(fid, msg, sizeof msg);
     ck_assert_msg(rc == 0 && strstr(msg, "FID ") && strstr(msg, "4 samples"), "eval fid --ckpt: %d\n%s", rc, msg);
     const char *both[] = {"eval", "is", "--ckpt", MODEL, "--samples", stats, "--inception", "random", NULL};
-    ck_assert_int_eq(run_cmd(cmd_eval, both, msg, sizeof msg), 2);
+    ck_assert_int_eq(run_cmd(both, msg, sizeof msg), 2);
     rm_tree(dir);
 }
 END_TEST

@@ -6,10 +6,10 @@
 
 #include "core/backend.h"
 #include "model/checkpoint.h"
-#include "cli/commands.h"
 #include "train/data.h"
 #include "formats/safetensors.h"
 #include "testutil.h"
+#include "testcli.h"
 #include "train/train_meta.h"
 #include "train/trainer.h"
 
@@ -168,7 +168,7 @@ static int train_cli_decay(const char *model, const char *out, const char *iters
         for (int i = 0; i < 6; i++) argv[argc++] = d[i];
     }
     argv[argc] = NULL;
-    return cmd_train(argc, argv);
+    return run_argv((const char *const *)argv, NULL, 0, NULL, 0);
 }
 
 static int train_cli(const char *model, const char *out, const char *iters, int resume) {
@@ -280,7 +280,7 @@ START_TEST(test_resume_bit_exact) {
     char exported[300];
     snprintf(exported, sizeof exported, "%s/model.safetensors", dir);
     char *xargv[] = {"export", "--ckpt", fa, "--out", exported, NULL};
-    ck_assert_int_eq(cmd_export(5, xargv), 0);
+    ck_assert_int_eq(run_argv((const char *const *)xargv, NULL, 0, NULL, 0), 0);
     ClassNames cn;
     MalaErr err;
     Net *m = ckpt_load_model(exported, backend_cpu(), 1, &cn, &err);

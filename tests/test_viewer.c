@@ -15,12 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/args.h"
 #include "pipeline/generate.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "testutil.h"
 #include "formats/view_settings.h"
+#include "cpu/cpu_threads.h"
 
 #define S_IMG 32         // image side of the model the fixture trains (Fashion-MNIST, padded)
 #define WIN_W 800

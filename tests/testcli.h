@@ -4,8 +4,10 @@
 #ifndef MALA_TESTCLI_H
 #define MALA_TESTCLI_H
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -37,6 +39,43 @@ static int run(const char *fmt, ...) {
     slurp(ep, g_err, sizeof g_err);
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Runs `mala argv[0] argv[1] ...` (argv NULL-terminated; argv[0] the command, e.g. "sample")
+// without a shell, its stdout into out and its stderr into err (cap bytes each; NULL: discarded).
+// Returns the exit status, or 128 + the signal that ended it.
+static int run_argv(const char *const *argv, char *out, size_t cap_out, char *err, size_t cap_err)
+    __attribute__((unused));
+static int run_argv(const char *const *argv, char *out, size_t cap_out, char *err, size_t cap_err) {
+    char po[] = "/tmp/mala_run_out_XXXXXX", pe[] = "/tmp/mala_run_err_XXXXXX";
+    int fo = mkstemp(po), fe = mkstemp(pe);
+    if (fo < 0 || fe < 0) { perror("mkstemp"); abort(); }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); abort(); }
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        const char *args[128];
+        int n = 0;
+        args[n++] = mala_bin();
+        while (argv[n - 1] && n < 127) { args[n] = argv[n - 1]; n++; }
+        args[n] = NULL;
+        execv(mala_bin(), (char *const *)args);
+        fprintf(stderr, "exec %s failed\n", mala_bin());
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {}
+    ssize_t got;
+    if (out) { got = pread(fo, out, cap_out - 1, 0); out[got > 0 ? got : 0] = 0; }
+    if (err) { got = pread(fe, err, cap_err - 1, 0); err[got > 0 ? got : 0] = 0; }
+    close(fo); close(fe);
+    unlink(po); unlink(pe);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "viewer/viewer.h"
+#include "cpu/cpu_threads.h"
 
 struct Worker {
     pthread_t thread;

@@ -52,7 +52,11 @@ $(EMU_TEST): $(EMU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(CHECK_LIBS)
 
-$(EMU_MALA): $(BUILD)/cli/main.o $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
+# The command line's objects, those that mention MALA_CUDA rebuilt with it.
+EMU_CLI_C    = $(shell grep -l MALA_CUDA $(CLI_SRC))
+EMU_CLI_OBJ  = $(filter-out $(EMU_CLI_C:%.c=$(BUILD)/%.o),$(CLI_OBJ)) $(EMU_CLI_C:%.c=$(EMU_OUT)/%.o)
+
+$(EMU_MALA): $(EMU_CLI_OBJ) $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
 	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(SDL_LIBS)
 
 # Runs the two mala programs; it takes only the npy and safetensors readers from the library (so

@@ -1,13 +1,12 @@
 // defines: memory_available, memory_cgroup_free, memory_resident, gen_memory_bytes, train_grid_images,
 //          train_memory_plan, train_memory_check
-#include "cli/mem_plan.h"
+#include "train/mem_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/args.h"
 #include "sampler/diffusion.h"
 #include "core/dist.h"
 #include "formats/safetensors.h"
@@ -258,7 +257,7 @@ static void describe_parts(char *buf, size_t n, const MemPlan *p) {
     for (int i = 0; i < MEM_PARTS; i++) {
         if (p->part[i] < 0.5) continue;
         char h[32];
-        args_human_bytes(h, sizeof h, p->part[i]);
+        human_bytes(h, sizeof h, p->part[i]);
         snprintf(buf + strlen(buf), n - strlen(buf), "%s%s %s", buf[0] ? ", " : "", names[i], h);
     }
 }
@@ -311,12 +310,12 @@ void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArg
     double total = 0, avail = memory_available(&total);
     const double held = p.part[MEM_HELD] - MEM_RUNTIME_BYTES;  // resident already, so not in avail
     char need_s[32], have_s[32], all_s[32], dev_s[64] = "", parts[512];
-    args_human_bytes(need_s, sizeof need_s, p.total);
-    args_human_bytes(have_s, sizeof have_s, avail + held);
-    args_human_bytes(all_s, sizeof all_s, total > avail + held ? total : avail + held);
+    human_bytes(need_s, sizeof need_s, p.total);
+    human_bytes(have_s, sizeof have_s, avail + held);
+    human_bytes(all_s, sizeof all_s, total > avail + held ? total : avail + held);
     if (p.device > 0) {
         char d[32];
-        args_human_bytes(d, sizeof d, p.device);
+        human_bytes(d, sizeof d, p.device);
         snprintf(dev_s, sizeof dev_s, ", %s of it in %s memory", d, be->name);
     }
     describe_parts(parts, sizeof parts, &p);
