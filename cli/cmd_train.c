@@ -34,6 +34,7 @@
 #include "eval/line_plot.h"
 #include "core/progress.h"
 #include "train/train_meta.h"  // defines: train_meta_opt_u64
+#include "train/run_dir.h"
 #include "train/trainer.h"
 #include "cpu/cpu_threads.h"
 
@@ -44,87 +45,14 @@ static void on_signal(int sig) {
     stop_requested = sig;
 }
 
-static void ckpt_name(char *buf, size_t n, uint64_t step) { snprintf(buf, n, "%07llu.safetensors", (unsigned long long)step); }
-
-static void ckpt_path(char *buf, size_t n, const char *run, uint64_t step) {
-    char name[64];
-    ckpt_name(name, sizeof name, step);
-    snprintf(buf, n, "%s/checkpoints/%s", run, name);
-}
-
-// Checkpoint steps present in dir, ascending: only files named exactly as ckpt_name names them.
-static int list_checkpoints(const char *dir, uint64_t **out) {
-    DIR *d = opendir(dir);
-    int n = 0, cap = 16;
-    uint64_t *steps = xmalloc(cap * sizeof(uint64_t));
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        char *end, name[64];
-        unsigned long long s = strtoull(e->d_name, &end, 10);
-        if (end == e->d_name || strcmp(end, ".safetensors")) continue;
-        ckpt_name(name, sizeof name, s);
-        if (strcmp(name, e->d_name)) continue;
-        if (n == cap) steps = realloc(steps, (cap *= 2) * sizeof(uint64_t));
-        steps[n++] = s;
-    }
-    if (d) closedir(d);
-    for (int i = 1; i < n; i++)  // insertion sort: a handful of files
-        for (int j = i; j > 0 && steps[j - 1] > steps[j]; j--) { uint64_t t = steps[j]; steps[j] = steps[j - 1]; steps[j - 1] = t; }
-    *out = steps;
-    return n;
-}
-
-// Keeps the newest `keep` checkpoints up to step `upto` (the one just written). Checkpoints of
-// later steps are not this run's to delete (a file --resume passed over, say), so they stay.
-static void prune_checkpoints(const char *run, int keep, uint64_t upto) {
-    char dir[4096], path[4200];
-    snprintf(dir, sizeof dir, "%s/checkpoints", run);
-    uint64_t *steps;
-    int n = list_checkpoints(dir, &steps), mine = 0;
-    while (mine < n && steps[mine] <= upto) mine++;
-    for (int i = 0; i + keep < mine; i++) {
-        ckpt_path(path, sizeof path, run, steps[i]);
-        unlink(path);
-    }
-    free(steps);
-}
-
-// The loss history of the run (for the curve), re-read from log.csv on resume.
-typedef struct { uint64_t *step; double *loss; int n, cap; } History;
-
-static void history_add(History *h, uint64_t step, double loss) {
-    if (h->n == h->cap) {
-        h->cap = h->cap ? 2 * h->cap : 256;
-        h->step = realloc(h->step, h->cap * sizeof(uint64_t));
-        h->loss = realloc(h->loss, h->cap * sizeof(double));
-    }
-    h->step[h->n] = step;
-    h->loss[h->n++] = loss;
-}
-
-// Keeps the CSV rows up to `upto` (rows logged after the checkpoint we resume from are dropped).
+// The loss history of the run (for the curve), re-read from log.csv on resume: keeps the rows up
+// to `upto` (rows logged after the checkpoint we resume from are dropped from the file too).
 // Returns the training seconds of the last row kept (its elapsed_s column; 0 without one).
-static double history_load(History *h, const char *csv, uint64_t upto) {
-    FILE *f = fopen(csv, "r");
-    if (!f) return 0;
-    char line[512];
-    size_t keep_bytes = 0;
-    double elapsed = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long s;
-        double loss, col[7];
-        int got = sscanf(line, "%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &s, &loss, &col[0], &col[1], &col[2], &col[3],
-                         &col[4], &col[5], &col[6]);
-        if (got >= 2) {
-            if (s > upto) break;
-            history_add(h, s, loss);
-            elapsed = got == 9 ? col[6] : 0;
-        }
-        keep_bytes = (size_t)ftell(f);
-    }
-    fclose(f);
+static double history_load(RunLog *h, const char *csv, uint64_t upto) {
+    long keep_bytes = run_log_read(csv, upto, h);
+    if (keep_bytes < 0) return 0;
     if (truncate(csv, (off_t)keep_bytes)) fprintf(stderr, "warning: %s: cannot trim: %s\n", csv, strerror(errno));
-    return elapsed;
+    return h->n && !isnan(h->elapsed[h->n - 1]) ? h->elapsed[h->n - 1] : 0;
 }
 
 // The sample grid of the EMA weights, through the one sampling API (DDIM, guidance 4, a fixed
@@ -298,19 +226,6 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     return found;
 }
 
-// The data rows of a log.csv (lines after the header); -1 when there is no such file.
-static int log_rows(const char *csv) {
-    FILE *f = fopen(csv, "r");
-    if (!f) return -1;
-    int rows = -1, c, prev = '\n';
-    while ((c = fgetc(f)) != EOF) {
-        if (prev == '\n' && c != '\n') rows++;
-        prev = c;
-    }
-    fclose(f);
-    return rows < 0 ? 0 : rows;
-}
-
 // Files in dir (0 when it does not exist).
 static int count_files(const char *dir) {
     DIR *d = opendir(dir);
@@ -327,7 +242,7 @@ static int count_files(const char *dir) {
 // header alone, no sample grid) left no run: the directory is used again.
 static void refuse_existing_run(const char *out, const char *dir, const char *csv) {
     uint64_t *steps;
-    int n = list_checkpoints(dir, &steps), rows = log_rows(csv);
+    int n = run_list_checkpoints(out, &steps), rows = run_log_rows(csv);
     char samples[4200];
     snprintf(samples, sizeof samples, "%s/samples", out);
     int grids = count_files(samples);
@@ -351,7 +266,7 @@ static void refuse_existing_run(const char *out, const char *dir, const char *cs
 
 // --resume with no complete checkpoint: says whether there is anything to resume at all.
 static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
-    int rows = log_rows(csv);
+    int rows = run_log_rows(csv);
     if (files) FATAL("--resume: no complete checkpoint in %s", dir);
     if (rows > 0)
         FATAL("--resume: %s has no checkpoint (its log.csv has %d row%s, but training continues only from a "
@@ -540,10 +455,10 @@ int cmd_train(int argc, char **argv) {
     int iters_stored = 0;  // the checkpoint's run.iters was read
     if (resume) {
         uint64_t *steps;
-        int n = list_checkpoints(dir, &steps);
+        int n = run_list_checkpoints(out, &steps);
         TrainOpts saved = to;
         for (int i = n - 1; i >= 0 && !tr; i--) {  // newest complete checkpoint
-            ckpt_path(resume_path, sizeof resume_path, out, steps[i]);
+            run_ckpt_path(resume_path, sizeof resume_path, out, steps[i]);
             int saved_batch;
             if (trainer_peek(resume_path, &c, &cn, &saved, &saved_batch, &err)) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
@@ -701,7 +616,7 @@ int cmd_train(int argc, char **argv) {
             make_dirs(path);
         }
     }
-    History hist = {0};
+    RunLog hist = {0};
     if (resume) {
         if (lead)
             fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", resume_path, (unsigned long long)tr->step,
@@ -766,7 +681,7 @@ int cmd_train(int argc, char **argv) {
                     (unsigned long long)tr->step + 1, tr->bad_in_a_row);
             if (tr->bad_in_a_row >= to.max_bad_steps) {
                 if (lead) fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
-                        tr->bad_in_a_row, last_saved ? (ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
+                        tr->bad_in_a_row, last_saved ? (run_ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
                 rc = 1;
                 break;
             }
@@ -793,7 +708,7 @@ int cmd_train(int argc, char **argv) {
                               (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
                 fclose(f))
                 FATAL("%s: cannot append: %s", csv, strerror(errno));
-            history_add(&hist, tr->step, acc_loss / acc_n);
+            run_log_add(&hist, tr->step, acc_loss / acc_n, NAN, NAN);
             if (loss_plot_png(plot, hist.step, hist.loss, hist.n, &err)) {
                 progress_break(&pg);
                 fprintf(stderr, "warning: %s\n", err.msg);
@@ -803,11 +718,11 @@ int cmd_train(int argc, char **argv) {
             t_log = now;
         }
         if ((lead || tr->zero) && (tr->step % rs.ckpt_every == 0 || tr->step == iters)) {  // ZeRO: all gather
-            ckpt_path(path, sizeof path, out, tr->step);
+            run_ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
             last_saved = tr->step;
-            if (lead) prune_checkpoints(out, rs.keep, tr->step);
+            if (lead) run_prune_checkpoints(out, rs.keep, tr->step);
         }
         if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
@@ -822,15 +737,15 @@ int cmd_train(int argc, char **argv) {
     if (stopped) {  // also when it came during start-up or while a checkpoint was written
         int wrote = tr->step != last_saved;
         if (wrote && (lead || tr->zero)) {
-            ckpt_path(path, sizeof path, out, tr->step);
+            run_ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(&meta, &rs);
             if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-            if (lead) prune_checkpoints(out, rs.keep, tr->step);
+            if (lead) run_prune_checkpoints(out, rs.keep, tr->step);
         }
         if (wrote) last_saved = tr->step;
         char why[48] = "a signal to another process";
         if (stop_requested) snprintf(why, sizeof why, "signal %d", (int)stop_requested);
-        if (last_saved) ckpt_path(path, sizeof path, out, last_saved);
+        if (last_saved) run_ckpt_path(path, sizeof path, out, last_saved);
         if (lead)
             fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
                     !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
@@ -846,8 +761,7 @@ int cmd_train(int argc, char **argv) {
     if (grid_every > 0) preview_free(&pv);
     free(x);
     free(y);
-    free(hist.step);
-    free(hist.loss);
+    run_log_free(&hist);
     loader_free(ld);
     dataset_close(ds);
     trainer_free(tr);

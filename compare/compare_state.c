@@ -2,7 +2,6 @@
 //          compare_newest_ckpt, compare_run_size
 // The files a comparison keeps per run, read back on every invocation (this is what makes it
 // resumable): evals.csv (ours, append-only), model.csv, and train's log.csv and checkpoints.
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "model/checkpoint.h"
 #include "compare/compare.h"
 #include "model/net.h"
+#include "train/run_dir.h"
 
 static const char *EVAL_HEADER = "images,step,train_s,fd,class_acc,fid,is_mean,is_std,sample_img_s,capped\n";
 
@@ -75,27 +75,23 @@ void compare_append_eval(CompareRun *r, const EvalRow *e) {
 
 void compare_read_log(const char *run_dir, TrainLog *l) {
     memset(l, 0, sizeof *l);
-    char path[4400], line[512];
+    char path[4400];
     snprintf(path, sizeof path, "%s/log.csv", run_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    int cap = 0;
-    while (fgets(line, sizeof line, f)) {
-        // step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time
-        double s, loss, c[7];
-        if (sscanf(line, "%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &s, &loss, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]) != 9)
-            continue;
-        if (l->n == cap) {
-            cap = cap ? 2 * cap : 256;
-            l->step = realloc(l->step, cap * sizeof(double));
-            l->loss = realloc(l->loss, cap * sizeof(double));
-            l->img_s = realloc(l->img_s, cap * sizeof(double));
-            l->elapsed = realloc(l->elapsed, cap * sizeof(double));
-        }
-        l->step[l->n] = s; l->loss[l->n] = loss; l->img_s[l->n] = c[3]; l->elapsed[l->n] = c[6];
+    RunLog r = {0};
+    run_log_read(path, UINT64_MAX, &r);
+    if (r.n) {
+        l->step = xmalloc(r.n * sizeof(double));
+        l->loss = xmalloc(r.n * sizeof(double));
+        l->img_s = xmalloc(r.n * sizeof(double));
+        l->elapsed = xmalloc(r.n * sizeof(double));
+    }
+    for (int i = 0; i < r.n; i++) {
+        if (isnan(r.elapsed[i])) continue;  // a row without train's later columns
+        l->step[l->n] = (double)r.step[i]; l->loss[l->n] = r.loss[i];
+        l->img_s[l->n] = r.img_s[i]; l->elapsed[l->n] = r.elapsed[i];
         l->n++;
     }
-    fclose(f);
+    run_log_free(&r);
 }
 
 void compare_log_free(TrainLog *l) {
@@ -103,20 +99,7 @@ void compare_log_free(TrainLog *l) {
     memset(l, 0, sizeof *l);
 }
 
-int64_t compare_newest_ckpt(const char *run_dir) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/checkpoints", run_dir);
-    DIR *d = opendir(path);
-    int64_t best = -1;
-    struct dirent *e;
-    while (d && (e = readdir(d))) {  // NNNNNNN.safetensors, as train names them
-        char *end;
-        long long s = strtoll(e->d_name, &end, 10);
-        if (end - e->d_name == 7 && !strcmp(end, ".safetensors") && s > best) best = s;
-    }
-    if (d) closedir(d);
-    return best;
-}
+int64_t compare_newest_ckpt(const char *run_dir) { return run_newest_checkpoint(run_dir); }
 
 // Parameters, GFLOP/img and classes of a checkpoint's configuration.
 static int model_size(const char *ckpt, double *params, double *gflop, int *classes) {
