@@ -87,7 +87,7 @@ int png_text_find(const uint8_t *png, size_t len, const char *name, const char *
         uint32_t n = be32(c);
         if (n > 0x7fffffffu || n > len - off - 12) {
             free(found);
-            return mala_errf(err, "%s: corrupt PNG: the chunk at byte %zu claims %u bytes, %zu remain", name, off, n,
+            return mala_errf(err, "%s: truncated or corrupt PNG: the chunk at byte %zu claims %u bytes, %zu remain", name, off, n,
                              len - off - 12);
         }
         char type[5] = {0};
