@@ -28,31 +28,6 @@ static uint32_t chunk_crc(const uint8_t *type_and_data, size_t n) {
     return (uint32_t)crc32(crc32(0, Z_NULL, 0), type_and_data, (uInt)n);
 }
 
-int png_text_add(const uint8_t *png, size_t len, const char *name, const char *keyword, const char *text,
-                 uint8_t **out, size_t *out_len, MalaErr *err) {
-    size_t kn = strlen(keyword), tn = strlen(text);
-    if (!keyword_ok((const uint8_t *)keyword, kn)) return mala_errf(err, "%s: '%s' is not a PNG tEXt keyword", name, keyword);
-    if (tn > PNG_TEXT_MAX_BYTES) return mala_errf(err, "%s: tEXt '%s' is longer than %d bytes", name, keyword,
-                                                  PNG_TEXT_MAX_BYTES);
-    static const uint8_t iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
-    if (len < 8 + 12 || memcmp(png, PNG_SIG, 8) || memcmp(png + len - 12, iend, 12))
-        return mala_errf(err, "%s: not a PNG ending in IEND", name);
-    size_t dn = kn + 1 + tn, at = len - 12;
-    uint8_t *o = malloc(len + 12 + dn);
-    if (!o) return mala_errf(err, "%s: out of memory", name);
-    memcpy(o, png, at);
-    uint8_t *c = o + at;
-    put_be32(c, (uint32_t)dn);
-    memcpy(c + 4, "tEXt", 4);
-    memcpy(c + 8, keyword, kn + 1);  // with its NUL separator
-    memcpy(c + 9 + kn, text, tn);
-    put_be32(c + 8 + dn, chunk_crc(c + 4, 4 + dn));
-    memcpy(c + 12 + dn, iend, 12);
-    *out = o;
-    *out_len = len + 12 + dn;
-    return 0;
-}
-
 // The tEXt chunk's data d (n bytes) when its keyword is `keyword`: 1 with *text, 0 for another keyword.
 static int text_chunk(const uint8_t *d, size_t n, size_t off, const char *name, const char *keyword, char **text,
                       MalaErr *err) {
@@ -71,8 +46,9 @@ static int text_chunk(const uint8_t *d, size_t n, size_t off, const char *name, 
     return 1;
 }
 
-int png_text_find(const uint8_t *png, size_t len, const char *name, const char *keyword, char **text,
-                  MalaErr *err) {
+// png_text_find, also giving the offset of the IEND chunk the walk stopped at.
+static int walk(const uint8_t *png, size_t len, const char *name, const char *keyword, char **text, size_t *iend,
+                MalaErr *err) {
     *text = NULL;
     if (len < 8 || memcmp(png, PNG_SIG, 8)) return mala_errf(err, "%s: not a PNG (no PNG signature)", name);
     char *found = NULL;
@@ -109,5 +85,40 @@ int png_text_find(const uint8_t *png, size_t len, const char *name, const char *
         off += 12 + (size_t)n;
     }
     *text = found;
+    *iend = off;
     return found != NULL;
 }
+
+int png_text_find(const uint8_t *png, size_t len, const char *name, const char *keyword, char **text,
+                  MalaErr *err) {
+    size_t iend;
+    return walk(png, len, name, keyword, text, &iend, err);
+}
+
+int png_text_add(const uint8_t *png, size_t len, const char *name, const char *keyword, const char *text,
+                 uint8_t **out, size_t *out_len, MalaErr *err) {
+    size_t kn = strlen(keyword), tn = strlen(text);
+    if (!keyword_ok((const uint8_t *)keyword, kn)) return mala_errf(err, "%s: '%s' is not a PNG tEXt keyword", name, keyword);
+    if (tn > PNG_TEXT_MAX_BYTES) return mala_errf(err, "%s: tEXt '%s' is longer than %d bytes", name, keyword,
+                                                  PNG_TEXT_MAX_BYTES);
+    char *old;
+    size_t at;
+    if (walk(png, len, name, keyword, &old, &at, err) < 0) return -1;
+    free(old);
+    if (at != len - 12) return mala_errf(err, "%s: not a PNG ending in IEND (%zu bytes after it)", name, len - 12 - at);
+    size_t dn = kn + 1 + tn;
+    uint8_t *o = malloc(len + 12 + dn);
+    if (!o) return mala_errf(err, "%s: out of memory", name);
+    memcpy(o, png, at);
+    uint8_t *c = o + at;
+    put_be32(c, (uint32_t)dn);
+    memcpy(c + 4, "tEXt", 4);
+    memcpy(c + 8, keyword, kn + 1);  // with its NUL separator
+    memcpy(c + 9 + kn, text, tn);
+    put_be32(c + 8 + dn, chunk_crc(c + 4, 4 + dn));
+    memcpy(c + 12 + dn, png + at, 12);  // IEND
+    *out = o;
+    *out_len = len + 12 + dn;
+    return 0;
+}
+

@@ -15,8 +15,8 @@
 #define PNG_TEXT_MAX_BYTES (1 << 20)  // longest text read or written (ours are < 1 KB)
 
 // *out (malloc'd, *out_len bytes) is png with tEXt (keyword, text) inserted just before IEND; every
-// other byte is png's. -1 with err when png does not end with an IEND chunk or keyword / text
-// are not valid for tEXt. name is used in messages.
+// other byte is png's. -1 with err when png is not a sound chunk stream (as png_text_find checks
+// it) ending with its IEND chunk, or keyword / text are not valid for tEXt. name is used in messages.
 int png_text_add(const uint8_t *png, size_t len, const char *name, const char *keyword, const char *text,
                  uint8_t **out, size_t *out_len, MalaErr *err);
 // Walks the chunks of png (signature to IEND, every chunk's bounds and CRC checked): 1 with *text

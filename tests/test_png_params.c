@@ -123,13 +123,19 @@ START_TEST(text_chunk_round_trip) {
     ck_assert_int_eq(image_load(tp("plain.png"), 3, &a, &w, &h, &err), 0);
     ck_assert_int_eq(image_load(tp("text.png"), 3, &b, &w2, &h2, &err), 0);
     ck_assert(w == w2 && h == h2 && !memcmp(a, b, (size_t)w * h * 3));
-    // refused: a keyword PNG does not allow, a buffer that does not end in IEND
+    // refused: a keyword PNG does not allow, a cut PNG, bytes after IEND
     uint8_t *o;
     size_t on;
     ck_assert_int_ne(png_text_add(plain, n, "x.png", " lead", "t", &o, &on, &err), 0);
     ck_assert_msg(strstr(err.msg, "not a PNG tEXt keyword"), "%s", err.msg);
     ck_assert_int_ne(png_text_add(plain, n - 1, "x.png", "parameters", "t", &o, &on, &err), 0);
-    ck_assert_msg(strstr(err.msg, "x.png: not a PNG ending in IEND"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "x.png: truncated"), "%s", err.msg);
+    uint8_t *longer = malloc(n + 3);
+    memcpy(longer, plain, n);
+    memcpy(longer + n, "abc", 3);
+    ck_assert_int_ne(png_text_add(longer, n + 3, "x.png", "parameters", "t", &o, &on, &err), 0);
+    ck_assert_msg(strstr(err.msg, "x.png: not a PNG ending in IEND (3 bytes after it)"), "%s", err.msg);
+    free(longer);
     free(a);
     free(b);
     free(plain);

@@ -20,7 +20,7 @@ FUZZ_SAN        = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter $(FUZZ_SAN) \
                   -I. -Icore -Ieval -Itrain -Imodel -Isampler -I/usr/include/stb
 FUZZ_LIB_SRC    = core/common.c core/half.c core/json.c core/npy.c core/safetensors.c core/image_io.c \
-                  core/atomic_file.c core/st_meta.c core/rng.c eval/torch_legacy.c train/idx.c train/latents.c \
+                  core/atomic_file.c core/png_text.c core/st_meta.c core/rng.c eval/torch_legacy.c train/idx.c train/latents.c \
                   model/vae_table.c app/view_settings.c eval/fmnist_table.c
 FUZZ_LIB_SRC   += app/compare_config.c
 FUZZ_LIB_OBJ    = $(FUZZ_LIB_SRC:%.c=$(FUZZ_OUT)/%.o)
