@@ -174,6 +174,22 @@ static void check_row(const TfeRecord *r, const char *csv, int s) {
     }
 }
 
+// tools/read_tfevents.py, the independent reader (its own CRC-32C, protobuf walk and PNG check),
+// reads every record of the run's files; skipped where there is no python3.
+static void python_reads(const char *dir) {
+    if (access("/usr/bin/python3", X_OK)) return;
+    char cmd[1200], out[1 << 15];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/read_tfevents.py %s > %s/py.txt 2>&1", dir, tu_tmp);
+    int rc = system(cmd);
+    snprintf(cmd, sizeof cmd, "%s/py.txt", tu_tmp);
+    slurp(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "tools/read_tfevents.py failed:\n%s", out);
+    ck_assert_msg(strstr(out, "0 step 0 wall_time ") && strstr(out, "file_version brain.Event:2") &&
+                  strstr(out, "1 step 1 wall_time ") && strstr(out, "train/loss = ") &&
+                  strstr(out, "samples = image 104x36 colorspace 3, PNG ") && strstr(out, "session_log status START"),
+                  "%s", out);
+}
+
 START_TEST(train_writes_events) {
     tu_make_tmpdir("tftrain");
     const char *dir = tp("run");
@@ -221,6 +237,7 @@ START_TEST(train_writes_events) {
     tfe_free(r, n);
     free(before);
     free(after);
+    python_reads(dir);
 
     RUN_OK("train " TINY " --iters 1 --sample-every 0 --tensorboard 0 --out %s", tp("off"));
     ck_assert_int_eq(event_files(tp("off"), names, 4), 0);
