@@ -203,7 +203,7 @@ int tfev_session_start(TfEvents *w, int64_t step, MalaErr *err) {
     Pb ev = {0}, log = {0};
     event_begin(&ev, step);
     pb_int(&log, 1, 1);  // SessionLog.status = START
-    pb_sub(&ev, 6, &log);
+    pb_sub(&ev, 7, &log);
     pb_free(&log);
     return write_event(w, &ev, err);
 }

@@ -6,7 +6,7 @@
 // uint32 masked CRC-32C of data, with mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8.
 // data is an Event message (tensorflow/core/util/event.proto):
 //   Event { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5;
-//           SessionLog session_log = 6 }
+//           SessionLog session_log = 7 }
 //   Summary { repeated Value value = 1 }
 //   Value { string tag = 1; float simple_value = 2; Image image = 4 }
 //   Image { int32 height = 1; int32 width = 2; int32 colorspace = 3; bytes encoded_image_string = 4 }

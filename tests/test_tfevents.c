@@ -1,8 +1,9 @@
 // TensorBoard event files (issue 37 item 5): core/tfevents.c's records read back by a reader of
 // our own (tests/tfevents_read.h: both CRCs checked, every field decoded), a full disk as an error,
 // and `mala train`'s file: log.csv's rows as scalars, the grids' PNG bytes as images, a new file per
-// start that leaves the earlier one's bytes alone, --tensorboard 0. tools/read_tfevents.py is the
-// independent (Python) reader of the same files.
+// start that leaves the earlier one's bytes alone, --tensorboard 0. Two independent readers check
+// the same files: tools/read_tfevents.py (pure Python) and tools/check_tfevents_protobuf.py (Google's
+// protobuf library with the committed .proto definitions).
 #include <dirent.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -190,6 +191,24 @@ static void python_reads(const char *dir) {
                   "%s", out);
 }
 
+// tools/check_tfevents_protobuf.py: Google's protobuf library parses every record with the committed
+// .proto definitions (tests/fixtures/tensorboard/) and writes it back to the same bytes, and every
+// log.csv row and grid is in the files. Needs python3-protobuf and protoc (skipped without them).
+static void protobuf_reads(const char *dir) {
+    if (system("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null && command -v protoc >/dev/null")) {
+        printf("SKIP the protobuf check of %s: no python3-protobuf / protoc (apt-get install python3-protobuf "
+               "protobuf-compiler)\n", dir);
+        return;
+    }
+    char cmd[1200], out[1 << 14];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/check_tfevents_protobuf.py %s > %s/pb.txt 2>&1", dir, tu_tmp);
+    int rc = system(cmd);
+    snprintf(cmd, sizeof cmd, "%s/pb.txt", tu_tmp);
+    slurp(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0 && strstr(out, "2 files, 10 records: 4 log.csv rows x 7 scalars and 3 images match"),
+                  "tools/check_tfevents_protobuf.py:\n%s", out);
+}
+
 START_TEST(train_writes_events) {
     tu_make_tmpdir("tftrain");
     const char *dir = tp("run");
@@ -238,6 +257,7 @@ START_TEST(train_writes_events) {
     free(before);
     free(after);
     python_reads(dir);
+    protobuf_reads(dir);
 
     RUN_OK("train " TINY " --iters 1 --sample-every 0 --tensorboard 0 --out %s", tp("off"));
     ck_assert_int_eq(event_files(tp("off"), names, 4), 0);

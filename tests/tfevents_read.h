@@ -114,7 +114,7 @@ static int tfe_event(TfeRecord *r) {
                 if (g == 1 && x == 2 && r->nvalues < 16) tfe_value(t, &r->values[r->nvalues++]);
             if (s.bad) return -1;
         }
-        if (f == 6 && w == 2) {
+        if (f == 7 && w == 2) {
             int g, x;
             TfeCur t;
             uint64_t m;

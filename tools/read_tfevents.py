@@ -116,7 +116,7 @@ def event(b):
             parts.append("file_version %s" % v.decode("utf-8"))
         elif f == 5 and w == 2:
             parts += [value(x) for g, _, x in fields(v) if g == 1]
-        elif f == 6 and w == 2:
+        elif f == 7 and w == 2:
             status = {g: x for g, _, x in fields(v)}.get(1, 0)
             parts.append("session_log status %s" % {1: "START"}.get(status, status))
     if wall is None:
@@ -124,7 +124,8 @@ def event(b):
     return "step %d wall_time %.3f: %s" % (step, wall, "; ".join(parts))
 
 
-def read(path):
+def records(path):
+    """Yields (index, Event bytes) of every record, both CRCs checked."""
     with open(path, "rb") as fh:
         data = fh.read()
     i, k = 0, 0
@@ -141,6 +142,14 @@ def read(path):
         dc, = struct.unpack("<I", data[i + 12 + n:i + 16 + n])
         if dc != masked(crc32c(body)):
             raise ValueError("record %d: data CRC mismatch" % k)
+        yield k, body
+        i += 16 + n
+        k += 1
+
+
+def read(path):
+    """Yields (index, a line describing the Event) of every record."""
+    for k, body in records(path):
         try:
             line = event(body)
         except ValueError as e:
@@ -148,8 +157,6 @@ def read(path):
         if k == 0 and "file_version brain.Event:2" not in line:
             raise ValueError("record 0 is not the file_version record")
         yield k, line
-        i += 16 + n
-        k += 1
 
 
 def main(args):
