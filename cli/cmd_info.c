@@ -1,9 +1,16 @@
 // mala info FILE: the configuration, class names, parameter count, training state and run
-// settings of a model or training file, and optionally its tensor table.
+// settings of a model or training file, and optionally its tensor table; of a PNG, the generation
+// parameters we wrote into it (tEXt "parameters", pipeline/gen_params.h).
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "model/checkpoint.h"
 #include "cli/commands.h"
+#include "pipeline/gen_params.h"  // defines: GEN_PARAMS_KEYWORD
+#include "formats/image_io.h"    // defines: IMAGE_MAX_FILE_BYTES
+#include "formats/png_text.h"
 
 // 1234567 -> "1,234,567"
 static void grouped(char *buf, size_t n, long long v) {
@@ -35,12 +42,66 @@ static void run_settings(const StFile *f) {
     if (run) printf("\n");
 }
 
+// The whole file (at most IMAGE_MAX_FILE_BYTES), malloc'd.
+static uint8_t *read_whole(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) FATAL("%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16;
+    uint8_t *b = xmalloc(cap);
+    *n = 0;
+    size_t got;
+    while ((got = fread(b + *n, 1, cap - *n, f)) > 0) {
+        *n += got;
+        if (*n > (size_t)IMAGE_MAX_FILE_BYTES) FATAL("%s: larger than %lld bytes", path, (long long)IMAGE_MAX_FILE_BYTES);
+        if (*n == cap) b = realloc(b, cap *= 2);
+        if (!b) FATAL("%s: out of memory", path);
+    }
+    if (ferror(f)) FATAL("%s: read error", path);
+    fclose(f);
+    return b;
+}
+
+// A PNG: its size, and the generation parameters when it has them (control bytes other than
+// newlines shown as \xNN: the text is untrusted).
+static int png_info(const char *path) {
+    size_t n;
+    uint8_t *b = read_whole(path, &n);
+    MalaErr err;
+    char *text;
+    int rc = png_text_find(b, n, path, GEN_PARAMS_KEYWORD, &text, &err);
+    if (rc < 0) FATAL("%s", err.msg);
+    int w = 0, h = 0;
+    if (image_probe(b, n, path, NULL, &w, &h, &err)) FATAL("%s", err.msg);
+    printf("%s: PNG %dx%d\n", path, w, h);
+    if (!rc) printf("  no generation parameters (no tEXt chunk '%s'; mala sample and the viewer write one)\n",
+                    GEN_PARAMS_KEYWORD);
+    else {
+        printf("  parameters:\n    ");
+        for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+            if (*c == '\n') printf("\n    ");
+            else if (*c < 32 || *c == 127) printf("\\x%02x", *c);
+            else putchar(*c);
+        }
+        printf("\n");
+    }
+    free(text);
+    free(b);
+    return 0;
+}
+
+static int is_png_name(const char *path) {
+    size_t l = strlen(path);
+    return l >= 4 && !strcasecmp(path + l - 4, ".png");
+}
+
 int cmd_info(int argc, char **argv) {
     int tensors = 0;
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"}};
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
-    args_parse("usage: mala info FILE.safetensors [--tensors]", opts, 1, argc, argv, path ? 2 : 1);
+    args_parse("usage: mala info FILE.safetensors [--tensors]\n       mala info FILE.png   (the generation parameters "
+               "mala sample / the viewer wrote)", opts, 1, argc, argv, path ? 2 : 1);
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
+    if (is_png_name(path)) return png_info(path);
     MalaErr err;
     StFile f;
     if (st_open(&f, path, &err)) FATAL("%s", err.msg);

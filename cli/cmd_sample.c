@@ -13,6 +13,7 @@
 #include "cli/out_paths.h"
 #include "core/progress.h"
 #include "cpu/cpu_threads.h"
+#include "pipeline/gen_params.h"
 
 typedef struct {
     Progress pg;
@@ -97,6 +98,18 @@ static int parse_labels(const char *s, const ClassNames *cn, int32_t **out) {
     if (!n) FATAL("--labels: empty list");
     *out = y;
     return n;
+}
+
+// The PNG's generation parameters (pipeline/gen_params.h): n images from labels, the first at index first.
+static char *png_params(const Generator *g, const char *ckpt, const char *vae, const GenOpts *go, const int32_t *labels,
+                        int n, uint64_t seed, int64_t first) {
+    GenParams p = {.model_path = ckpt, .vae_path = g->vae ? vae : NULL, .classes = &g->classes, .labels = labels, .n = n,
+                   .seed = seed, .first = first, .opts = go, .channels = generator_out_channels(g),
+                   .width = generator_out_size(g), .height = generator_out_size(g)};
+    MalaErr err;
+    char *text = gen_params_text(&p, &err);
+    if (!text) FATAL("%s", err.msg);
+    return text;
 }
 
 static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
@@ -277,13 +290,19 @@ int cmd_sample(int argc, char **argv) {
             snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, g.classes.names[y[b0 + i]]);
             for (char *p = path + strlen(out_dir) + 1; *p; p++)
                 if (*p == '/' || *p == ' ') *p = '_';
-            if (image_save_grid(path, dst + oper * i, 1, oc, os, os, 1, 0, &err)) FATAL("%s", err.msg);
+            char *params = png_params(&g, ckpt, vae, &go, y + b0 + i, 1, seed, b0 + i);
+            if (image_save_grid_text(path, dst + oper * i, 1, oc, os, os, 1, 0, GEN_PARAMS_KEYWORD, params, &err))
+                FATAL("%s", err.msg);
+            free(params);
         }
         if (u8) to_u8_nhwc(u8 + oper * b0, dst, nb, oc, os);
     }
     progress_break(&pr.pg);
     if (out) {
-        if (image_save_grid(out, img, n, oc, os, os, nrow > 0 ? nrow : 8, 2, &err)) FATAL("%s", err.msg);
+        char *params = png_params(&g, ckpt, vae, &go, y, n, seed, 0);
+        if (image_save_grid_text(out, img, n, oc, os, os, nrow > 0 ? nrow : 8, 2, GEN_PARAMS_KEYWORD, params, &err))
+            FATAL("%s", err.msg);
+        free(params);
         fprintf(stderr, "wrote %s (%d images)\n", out, n);
     }
     if (out_dir) fprintf(stderr, "wrote %d PNGs to %s\n", n, out_dir);

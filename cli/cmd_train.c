@@ -1,7 +1,8 @@
 // mala train: headless DiT training (train.py's recipe) with atomic checkpoints, --resume,
 // a CSV log, a loss curve, sample grids, and a clean stop on SIGINT / SIGTERM.
 //
-// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, created
+// Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, a TensorBoard
+// event file per process start (events.out.tfevents.*: log.csv's rows and the grids), created
 // once everything else has been checked. A directory holds one run: training into one that already
 // has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
 // step is used again). The run's target step, data and logging settings travel in the checkpoints'
@@ -37,6 +38,7 @@
 #include "train/run_dir.h"
 #include "train/trainer.h"
 #include "cpu/cpu_threads.h"
+#include "cli/train_tensorboard.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 // The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
@@ -91,7 +93,8 @@ static int preview_step(void *ctx, int i, int n, const float *x0) {
     return stop_requested != 0;  // a stop does not wait for the grid
 }
 
-static void preview_write(Preview *p, const Trainer *tr, const char *path) {
+// 0 when the grid was written to path.
+static int preview_write(Preview *p, const Trainer *tr, const char *path) {
     MalaErr err;
     tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
     GenOpts o = gen_opts_default();
@@ -106,11 +109,14 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
     progress_break(&p->pg);
     if (rc == SAMPLER_CANCELLED) {
         fprintf(stderr, "sample grid: cancelled by the stop (no %s)\n", path);
-        return;
+        return -1;
     }
     if (rc < 0 || generator_decode(&p->g, p->x, p->n, p->img, &err) ||
-        image_save_grid(path, p->img, p->n, oc, os, os, cols, 2, &err))
+        image_save_grid(path, p->img, p->n, oc, os, os, cols, 2, &err)) {
         fprintf(stderr, "warning: sample grid: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
 }
 
 // --vae, checked before anything is written: a latent set's decoder (a VAE file whose latents have the
@@ -145,20 +151,21 @@ typedef struct {
     uint64_t iters;                  // the step the run trains to
     double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
+    int tensorboard;                 // 1: the TensorBoard event file
 } RunSettings;
 
-enum { RUN_INTS = 8, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
+enum { RUN_INTS = 9, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
 
 // The integer settings: key, flag range (as the flag accepts them).
 static const struct { const char *key; int lo, hi; } RUN_INT_KEYS[RUN_INTS] = {
     {"run.log_every", 1, INT_MAX}, {"run.sample_every", 0, INT_MAX}, {"run.ckpt_every", 1, INT_MAX},
     {"run.hflip", -1, 1},          {"run.limit", 0, INT_MAX},        {"run.keep", 1, INT_MAX},
-    {"run.sample_steps", 1, 1000}, {"run.sample_images", 0, 256},
+    {"run.sample_steps", 1, 1000}, {"run.sample_images", 0, 256}, {"run.tensorboard", 0, 1},
 };
 
 static int *run_ints(RunSettings *r, int i) {
     int *v[RUN_INTS] = {&r->log_every, &r->sample_every, &r->ckpt_every, &r->hflip,
-                        &r->limit,     &r->keep,         &r->sample_steps, &r->sample_images};
+                        &r->limit,     &r->keep,         &r->sample_steps, &r->sample_images, &r->tensorboard};
     return v[i];
 }
 
@@ -368,6 +375,7 @@ int cmd_train(int argc, char **argv) {
     TrainOpts to;
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
+    rs.tensorboard = 1;
     const char *out = "runs/mala", *device = NULL, *precision = NULL;
     int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
@@ -408,6 +416,8 @@ int cmd_train(int argc, char **argv) {
          "images in a sample grid (default: 4 per class, at most 64)", ARG_MIN(1), ARG_MAX(256)},
         {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
         {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
+        {"--tensorboard", OPT_INT, &rs.tensorboard, "0|1", "1: a TensorBoard event file in --out (tensorboard "
+         "--logdir)", ARG_MIN(0), ARG_MAX(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
         {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
          "of its memory)", ARG_MIN(0), ARG_MAX(1)},
@@ -517,6 +527,7 @@ int cmd_train(int argc, char **argv) {
         if (!GIVEN(rs.keep)) rs.keep = r.keep;
         if (!GIVEN(rs.sample_steps)) rs.sample_steps = r.sample_steps;
         if (!GIVEN(rs.sample_images)) rs.sample_images = r.sample_images;
+        if (!GIVEN(rs.tensorboard)) rs.tensorboard = r.tensorboard;
         memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
         memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
     } else {
@@ -634,6 +645,10 @@ int cmd_train(int argc, char **argv) {
             FATAL("%s: cannot write: %s", csv, strerror(errno));
     }
     rs.iters = iters;
+    TfEvents tb = {0};  // a new file per start: earlier files are never rewritten
+    if (lead && rs.tensorboard && (tfev_open_dir(&tb, out, &err) ||
+                                   (resume && tfev_session_start(&tb, (int64_t)tr->step + 1, &err))))
+        FATAL("%s", err.msg);
     RunMeta meta;
     tr->n_meta = RUN_KEYS;
     tr->meta = meta.kv;
@@ -708,6 +723,9 @@ int cmd_train(int argc, char **argv) {
                               (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
                 fclose(f))
                 FATAL("%s: cannot append: %s", csv, strerror(errno));
+            TbRow row = {acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
+                         train_lr(&to, tr->step), tr->skipped_total};
+            if (tb.f && tb_log_row(&tb, tr->step, &row, &err)) FATAL("%s", err.msg);
             run_log_add(&hist, tr->step, acc_loss / acc_n, NAN, NAN);
             if (loss_plot_png(plot, hist.step, hist.loss, hist.n, &err)) {
                 progress_break(&pg);
@@ -728,7 +746,9 @@ int cmd_train(int argc, char **argv) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
             double t0 = now_seconds();
             progress_break(&pg);
-            preview_write(&pv, tr, path);  // also the final grid, at the run's last step
+            if (!preview_write(&pv, tr, path) && tb.f &&  // also the final grid, at the run's last step
+                tb_log_grid(&tb, tr->step, path, &err))
+                FATAL("%s", err.msg);
             t_log += now_seconds() - t0;   // img/s counts training only
         }
     }
@@ -758,6 +778,7 @@ int cmd_train(int argc, char **argv) {
                 now_seconds() - t_start, dir);
     }
 #undef GIVEN
+    if (tfev_close(&tb, &err)) FATAL("%s", err.msg);
     if (grid_every > 0) preview_free(&pv);
     free(x);
     free(y);

@@ -17,6 +17,7 @@
 #include <jpeglib.h>
 
 #include "formats/atomic_file.h"  // defines: atomic_write_file
+#include "formats/png_text.h"  // defines: png_text_add
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -452,12 +453,21 @@ int image_check(const char *path, int *w, int *h, MalaErr *err) {
 }
 
 int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int channels, MalaErr *err) {
+    return image_write_png_text(path, pixels, w, h, channels, NULL, NULL, err);
+}
+
+int image_write_png_text(const char *path, const uint8_t *pixels, int w, int h, int channels, const char *keyword,
+                         const char *text, MalaErr *err) {
     if (w <= 0 || h <= 0 || channels < 1 || channels > 4)
         return mala_errf(err, "%s: bad PNG geometry %dx%dx%d", path, w, h, channels);
     int len = 0;
     unsigned char *png = stbi_write_png_to_mem(pixels, w * channels, w, h, channels, &len);
     if (!png) return mala_errf(err, "%s: PNG encoding failed", path);
-    int rc = atomic_write_file(path, png, (size_t)len, err);
+    uint8_t *with = NULL;
+    size_t with_len = 0;
+    int rc = keyword ? png_text_add(png, (size_t)len, path, keyword, text, &with, &with_len, err) : 0;
+    if (!rc) rc = with ? atomic_write_file(path, with, with_len, err) : atomic_write_file(path, png, (size_t)len, err);
+    free(with);
     STBIW_FREE(png);
     return rc;
 }
@@ -631,13 +641,18 @@ int image_grid_u8(uint8_t **rgb, int *gw, int *gh, const float *x, int n, int c,
 
 int image_save_grid(const char *path, const float *x, int n, int c, int h, int w, int nrow, int padding,
                     MalaErr *err) {
+    return image_save_grid_text(path, x, n, c, h, w, nrow, padding, NULL, NULL, err);
+}
+
+int image_save_grid_text(const char *path, const float *x, int n, int c, int h, int w, int nrow, int padding,
+                         const char *keyword, const char *text, MalaErr *err) {
     uint8_t *g; int W, H;
     if (image_grid_u8(&g, &W, &H, x, n, c, h, w, nrow, padding, err)) {
         char msg[MALA_ERR_LEN];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
         return mala_errf(err, "%s: %s", path, msg);
     }
-    int rc = image_write_png(path, g, W, H, 3, err);
+    int rc = image_write_png_text(path, g, W, H, 3, keyword, text, err);
     free(g);
     return rc;
 }

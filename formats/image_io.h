@@ -40,6 +40,9 @@ int image_load(const char *path, int channels, uint8_t **pixels, int *w, int *h,
 int image_check(const char *path, int *w, int *h, MalaErr *err);
 // Writes an 8-bit PNG (channels 1, 2, 3 or 4) atomically.
 int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int channels, MalaErr *err);
+// The same with a tEXt chunk (keyword, text) before IEND (formats/png_text.h); keyword NULL: none.
+int image_write_png_text(const char *path, const uint8_t *pixels, int w, int h, int channels, const char *keyword,
+                         const char *text, MalaErr *err);
 
 // PIL gray conversion of one RGB pixel: (r*19595 + g*38470 + b*7471 + 0x8000) >> 16.
 static inline uint8_t image_rgb_to_l(const uint8_t *rgb) {
@@ -75,5 +78,8 @@ int image_grid_u8(uint8_t **rgb, int *gw, int *gh, const float *x, int n, int c,
 // image_grid_u8 + image_write_png.
 int image_save_grid(const char *path, const float *x, int n, int c, int h, int w, int nrow, int padding,
                     MalaErr *err);
+// The same with a tEXt chunk (keyword, text) before IEND; keyword NULL: none.
+int image_save_grid_text(const char *path, const float *x, int n, int c, int h, int w, int nrow, int padding,
+                         const char *keyword, const char *text, MalaErr *err);
 
 #endif

@@ -18,6 +18,8 @@
 #include "pipeline/generate.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
+#include "cli/args.h"
+#include "formats/png_text.h"
 #include "testutil.h"
 #include "formats/view_settings.h"
 #include "cpu/cpu_threads.h"
@@ -309,6 +311,21 @@ START_TEST(generate_save_and_screenshot) {
 END_TEST
 
 // The viewer samples through the same API as `mala sample`: same settings, same pixels.
+// The generation parameters a PNG holds (tEXt "parameters", pipeline/gen_params.h), malloc'd.
+static char *png_params(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    uint8_t *b = malloc(1 << 20);
+    size_t n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    MalaErr err;
+    char *text;
+    int rc = png_text_find(b, n, path, "parameters", &text, &err);
+    ck_assert_msg(rc == 1, "%s: %s", path, rc < 0 ? err.msg : "no parameters");
+    free(b);
+    return text;
+}
+
 START_TEST(matches_mala_sample) {
     if (skip_without_display("matches_mala_sample")) return;
     assert_model();
@@ -335,6 +352,12 @@ START_TEST(matches_mala_sample) {
     ck_assert_msg(maxd <= 1, "viewer and mala sample differ by up to %d levels", maxd);
     free(a);
     free(b);
+    char *pa = png_params(tp("view3.png")), *pb = png_params(tp("sample3.png"));  // the same settings, said the same
+    ck_assert_str_eq(pa, pb);
+    ck_assert_msg(strstr(pa, "Bag\nSteps: 4, Sampler: ddpm, CFG scale: 2.5, Seed: 11, Size: 32x32, Model hash: ") == pa &&
+                  strstr(pa, ", Class: 8, Images: 3, "), "%s", pa);
+    free(pa);
+    free(pb);
 }
 END_TEST
 
@@ -782,6 +805,10 @@ START_TEST(save_one_image) {
     ck_assert_msg(w == S_IMG && h == S_IMG, "%s is %dx%d, the model's images %dx%d", first, w, h, S_IMG, S_IMG);
     load_rgb(second, &b, &w, &h);
     ck_assert_msg(w == S_IMG && h == S_IMG && !memcmp(a, b, (size_t)w * h * 3), "%s differs from %s", second, first);
+    char *params = png_params(first);
+    ck_assert_msg(strstr(params, "Bag\nSteps: 2, ") == params && strstr(params, ", Seed: 7, ") &&
+                  strstr(params, ", Class: 8, Seed index: 2, "), "%s", params);
+    free(params);
     // image 2 sits at column 0, row 1 of the 2x2 grid; image 3 at column 1, row 1
     for (int k = 2; k <= 3; k++) {
         const uint8_t *img = k == 2 ? a : NULL;

@@ -23,7 +23,8 @@ fi
 packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev libdnnl-dev zlib1g-dev
           libstb-dev libjpeg62-turbo-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
           clang-14 libclang-rt-14-dev llvm-14
-          openmpi-bin libopenmpi-dev)  # MPI: multi-process training (docs/design.md §9)
+          openmpi-bin libopenmpi-dev  # MPI: multi-process training (docs/design.md §9)
+          python3-protobuf protobuf-compiler)  # test_tfevents: our event files read by Google's protobuf
 run() {
     if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi
 }

@@ -89,6 +89,8 @@ void worker_set_vae(const char *vae_path);
 int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, MalaErr *err);
 // Fills *out (class names copied) and returns 0 once the model is loaded; -1 before or on failure.
 int worker_model(Worker *w, ModelInfo *out);
+// The VAE file the loaded model's frames decode through; NULL for a pixel model or before loading.
+const char *worker_vae_path(Worker *w);
 // Queues a run; -1 unless the worker is idle. The phase is WORKER_RUNNING when this returns 0.
 int worker_submit(Worker *w, const ViewRequest *r);
 void worker_cancel(Worker *w);  // the run stops after its current step

@@ -13,6 +13,7 @@
 
 #include "formats/image_io.h"
 #include "viewer/viewer.h"
+#include "pipeline/gen_params.h"
 
 // Step counts the -/+ controls move through (a script may set any count from 1 to 1000).
 static const int STEP_PRESETS[] = {1, 2, 3, 4, 5, 8, 10, 15, 20, 25, 30, 40, 50, 75, 100, 150, 200, 250, 500, 1000};
@@ -248,6 +249,20 @@ static int pick_name(View *v, int p, int k, char *path, size_t n, MalaErr *err) 
     return mala_errf(err, "%s: every numbered name is taken", path);
 }
 
+// The saved PNG's generation parameters (pipeline/gen_params.h): n images of pane pn's latest run,
+// the first at index first of its noise; NULL with err when the model file cannot be hashed.
+static char *save_params(const Pane *pn, int n, int first, MalaErr *err) {
+    const ViewRequest *q = &pn->result.req;
+    int32_t *labels = xmalloc((size_t)n * sizeof *labels);
+    for (int i = 0; i < n; i++) labels[i] = q->cls;
+    GenParams gp = {.model_path = pn->path, .vae_path = worker_vae_path(pn->worker), .classes = &pn->model.classes,
+                    .labels = labels, .n = n, .seed = q->seed, .first = first, .opts = &q->opts,
+                    .channels = pn->model.C, .width = pn->model.S, .height = pn->model.S};
+    char *text = gen_params_text(&gp, err);
+    free(labels);
+    return text;
+}
+
 int view_save(View *v, int p, const char *path, MalaErr *err) {
     const Pane *pn = &v->pane[p];
     if (pn->result.n == 0) return mala_errf(err, "nothing to save yet: no run has finished");
@@ -258,10 +273,14 @@ int view_save(View *v, int p, const char *path, MalaErr *err) {
     }
     const Frame *r = &pn->result;
     int S = pn->model.S;
-    if (image_save_grid(path, r->x, r->n, pn->model.C, S, S, view_grid_cols(r->n), VIEW_GRID_PAD, err)) {
+    char *params = save_params(pn, r->n, 0, err);
+    if (!params || image_save_grid_text(path, r->x, r->n, pn->model.C, S, S, view_grid_cols(r->n), VIEW_GRID_PAD,
+                                        GEN_PARAMS_KEYWORD, params, err)) {
+        free(params);
         if (path == auto_path) remove(path);
         return -1;
     }
+    free(params);
     view_message(v, "saved %s", path);
     return 0;
 }
@@ -276,10 +295,14 @@ int view_save_one(View *v, int p, int k, const char *path, MalaErr *err) {
         path = auto_path;
     }
     const int C = pn->model.C, S = pn->model.S;
-    if (image_save_grid(path, pn->result.x + (size_t)k * C * S * S, 1, C, S, S, 1, VIEW_GRID_PAD, err)) {
+    char *params = save_params(pn, 1, k, err);
+    if (!params || image_save_grid_text(path, pn->result.x + (size_t)k * C * S * S, 1, C, S, S, 1, VIEW_GRID_PAD,
+                                        GEN_PARAMS_KEYWORD, params, err)) {
+        free(params);
         if (path == auto_path) remove(path);
         return -1;
     }
+    free(params);
     view_message(v, "saved %s", path);
     return 0;
 }

@@ -263,6 +263,13 @@ int worker_model(Worker *w, ModelInfo *out) {
     return ok ? 0 : -1;
 }
 
+const char *worker_vae_path(Worker *w) {
+    pthread_mutex_lock(&w->mu);
+    const char *v = w->loaded && w->g && w->g->vae ? g_vae_path : NULL;
+    pthread_mutex_unlock(&w->mu);
+    return v;
+}
+
 int worker_submit(Worker *w, const ViewRequest *r) {
     pthread_mutex_lock(&w->mu);
     int ok = w->st.phase == WORKER_IDLE && !w->has_request;
