@@ -68,7 +68,7 @@ int cmd_info(int argc, char **argv) {
                          step ? step : "?", f.n);
     else model_provenance(&f);
     if (training) {
-        static const char *const hyper[] = {"batch",      "lr",        "warmup",    "decay_start", "decay_end",
+        static const char *const hyper[] = {"batch",      "accum",     "lr",        "warmup",    "decay_start", "decay_end",
                                             "lr_end",     "weight_decay", "grad_clip", "ema_decay",  "label_drop",
                                             "seed",       "batches",   "skipped"};
         printf("  trainer:");

@@ -33,6 +33,7 @@
 #include "latents.h"  // defines: latent_is_set
 #include "line_plot.h"
 #include "progress.h"
+#include "train_batch.h"
 #include "train_meta.h"  // defines: train_meta_opt_u64
 #include "trainer.h"
 
@@ -453,16 +454,20 @@ int cmd_train(int argc, char **argv) {
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
     const char *out = "runs/mala", *device = NULL, *precision = NULL;
-    int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
+    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC",
          "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
          ARG_ALIAS("--data-path")},
         {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
-        {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",
-         ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
-        {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch (default: --batch)", ARG_MIN(1)},
+        {"--batch", OPT_INT, &batch, "B", "batch size of a forward pass (under mpirun / srun: over all processes, "
+         "split over them)", ARG_MIN(1)},
+        {"--accum", OPT_INT, &accum, "K", "gradient accumulation: K batches of --batch make one optimiser step",
+         ARG_MIN(1)},
+        {"--global-batch", OPT_INT, &gbatch, "G", "images per optimiser step, --batch x --accum; given alone it is "
+         "--batch, or --accum the fewest K that fit in memory (default: --batch)", ARG_MIN(1),
+         ARG_ALIAS("--global-batch-size")},
         {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
         {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
          "batch) steps; default: --iters)", ARG_MIN(1)},
@@ -513,11 +518,9 @@ int cmd_train(int argc, char **argv) {
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
-    if (GIVEN(gbatch)) {
-        if (GIVEN(batch) && batch != gbatch) FATAL("--batch %d and --global-batch %d contradict each other", batch, gbatch);
-        batch = gbatch;
-    }
-    int batch_given = GIVEN(batch) || GIVEN(gbatch);
+    // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
+    const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
+    if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
@@ -548,12 +551,13 @@ int cmd_train(int argc, char **argv) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 continue;
             }
-            if (batch_given && batch != saved_batch)
-                FATAL("--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", batch, saved_batch);
+            BatchFlags bf = {batch, accum, gbatch, GIVEN(batch), GIVEN(accum), GIVEN(gbatch)};
+            check_resumed_batch(&bf, saved_batch, saved.accum);
             batch = saved_batch;
+            accum = saved.accum;
             if (batch % world)
                 FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
-            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
                                .grids = lead && rs.sample_every > 0, .grid_images = rs.sample_images, .vae = rs.vae};
             train_memory_check(&c, be, &ma, batch, 1, "the resumed model", 0);  // "resuming ..." says it
             tr = trainer_new(&c, &cn, &saved, be, batch / world);
@@ -654,8 +658,8 @@ int cmd_train(int argc, char **argv) {
     if (batch > ds->n)
         FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", batch, (long long)ds->n, rs.data,
               rs.limit > 0 ? " with --limit" : "");
-    if (GIVEN(epochs)) {
-        uint64_t per_epoch = (uint64_t)ds->n / (uint64_t)batch;
+    if (GIVEN(epochs)) {  // a step takes --batch x --accum images
+        uint64_t per_epoch = (uint64_t)ds->n / ((uint64_t)batch * accum);
         iters = (uint64_t)epochs * (per_epoch ? per_epoch : 1);
     }
     int hflip = rs.hflip >= 0 ? rs.hflip
@@ -675,10 +679,12 @@ int cmd_train(int argc, char **argv) {
     }
     if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
     if (!resume) {  // everything the run allocates, refused before anything is created
-        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
                            .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
+        if (auto_accum) choose_accum(&c, be, &ma, gbatch, &batch, &accum, lead);
         train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
     }
+    to.accum = accum;
 
     // 3. the data order and the sample grids (their VAE loaded), before anything is written
     Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);
@@ -735,8 +741,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "optimiser state (AdamW m, v): %.2f MB per process%s\n", trainer_opt_state_bytes(tr) / 1e6,
                 tr->zero ? " (ZeRO-1: 1/world of it)" : world > 1 ? " (each holds all of it; --zero 1 shards it)"
                                                       : " (--zero 1: one process, nothing to shard)");
-    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
-            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
+    char bdesc[64];
+    snprintf(bdesc, sizeof bdesc, accum > 1 ? "%d (--batch %d x --accum %d)" : "%d", batch * accum, batch, accum);
+    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
+            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, bdesc, to.lr,
             to.ema_decay, (unsigned long long)iters, out);
     if (lead && to.decay_end > to.decay_start)
         fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,
@@ -748,15 +756,15 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
                 "on)\n", (unsigned long long)tr->step);
 
-    float *x = xmalloc((size_t)batch * per * sizeof(float));
-    int32_t *y = xmalloc(batch * sizeof(int32_t));
+    float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
+    int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
     double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
     int acc_n = 0, rc = 0;
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, stderr);
     while (tr->step < iters && !dist_any(stop_requested)) {
-        loader_next(ld, x, y);
+        for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
         StepStats st = trainer_step(tr, x, y);
         maybe_diverge(tr);
         if (st.skipped) {
@@ -776,7 +784,7 @@ int cmd_train(int argc, char **argv) {
         const int log_now = tr->step % rs.log_every == 0 || tr->step == iters;  // the last step too
         if (log_now) check_replicas(tr);
         if (lead && log_now) {
-            double rate = acc_n * (double)batch / (now - t_log);
+            double rate = acc_n * (double)batch * accum / (now - t_log);  // images, not batches
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
             char etas[32], stamp[32];
             progress_format_eta(etas, sizeof etas, eta);
