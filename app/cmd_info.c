@@ -51,6 +51,7 @@ int cmd_info(int argc, char **argv) {
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  classes:", path, desc);
     for (int i = 0; i < cn.n; i++) printf(" %s%s", cn.names[i], i + 1 < cn.n ? "," : "\n");
+    if (!cn.n) printf(" none (num_classes 0: an unconditional model; sampled without --class or guidance)\n");
     long long params = 0, fixed = 0;  // the model's own tensors (not ema.*, opt.*); pos_embed is not trained
     for (int i = 0; i < f.n; i++) {
         const char *name = f.tensors[i].name;

@@ -150,8 +150,9 @@ static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, c
     p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
     p->img = xmalloc((size_t)p->n * generator_out_floats(&p->g) * sizeof(float));
     p->y = xmalloc(p->n * sizeof(int32_t));
-    p->per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
-    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % c->num_classes;
+    const int K = c->num_classes > 0 ? c->num_classes : 1;  // unconditional: label 0, no guidance
+    p->per_class = p->n / K > 0 ? p->n / K : 1;
+    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % K;
 }
 
 static int preview_step(void *ctx, int i, int n, const float *x0) {
@@ -168,10 +169,12 @@ static void preview_write(Preview *p, const Trainer *tr, const char *path) {
     tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
     GenOpts o = gen_opts_default();
     o.kind = SAMPLER_DDIM;
+    if (tr->net->cfg.num_classes == 0) o.cfg_scale = 1.0f;
     o.steps = p->steps;
     generator_noise(&p->g, p->x, 1234, 0, p->n);
     const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
-    const int k = tr->net->cfg.num_classes, cols = p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
+    const int k = tr->net->cfg.num_classes;
+    const int cols = !k ? (p->n < 8 ? p->n : 8) : p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
     progress_init(&p->pg, stderr);
     p->t0 = now_seconds();
     int rc = generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, preview_step, p, &err);
@@ -508,7 +511,7 @@ int cmd_train(int argc, char **argv) {
     Opt opts[N_OPTS];
     model_opts_table(&mo, opts);
     opts[6].help = "image channels (default: the data's)";
-    opts[7].help = "number of classes (default: the data's)";
+    opts[7].help = "number of classes (default: the data's; 0: an unconditional model, the labels unused)";
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
                "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
@@ -632,24 +635,26 @@ int cmd_train(int argc, char **argv) {
         FATAL("%s: %s, the resumed model is a %s model", rs.data, ds->views ? "a latent set" : "images",
               c.latent_scale > 0 ? "latent" : "pixel-space");
     if (resume) {
-        if (ds->num_classes != c.num_classes)
+        if (c.num_classes && ds->num_classes != c.num_classes)  // an unconditional model takes any data
             FATAL("%s: %d classes, the resumed model has %d", rs.data, ds->num_classes, c.num_classes);
         for (int i = 0; i < cn.n; i++)
             if (strcmp(cn.names[i], ds->class_names[i]))
                 FATAL("%s: class %d is '%s', the resumed model's is '%s' (the labels would change meaning)", rs.data, i,
                       ds->class_names[i], cn.names[i]);
     } else {
-        if (GIVEN(mo.classes) && mo.classes != ds->num_classes)
-            FATAL("--classes %d contradicts the data: %s has %d classes", mo.classes, rs.data, ds->num_classes);
+        const int uncond = GIVEN(mo.classes) && mo.classes == 0;  // the data's labels unused
+        if (GIVEN(mo.classes) && !uncond && mo.classes != ds->num_classes)
+            FATAL("--classes %d contradicts the data: %s has %d classes (--classes 0: an unconditional model)",
+                  mo.classes, rs.data, ds->num_classes);
         snprintf(rs.channels_from, sizeof rs.channels_from, "%s", GIVEN(mo.channels) ? "--channels" : "data");
         snprintf(rs.classes_from, sizeof rs.classes_from, "%s", GIVEN(mo.classes) ? "--classes" : "data");
         mo.channels = ds->channels;
-        mo.classes = ds->num_classes;
+        mo.classes = uncond ? 0 : ds->num_classes;
         if (ds->views) mo.image_size = ds->image_size;
         model_opts_config(&mo, &c);
         c.latent_scale = ds->latent_scale;  // the model file records that it is a latent model
         model_check_learnable(&c, mo.preset);
-        cn.n = ds->num_classes;
+        cn.n = mo.classes;
         cn.names = xcalloc(cn.n, sizeof(char *));
         for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
     }
@@ -743,8 +748,11 @@ int cmd_train(int argc, char **argv) {
                                                       : " (--zero 1: one process, nothing to shard)");
     char bdesc[64];
     snprintf(bdesc, sizeof bdesc, accum > 1 ? "%d (--batch %d x --accum %d)" : "%d", batch * accum, batch, accum);
-    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
-            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, bdesc, to.lr,
+    char kdesc[64];
+    snprintf(kdesc, sizeof kdesc, c.num_classes ? "%d classes" : "%d classes unused (an unconditional model)",
+             ds->num_classes);
+    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %s; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
+            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", kdesc, bdesc, to.lr,
             to.ema_decay, (unsigned long long)iters, out);
     if (lead && to.decay_end > to.decay_start)
         fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,

@@ -159,7 +159,7 @@ double gen_memory_bytes(const NetConfig *c, const Backend *be, int n, double *de
 }
 
 int train_grid_images(const NetConfig *c, int images) {
-    return images > 0 ? images : c->num_classes <= 16 ? 4 * c->num_classes : 64;
+    return images > 0 ? images : c->num_classes == 0 ? 16 : c->num_classes <= 16 ? 4 * c->num_classes : 64;
 }
 
 // The VAE a latent model's grids decode through (pipeline/decode.c sizes it): 0 when it cannot be read.

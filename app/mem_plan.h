@@ -23,7 +23,7 @@ double memory_resident(void);
 double gen_memory_bytes(const NetConfig *c, const Backend *be, int n, double *device);
 
 // The images of training's sample grid (the trainer's EMA, DDIM): --sample-images when > 0, else
-// 4 per class, at most 64.
+// 4 per class, at most 64 (16 for an unconditional model).
 int train_grid_images(const NetConfig *c, int images);
 
 enum { MEM_MODEL, MEM_ACT, MEM_GRID, MEM_DATA, MEM_STAGING, MEM_HELD, MEM_PARTS };

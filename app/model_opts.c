@@ -27,7 +27,7 @@ void model_opts_table(ModelOpts *mo, Opt *o) {
     o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (default: off)", ARG_MIN(-1), ARG_MAX(1)};
     o[5] = (Opt){"--image-size", OPT_INT, &mo->image_size, "S", "image side", ARG_MIN(1), ARG_MAX(8192)};
     o[6] = (Opt){"--channels", OPT_INT, &mo->channels, "C", "image channels", ARG_MIN(1), ARG_MAX(64)};
-    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes", ARG_MIN(1), ARG_MAX(1000000),
+    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes (0: unconditional)", ARG_MIN(0), ARG_MAX(1000000),
                  ARG_ALIAS("--num-classes")};
     o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
     o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};

@@ -829,6 +829,38 @@ START_TEST(test_train_accum) {
 }
 END_TEST
 
+// --classes 0: a tiny unconditional model trains (with its grid), resumes, says so in mala info,
+// samples without --class, and refuses a class and guidance by name, in sample and eval.
+START_TEST(test_train_unconditional) {
+    tu_make_tmpdir("cli");
+    RUN_OK("train " TINY " --classes 0 --limit 16 --iters 2 --sample-every 2 --sample-steps 2 --sample-images 4 "
+           "--out %s", tp("u"));
+    ck_assert_msg(strstr(g_err, "10 classes unused (an unconditional model)"), "%s", g_err);
+    ck_assert(exists(tp("u/samples/0000002.png")));
+    RUN_OK("train --resume --iters 3 --sample-every 0 --threads 2 --out %s", tp("u"));
+    const char *ck = tp("u/checkpoints/0000003.safetensors");
+    RUN_OK("info %s", ck);
+    ck_assert_msg(strstr(g_out, "32x32x1, unconditional") && strstr(g_out, "classes: none (num_classes 0"), "%s", g_out);
+    StFile f;
+    MalaErr err;
+    ck_assert_msg(st_open(&f, ck, &err) == 0, "%s", err.msg);
+    const StTensor *t = st_find(&f, "y_embedder.embedding_table.weight");
+    ck_assert(t && t->ndim == 2 && t->shape[0] == 1 && !strcmp(st_meta(&f, "num_classes"), "0") &&
+              !strcmp(st_meta(&f, "class_names"), "[]"));
+    st_close(&f);
+    RUN_OK("export --ckpt %s --out %s", ck, tp("u.safetensors"));
+    RUN_OK("sample --ckpt %s --sampler ddim --steps 2 --n 2 --threads 2 --out-dir %s", tp("u.safetensors"), tp("png"));
+    ck_assert(exists(tp("png/000001_uncond.png")));
+    expect_error(run("sample --ckpt %s --steps 2 --cfg-scale 4 --out %s", tp("u.safetensors"), tp("g.png")), "guidance",
+                 "--cfg-scale 4: the model is unconditional (num_classes 0)", "drop --cfg-scale");
+    expect_error(run("sample --ckpt %s --steps 2 --class 3 --out %s", tp("u.safetensors"), tp("g.png")), "a class",
+                 "--class 3:", "is an unconditional model (num_classes 0)");
+    expect_error(run("eval fid --features fmnist --ckpt %s --cfg-scale 2 --ref %s --threads 2", tp("u.safetensors"),
+                     tp("none.npz")), "eval guidance", "--cfg-scale 2: the model is unconditional", NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -853,6 +885,7 @@ int main(void) {
     TCase *t37 = tcase_create("train37");  // issue 37: --accum, --classes 0, --init
     tcase_set_timeout(t37, 600);
     tcase_add_test(t37, test_train_accum);
+    tcase_add_test(t37, test_train_unconditional);
     suite_add_tcase(s, t37);
     return tu_run(s);
 }

@@ -373,8 +373,8 @@ END_TEST
 
 // ---- gradient accumulation (issue 37 item 3) ----
 
-// The tiny DiT above with `accum` micro-batches of `batch` per step (seed 3, lr 1e-3).
-static Trainer *tiny_accum_trainer(int batch, int accum) {
+// The tiny DiT above with `accum` micro-batches of `batch` per step and `classes` classes (seed 3, lr 1e-3).
+static Trainer *tiny_classes_trainer(int batch, int accum, int classes) {
     NetConfig c;
     net_config_default(&c, BACKBONE_DIT);
     MalaErr err;
@@ -383,7 +383,8 @@ static Trainer *tiny_accum_trainer(int batch, int accum) {
     c.dit.hidden = 64;
     c.dit.heads = 2;
     ClassNames cn;
-    class_names_default(&cn, 10);
+    c.num_classes = classes;
+    class_names_default(&cn, classes);
     TrainOpts o;
     train_opts_default(&o);
     o.lr = 1e-3f;
@@ -396,6 +397,8 @@ static Trainer *tiny_accum_trainer(int batch, int accum) {
     class_names_free(&cn);
     return tr;
 }
+
+static Trainer *tiny_accum_trainer(int batch, int accum) { return tiny_classes_trainer(batch, accum, 10); }
 
 // Largest |a - b| over n floats relative to the largest |b|.
 static double rel_diff(const float *a, const float *b, size_t n) {
@@ -452,6 +455,27 @@ START_TEST(test_accum_equals_big_batch) {
 }
 END_TEST
 
+// --classes 0 (issue 37 item 2): a label table of one row [1, hidden], which every image gets: the
+// labels given change nothing, bit for bit.
+START_TEST(test_unconditional_ignores_labels) {
+    Trainer *a = tiny_classes_trainer(2, 1, 0), *b = tiny_classes_trainer(2, 1, 0);
+    const ParamInfo *p = net_find_param(a->net, "y_embedder.embedding_table.weight");
+    ck_assert(p != NULL && p->ndim == 2 && p->shape[0] == 1 && p->shape[1] == 64);
+    float *x = calloc(2 * 32 * 32, sizeof(float));
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    int32_t ya[2] = {3, 7}, yb[2] = {0, 0};
+    for (int s = 0; s < 2; s++) {
+        StepStats sa = trainer_step(a, x, ya), sb = trainer_step(b, x, yb);
+        ck_assert(!sa.skipped && sa.loss == sb.loss);
+    }
+    size_t bytes = a->net->n_floats * sizeof(float);
+    ck_assert(!memcmp(a->net->w, b->net->w, bytes) && !memcmp(a->ema, b->ema, bytes));
+    free(x);
+    trainer_free(a);
+    trainer_free(b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -464,9 +488,10 @@ int main(void) {
     tcase_add_test(tc, test_resume_decay_bit_exact);
     tcase_add_test(tc, test_train_meta_ranges);
     suite_add_tcase(s, tc);
-    TCase *ta = tcase_create("accum");
+    TCase *ta = tcase_create("issue37");  // --accum, --classes 0, --init
     tcase_set_timeout(ta, 300);
     tcase_add_test(ta, test_accum_equals_big_batch);
+    tcase_add_test(ta, test_unconditional_ignores_labels);
     suite_add_tcase(s, ta);
     return tu_run(s);
 }

@@ -235,7 +235,10 @@ static void upload_batch(Trainer *tr, const float *x0, const int32_t *y) {
     const NetConfig *c = &tr->net->cfg;
     size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
     tr->be->to_device(tr->d_x0, x0, img * sizeof(float));
-    tr->be->to_device(tr->d_y, y, (size_t)tr->batch * sizeof(int32_t));
+    if (c->num_classes == 0)  // unconditional: label 0 for every image, the label table's one row
+        tr->be->zero(tr->d_y, (size_t)tr->batch * sizeof(int32_t));
+    else
+        tr->be->to_device(tr->d_y, y, (size_t)tr->batch * sizeof(int32_t));
 }
 
 // The draws of micro-batch k of the step about to be taken (tr->batches = step x accum + k):

@@ -115,7 +115,8 @@ uint64_t trainer_weights_hash(const Trainer *tr);
 // Fresh weights (DiT init from opt.seed), EMA = weights, zero moments.
 void trainer_init_weights(Trainer *tr);
 // One step on a batch x0 [K*B,C,S,S] in [-1,1] with labels y[K*B] (K = opt.accum micro-batches of
-// B = batch, one after the other). Returns the stats (means over the step's images); a non-finite
+// B = batch, one after the other; an unconditional model, num_classes 0, ignores y: every image gets
+// label 0, the one row of its label table). Returns the stats (means over the step's images); a non-finite
 // loss or gradient leaves weights, EMA and moments untouched and sets stats.skipped.
 StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y);
 // The same step with the draws given (host): bits[2KB] (the K*B timesteps, then the K*B label
