@@ -29,10 +29,19 @@ static void run_settings(const StFile *f) {
     int run = 0;
     for (int i = 0; i < f->nmeta; i++) {
         const char *k = f->meta_keys[i], *v = f->meta_vals[i];
-        if (strncmp(k, "run.", 4) || !*v) continue;
+        if (strncmp(k, "run.", 4) || !*v || !strncmp(k, "run.init", 8)) continue;  // run.init*: fine_tuned_from
         printf("%s %s %s", run++ ? "," : "  run:", k + 4, strcmp(v, "-1") ? v : "the data's default");
     }
     if (run) printf("\n");
+}
+
+// A fine-tuned run's origin (mala train --init: run.init*).
+static void fine_tuned_from(const StFile *f) {
+    const char *p = st_meta(f, "run.init"), *h = st_meta(f, "run.init_sha256"), *w = st_meta(f, "run.init_weights");
+    const char *s = st_meta(f, "run.init_step");
+    if (!p) return;
+    printf("  fine-tuned from %s (%s weights%s%s), sha256 %s\n", p, w && !strcmp(w, "model") ? "the model file's"
+           : w ? w : "?", s && *s ? ", step " : "", s && *s ? s : "", h ? h : "?");
 }
 
 int cmd_info(int argc, char **argv) {
@@ -83,6 +92,7 @@ int cmd_info(int argc, char **argv) {
         printf("\n");
     }
     run_settings(&f);
+    fine_tuned_from(&f);
     for (int i = 0; tensors && i < f.n; i++) {
         const StTensor *t = &f.tensors[i];
         printf("  %-48s %-4s [", t->name, st_dtype_name(t->dtype));

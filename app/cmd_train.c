@@ -34,6 +34,7 @@
 #include "line_plot.h"
 #include "progress.h"
 #include "train_batch.h"
+#include "train_init.h"
 #include "train_meta.h"  // defines: train_meta_opt_u64
 #include "trainer.h"
 
@@ -220,6 +221,7 @@ typedef struct {
     uint64_t iters;                  // the step the run trains to
     double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
+    InitMeta init;                   // --init: where the run started (run.init*)
 } RunSettings;
 
 enum { RUN_INTS = 8, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
@@ -239,7 +241,8 @@ static int *run_ints(RunSettings *r, int i) {
 
 typedef struct {
     char val[RUN_KEYS][4200];
-    const char *kv[2 * RUN_KEYS];
+    const char *kv[2 * (RUN_KEYS + INIT_KEYS)];
+    int n;  // pairs in kv
 } RunMeta;
 
 // Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
@@ -259,6 +262,9 @@ static void run_meta_fill(RunMeta *m, RunSettings *r) {
     m->kv[2 * RUN_KEYS - 2] = "run.iters";
     snprintf(m->val[RUN_KEYS - 1], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
     for (int i = 0; i < RUN_KEYS; i++) m->kv[2 * i + 1] = m->val[i];
+    int k = init_meta_pairs(&r->init);  // a fine-tuned run's origin
+    memcpy(m->kv + 2 * RUN_KEYS, r->init.kv, 2 * k * sizeof(char *));
+    m->n = RUN_KEYS + k;
 }
 
 // A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; a value out
@@ -294,6 +300,7 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     int rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, &err);
     if (rc < 0) FATAL("%s", err.msg);
     *iters_found = rc == 0;
+    init_meta_read(&f, &r->init);
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
@@ -456,7 +463,7 @@ int cmd_train(int argc, char **argv) {
     TrainOpts to;
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
-    const char *out = "runs/mala", *device = NULL, *precision = NULL;
+    const char *out = "runs/mala", *device = NULL, *precision = NULL, *init = NULL, *init_weights = "ema";
     int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
@@ -501,6 +508,10 @@ int cmd_train(int argc, char **argv) {
         {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
         {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
+        {"--init", OPT_STR, &init, "FILE", "fine-tune: a new run from the weights of a model file or training "
+         "checkpoint (step 0, a fresh optimiser; its model unless --model)"},
+        {"--init-weights", OPT_STR, &init_weights, "ema|online", "--init of a training checkpoint: its EMA or online "
+         "weights"},
         {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
          "of its memory)", ARG_MIN(0), ARG_MAX(1)},
         OPT_THREADS(&threads),
@@ -521,6 +532,11 @@ int cmd_train(int argc, char **argv) {
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
+    if (init && resume)
+        FATAL("--init %s starts a new run from its weights; --resume continues the run in --out: give one of them", init);
+    if (GIVEN(init_weights) && !init) FATAL("--init-weights %s: applies to --init FILE only", init_weights);
+    if (strcmp(init_weights, "ema") && strcmp(init_weights, "online"))
+        FATAL("--init-weights %s: expected ema or online", init_weights);
     // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
     const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
     if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
@@ -610,6 +626,7 @@ int cmd_train(int argc, char **argv) {
         if (!GIVEN(rs.sample_images)) rs.sample_images = r.sample_images;
         memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
         memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
+        rs.init = r.init;
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
@@ -625,6 +642,11 @@ int cmd_train(int argc, char **argv) {
               (unsigned long long)to.decay_start);
 
     // 2. the data, checked before anything is written; it shapes a fresh model
+    NetConfig ic;  // --init: the model fine-tuned, at its image size unless --image-size
+    const int from_init = init && !GIVEN(mo.preset) && !GIVEN(mo.backbone);  // else the flags' model
+    if (init) train_init_peek(init, &ic);
+    if (from_init && !GIVEN(mo.image_size)) mo.image_size = ic.image_size;
+    const char *model_name = from_init ? "the --init model" : mo.preset;
     // a latent set fixes the image size (its latents'), unless a flag asks for one
     const int latent_data = latent_is_set(rs.data);
     Dataset *ds = dataset_open(rs.data, resume ? c.image_size : latent_data && !GIVEN(mo.image_size) ? 0 : mo.image_size,
@@ -651,9 +673,11 @@ int cmd_train(int argc, char **argv) {
         mo.channels = ds->channels;
         mo.classes = uncond ? 0 : ds->num_classes;
         if (ds->views) mo.image_size = ds->image_size;
-        model_opts_config(&mo, &c);
+        if (from_init) train_init_config(&mo, opts, &ic, &c);
+        else model_opts_config(&mo, &c);
         c.latent_scale = ds->latent_scale;  // the model file records that it is a latent model
-        model_check_learnable(&c, mo.preset);
+        model_check_learnable(&c, model_name);
+        if (init) train_init_check(&c, init, !strcmp(init_weights, "online"));  // before the memory plan
         cn.n = mo.classes;
         cn.names = xcalloc(cn.n, sizeof(char *));
         for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
@@ -687,7 +711,7 @@ int cmd_train(int argc, char **argv) {
         TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
                            .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
         if (auto_accum) choose_accum(&c, be, &ma, gbatch, &batch, &accum, lead);
-        train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
+        train_memory_check(&c, be, &ma, batch, 0, model_name, lead);
     }
     to.accum = accum;
 
@@ -698,7 +722,15 @@ int cmd_train(int argc, char **argv) {
     Preview pv = {0};
     if (grid_every > 0) preview_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps);
 
-    // 4. the run directory (rank 0's, once every rank has checked the run) and the trainer
+    // 4. the trainer (a fresh one: --init's weights checked and loaded first), then the run directory
+    // (rank 0's, once every rank has checked the run)
+    if (!resume) {
+        tr = trainer_new(&c, &cn, &to, be, batch / world);
+        trainer_shard(tr, rank, world);
+        if (zero) trainer_zero1(tr);
+        trainer_init_weights(tr);
+        if (init) train_init_load(tr, init, !strcmp(init_weights, "online"), lead, &rs.init);
+    }
     dist_barrier();
     if (lead) {
         make_dirs(dir);
@@ -720,17 +752,14 @@ int cmd_train(int argc, char **argv) {
                                    : "--iters' default: the checkpoint stores no target");
         if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
-        tr = trainer_new(&c, &cn, &to, be, batch / world);
-        trainer_shard(tr, rank, world);
-        if (zero) trainer_zero1(tr);
-        trainer_init_weights(tr);
         FILE *f = lead ? fopen(csv, "w") : NULL;
         if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
             FATAL("%s: cannot write: %s", csv, strerror(errno));
     }
     rs.iters = iters;
     RunMeta meta;
-    tr->n_meta = RUN_KEYS;
+    run_meta_fill(&meta, &rs);
+    tr->n_meta = meta.n;
     tr->meta = meta.kv;
     loader_seek(ld, tr->batches);
     check_replicas(tr);

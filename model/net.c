@@ -1,7 +1,7 @@
 // The backbone registry and what every network shares: configuration metadata, the parameter
 // table, the arena, and the calls that dispatch to a backbone.
 // defines: net_backbone, backbone_parse, backbone_name, net_preset_canonical, net_config_*, net_arena_bytes,
-//          net_param_floats,
+//          net_param_floats, net_plan, net_plan_free,
 //          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "net.h"
@@ -243,6 +243,10 @@ size_t net_param_floats(const NetConfig *c, size_t *trainable) {
     net_release_host(n);
     return floats;
 }
+
+Net *net_plan(const NetConfig *c) { return net_build(c, backend_cpu(), 1, NET_INFER); }
+
+void net_plan_free(Net *n) { net_release_host(n); }
 
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode) {
     Net *n = net_build(c, be, max_batch, mode);
