@@ -528,7 +528,8 @@ int cmd_train(int argc, char **argv) {
                "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
                "With --resume the model and optimiser settings, the data and the logging settings come\n"
                "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
-               "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.",
+               "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.\n"
+               "--classes 0 trains an unconditional model, --init FILE fine-tunes a model (docs/train.md).",
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
