@@ -16,7 +16,7 @@ static void random_batch(float *x, int32_t *y, size_t img, int B, int K, uint64_
     Rng r;
     rng_seed(&r, seed);
     for (size_t i = 0; i < img; i++) x[i] = (float)(2.0 * rng_uniform(&r) - 1.0);
-    for (int b = 0; b < B; b++) y[b] = (int32_t)rng_below(&r, (uint64_t)K);
+    for (int b = 0; b < B; b++) y[b] = K > 0 ? (int32_t)rng_below(&r, (uint64_t)K) : 0;  // K = 0: unconditional
 }
 
 // The profile of `steps` timed steps (or runs: `what`; total seconds): a table on stderr, and the
@@ -155,6 +155,9 @@ static int bench_sample(int argc, char **argv) {
     if (profile) be = backend_profiled(be);
     NetConfig c;
     model_opts_config(&mo, &c);
+    if (c.num_classes == 0)
+        FATAL("--classes 0: bench sample also times guided sampling, which an unconditional model has not; give "
+              "--classes K");
     double gen_dev, gen_bytes = gen_memory_bytes(&c, be, n, &gen_dev);
     args_check_memory("--n", n, gen_bytes - gen_dev,
                       "the model's weights and activations (2 passes per image with guidance)");

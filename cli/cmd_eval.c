@@ -284,8 +284,8 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     size_t total = (size_t)k * s->c * s->h * s->w;
     for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(b[i]) / 255.0f;
     const int K = s->gen->net->cfg.num_classes;  // the labels the shard sampled with: image i has i mod K
-    for (int i = 0; i < k; i++) s->y[i] = (s->next + i) % K;
-    s->batch_labels = s->y;
+    for (int i = 0; i < k; i++) s->y[i] = K > 0 ? (s->next + i) % K : 0;  // K = 0: unconditional
+    s->batch_labels = K > 0 ? s->y : NULL;  // an unconditional model's samples have no class to check
     s->next += k;
     *n = k;
     return b;
@@ -670,6 +670,22 @@ static int eval_is(EvalArgs *a, Extractor *m) {
     return rc;
 }
 
+// --ckpt of an unconditional model: no guidance (gen_guidance_for). Nonzero after the error line.
+static int eval_guidance(EvalArgs *a, int given) {
+    StFile f;
+    NetConfig c;
+    ClassNames cn;
+    MalaErr err;
+    if (st_open(&f, a->gen.ckpt, &err)) return 0;  // reported where the model is read
+    int rc = ckpt_read_config(&f, &c, &cn, &err);
+    st_close(&f);
+    if (rc) return 0;
+    class_names_free(&cn);
+    if (!gen_guidance_for(&c, &a->gen.opts.cfg_scale, given, "--cfg-scale", &err)) return 0;
+    if (dist_rank() == 0) fprintf(stderr, "error: %s: %s\n", a->gen.ckpt, err.msg);
+    return 1;
+}
+
 // Ranks > 0 of `mpirun -np N mala eval fid|is --ckpt`: they sample their share of the batches for
 // rank 0 (pipeline/generate_shard.h), which runs the Inception and prints the result. The batches
 // are the ones rank 0's sampler_next asks for: min(--batch, --sample-batch, the images used).
@@ -808,6 +824,10 @@ int cmd_eval(int argc, char **argv) {
         if (dist_rank() == 0)
             fprintf(stderr, "error: mala eval %s under mpirun: only sampling with --ckpt is shared out over the "
                     "processes; run it as one process\n", sub);
+        dist_finalize();
+        return 2;
+    }
+    if (a.gen.ckpt && eval_guidance(&a, args_given(opts, nopts, &a.gen.opts.cfg_scale))) {  // every rank alike
         dist_finalize();
         return 2;
     }

@@ -36,7 +36,7 @@ static void run_settings(const StFile *f) {
     int run = 0;
     for (int i = 0; i < f->nmeta; i++) {
         const char *k = f->meta_keys[i], *v = f->meta_vals[i];
-        if (strncmp(k, "run.", 4) || !*v) continue;
+        if (strncmp(k, "run.", 4) || !*v || !strncmp(k, "run.init", 8)) continue;  // run.init*: fine_tuned_from
         printf("%s %s %s", run++ ? "," : "  run:", k + 4, strcmp(v, "-1") ? v : "the data's default");
     }
     if (run) printf("\n");
@@ -94,6 +94,15 @@ static int is_png_name(const char *path) {
     return l >= 4 && !strcasecmp(path + l - 4, ".png");
 }
 
+// A fine-tuned run's origin (mala train --init: run.init*).
+static void fine_tuned_from(const StFile *f) {
+    const char *p = st_meta(f, "run.init"), *h = st_meta(f, "run.init_sha256"), *w = st_meta(f, "run.init_weights");
+    const char *s = st_meta(f, "run.init_step");
+    if (!p) return;
+    printf("  fine-tuned from %s (%s weights%s%s), sha256 %s\n", p, w && !strcmp(w, "model") ? "the model file's"
+           : w ? w : "?", s && *s ? ", step " : "", s && *s ? s : "", h ? h : "?");
+}
+
 int cmd_info(int argc, char **argv) {
     int tensors = 0;
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"}};
@@ -112,6 +121,7 @@ int cmd_info(int argc, char **argv) {
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  classes:", path, desc);
     for (int i = 0; i < cn.n; i++) printf(" %s%s", cn.names[i], i + 1 < cn.n ? "," : "\n");
+    if (!cn.n) printf(" none (num_classes 0: an unconditional model; sampled without --class or guidance)\n");
     long long params = 0, fixed = 0;  // the model's own tensors (not ema.*, opt.*); pos_embed is not trained
     for (int i = 0; i < f.n; i++) {
         const char *name = f.tensors[i].name;
@@ -129,7 +139,7 @@ int cmd_info(int argc, char **argv) {
                          step ? step : "?", f.n);
     else model_provenance(&f);
     if (training) {
-        static const char *const hyper[] = {"batch",      "lr",        "warmup",    "decay_start", "decay_end",
+        static const char *const hyper[] = {"batch",      "accum",     "lr",        "warmup",    "decay_start", "decay_end",
                                             "lr_end",     "weight_decay", "grad_clip", "ema_decay",  "label_drop",
                                             "seed",       "batches",   "skipped"};
         printf("  trainer:");
@@ -143,6 +153,7 @@ int cmd_info(int argc, char **argv) {
         printf("\n");
     }
     run_settings(&f);
+    fine_tuned_from(&f);
     for (int i = 0; tensors && i < f.n; i++) {
         const StTensor *t = &f.tensors[i];
         printf("  %-48s %-4s [", t->name, st_dtype_name(t->dtype));

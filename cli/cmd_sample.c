@@ -55,7 +55,9 @@ static void refuse_model_flags(int argc, char **argv) {
 }
 
 // Images when --n is not given: 16 of one class, else 8 per class (64 spread over >16 classes).
-static int default_count(int classes, int one_class) { return one_class ? 16 : classes <= 16 ? 8 * classes : 64; }
+static int default_count(int classes, int one_class) {
+    return one_class || !classes ? 16 : classes <= 16 ? 8 * classes : 64;  // 0 classes: unconditional
+}
 
 // The model's configuration from its file, before anything is allocated for it.
 static void peek_config(const char *path, NetConfig *c) {
@@ -156,9 +158,10 @@ int cmd_sample(int argc, char **argv) {
         OPT_PRECISION(&precision),
     };
     refuse_model_flags(argc, argv);
-    args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
-               "or --save-npy it writes samples.png. Existing files are not replaced without --force (which\n"
-               "also clears an --out-dir of an earlier run's NNNNNN_<class>.png images).",
+    args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images (an unconditional model's: no --class,\n"
+               "no guidance). Without --out, --out-dir, --save-npz or --save-npy it writes samples.png.\n"
+               "Existing files are not replaced without --force (which also clears an --out-dir of an\n"
+               "earlier run's NNNNNN_<class>.png images).",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
@@ -187,6 +190,13 @@ int cmd_sample(int argc, char **argv) {
     if (!ckpt) ckpt = default_model_path();
     NetConfig pc;
     peek_config(ckpt, &pc);
+    MalaErr err;
+    if (gen_guidance_for(&pc, &go.cfg_scale, args_given(opts, sizeof opts / sizeof opts[0], &go.cfg_scale),
+                         "--cfg-scale", &err))
+        FATAL("%s: %s", ckpt, err.msg);
+    if (pc.num_classes == 0 && (cls || labels))
+        FATAL("%s %s: %s is an unconditional model (num_classes 0): it samples without classes; drop %s",
+              cls ? "--class" : "--labels", cls ? cls : labels, ckpt, cls ? "--class" : "--labels");
     size_t per_image = (size_t)pc.in_channels * pc.image_size * pc.image_size;
     int count = n;
     if (!count && labels) {
@@ -200,7 +210,6 @@ int cmd_sample(int argc, char **argv) {
     args_check_memory("--batch", batch, gen_bytes - gen_dev, "the model's weights and activations (2 passes per image "
                       "with guidance)");
 
-    MalaErr err;
     Generator g;
     if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
     if (!strcmp(weights, "online")) use_online_weights(&g, ckpt);
@@ -287,7 +296,7 @@ int cmd_sample(int argc, char **argv) {
         if (g.vae) progress_update(&pr.pg, b0 + nb == n, "decoding images %d-%d of %d", b0 + 1, b0 + nb, n);
         for (int i = 0; out_dir && i < nb; i++) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, g.classes.names[y[b0 + i]]);
+            snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, K ? g.classes.names[y[b0 + i]] : "uncond");
             for (char *p = path + strlen(out_dir) + 1; *p; p++)
                 if (*p == '/' || *p == ' ') *p = '_';
             char *params = png_params(&g, ckpt, vae, &go, y + b0 + i, 1, seed, b0 + i);

@@ -39,6 +39,8 @@
 #include "train/trainer.h"
 #include "cpu/cpu_threads.h"
 #include "cli/train_tensorboard.h"
+#include "cli/train_batch.h"
+#include "cli/train_init.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 // The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
@@ -80,8 +82,9 @@ static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, c
     p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
     p->img = xmalloc((size_t)p->n * generator_out_floats(&p->g) * sizeof(float));
     p->y = xmalloc(p->n * sizeof(int32_t));
-    p->per_class = p->n / c->num_classes > 0 ? p->n / c->num_classes : 1;
-    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % c->num_classes;
+    const int K = c->num_classes > 0 ? c->num_classes : 1;  // unconditional: label 0, no guidance
+    p->per_class = p->n / K > 0 ? p->n / K : 1;
+    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % K;
 }
 
 static int preview_step(void *ctx, int i, int n, const float *x0) {
@@ -99,10 +102,12 @@ static int preview_write(Preview *p, const Trainer *tr, const char *path) {
     tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
     GenOpts o = gen_opts_default();
     o.kind = SAMPLER_DDIM;
+    if (tr->net->cfg.num_classes == 0) o.cfg_scale = 1.0f;
     o.steps = p->steps;
     generator_noise(&p->g, p->x, 1234, 0, p->n);
     const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
-    const int k = tr->net->cfg.num_classes, cols = p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
+    const int k = tr->net->cfg.num_classes;
+    const int cols = !k ? (p->n < 8 ? p->n : 8) : p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
     progress_init(&p->pg, stderr);
     p->t0 = now_seconds();
     int rc = generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, preview_step, p, &err);
@@ -152,6 +157,7 @@ typedef struct {
     double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
     int tensorboard;                 // 1: the TensorBoard event file
+    InitMeta init;                   // --init: where the run started (run.init*)
 } RunSettings;
 
 enum { RUN_INTS = 9, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
@@ -171,7 +177,8 @@ static int *run_ints(RunSettings *r, int i) {
 
 typedef struct {
     char val[RUN_KEYS][4200];
-    const char *kv[2 * RUN_KEYS];
+    const char *kv[2 * (RUN_KEYS + INIT_KEYS)];
+    int n;  // pairs in kv
 } RunMeta;
 
 // Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
@@ -191,6 +198,9 @@ static void run_meta_fill(RunMeta *m, RunSettings *r) {
     m->kv[2 * RUN_KEYS - 2] = "run.iters";
     snprintf(m->val[RUN_KEYS - 1], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
     for (int i = 0; i < RUN_KEYS; i++) m->kv[2 * i + 1] = m->val[i];
+    int k = init_meta_pairs(&r->init);  // a fine-tuned run's origin
+    memcpy(m->kv + 2 * RUN_KEYS, r->init.kv, 2 * k * sizeof(char *));
+    m->n = RUN_KEYS + k;
 }
 
 // A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; a value out
@@ -226,6 +236,7 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     int rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, &err);
     if (rc < 0) FATAL("%s", err.msg);
     *iters_found = rc == 0;
+    init_meta_read(&f, &r->init);
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
@@ -376,17 +387,21 @@ int cmd_train(int argc, char **argv) {
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
     rs.tensorboard = 1;
-    const char *out = "runs/mala", *device = NULL, *precision = NULL;
-    int batch = 256, gbatch = 0, resume = 0, threads = 0, epochs = 0, zero = 0;
+    const char *out = "runs/mala", *device = NULL, *precision = NULL, *init = NULL, *init_weights = "ema";
+    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC",
          "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
          ARG_ALIAS("--data-path")},
         {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
-        {"--batch", OPT_INT, &batch, "B", "batch size (the global batch under mpirun / srun: split over the processes)",
-         ARG_MIN(1), ARG_ALIAS("--global-batch-size")},
-        {"--global-batch", OPT_INT, &gbatch, "G", "the same as --batch (default: --batch)", ARG_MIN(1)},
+        {"--batch", OPT_INT, &batch, "B", "batch size of a forward pass (under mpirun / srun: over all processes, "
+         "split over them)", ARG_MIN(1)},
+        {"--accum", OPT_INT, &accum, "K", "gradient accumulation: K batches of --batch make one optimiser step",
+         ARG_MIN(1)},
+        {"--global-batch", OPT_INT, &gbatch, "G", "images per optimiser step, --batch x --accum; given alone it is "
+         "--batch, or --accum the fewest K that fit in memory (default: --batch)", ARG_MIN(1),
+         ARG_ALIAS("--global-batch-size")},
         {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
         {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
          "batch) steps; default: --iters)", ARG_MIN(1)},
@@ -419,6 +434,10 @@ int cmd_train(int argc, char **argv) {
         {"--tensorboard", OPT_INT, &rs.tensorboard, "0|1", "1: a TensorBoard event file in --out (tensorboard "
          "--logdir)", ARG_MIN(0), ARG_MAX(1)},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
+        {"--init", OPT_STR, &init, "FILE", "fine-tune: a new run from the weights of a model file or training "
+         "checkpoint (step 0, a fresh optimiser; its model unless --model)"},
+        {"--init-weights", OPT_STR, &init_weights, "ema|online", "--init of a training checkpoint: its EMA or online "
+         "weights"},
         {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
          "of its memory)", ARG_MIN(0), ARG_MAX(1)},
         OPT_THREADS(&threads),
@@ -429,21 +448,25 @@ int cmd_train(int argc, char **argv) {
     Opt opts[N_OPTS];
     model_opts_table(&mo, opts);
     opts[6].help = "image channels (default: the data's)";
-    opts[7].help = "number of classes (default: the data's)";
+    opts[7].help = "number of classes (default: the data's; 0: an unconditional model, the labels unused)";
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
                "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
                "With --resume the model and optimiser settings, the data and the logging settings come\n"
                "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
-               "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.",
+               "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.\n"
+               "--classes 0 trains an unconditional model, --init FILE fine-tunes a model (docs/train.md).",
                opts, N_OPTS, argc, argv, 1);
 #define GIVEN(var) args_given(opts, N_OPTS, &(var))
     if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
-    if (GIVEN(gbatch)) {
-        if (GIVEN(batch) && batch != gbatch) FATAL("--batch %d and --global-batch %d contradict each other", batch, gbatch);
-        batch = gbatch;
-    }
-    int batch_given = GIVEN(batch) || GIVEN(gbatch);
+    if (init && resume)
+        FATAL("--init %s starts a new run from its weights; --resume continues the run in --out: give one of them", init);
+    if (GIVEN(init_weights) && !init) FATAL("--init-weights %s: applies to --init FILE only", init_weights);
+    if (strcmp(init_weights, "ema") && strcmp(init_weights, "online"))
+        FATAL("--init-weights %s: expected ema or online", init_weights);
+    // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
+    const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
+    if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
@@ -474,12 +497,13 @@ int cmd_train(int argc, char **argv) {
                 fprintf(stderr, "warning: skipping %s\n", err.msg);
                 continue;
             }
-            if (batch_given && batch != saved_batch)
-                FATAL("--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", batch, saved_batch);
+            BatchFlags bf = {batch, accum, gbatch, GIVEN(batch), GIVEN(accum), GIVEN(gbatch)};
+            check_resumed_batch(&bf, saved_batch, saved.accum);
             batch = saved_batch;
+            accum = saved.accum;
             if (batch % world)
                 FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
-            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
                                .grids = lead && rs.sample_every > 0, .grid_images = rs.sample_images, .vae = rs.vae};
             train_memory_check(&c, be, &ma, batch, 1, "the resumed model", 0);  // "resuming ..." says it
             tr = trainer_new(&c, &cn, &saved, be, batch / world);
@@ -530,6 +554,7 @@ int cmd_train(int argc, char **argv) {
         if (!GIVEN(rs.tensorboard)) rs.tensorboard = r.tensorboard;
         memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
         memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
+        rs.init = r.init;
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
@@ -545,6 +570,11 @@ int cmd_train(int argc, char **argv) {
               (unsigned long long)to.decay_start);
 
     // 2. the data, checked before anything is written; it shapes a fresh model
+    NetConfig ic;  // --init: the model fine-tuned, at its image size unless --image-size
+    const int from_init = init && !GIVEN(mo.preset) && !GIVEN(mo.backbone);  // else the flags' model
+    if (init) train_init_peek(init, &ic);
+    if (from_init && !GIVEN(mo.image_size)) mo.image_size = ic.image_size;
+    const char *model_name = from_init ? "the --init model" : mo.preset;
     // a latent set fixes the image size (its latents'), unless a flag asks for one
     const int latent_data = latent_is_set(rs.data);
     Dataset *ds = dataset_open(rs.data, resume ? c.image_size : latent_data && !GIVEN(mo.image_size) ? 0 : mo.image_size,
@@ -555,24 +585,28 @@ int cmd_train(int argc, char **argv) {
         FATAL("%s: %s, the resumed model is a %s model", rs.data, ds->views ? "a latent set" : "images",
               c.latent_scale > 0 ? "latent" : "pixel-space");
     if (resume) {
-        if (ds->num_classes != c.num_classes)
+        if (c.num_classes && ds->num_classes != c.num_classes)  // an unconditional model takes any data
             FATAL("%s: %d classes, the resumed model has %d", rs.data, ds->num_classes, c.num_classes);
         for (int i = 0; i < cn.n; i++)
             if (strcmp(cn.names[i], ds->class_names[i]))
                 FATAL("%s: class %d is '%s', the resumed model's is '%s' (the labels would change meaning)", rs.data, i,
                       ds->class_names[i], cn.names[i]);
     } else {
-        if (GIVEN(mo.classes) && mo.classes != ds->num_classes)
-            FATAL("--classes %d contradicts the data: %s has %d classes", mo.classes, rs.data, ds->num_classes);
+        const int uncond = GIVEN(mo.classes) && mo.classes == 0;  // the data's labels unused
+        if (GIVEN(mo.classes) && !uncond && mo.classes != ds->num_classes)
+            FATAL("--classes %d contradicts the data: %s has %d classes (--classes 0: an unconditional model)",
+                  mo.classes, rs.data, ds->num_classes);
         snprintf(rs.channels_from, sizeof rs.channels_from, "%s", GIVEN(mo.channels) ? "--channels" : "data");
         snprintf(rs.classes_from, sizeof rs.classes_from, "%s", GIVEN(mo.classes) ? "--classes" : "data");
         mo.channels = ds->channels;
-        mo.classes = ds->num_classes;
+        mo.classes = uncond ? 0 : ds->num_classes;
         if (ds->views) mo.image_size = ds->image_size;
-        model_opts_config(&mo, &c);
+        if (from_init) train_init_config(&mo, opts, &ic, &c);
+        else model_opts_config(&mo, &c);
         c.latent_scale = ds->latent_scale;  // the model file records that it is a latent model
-        model_check_learnable(&c, mo.preset);
-        cn.n = ds->num_classes;
+        model_check_learnable(&c, model_name);
+        if (init) train_init_check(&c, init, !strcmp(init_weights, "online"));  // before the memory plan
+        cn.n = mo.classes;
         cn.names = xcalloc(cn.n, sizeof(char *));
         for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
     }
@@ -581,8 +615,8 @@ int cmd_train(int argc, char **argv) {
     if (batch > ds->n)
         FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", batch, (long long)ds->n, rs.data,
               rs.limit > 0 ? " with --limit" : "");
-    if (GIVEN(epochs)) {
-        uint64_t per_epoch = (uint64_t)ds->n / (uint64_t)batch;
+    if (GIVEN(epochs)) {  // a step takes --batch x --accum images
+        uint64_t per_epoch = (uint64_t)ds->n / ((uint64_t)batch * accum);
         iters = (uint64_t)epochs * (per_epoch ? per_epoch : 1);
     }
     int hflip = rs.hflip >= 0 ? rs.hflip
@@ -602,10 +636,12 @@ int cmd_train(int argc, char **argv) {
     }
     if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
     if (!resume) {  // everything the run allocates, refused before anything is created
-        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero,
+        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
                            .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
-        train_memory_check(&c, be, &ma, batch, 0, mo.preset, lead);
+        if (auto_accum) choose_accum(&c, be, &ma, gbatch, &batch, &accum, lead);
+        train_memory_check(&c, be, &ma, batch, 0, model_name, lead);
     }
+    to.accum = accum;
 
     // 3. the data order and the sample grids (their VAE loaded), before anything is written
     Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);
@@ -614,7 +650,15 @@ int cmd_train(int argc, char **argv) {
     Preview pv = {0};
     if (grid_every > 0) preview_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps);
 
-    // 4. the run directory (rank 0's, once every rank has checked the run) and the trainer
+    // 4. the trainer (a fresh one: --init's weights checked and loaded first), then the run directory
+    // (rank 0's, once every rank has checked the run)
+    if (!resume) {
+        tr = trainer_new(&c, &cn, &to, be, batch / world);
+        trainer_shard(tr, rank, world);
+        if (zero) trainer_zero1(tr);
+        trainer_init_weights(tr);
+        if (init) train_init_load(tr, init, !strcmp(init_weights, "online"), lead, &rs.init);
+    }
     dist_barrier();
     if (lead) {
         make_dirs(dir);
@@ -636,10 +680,6 @@ int cmd_train(int argc, char **argv) {
                                    : "--iters' default: the checkpoint stores no target");
         if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
-        tr = trainer_new(&c, &cn, &to, be, batch / world);
-        trainer_shard(tr, rank, world);
-        if (zero) trainer_zero1(tr);
-        trainer_init_weights(tr);
         FILE *f = lead ? fopen(csv, "w") : NULL;
         if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
             FATAL("%s: cannot write: %s", csv, strerror(errno));
@@ -650,7 +690,8 @@ int cmd_train(int argc, char **argv) {
                                    (resume && tfev_session_start(&tb, (int64_t)tr->step + 1, &err))))
         FATAL("%s", err.msg);
     RunMeta meta;
-    tr->n_meta = RUN_KEYS;
+    run_meta_fill(&meta, &rs);
+    tr->n_meta = meta.n;
     tr->meta = meta.kv;
     loader_seek(ld, tr->batches);
     check_replicas(tr);
@@ -666,8 +707,13 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "optimiser state (AdamW m, v): %.2f MB per process%s\n", trainer_opt_state_bytes(tr) / 1e6,
                 tr->zero ? " (ZeRO-1: 1/world of it)" : world > 1 ? " (each holds all of it; --zero 1 shards it)"
                                                       : " (--zero 1: one process, nothing to shard)");
-    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %d classes; batch %d, lr %g, EMA %g; %llu steps; run dir %s\n",
-            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", ds->num_classes, batch, to.lr,
+    char bdesc[64];
+    snprintf(bdesc, sizeof bdesc, accum > 1 ? "%d (--batch %d x --accum %d)" : "%d", batch * accum, batch, accum);
+    char kdesc[64];
+    snprintf(kdesc, sizeof kdesc, c.num_classes ? "%d classes" : "%d classes unused (an unconditional model)",
+             ds->num_classes);
+    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %s; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
+            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", kdesc, bdesc, to.lr,
             to.ema_decay, (unsigned long long)iters, out);
     if (lead && to.decay_end > to.decay_start)
         fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,
@@ -679,15 +725,15 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
                 "on)\n", (unsigned long long)tr->step);
 
-    float *x = xmalloc((size_t)batch * per * sizeof(float));
-    int32_t *y = xmalloc(batch * sizeof(int32_t));
+    float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
+    int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
     double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
     int acc_n = 0, rc = 0;
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, stderr);
     while (tr->step < iters && !dist_any(stop_requested)) {
-        loader_next(ld, x, y);
+        for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
         StepStats st = trainer_step(tr, x, y);
         maybe_diverge(tr);
         if (st.skipped) {
@@ -707,7 +753,7 @@ int cmd_train(int argc, char **argv) {
         const int log_now = tr->step % rs.log_every == 0 || tr->step == iters;  // the last step too
         if (log_now) check_replicas(tr);
         if (lead && log_now) {
-            double rate = acc_n * (double)batch / (now - t_log);
+            double rate = acc_n * (double)batch * accum / (now - t_log);  // images, not batches
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
             char etas[32], stamp[32];
             progress_format_eta(etas, sizeof etas, eta);

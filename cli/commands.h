@@ -48,6 +48,9 @@ void model_opts_config(ModelOpts *mo, NetConfig *c);
 // --resume: exits with a one-line error when a model flag given (opts: the MODEL_OPTS_N rows
 // model_opts_table filled) contradicts the checkpoint's configuration c.
 void model_opts_check_resumed(const ModelOpts *mo, const Opt *opts, const NetConfig *c);
+// g = c with the model flags given applied (--model: its preset; the attention flags, --image-size,
+// --channels, --classes, --learn-sigma); exits on a flag that does not apply. what: "--resume", "--init".
+void model_opts_apply_given(const ModelOpts *mo, const Opt *opts, const NetConfig *c, NetConfig *g, const char *what);
 // Exits with a one-line error for a shape that cannot learn (net_check_learnable).
 void model_check_learnable(const NetConfig *c, const char *preset);
 

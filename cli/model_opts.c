@@ -27,7 +27,7 @@ void model_opts_table(ModelOpts *mo, Opt *o) {
     o[4] = (Opt){"--gate", OPT_INT, &mo->gate, "0|1", "output gate (default: off)", ARG_MIN(-1), ARG_MAX(1)};
     o[5] = (Opt){"--image-size", OPT_INT, &mo->image_size, "S", "image side", ARG_MIN(1), ARG_MAX(8192)};
     o[6] = (Opt){"--channels", OPT_INT, &mo->channels, "C", "image channels", ARG_MIN(1), ARG_MAX(64)};
-    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes", ARG_MIN(1), ARG_MAX(1000000),
+    o[7] = (Opt){"--classes", OPT_INT, &mo->classes, "K", "number of classes (0: unconditional)", ARG_MIN(0), ARG_MAX(1000000),
                  ARG_ALIAS("--num-classes")};
     o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
     o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};
@@ -78,11 +78,21 @@ void model_opts_config(ModelOpts *mo, NetConfig *c) {
 void model_opts_check_resumed(const ModelOpts *mo, const Opt *o, const NetConfig *c) {
     char desc[256];
     net_config_describe(c, desc, sizeof desc);
-    NetConfig g = *c;  // the checkpoint's configuration with the given flags applied
+    NetConfig g;  // the checkpoint's configuration with the given flags applied
+    model_opts_apply_given(mo, o, c, &g, "--resume");
+    if (memcmp(&g, c, sizeof g))
+        FATAL("--resume: the model flags given contradict the checkpoint's model (%s); a resumed run keeps its model: "
+              "drop them, or train into a fresh --out", desc);
+}
+
+void model_opts_apply_given(const ModelOpts *mo, const Opt *o, const NetConfig *c, NetConfig *out, const char *what) {
+    char desc[256];
+    net_config_describe(c, desc, sizeof desc);
+    NetConfig g = *c;
     MalaErr err;
     if (o[0].given && net_config_preset(&g, mo->preset, &err)) FATAL("%s", err.msg);
     if (o[9].given && strcmp(mo->backbone, backbone_name(c->backbone)))
-        FATAL("--resume: --backbone %s contradicts the checkpoint's model (%s)", mo->backbone, desc);
+        FATAL("%s: --backbone %s contradicts the checkpoint's model (%s)", what, mo->backbone, desc);
     if (g.backbone == BACKBONE_DIT) {
         if (o[1].given) {
             AttnKind k;
@@ -93,15 +103,13 @@ void model_opts_check_resumed(const ModelOpts *mo, const Opt *o, const NetConfig
         if (o[3].given && mo->lepe >= 0) g.dit.lepe = mo->lepe;
         if (o[4].given && mo->gate >= 0) g.dit.gate = mo->gate != 0;
     } else if (o[1].given || o[2].given || o[3].given || o[4].given) {
-        FATAL("--resume: --attn, --rope, --lepe and --gate set DiT's attention; the checkpoint's model is %s", desc);
+        FATAL("%s: --attn, --rope, --lepe and --gate set DiT's attention; the checkpoint's model is %s", what, desc);
     }
     if (o[5].given) g.image_size = mo->image_size;
     if (o[6].given) g.in_channels = mo->channels;
     if (o[7].given) g.num_classes = mo->classes;
     if (o[8].given) g.learn_sigma = mo->learn_sigma;
-    if (memcmp(&g, c, sizeof g))
-        FATAL("--resume: the model flags given contradict the checkpoint's model (%s); a resumed run keeps its model: "
-              "drop them, or train into a fresh --out", desc);
+    *out = g;
 }
 
 void model_check_learnable(const NetConfig *c, const char *preset) {

@@ -1,7 +1,7 @@
 // The backbone registry and what every network shares: configuration metadata, the parameter
 // table, the arena, and the calls that dispatch to a backbone.
 // defines: net_backbone, backbone_parse, backbone_name, net_preset_canonical, net_config_*, net_arena_bytes,
-//          net_param_floats,
+//          net_param_floats, net_plan, net_plan_free,
 //          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "model/net.h"
@@ -100,15 +100,17 @@ int net_config_validate(const NetConfig *c, MalaErr *err) {
     if (!ops) return mala_errf(err, "model: unknown backbone %d", (int)c->backbone);
     if (c->image_size < 1) return mala_errf(err, "model: image size must be positive");
     if (c->in_channels < 1) return mala_errf(err, "model: in_channels must be positive");
-    if (c->num_classes < 1) return mala_errf(err, "model: num_classes must be positive");
+    if (c->num_classes < 0) return mala_errf(err, "model: num_classes must be 0 (unconditional) or more");
     return ops->validate(c, err);
 }
 
 void net_config_describe(const NetConfig *c, char *buf, size_t n) {
     char own[224];
     net_backbone(c->backbone)->describe(c, own, sizeof own);
-    snprintf(buf, n, "%s %s, %dx%dx%d%s, %d classes%s", backbone_name(c->backbone), own, c->image_size, c->image_size,
-             c->in_channels, c->latent_scale > 0 ? " latents" : "", c->num_classes, c->learn_sigma ? ", learned sigma" : "");
+    char classes[32] = "unconditional";  // num_classes 0: the label table's one row for every image
+    if (c->num_classes > 0) snprintf(classes, sizeof classes, "%d classes", c->num_classes);
+    snprintf(buf, n, "%s %s, %dx%dx%d%s, %s%s", backbone_name(c->backbone), own, c->image_size, c->image_size,
+             c->in_channels, c->latent_scale > 0 ? " latents" : "", classes, c->learn_sigma ? ", learned sigma" : "");
 }
 
 double net_flops_per_image(const NetConfig *c) { return net_backbone(c->backbone)->flops_per_image(c); }
@@ -241,6 +243,10 @@ size_t net_param_floats(const NetConfig *c, size_t *trainable) {
     net_release_host(n);
     return floats;
 }
+
+Net *net_plan(const NetConfig *c) { return net_build(c, backend_cpu(), 1, NET_INFER); }
+
+void net_plan_free(Net *n) { net_release_host(n); }
 
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode) {
     Net *n = net_build(c, be, max_batch, mode);

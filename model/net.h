@@ -157,6 +157,10 @@ void net_config_write(StWriter *w, const NetConfig *c);
 size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int mode);
 // Parameter floats of a network of this configuration (n_floats), and its trainable ones.
 size_t net_param_floats(const NetConfig *c, size_t *trainable);
+// The parameter table (params, nparams, n_floats, cfg) of configuration c, with no memory for the
+// weights or activations (w unset): for checks before anything is allocated. Free with net_plan_free.
+Net *net_plan(const NetConfig *c);
+void net_plan_free(Net *n);
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode);
 void net_free(Net *n);
 const ParamInfo *net_find_param(const Net *n, const char *name);

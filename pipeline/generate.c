@@ -1,5 +1,5 @@
 // defines: gen_opts_default, generator_open, generator_new, generator_image_floats, generator_close,
-//          generator_noise, generator_run
+//          generator_noise, generator_run, gen_guidance_for
 #include "pipeline/generate.h"
 
 #include <string.h>
@@ -101,9 +101,14 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     int T = g->base.num_timesteps;
     if (o->steps < 1 || o->steps > T) return mala_errf(err, "--steps %d: must be between 1 and %d", o->steps, T);
     if (n < 1 || n > g->max_batch) return mala_errf(err, "generator: batch %d outside 1..%d", n, g->max_batch);
+    if (g->net->cfg.num_classes == 0 && o->cfg_scale != 1.0f)
+        return mala_errf(err, "guidance %g: the model is unconditional (num_classes 0), and classifier-free guidance "
+                         "needs a class-conditional one", (double)o->cfg_scale);
     for (int i = 0; i < n; i++)
         if (y[i] < 0 || y[i] > g->net->cfg.num_classes)
-            return mala_errf(err, "label %d: the model has classes 0..%d", y[i], g->net->cfg.num_classes - 1);
+            return mala_errf(err, g->net->cfg.num_classes ? "label %d: the model has classes 0..%d"
+                                                          : "label %d: the model is unconditional (label 0 only)",
+                             y[i], g->net->cfg.num_classes - 1);
     if (g->s.sp.num_timesteps != o->steps && sampler_set_steps(&g->s, &g->base, o->steps, err)) return -1;
     g->s.cfg.kind = o->kind;
     g->s.cfg.cfg_scale = o->cfg_scale;
@@ -122,4 +127,16 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     int rc = sampler_run(&g->s, g->d_x, y, n, err);
     if (rc >= 0) be->to_host(x, g->d_x, bytes);
     return rc;
+}
+
+int gen_guidance_for(const NetConfig *c, float *cfg_scale, int given, const char *flag, MalaErr *err) {
+    if (c->num_classes > 0) return 0;
+    if (!given) {
+        *cfg_scale = 1.0f;
+        return 0;
+    }
+    if (*cfg_scale != 1.0f)
+        return mala_errf(err, "%s %g: the model is unconditional (num_classes 0), and classifier-free guidance needs a "
+                         "class-conditional one: drop %s (or give 1)", flag, (double)*cfg_scale, flag);
+    return 0;
 }

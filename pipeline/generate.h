@@ -35,6 +35,9 @@ typedef struct {
 } GenOpts;
 
 GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4, clip on
+// An unconditional model (num_classes 0) has no guidance: *cfg_scale becomes 1 when the flag `flag`
+// was not given, and a given scale other than 1 is refused (-1, err names the flag). 0 otherwise.
+int gen_guidance_for(const NetConfig *c, float *cfg_scale, int given, const char *flag, MalaErr *err);
 // Opens `path` (EMA weights when present) for batches of up to max_batch images.
 int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err);
 // The same with the network mode: NET_INFER_ATTN keeps each block's attention inputs of the last
@@ -53,7 +56,8 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
 // x (host): in the initial noise, out the samples in [-1, 1], for images first..first+n-1 of a
 // run seeded by seed. The per-step noise of image i (DDPM, DDIM with eta > 0) depends only on
 // (seed, first + i, step) on a given backend, so batching changes nothing. on_step (may be NULL)
-// sees the predicted x0 (host memory) after every step and may cancel (returns 1).
+// sees the predicted x0 (host memory) after every step and may cancel (returns 1). An unconditional
+// model (num_classes 0) takes label 0 (its one embedding) and guidance 1 only.
 int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err);
 

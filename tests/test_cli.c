@@ -745,6 +745,240 @@ START_TEST(test_process_name) {
 }
 END_TEST
 
+
+// ---- issue 37: gradient accumulation, unconditional models, fine-tuning ----
+
+static int same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);
+    int same = x && y && na == nb && !memcmp(x, y, na);
+    free(x);
+    free(y);
+    return same;
+}
+
+// Largest |a - b| over the tensors of a that b has (under the same name); the count compared in *n.
+static double tensors_max_diff(const char *a, const char *b, const char *prefix, int *n) {
+    StFile fa, fb;
+    MalaErr err;
+    ck_assert_msg(st_open(&fa, a, &err) == 0, "%s", err.msg);
+    ck_assert_msg(st_open(&fb, b, &err) == 0, "%s", err.msg);
+    double worst = 0;
+    *n = 0;
+    for (int i = 0; i < fa.n; i++) {
+        const StTensor *ta = &fa.tensors[i], *tb = st_find(&fb, ta->name);
+        if (strncmp(ta->name, prefix, strlen(prefix)) || !tb) continue;
+        ck_assert_msg(st_numel(ta) == st_numel(tb), "%s: tensor %s", b, ta->name);
+        size_t k = (size_t)st_numel(ta);
+        float *xa = malloc(k * sizeof(float)), *xb = malloc(k * sizeof(float));
+        ck_assert(st_read_f32(&fa, ta, xa, &err) == 0 && st_read_f32(&fb, tb, xb, &err) == 0);
+        double d = tu_max_abs_diff(xa, xb, k);
+        if (d > worst) worst = d;
+        free(xa);
+        free(xb);
+        (*n)++;
+    }
+    st_close(&fa);
+    st_close(&fb);
+    return worst;
+}
+
+// --accum: 2 x batch 4 trains what batch 8 trains (the loader's images, the draws; to the order of
+// the gradient's sums: weights within 1e-6 after 4 steps), the log counts images, the checkpoint
+// and mala info record it, --resume follows it and refuses another, --global-batch splits.
+START_TEST(test_train_accum) {
+    tu_make_tmpdir("cli");
+#define ACC "train --model DiT-T/4 --log-every 2 --sample-every 0 --threads 2 --limit 64 --ckpt-every 2"
+    RUN_OK(ACC " --batch 8 --iters 4 --out %s", tp("big"));
+    RUN_OK(ACC " --batch 4 --accum 2 --iters 4 --out %s", tp("acc"));
+    ck_assert_msg(strstr(g_err, "batch 8 (--batch 4 x --accum 2)"), "%s", g_err);
+    int n;
+    double d = tensors_max_diff(tp("big/checkpoints/0000004.safetensors"), tp("acc/checkpoints/0000004.safetensors"),
+                                "", &n);
+    printf("--batch 4 --accum 2 vs --batch 8, 4 steps: max |diff| %.3g over %d tensors\n", d, n);
+    ck_assert_msg(n > 100 && d <= 1e-6, "accumulation differs from the big batch by %g", d);
+    RUN_OK("info %s", tp("acc/checkpoints/0000004.safetensors"));
+    ck_assert_msg(strstr(g_out, "batch 4 accum 2 ") && strstr(g_out, "batches 8 "), "%s", g_out);
+    // resume: follows the run's --accum (bit-exact), refuses another
+    RUN_OK(ACC " --batch 4 --accum 2 --iters 2 --out %s", tp("res"));
+    RUN_OK("train --resume --iters 4 --threads 2 --out %s", tp("res"));
+    ck_assert_msg(same_bytes(tp("acc/checkpoints/0000004.safetensors"), tp("res/checkpoints/0000004.safetensors")),
+                  "resume with accumulation is not bit-exact");
+    expect_error(run("train --resume --accum 4 --iters 6 --threads 2 --out %s", tp("res")), "another --accum",
+                 "--accum 4 contradicts the run's --accum 2", NULL);
+    expect_error(run("train --resume --global-batch 16 --iters 6 --threads 2 --out %s", tp("res")),
+                 "another --global-batch", "--global-batch 16 contradicts the run's 8 (--batch 4 x --accum 2)", NULL);
+    RUN_OK("train --resume --global-batch-size 8 --iters 6 --threads 2 --out %s", tp("res"));
+    // --global-batch with --batch: --accum is their quotient, which must be whole
+    expect_error(run(ACC " --global-batch 8 --batch 3 --out %s", tp("x")), "indivisible", "not a multiple of --batch 3",
+                 NULL);
+    RUN_OK(ACC " --global-batch 8 --batch 2 --iters 1 --out %s", tp("g2"));
+    ck_assert_msg(strstr(g_err, "batch 8 (--batch 2 x --accum 4)"), "%s", g_err);
+    // alone: one batch when it fits, else the fewest micro-batches that fit (DiT-T/4: batch 32 needs
+    // about 125 MB beyond the program, 16 about 83 MB)
+    RUN_OK(ACC " --global-batch 64 --iters 1 --out %s", tp("g1"));
+    ck_assert_msg(strstr(g_err, "batch 64, lr") && !strstr(g_err, "--accum"), "%s", g_err);
+    setenv("MALA_TEST_MEMORY", "100M", 1);
+    int rc = run(ACC " --global-batch 64 --iters 1 --out %s", tp("g4"));
+    unsetenv("MALA_TEST_MEMORY");
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, g_err);
+    ck_assert_msg(strstr(g_err, "note: --global-batch 64 does not fit in memory as one batch: --batch 16 x --accum 4"),
+                  "%s", g_err);
+#undef ACC
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// --classes 0: a tiny unconditional model trains (with its grid), resumes, says so in mala info,
+// samples without --class, and refuses a class and guidance by name, in sample and eval.
+START_TEST(test_train_unconditional) {
+    tu_make_tmpdir("cli");
+    RUN_OK("train " TINY " --classes 0 --limit 16 --iters 2 --sample-every 2 --sample-steps 2 --sample-images 4 "
+           "--out %s", tp("u"));
+    ck_assert_msg(strstr(g_err, "10 classes unused (an unconditional model)"), "%s", g_err);
+    ck_assert(exists(tp("u/samples/0000002.png")));
+    RUN_OK("train --resume --iters 3 --sample-every 0 --threads 2 --out %s", tp("u"));
+    const char *ck = tp("u/checkpoints/0000003.safetensors");
+    RUN_OK("info %s", ck);
+    ck_assert_msg(strstr(g_out, "32x32x1, unconditional") && strstr(g_out, "classes: none (num_classes 0"), "%s", g_out);
+    StFile f;
+    MalaErr err;
+    ck_assert_msg(st_open(&f, ck, &err) == 0, "%s", err.msg);
+    const StTensor *t = st_find(&f, "y_embedder.embedding_table.weight");
+    ck_assert(t && t->ndim == 2 && t->shape[0] == 1 && !strcmp(st_meta(&f, "num_classes"), "0") &&
+              !strcmp(st_meta(&f, "class_names"), "[]"));
+    st_close(&f);
+    RUN_OK("export --ckpt %s --out %s", ck, tp("u.safetensors"));
+    RUN_OK("sample --ckpt %s --sampler ddim --steps 2 --n 2 --threads 2 --out-dir %s", tp("u.safetensors"), tp("png"));
+    ck_assert(exists(tp("png/000001_uncond.png")));
+    expect_error(run("sample --ckpt %s --steps 2 --cfg-scale 4 --out %s", tp("u.safetensors"), tp("g.png")), "guidance",
+                 "--cfg-scale 4: the model is unconditional (num_classes 0)", "drop --cfg-scale");
+    expect_error(run("sample --ckpt %s --steps 2 --class 3 --out %s", tp("u.safetensors"), tp("g.png")), "a class",
+                 "--class 3:", "is an unconditional model (num_classes 0)");
+    expect_error(run("eval fid --features fmnist --ckpt %s --cfg-scale 2 --ref %s --threads 2", tp("u.safetensors"),
+                     tp("none.npz")), "eval guidance", "--cfg-scale 2: the model is unconditional", NULL);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Largest |a[name] - b[bprefix name]| over a's model tensors (no ema.*, opt.*) but `skip`; *n compared.
+static double model_diff(const char *a, const char *b, const char *bprefix, const char *skip, int *n) {
+    StFile fa, fb;
+    MalaErr err;
+    ck_assert_msg(st_open(&fa, a, &err) == 0 && st_open(&fb, b, &err) == 0, "%s", err.msg);
+    double worst = 0;
+    *n = 0;
+    for (int i = 0; i < fa.n; i++) {
+        const StTensor *ta = &fa.tensors[i];
+        if (!strncmp(ta->name, "ema.", 4) || !strncmp(ta->name, "opt.", 4) || (skip && !strcmp(ta->name, skip)))
+            continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s%s", bprefix, ta->name);
+        const StTensor *tb = st_find(&fb, name);
+        ck_assert_msg(tb && st_numel(ta) == st_numel(tb), "%s: tensor %s", b, name);
+        size_t k = (size_t)st_numel(ta);
+        float *xa = malloc(k * sizeof(float)), *xb = malloc(k * sizeof(float));
+        ck_assert(st_read_f32(&fa, ta, xa, &err) == 0 && st_read_f32(&fb, tb, xb, &err) == 0);
+        worst = fmax(worst, tu_max_abs_diff(xa, xb, k));
+        free(xa);
+        free(xb);
+        (*n)++;
+    }
+    st_close(&fa);
+    st_close(&fb);
+    return worst;
+}
+
+// The same tensor `name` of two files: max |a - b| (-1 when the shapes differ).
+static double tensor_diff(const char *a, const char *b, const char *name) {
+    StFile fa, fb;
+    MalaErr err;
+    ck_assert_msg(st_open(&fa, a, &err) == 0 && st_open(&fb, b, &err) == 0, "%s", err.msg);
+    const StTensor *ta = st_find(&fa, name), *tb = st_find(&fb, name);
+    ck_assert_msg(ta && tb, "%s: no %s", ta ? b : a, name);
+    double d = -1;
+    if (st_numel(ta) == st_numel(tb)) {
+        size_t k = (size_t)st_numel(ta);
+        float *xa = malloc(k * sizeof(float)), *xb = malloc(k * sizeof(float));
+        ck_assert(st_read_f32(&fa, ta, xa, &err) == 0 && st_read_f32(&fb, tb, xb, &err) == 0);
+        d = tu_max_abs_diff(xa, xb, k);
+        free(xa);
+        free(xb);
+    }
+    st_close(&fa);
+    st_close(&fb);
+    return d;
+}
+
+// --init (fine-tuning): a DiT-T/4 of Fashion-MNIST's 10 classes fine-tuned on a 3-class folder with
+// --lr 0 (so the checkpoint's online weights are the starting ones): every tensor but the label
+// table is the file's EMA exactly; the table is a fresh run's (DiT init); at another image size
+// pos_embed is the fresh run's sin-cos table; --init-weights online and a model file; mala info
+// names the file and its SHA-256 (as sha256sum prints it); another width or backbone, --resume and
+// online weights of a model file are refused, creating nothing.
+START_TEST(test_train_init) {
+    tu_make_tmpdir("cli");
+#define FT "--batch 4 --log-every 1 --sample-every 0 --threads 2 --lr 0 --iters 1"
+    RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("base"));
+    char base[600];
+    snprintf(base, sizeof base, "%s", tp("base/checkpoints/0000002.safetensors"));
+    make_folder(tp("f3"), 3, 4, 1, 32);
+    RUN_OK("train " FT " --init %s --data %s --out %s", base, tp("f3"), tp("ft"));
+    ck_assert_msg(strstr(g_err, "(ema weights, step 2): carried over 59 of 60 tensors") &&
+                  strstr(g_err, "new: y_embedder.embedding_table.weight [4, 128] (3 classes + the null class; the "
+                                "file's [11, 128]: re-initialised, N(0, 0.02))") && strstr(g_err, "3 classes"),
+                  "%s", g_err);
+    const char *ft = tp("ft/checkpoints/0000001.safetensors");
+    int n;
+    double d = model_diff(ft, base, "ema.", "y_embedder.embedding_table.weight", &n);
+    ck_assert_msg(n == 59 && d == 0, "carried over %d tensors, max |diff| %g", n, d);
+    RUN_OK("train --model DiT-T/4 " FT " --data %s --out %s", tp("f3"), tp("fresh"));
+    d = tensor_diff(ft, tp("fresh/checkpoints/0000001.safetensors"), "y_embedder.embedding_table.weight");
+    ck_assert_msg(d == 0, "the new label table is not a fresh run's: %g", d);
+    // where it started, in mala info (and the hash sha256sum computes)
+    RUN_OK("info %s", ft);
+    char cmd[800], sum[80] = "";
+    snprintf(cmd, sizeof cmd, "sha256sum %s", base);
+    FILE *p = popen(cmd, "r");
+    ck_assert(p && fscanf(p, "%64s", sum) == 1);
+    pclose(p);
+    char want[1000];
+    snprintf(want, sizeof want, "fine-tuned from %s (ema weights, step 2), sha256 %s", base, sum);
+    ck_assert_msg(strstr(g_out, want), "want '%s' in:\n%s", want, g_out);
+    // another image size: pos_embed recomputed for the new grid
+    RUN_OK("train " FT " --init %s --data %s --image-size 16 --out %s", base, tp("f3"), tp("ft16"));
+    ck_assert_msg(strstr(g_err, "recomputed: pos_embed [1, 16, 128] (the fixed sin-cos table of a 16x16 image; the "
+                                "file's [1, 64, 128])"), "%s", g_err);
+    RUN_OK("train --model DiT-T/4 " FT " --data %s --image-size 16 --out %s", tp("f3"), tp("fresh16"));
+    d = tensor_diff(tp("ft16/checkpoints/0000001.safetensors"), tp("fresh16/checkpoints/0000001.safetensors"),
+                    "pos_embed");
+    ck_assert_msg(d == 0, "pos_embed is not the 16x16 table: %g", d);
+    // the online weights, and a model file (F16: its values exactly)
+    RUN_OK("train " FT " --init %s --init-weights online --limit 16 --out %s", base, tp("on"));
+    ck_assert_msg(strstr(g_err, "(online weights, step 2): carried over 60 of 60 tensors"), "%s", g_err);
+    d = model_diff(tp("on/checkpoints/0000001.safetensors"), base, "", NULL, &n);
+    ck_assert_msg(n == 60 && d == 0, "online: %d tensors, max |diff| %g", n, d);
+    RUN_OK("export --ckpt %s --out %s", base, tp("m.safetensors"));
+    RUN_OK("train " FT " --init %s --limit 16 --out %s", tp("m.safetensors"), tp("fm"));
+    ck_assert_msg(strstr(g_err, "(the model file's weights, step 2): carried over 60 of 60"), "%s", g_err);
+    d = model_diff(tp("fm/checkpoints/0000001.safetensors"), tp("m.safetensors"), "", NULL, &n);
+    ck_assert_msg(n == 60 && d == 0, "model file: %d tensors, max |diff| %g", n, d);
+    // refused, before anything is created
+    expect_error(run("train " FT " --init %s --model DiT-XS/4 --limit 16 --out %s", base, tp("x")), "a wider model",
+                 "tensor 'ema.x_embedder.proj.weight' is [128, 1, 4, 4] there and [256, 1, 4, 4] in the model trained",
+                 NULL);
+    expect_error(run("train " FT " --init %s --model DiG-T/4 --limit 16 --out %s", base, tp("x")), "another backbone",
+                 "has no tensor 'ema.blocks.0.attn.q_proj.weight'", "another backbone or depth");
+    expect_error(run("train " FT " --init %s --init-weights online --out %s", tp("m.safetensors"), tp("x")),
+                 "online of a model file", "--init-weights online:", "holds one set of weights");
+    expect_error(run("train --resume --init %s --out %s", base, tp("ft")), "--init with --resume", "give one of them",
+                 NULL);
+    ck_assert_msg(!exists(tp("x")), "a refused --init created its run directory");
+#undef FT
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -766,5 +1000,11 @@ int main(void) {
     tcase_add_test(names, test_help_and_names);
     tcase_add_test(names, test_info_export_vae);
     suite_add_tcase(s, names);
+    TCase *t37 = tcase_create("train37");  // issue 37: --accum, --classes 0, --init
+    tcase_set_timeout(t37, 600);
+    tcase_add_test(t37, test_train_accum);
+    tcase_add_test(t37, test_train_unconditional);
+    tcase_add_test(t37, test_train_init);
+    suite_add_tcase(s, t37);
     return tu_run(s);
 }

@@ -370,6 +370,112 @@ START_TEST(test_train_meta_ranges) {
 }
 END_TEST
 
+
+// ---- gradient accumulation (issue 37 item 3) ----
+
+// The tiny DiT above with `accum` micro-batches of `batch` per step and `classes` classes (seed 3, lr 1e-3).
+static Trainer *tiny_classes_trainer(int batch, int accum, int classes) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    MalaErr err;
+    ck_assert(net_config_preset(&c, "DiT-T/4", &err) == 0);
+    c.dit.depth = 2;
+    c.dit.hidden = 64;
+    c.dit.heads = 2;
+    ClassNames cn;
+    c.num_classes = classes;
+    class_names_default(&cn, classes);
+    TrainOpts o;
+    train_opts_default(&o);
+    o.lr = 1e-3f;
+    o.seed = 3;
+    o.ema_decay = 0.99f;
+    o.label_drop = 0.5f;  // dropouts in every step: their draws must line up too
+    o.accum = accum;
+    Trainer *tr = trainer_new(&c, &cn, &o, backend_cpu(), batch);
+    trainer_init_weights(tr);
+    class_names_free(&cn);
+    return tr;
+}
+
+static Trainer *tiny_accum_trainer(int batch, int accum) { return tiny_classes_trainer(batch, accum, 10); }
+
+// Largest |a - b| over n floats relative to the largest |b|.
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return m > 0 ? d / m : d;
+}
+
+// --accum 2 of batch 2 takes the steps one batch of 4 takes: the same images, timesteps, dropouts and
+// noise (the draws are per image of the step), the gradient the mean over the 4. Only the order of
+// the gradient's sums differs (the halving is exact), so the gradient agrees to 1e-5 of its largest
+// element and the weights after AdamW to 1e-6 (measured: see the printed figures), the loss
+// terms to 1e-6 relative. A NaN in the second micro-batch skips the step and still consumes both.
+START_TEST(test_accum_equals_big_batch) {
+    const int B = 2, K = 2, steps = 3;
+    Trainer *a = tiny_accum_trainer(B, K), *b = tiny_accum_trainer(B * K, 1);
+    ck_assert_int_eq(trainer_step_images(a), trainer_step_images(b));
+    const size_t per = 32 * 32, nf = a->net->n_floats, nt = a->net->n_trainable;
+    float *x = malloc(sizeof(float) * B * K * per);
+    int32_t y[4];
+    uint64_t r = 42;
+    for (int s = 0; s < steps; s++) {
+        for (size_t i = 0; i < B * K * per; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = (float)((r >> 40) / (double)(1 << 24)) * 2 - 1;
+        }
+        for (int i = 0; i < B * K; i++) y[i] = (s * 4 + i) % 10;
+        StepStats sa = trainer_step(a, x, y), sb = trainer_step(b, x, y);
+        ck_assert(!sa.skipped && !sb.skipped);
+        double dg = rel_diff(a->grad, b->grad, nt), dw = tu_max_abs_diff(a->net->w, b->net->w, nf);
+        double de = tu_max_abs_diff(a->ema, b->ema, nf);
+        printf("accum 2 x 2 vs batch 4, step %d: loss %.6f vs %.6f, grad rel %.3g, weights %.3g, EMA %.3g\n", s + 1,
+               sa.loss, sb.loss, dg, dw, de);
+        ck_assert_msg(fabs(sa.mse - sb.mse) <= 1e-6 * sb.mse && fabs(sa.vb - sb.vb) <= 1e-6 * sb.vb + 1e-9,
+                      "loss %.9g %.9g vs %.9g %.9g", sa.mse, sa.vb, sb.mse, sb.vb);
+        ck_assert_msg(fabs(sa.grad_norm - sb.grad_norm) <= 1e-5 * sb.grad_norm, "grad norm %g vs %g", sa.grad_norm,
+                      sb.grad_norm);
+        ck_assert_msg(dg <= 1e-5, "gradient differs by %g of its largest element", dg);
+        ck_assert_msg(dw <= 1e-6 && de <= 1e-6, "weights differ by %g, EMA by %g", dw, de);
+    }
+    ck_assert_int_eq(a->step, steps);
+    ck_assert_int_eq(a->batches, (uint64_t)steps * K);
+    ck_assert_int_eq(b->batches, steps);
+    // a NaN in the second micro-batch: the step is skipped, both micro-batches consumed
+    x[B * per + 3] = NAN;
+    StepStats st = trainer_step(a, x, y);
+    ck_assert(st.skipped && a->step == (uint64_t)steps && a->batches == (uint64_t)(steps + 1) * K);
+    free(x);
+    trainer_free(a);
+    trainer_free(b);
+}
+END_TEST
+
+// --classes 0 (issue 37 item 2): a label table of one row [1, hidden], which every image gets: the
+// labels given change nothing, bit for bit.
+START_TEST(test_unconditional_ignores_labels) {
+    Trainer *a = tiny_classes_trainer(2, 1, 0), *b = tiny_classes_trainer(2, 1, 0);
+    const ParamInfo *p = net_find_param(a->net, "y_embedder.embedding_table.weight");
+    ck_assert(p != NULL && p->ndim == 2 && p->shape[0] == 1 && p->shape[1] == 64);
+    float *x = calloc(2 * 32 * 32, sizeof(float));
+    for (int i = 0; i < 2 * 32 * 32; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    int32_t ya[2] = {3, 7}, yb[2] = {0, 0};
+    for (int s = 0; s < 2; s++) {
+        StepStats sa = trainer_step(a, x, ya), sb = trainer_step(b, x, yb);
+        ck_assert(!sa.skipped && sa.loss == sb.loss);
+    }
+    size_t bytes = a->net->n_floats * sizeof(float);
+    ck_assert(!memcmp(a->net->w, b->net->w, bytes) && !memcmp(a->ema, b->ema, bytes));
+    free(x);
+    trainer_free(a);
+    trainer_free(b);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -382,5 +488,10 @@ int main(void) {
     tcase_add_test(tc, test_resume_decay_bit_exact);
     tcase_add_test(tc, test_train_meta_ranges);
     suite_add_tcase(s, tc);
+    TCase *ta = tcase_create("issue37");  // --accum, --classes 0, --init
+    tcase_set_timeout(ta, 300);
+    tcase_add_test(ta, test_accum_equals_big_batch);
+    tcase_add_test(ta, test_unconditional_ignores_labels);
+    suite_add_tcase(s, ta);
     return tu_run(s);
 }

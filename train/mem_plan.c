@@ -1,5 +1,5 @@
 // defines: memory_available, memory_cgroup_free, memory_resident, gen_memory_bytes, train_grid_images,
-//          train_memory_plan, train_memory_check
+//          train_memory_plan, train_memory_fits, train_memory_check
 #include "train/mem_plan.h"
 
 #include <stdio.h>
@@ -158,7 +158,7 @@ double gen_memory_bytes(const NetConfig *c, const Backend *be, int n, double *de
 }
 
 int train_grid_images(const NetConfig *c, int images) {
-    return images > 0 ? images : c->num_classes <= 16 ? 4 * c->num_classes : 64;
+    return images > 0 ? images : c->num_classes == 0 ? 16 : c->num_classes <= 16 ? 4 * c->num_classes : 64;
 }
 
 // The VAE a latent model's grids decode through (pipeline/decode.c sizes it): 0 when it cannot be read.
@@ -178,6 +178,7 @@ static double grid_vae_bytes(const NetConfig *c, const Backend *be, const char *
 void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const TrainMemArgs *a) {
     memset(p, 0, sizeof *p);
     const int dev = be != backend_cpu(), B = a->batch, W = a->world > 1 ? a->world : 1, zero = a->zero && W > 1;
+    const int K = a->accum > 1 ? a->accum : 1;
     const double per = (double)c->in_channels * c->image_size * c->image_size;
     const double outn = per * (c->learn_sigma ? 2 : 1);
     size_t nt;
@@ -191,10 +192,10 @@ void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const 
     // the arena's activations and workspaces; the step's inputs, draws, outputs and loss terms
     add(p, MEM_ACT, arena - weights, dev);
     add(p, MEM_ACT, 1000.0 * DIFF_COEFS * 8 + 16.0 * B + 4 * (3 * B * per + 2 * B * outn + B) + 16.0 * B, dev);
-    if (W > 1) add(p, MEM_ACT, 8.0 * W * B, dev);  // the global batch's draws
+    if (W > 1 || K > 1) add(p, MEM_ACT, 8.0 * W * B * K, dev);  // the optimiser step's draws
     add(p, MEM_ACT, 16.0 * B, 0);
-    // the loader's two batches, its bytes and permutation; the command's global batch
-    add(p, MEM_DATA, 8 * B * per + B * per + 8.0 * a->data_n + 16.0 * B + 4.0 * W * B * (per + 1), 0);
+    // the loader's two batches, its bytes and permutation; the command's step of global batches
+    add(p, MEM_DATA, 8 * B * per + B * per + 8.0 * a->data_n + 16.0 * B + 4.0 * W * B * K * (per + 1), 0);
     // checkpoints: host copies of weights, EMA, m, v (none on the CPU backend); ZeRO gathers m, v
     double save = (dev ? 16 * nf : 0) + (zero ? 8 * block * W : 0), hash = W > 1 ? 8 * nf : 0;
     add(p, MEM_STAGING, save > hash ? save : hash, 0);
@@ -301,6 +302,13 @@ static void suggest(char *buf, size_t n, const NetConfig *c, const Backend *be, 
         snprintf(buf + strlen(buf), n - strlen(buf), "; --zero 1 (AdamW's moments sharded over the %d processes) %s",
                  a->world, plan_fits(&p, avail) ? "fits" : "is not enough alone");
     }
+}
+
+int train_memory_fits(const NetConfig *c, const Backend *be, const TrainMemArgs *a) {
+    MemPlan p;
+    train_memory_plan(&p, c, be, a);
+    double avail = memory_available(NULL);
+    return !dist_any(!(avail <= 0 || plan_fits(&p, avail)));
 }
 
 void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArgs *a, int global_batch, int batch_fixed,

@@ -23,13 +23,14 @@ double memory_resident(void);
 double gen_memory_bytes(const NetConfig *c, const Backend *be, int n, double *device);
 
 // The images of training's sample grid (the trainer's EMA, DDIM): --sample-images when > 0, else
-// 4 per class, at most 64.
+// 4 per class, at most 64 (16 for an unconditional model).
 int train_grid_images(const NetConfig *c, int images);
 
 enum { MEM_MODEL, MEM_ACT, MEM_GRID, MEM_DATA, MEM_STAGING, MEM_HELD, MEM_PARTS };
 
 typedef struct {
-    int batch;          // images per process
+    int batch;          // images per process (of one forward pass)
+    int accum;          // gradient accumulation: passes per step (the host keeps the step's images; 0 = 1)
     int world, zero;    // processes, ZeRO-1
     int grids;          // 1: the sample-grid generator is built
     int grid_images;    // its images (--sample-images; 0 = the default)
@@ -45,6 +46,8 @@ typedef struct {
 // What one training process allocates (train/trainer.c, the network arenas, the loader, the
 // grid generator, checkpoint staging) plus what it holds already (program, libraries, data set).
 void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const TrainMemArgs *a);
+// Whether the plan fits what this process can allocate; collective under MPI (every rank's answer: all fit).
+int train_memory_fits(const NetConfig *c, const Backend *be, const TrainMemArgs *a);
 // Prints "preparing PRESET for batch B: about X of memory (...)" on stderr when lead, or exits 2
 // with one line: the bytes needed, what the machine has, and what would fit (a smaller batch
 // unless batch_fixed, no sample grids, a smaller preset of the same backbone, --zero 1 when there

@@ -9,6 +9,7 @@
 void train_meta_write(StWriter *w, const TrainOpts *o, int global_batch) {
     st_writer_meta_u64(w, "seed", o->seed);
     st_writer_meta_u64(w, "batch", (uint64_t)global_batch);
+    if (o->accum > 1) st_writer_meta_u64(w, "accum", (uint64_t)o->accum);  // only then: files as before
     st_writer_meta_float(w, "lr", o->lr);
     st_writer_meta_u64(w, "warmup", (uint64_t)o->warmup);
     if (o->decay_end > o->decay_start) {  // only then: a constant-rate run's file is as before
@@ -63,6 +64,9 @@ int train_meta_read(const StFile *f, TrainOpts *o, int *global_batch, MalaErr *e
         need_float(f, "ema_decay", 0, 1, &o->ema_decay, err) || need_float(f, "label_drop", 0, 1, &o->label_drop, err))
         return -1;
     o->warmup = (int)warmup;
+    uint64_t accum = 1;  // optional: absent in a run without gradient accumulation
+    if (train_meta_opt_u64(f, "accum", 1, INT_MAX, &accum, err) < 0) return -1;
+    o->accum = (int)accum;
     // the decay's keys are optional (absent: a constant rate after the warmup)
     o->decay_start = o->decay_end = 0;
     o->lr_end = 0.0f;

@@ -1,5 +1,5 @@
 // defines: train_opts_default, trainer_new, trainer_free, trainer_shard, trainer_global_batch,
-//          trainer_weights_hash, trainer_init_weights, trainer_step,
+//          trainer_step_images, trainer_weights_hash, trainer_init_weights, trainer_step,
 //          trainer_step_given, trainer_save, trainer_load, trainer_peek, trainer_export_ema
 #include "train/trainer.h"
 
@@ -25,6 +25,7 @@ void train_opts_default(TrainOpts *o) {
     o->label_drop = 0.1f;
     o->max_bad_steps = 20;
     o->seed = 0;
+    o->accum = 1;
 }
 
 float train_lr(const TrainOpts *o, uint64_t step) {
@@ -38,12 +39,15 @@ float train_lr(const TrainOpts *o, uint64_t step) {
     return lr;
 }
 
+static void alloc_step_bits(Trainer *tr);
+
 Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch) {
     Trainer *tr = xcalloc(1, sizeof *tr);
     tr->be = be;
     tr->opt = *o;
     tr->batch = batch;
     tr->world = 1;
+    CHECK(o->accum >= 1, "accum %d", o->accum);
     class_names_copy(&tr->classes, cn);
     tr->net = net_create(c, be, batch, NET_TRAIN);
     size_t nf = tr->net->n_floats;
@@ -74,6 +78,7 @@ Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *
     tr->d_t = (int32_t *)p; p += batch * sizeof(int32_t);
     tr->d_y = (int32_t *)p;  // the batch's labels, then the dropout in place
     be->to_device(tr->d_coefs, tr->diff.coefs, coefs);
+    alloc_step_bits(tr);
     return tr;
 }
 
@@ -91,20 +96,30 @@ void trainer_free(Trainer *tr) {
     free(tr);
 }
 
+// The step's draws when they are sliced (more than one process or micro-batch).
+static void alloc_step_bits(Trainer *tr) {
+    if (tr->d_gbits) tr->be->release(tr->d_gbits);
+    tr->d_gbits = NULL;
+    tr->gbits_images = 0;
+    if (tr->world == 1 && tr->opt.accum == 1) return;
+    tr->gbits_images = trainer_step_images(tr);
+    tr->d_gbits = tr->be->alloc(2 * (size_t)tr->gbits_images * sizeof(uint32_t));
+}
+
 void trainer_shard(Trainer *tr, int rank, int world) {
     CHECK(world >= 1 && rank >= 0 && rank < world, "rank %d of %d", rank, world);
     tr->rank = rank;
     tr->world = world;
-    if (tr->d_gbits) tr->be->release(tr->d_gbits);
     free(tr->host_grad);
-    tr->d_gbits = NULL;
     tr->host_grad = NULL;
+    alloc_step_bits(tr);
     if (world == 1) return;
-    tr->d_gbits = tr->be->alloc(2 * (size_t)world * tr->batch * sizeof(uint32_t));
     if (tr->be != backend_cpu()) tr->host_grad = xmalloc(tr->net->n_trainable * sizeof(float));
 }
 
 int trainer_global_batch(const Trainer *tr) { return tr->batch * tr->world; }
+
+int trainer_step_images(const Trainer *tr) { return trainer_global_batch(tr) * tr->opt.accum; }
 
 uint64_t trainer_weights_hash(const Trainer *tr) {
     size_t n = tr->net->n_floats;
@@ -148,14 +163,15 @@ void trainer_init_weights(Trainer *tr) {
     tr->bad_in_a_row = 0;
 }
 
-// The step from the draws already in d_bits and d_noise and the batch in d_x0 / d_y.
-static StepStats step_drawn(Trainer *tr) {
+// One micro-batch from the draws in d_bits and d_noise and the batch in d_x0 / d_y: forward, loss,
+// and (when finite) its gradient added into grad. sums[2] gain the global micro-batch's loss sums
+// (mse, vb; every rank gets the same, so all skip or none). Returns whether they are finite.
+static int micro_step(Trainer *tr, double sums[2]) {
     Net *n = tr->net;
     const Backend *be = tr->be;
     const NetConfig *c = &n->cfg;
     const int B = tr->batch, C = c->in_channels;
     const size_t hw = (size_t)c->image_size * c->image_size;
-    StepStats st = {0};
 
     // DiT's LabelEmbedder.token_drop, t ~ U{0..T-1}, x_t = q_sample(x0, t, eps)
     be->diffusion_prepare(tr->d_xt, tr->d_tf, tr->d_t, tr->d_y, tr->d_bits, tr->d_x0, tr->d_noise, tr->d_y,
@@ -165,19 +181,27 @@ static StepStats step_drawn(Trainer *tr) {
     be->diffusion_loss(tr->d_dout, tr->d_loss, tr->d_loss + B, tr->d_out, tr->d_x0, tr->d_noise, tr->d_t, tr->d_coefs,
                        tr->diff.vb_scale, B, C, hw, c->learn_sigma);
     be->to_host(tr->loss_host, tr->d_loss, 2 * (size_t)B * sizeof(double));
-    if (tr->world == 1) {
-        for (int b = 0; b < B; b++) { st.mse += tr->loss_host[b] / B; st.vb += tr->loss_host[B + b] / B; }
-    } else {  // the global batch's means: every rank gets the same sums, so all skip or none
-        double sums[2] = {0, 0};
-        for (int b = 0; b < B; b++) { sums[0] += tr->loss_host[b]; sums[1] += tr->loss_host[B + b]; }
-        dist_sum_f64(sums, 2);
-        st.mse = sums[0] / trainer_global_batch(tr);
-        st.vb = sums[1] / trainer_global_batch(tr);
-    }
+    double s[2] = {0, 0};
+    for (int b = 0; b < B; b++) { s[0] += tr->loss_host[b]; s[1] += tr->loss_host[B + b]; }
+    if (tr->world > 1) dist_sum_f64(s, 2);
+    sums[0] += s[0];
+    sums[1] += s[1];
+    if (!isfinite(s[0] + s[1])) return 0;
+    net_backward(n, tr->grad, tr->d_dout, B);  // d(mean over the micro-batch), added
+    return 1;
+}
+
+// The optimiser step from the micro-batches' gradients summed in grad (when all were finite):
+// their mean over the micro-batches and the ranks, clipping, AdamW, EMA.
+static StepStats step_update(Trainer *tr, const double sums[2], int finite) {
+    Net *n = tr->net;
+    const Backend *be = tr->be;
+    StepStats st = {0};
+    st.mse = sums[0] / trainer_step_images(tr);
+    st.vb = sums[1] / trainer_step_images(tr);
     st.loss = st.mse + st.vb;
-    if (isfinite(st.loss)) {
-        be->zero(tr->grad, tr->grad_floats * sizeof(float));
-        net_backward(n, tr->grad, tr->d_dout, B);
+    if (finite && isfinite(st.loss)) {
+        if (tr->opt.accum > 1) be->scale(tr->grad, 1.0f / (float)tr->opt.accum, n->n_trainable);
         if (tr->zero) {
             st.grad_norm = zero_reduce_grad(tr);
         } else {
@@ -185,7 +209,7 @@ static StepStats step_drawn(Trainer *tr) {
             st.grad_norm = sqrt(be->sumsq(tr->grad, n->n_trainable));
         }
     }
-    if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
+    if (!finite || !isfinite(st.loss) || !isfinite(st.grad_norm)) {
         st.skipped = 1;
         tr->skipped_total++;
         tr->bad_in_a_row++;
@@ -211,34 +235,67 @@ static void upload_batch(Trainer *tr, const float *x0, const int32_t *y) {
     const NetConfig *c = &tr->net->cfg;
     size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
     tr->be->to_device(tr->d_x0, x0, img * sizeof(float));
-    tr->be->to_device(tr->d_y, y, (size_t)tr->batch * sizeof(int32_t));
+    if (c->num_classes == 0)  // unconditional: label 0 for every image, the label table's one row
+        tr->be->zero(tr->d_y, (size_t)tr->batch * sizeof(int32_t));
+    else
+        tr->be->to_device(tr->d_y, y, (size_t)tr->batch * sizeof(int32_t));
 }
 
-StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) {
+// The draws of micro-batch k of the step about to be taken (tr->batches = step x accum + k):
+// this rank's slice of the step's bits (its timesteps, then its dropouts) and the noise of its
+// images, image j of the step from stream step x images + j.
+static void draw_micro(Trainer *tr, int k) {
     const NetConfig *c = &tr->net->cfg;
-    const int B = tr->batch;
-    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
-    upload_batch(tr, x0, y);
-    if (tr->world == 1) {
-        tr->be->rand_bits(tr->d_bits, 2 * (size_t)B, tr->opt.seed, tr->batches);
-    } else {  // this rank's slice of the global batch's draws: its timesteps, then its dropouts
-        size_t G = (size_t)trainer_global_batch(tr), off = (size_t)tr->rank * B;
-        tr->be->rand_bits(tr->d_gbits, 2 * G, tr->opt.seed, tr->batches);
+    const size_t B = (size_t)tr->batch, per = (size_t)c->in_channels * c->image_size * c->image_size;
+    const size_t G = (size_t)trainer_global_batch(tr), S = (size_t)trainer_step_images(tr);
+    const uint64_t step = tr->batches / (uint64_t)tr->opt.accum;
+    const size_t off = k * G + (size_t)tr->rank * B;  // this slice's first image in the step
+    if (!tr->d_gbits) {
+        tr->be->rand_bits(tr->d_bits, 2 * B, tr->opt.seed, step);
+    } else {
+        CHECK((int)S == tr->gbits_images, "step of %zu images, draws for %d", S, tr->gbits_images);
+        if (k == 0) tr->be->rand_bits(tr->d_gbits, 2 * S, tr->opt.seed, step);
         tr->be->copy(tr->d_bits, tr->d_gbits + off, B * sizeof(uint32_t));
-        tr->be->copy(tr->d_bits + B, tr->d_gbits + G + off, B * sizeof(uint32_t));
+        tr->be->copy(tr->d_bits + B, tr->d_gbits + S + off, B * sizeof(uint32_t));
     }
-    uint64_t G = (uint64_t)trainer_global_batch(tr);
-    tr->be->rand_normal(tr->d_noise, B, per, tr->opt.seed ^ TRAIN_NOISE_KEY, tr->batches * G + (uint64_t)tr->rank * B, 1);
-    return step_drawn(tr);
+    tr->be->rand_normal(tr->d_noise, (int)B, per, tr->opt.seed ^ TRAIN_NOISE_KEY, step * S + off, 1);
 }
+
+// Micro-batch k's slice of given draws (trainer_step_given's layout).
+static void upload_draws(Trainer *tr, int k, const uint32_t *bits, const float *noise) {
+    const NetConfig *c = &tr->net->cfg;
+    const size_t B = (size_t)tr->batch, KB = B * tr->opt.accum;
+    const size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
+    tr->be->to_device(tr->d_bits, bits + k * B, B * sizeof(uint32_t));
+    tr->be->to_device(tr->d_bits + B, bits + KB + k * B, B * sizeof(uint32_t));
+    tr->be->to_device(tr->d_noise, noise + k * B * per, B * per * sizeof(float));
+}
+
+// The step over opt.accum micro-batches of x0 / y; the draws given (bits, noise) or drawn.
+// A micro-batch after a non-finite one is not run (the step is skipped) but still consumed.
+static StepStats run_step(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise) {
+    const NetConfig *c = &tr->net->cfg;
+    const size_t B = (size_t)tr->batch, per = (size_t)c->in_channels * c->image_size * c->image_size;
+    double sums[2] = {0, 0};
+    int finite = 1;
+    tr->be->zero(tr->grad, tr->grad_floats * sizeof(float));
+    for (int k = 0; k < tr->opt.accum; k++) {
+        if (!finite) {
+            tr->batches++;
+            continue;
+        }
+        upload_batch(tr, x0 + k * B * per, y + k * B);
+        if (bits) upload_draws(tr, k, bits, noise);
+        else draw_micro(tr, k);
+        finite = micro_step(tr, sums);
+    }
+    return step_update(tr, sums, finite);
+}
+
+StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y) { return run_step(tr, x0, y, NULL, NULL); }
 
 StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise) {
-    const NetConfig *c = &tr->net->cfg;
-    size_t img = (size_t)tr->batch * c->in_channels * c->image_size * c->image_size;
-    upload_batch(tr, x0, y);
-    tr->be->to_device(tr->d_bits, bits, 2 * (size_t)tr->batch * sizeof(uint32_t));
-    tr->be->to_device(tr->d_noise, noise, img * sizeof(float));
-    return step_drawn(tr);
+    return run_step(tr, x0, y, bits, noise);
 }
 
 // ---- checkpoints ----

@@ -29,6 +29,7 @@ typedef struct {
     float grad_clip;     // max global grad norm (0 = off)
     float ema_decay;     // DiT: 0.9999
     float label_drop;    // classifier-free guidance dropout (DiT: 0.1)
+    int accum;           // gradient accumulation: micro-batches per optimiser step (1 = none)
     int max_bad_steps;   // stop after this many non-finite steps in a row
     uint64_t seed;
 } TrainOpts;
@@ -54,7 +55,7 @@ typedef struct {
     ClassNames classes;
     int batch;
     uint64_t step;         // optimiser steps taken (AdamW's t)
-    uint64_t batches;      // batches consumed (the data loader's position)
+    uint64_t batches;      // micro-batches consumed (the data loader's position; opt.accum per step)
     uint64_t skipped_total;
     int bad_in_a_row;
     // Extra metadata entries trainer_save writes as they are (the command's run settings,
@@ -70,7 +71,8 @@ typedef struct {
     int32_t *d_t, *d_y;
     // data parallelism (trainer_shard): rank of world, each with `batch` of the global batch
     int rank, world;
-    uint32_t *d_gbits;     // [2 * global batch]: the global batch's draws, of which d_bits is a slice
+    uint32_t *d_gbits;     // [2 * step images]: the optimiser step's draws, of which d_bits is a slice
+    int gbits_images;      // the step images d_gbits was allocated for (0: none)
     float *host_grad;      // gradient staging for the all-reduce when the backend is not host memory
     // ZeRO-1 (trainer_zero1): m and v hold this rank's block of the trainable floats only
     int zero;
@@ -84,13 +86,20 @@ typedef struct {
 
 Trainer *trainer_new(const NetConfig *c, const ClassNames *cn, const TrainOpts *o, const Backend *be, int batch);
 void trainer_free(Trainer *tr);
+// Gradient accumulation (opt.accum = K): a step is K micro-batches of `batch` per rank; their
+// gradients add up in grad and are scaled by 1/K, so the step is the one a batch of K x the global
+// batch takes (to the order of the sums). The step's draws are those of that big batch: its 2 x
+// (K x world x batch) bits from the stream of the step's index, each micro-batch and rank a slice,
+// and the noise of image j of the step from stream step x images + j (per image, not per batch).
 // Makes this trainer rank `rank` of `world` data-parallel trainers (docs/design.md §9) whose batches are
 // slices of a global batch of world x batch: its step draws and trains on samples rank*batch ..
 // of the global batch's draws, gradients, loss terms and norm are averaged over the ranks
 // (dist_sum_f32), so every rank takes the step one process with the global batch takes (up to
 // the order of the gradient sums) and keeps identical weights. Checkpoints record the global batch.
 void trainer_shard(Trainer *tr, int rank, int world);
-int trainer_global_batch(const Trainer *tr);
+int trainer_global_batch(const Trainer *tr);  // world x batch: one micro-batch over the ranks
+// Images of one optimiser step over every rank and micro-batch: world x batch x accum.
+int trainer_step_images(const Trainer *tr);
 // ZeRO-1 (docs/design.md §9), after trainer_shard and before trainer_init_weights / trainer_load: AdamW's
 // moments are split in dist_block blocks over the ranks. A step reduce-scatters the gradient,
 // updates this rank's block of the weights and of m, v, and all-gathers the weights; the EMA
@@ -105,11 +114,13 @@ size_t trainer_opt_state_bytes(const Trainer *tr);
 uint64_t trainer_weights_hash(const Trainer *tr);
 // Fresh weights (DiT init from opt.seed), EMA = weights, zero moments.
 void trainer_init_weights(Trainer *tr);
-// One step on a batch x0 [B,C,S,S] in [-1,1] with labels y[B]. Returns the stats; a non-finite
+// One step on a batch x0 [K*B,C,S,S] in [-1,1] with labels y[K*B] (K = opt.accum micro-batches of
+// B = batch, one after the other; an unconditional model, num_classes 0, ignores y: every image gets
+// label 0, the one row of its label table). Returns the stats (means over the step's images); a non-finite
 // loss or gradient leaves weights, EMA and moments untouched and sets stats.skipped.
 StepStats trainer_step(Trainer *tr, const float *x0, const int32_t *y);
-// The same step with the draws given (host): bits[2B] (timesteps, label dropout; see
-// diffusion_prepare in backend.h) and noise [B,C,S,S]. For tests that compare backends.
+// The same step with the draws given (host): bits[2KB] (the K*B timesteps, then the K*B label
+// dropouts; see diffusion_prepare in backend.h) and noise [KB,C,S,S]. For tests that compare backends.
 StepStats trainer_step_given(Trainer *tr, const float *x0, const int32_t *y, const uint32_t *bits, const float *noise);
 
 // Training checkpoint (atomic). trainer_load restores everything trainer_save wrote. With ZeRO-1

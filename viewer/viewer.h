@@ -85,7 +85,7 @@ Worker *worker_start(const char *path, const Backend *be, int threads, WakeFn wa
 // (NULL: none), and the check that a model and the flag agree (a latent model needs --vae).
 void worker_set_vae(const char *vae_path);
 // A latent model needs vae_path; a pixel model refuses one unless pixel_ok (two panes: the VAE is
-// for the latent one).
+// for the latent one). An unconditional model (num_classes 0) is refused.
 int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, MalaErr *err);
 // Fills *out (class names copied) and returns 0 once the model is loaded; -1 before or on failure.
 int worker_model(Worker *w, ModelInfo *out);

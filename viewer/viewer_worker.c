@@ -59,6 +59,9 @@ int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, Mala
     st_close(&f);
     if (rc) return -1;
     class_names_free(&cn);
+    if (c.num_classes == 0)  // the viewer's panes, prompts and captions are per class
+        return mala_errf(err, "%s is an unconditional model (num_classes 0): the viewer shows class-conditional models; "
+                         "sample it with mala sample", model);
     if (c.latent_scale > 0 && !vae_path)
         return mala_errf(err, "%s is a latent model: give --vae FILE, the VAE that decodes its samples", model);
     if (!(c.latent_scale > 0) && vae_path && !pixel_ok)
