@@ -180,6 +180,7 @@ fixtures:
 	/usr/bin/python3 tools/ref_adamw.py
 	/usr/bin/python3 tools/ref_sample.py
 	/usr/bin/python3 tools/ref_dpm.py
+	/usr/bin/python3 tools/ref_cfg_channels.py
 	/usr/bin/python3 tools/ref_vae.py
 	/usr/bin/python3 tools/make_inception_fixtures.py --out tests/fixtures
 	/usr/bin/python3 tools/make_safetensors_fixtures.py

@@ -506,6 +506,8 @@ typedef struct {
     SampleSpec gen;                      // used when gen.ckpt is set
     const char *sampler;
     const char *preset;                  // --ckpt: "dit" (sample_ddp.py's), "quick" or "custom"
+    const char *cfg_channels;            // --cfg-channels as given, or NULL: the preset's
+    int model_c;                         // --ckpt: the model's eps channels
 } EvalArgs;
 
 static const SampleSpec *sample_spec(const EvalArgs *a) { return a->gen.ckpt ? &a->gen : NULL; }
@@ -533,6 +535,35 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
     json_str_field(b, "sampler", sampler_kind_name(o->kind));
     json_buf_printf(b, ",\"steps\":%d,\"cfg_scale\":%g,\"eta\":%g,\"clip\":%s,\"num\":%d", o->steps, o->cfg_scale,
                     o->eta, o->clip ? "true" : "false", a->gen.num);
+    char ch[16];
+    json_str_field(b, "cfg_channels", gen_cfg_channels_str(o->cfg_channels, a->model_c, ch, sizeof ch));
+}
+
+// --ckpt's model configuration (its file's metadata); 1 after printing the error.
+static int peek_model(const char *path, NetConfig *c) {
+    MalaErr err;
+    StFile f;
+    ClassNames cn;
+    if (st_open(&f, path, &err) || ckpt_read_config(&f, c, &cn, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return 1;
+    }
+    class_names_free(&cn);
+    st_close(&f);
+    return 0;
+}
+
+// The guided channels: --cfg-channels, else the preset's: DiT's 3 on a 4-channel latent model (its
+// forward_with_cfg), all for --quick and every other model. 2 after printing the error.
+static int resolve_cfg_channels(EvalArgs *a, const NetConfig *c) {
+    a->model_c = c->in_channels;
+    if (a->cfg_channels) {
+        if (!gen_cfg_channels_parse(a->cfg_channels, &a->gen.opts.cfg_channels)) return 0;
+        fprintf(stderr, "error: --cfg-channels %s: expected all or a channel count 1..1024\n", a->cfg_channels);
+        return 2;
+    }
+    a->gen.opts.cfg_channels = !a->quick && c->in_channels == 4 && c->latent_scale > 0 ? 3 : 0;
+    return 0;
 }
 
 // "inception":PATH or "classifier":PATH, and "features":NAME.
@@ -696,8 +727,10 @@ static const char *kEvalUsage =
     "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n\n"
     "With --ckpt the images are sampled on the fly (labels cycle over the classes), quantised to\n"
     "uint8 as a sample batch file would be, and never stored. The sampling defaults are DiT's\n"
-    "FID-50K (sample_ddp.py): 50,000 images, DDPM 250 steps, guidance 1.5, no clipping; --quick\n"
-    "is DDIM 50 steps and 10,000 images (labelled \"preset\":\"quick\", not comparable with FID-50K).\n"
+    "FID-50K (sample_ddp.py): 50,000 images, DDPM 250 steps, guidance 1.5 (on 3 eps channels of a\n"
+    "4-channel latent model, as DiT's forward_with_cfg; all of other models), no clipping; --quick\n"
+    "is DDIM 50 steps, 10,000 images, all channels guided (labelled \"preset\":\"quick\", not\n"
+    "comparable with FID-50K).\n"
     "Flags given explicitly win over either preset.\n"
     "FID / IS as pytorch-fid and torch-fidelity compute them, with the FID Inception-v3\n"
     "(" INCEPTION_WEIGHTS_FILE ").\n"
@@ -744,6 +777,8 @@ int cmd_eval(int argc, char **argv) {
         {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
         {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
+        {"--cfg-channels", OPT_STR, &a.cfg_channels, "N|all", "--ckpt: guided eps channels (default: 3 on 4-channel "
+         "latent models as DiT, else all; --quick: all)"},
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
         {"--clip", OPT_BOOL, &a.gen.opts.clip, "BOOL", "--ckpt: clip predicted x0 to [-1, 1]"},
         {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed", ARG_ALIAS("--global-seed")},
@@ -772,7 +807,8 @@ int cmd_eval(int argc, char **argv) {
         if (!given_num) a.gen.num = 10000;
     }
     int custom = given_sampler || given_steps || given_num || args_given(opts, nopts, &a.gen.opts.cfg_scale) ||
-                 args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip);
+                 args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip) ||
+                 a.cfg_channels;
     a.preset = custom ? "custom" : a.quick ? "quick" : "dit";
     const char *missing = NULL;
     if (strcmp(a.features, "inception") && strcmp(a.features, "fmnist")) {
@@ -802,6 +838,12 @@ int cmd_eval(int argc, char **argv) {
     args_check_memory("--batch", a.batch, (double)a.batch * (INCEPTION_DIM + INCEPTION_CLASSES) * sizeof(float),
                       "the Inception features of a batch");
     if (a.gen.ckpt && a.gen.batch > a.gen.num) a.gen.batch = a.gen.num;
+    NetConfig model_cfg;
+    if (a.gen.ckpt) {
+        if (peek_model(a.gen.ckpt, &model_cfg)) return 1;
+        int bad = resolve_cfg_channels(&a, &model_cfg);
+        if (bad) return bad;
+    }
     dist_init(&argc, &argv);
     if (dist_world() > 1 && (!a.gen.ckpt || !strcmp(sub, "stats"))) {
         if (dist_rank() == 0)
@@ -814,20 +856,13 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(sub, "stats")) out_check_file("--out", a.out, a.force, NULL);
     if (!strcmp(sub, "fid") && a.save_stats) out_check_file("--save-stats", a.save_stats, a.force, NULL);
     if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
-        MalaErr err;
-        StFile f;
-        NetConfig c;
-        ClassNames cn;
-        if (st_open(&f, a.gen.ckpt, &err) || ckpt_read_config(&f, &c, &cn, &err)) {
-            fprintf(stderr, "error: %s\n", err.msg);
-            return 1;
-        }
-        class_names_free(&cn);
-        st_close(&f);
-        args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&c, backend_cpu(), a.gen.batch, NULL),
+        args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&model_cfg, backend_cpu(), a.gen.batch, NULL),
                           "the model's weights and activations (2 passes per image with guidance)");
-        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g%s (%s)\n", a.gen.num, a.gen.ckpt,
-                a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale, a.gen.opts.clip ? ", clipped" : "",
+        char ch[16];
+        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g on %s eps channels%s (%s)\n",
+                a.gen.num, a.gen.ckpt, a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale,
+                gen_cfg_channels_str(a.gen.opts.cfg_channels, a.model_c, ch, sizeof ch),
+                a.gen.opts.clip ? ", clipped" : "",
                 !strcmp(a.preset, "dit") ? "DiT's FID-50K settings"
                 : !strcmp(a.preset, "quick") ? "the QUICK preset: not comparable with DiT's FID-50K"
                                              : "custom settings, not DiT's FID-50K");

@@ -109,7 +109,7 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
-    const char *vae = NULL;
+    const char *vae = NULL, *cfg_channels = "all";
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0, force = 0;
     uint64_t seed = 0;
@@ -122,6 +122,8 @@ int cmd_sample(int argc, char **argv) {
         {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)", ARG_MIN(0), ARG_MAX(10)},
         {"--cfg-scale", OPT_FLOAT, &go.cfg_scale, "W", "classifier-free guidance scale (1 = none)", ARG_MIN(0),
          ARG_MAX(100)},
+        {"--cfg-channels", OPT_STR, &cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
+         "conditional; default all"},
         {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
         {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
         {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
@@ -147,6 +149,8 @@ int cmd_sample(int argc, char **argv) {
                "also clears an --out-dir of an earlier run's NNNNNN_<class>.png images).",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
+    if (gen_cfg_channels_parse(cfg_channels, &go.cfg_channels))
+        FATAL("--cfg-channels %s: expected all or a channel count 1..1024", cfg_channels);
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     if (!out && !out_dir && !npz && !npy) out = "samples.png";

@@ -118,7 +118,7 @@ SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg
     SamplerStepCoefs k = {
         .sra = d->sqrt_recip_alphas_cumprod[i], .srm1 = d->sqrt_recipm1_alphas_cumprod[i],
         .w = cfg->cfg_scale, .guided = guided, .clip = cfg->clip_denoised, .learn_sigma = cfg->learn_sigma,
-        .noise = STEP_NOISE_NONE,
+        .noise = STEP_NOISE_NONE, .guide_c = cfg->cfg_channels,
     };
     if (cfg->kind == SAMPLER_DDIM) {
         const double ab = d->alphas_cumprod[i], abp = d->alphas_cumprod_prev[i];

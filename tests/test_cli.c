@@ -509,6 +509,25 @@ START_TEST(test_eval_presets) {
     ck_assert_msg(strstr(g_out, "\"preset\":\"dit\",\"sampler\":\"ddpm\",\"steps\":250,\"cfg_scale\":1.5,\"eta\":0,"
                                 "\"clip\":false,\"num\":50000"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "DiT's FID-50K settings"), "%s", g_err);
+    // a 1-channel pixel model: DiT's 3-channel guidance is all of its eps (tests/test_latent.c: 3 on latents)
+    ck_assert_msg(strstr(g_out, "\"cfg_channels\":\"all\""), "%s", g_out);
+    RUN_OK("eval is --ckpt %s --cfg-channels 1 %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"custom\"") && strstr(g_out, "\"cfg_channels\":\"all\""), "%s", g_out);
+    // mala sample's default is all: the same bytes as 4 of 4 channels, others than DiT's 3 (tools/ref_cfg_channels.py's
+    // model; tests/test_sample.c compares the samples with PyTorch's)
+    const char *cfg4 = "sample --ckpt tests/fixtures/cfg4_model.safetensors --n 2 --steps 3 --threads 1";
+    RUN_OK("%s --save-npy %s", cfg4, tp("call.npy"));
+    RUN_OK("%s --cfg-channels 4 --save-npy %s", cfg4, tp("c4.npy"));
+    RUN_OK("%s --cfg-channels 3 --save-npy %s", cfg4, tp("c3.npy"));
+    size_t n_all, n4, n3;
+    char *s_all = tu_read_file(tp("call.npy"), &n_all), *s4 = tu_read_file(tp("c4.npy"), &n4),
+         *s3 = tu_read_file(tp("c3.npy"), &n3);
+    ck_assert(n_all == n4 && n_all == n3 && !memcmp(s_all, s4, n4) && memcmp(s_all, s3, n3));
+    free(s_all); free(s4); free(s3);
+    expect_error(run("eval is --ckpt %s --cfg-channels none %s", MODEL, common), "eval", "--cfg-channels none",
+                 "all or");
+    expect_error(run("sample --ckpt " MODEL " --n 1 --cfg-channels 0"), "sample", "--cfg-channels 0", "all or");
+    expect_error(run("view --ckpt " MODEL " --cfg-channels -2"), "view", "--cfg-channels -2", "all or");
     RUN_OK("eval is --ckpt %s --quick %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"quick\",\"sampler\":\"ddim\",\"steps\":50,") &&
                   strstr(g_out, "\"num\":10000"), "%s", g_out);

@@ -271,6 +271,102 @@ START_TEST(test_dpmpp_vs_pytorch) {
 }
 END_TEST
 
+// a''. --cfg-channels: tools/ref_cfg_channels.py runs DiT's sample.py (DDPM 10 steps, learned
+// variance, clip on, w = 4) on a random 4-channel DiT with DiT's forward_with_cfg verbatim, guiding
+// its 3 channels (the 4th eps channel and the variance conditional) and, its alternative, all 4.
+// The sampler, given the same per-step noise, matches both; "all" is byte-identical to 4 (and to
+// what the sampler did before the flag), and on a 1-channel model 3 is all.
+#define CFG4_MODEL "tests/fixtures/cfg4_model.safetensors"
+#define CFG4_REF "tests/fixtures/cfg4_ref.npz"
+#define CFG4_TOL 1e-4
+
+typedef struct {
+    const float *z;
+    size_t per_step;
+} FixtureNoise;
+
+static void fixture_noise(void *ctx, float *out, size_t count, int step) {
+    const FixtureNoise *f = ctx;
+    ck_assert(count == f->per_step);
+    backend_cpu()->to_device(out, f->z + (size_t)step * f->per_step, count * sizeof(float));
+}
+
+static void net_denoise(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n) {
+    net_forward(ctx, out, x, t, y, n);
+}
+
+static float *npz_floats(const char *key, size_t count) {
+    NpyArray a;
+    MalaErr err;
+    ck_assert_msg(npz_load(CFG4_REF, key, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref_cfg_channels.py)",
+                  err.msg);
+    ck_assert(!strcmp(a.dtype, "<f4"));
+    float *v = malloc(count * sizeof(float));
+    memcpy(v, a.data, count * sizeof(float));
+    npy_free(&a);
+    return v;
+}
+
+// DDPM with the fixture's noise through the sampler; x: in x_T, out the samples.
+static void cfg4_run(Generator *g, float *x, const float *z, int channels) {
+    const int C = 4;
+    SamplerConfig sc = sampler_config_default();
+    sc.num_steps = 10;
+    sc.cfg_scale = 4.0f;
+    sc.cfg_channels = channels;
+    sc.clip_denoised = 1;
+    sc.num_classes = 3;
+    Sampler s;
+    MalaErr err;
+    ck_assert_msg(sampler_init(&s, backend_cpu(), &g->base, &sc, N, C, S, net_denoise, g->net, &err) == 0, "%s",
+                  err.msg);
+    FixtureNoise fn = {z, (size_t)N * C * PER};
+    sampler_set_noise(&s, fixture_noise, &fn);
+    ck_assert_msg(sampler_run(&s, x, LABELS, N, &err) == 0, "%s", err.msg);
+    sampler_free(&s);
+}
+
+START_TEST(test_cfg_channels_vs_pytorch) {
+    set_threads(1);
+    MalaErr err;
+    Generator g;
+    ck_assert_msg(generator_open(&g, CFG4_MODEL, backend_cpu(), N, &err) == 0, "%s", err.msg);
+    ck_assert(g.net->cfg.in_channels == 4 && g.net->cfg.learn_sigma);
+    const size_t img = (size_t)N * 4 * PER;
+    float *xT = npz_floats("x_T", img), *z = npz_floats("z", 10 * img);
+    float *dit3 = npz_floats("dit3", img), *all = npz_floats("all", img);
+    float *x3 = malloc(img * sizeof(float)), *xa = malloc(img * sizeof(float)), *x4 = malloc(img * sizeof(float));
+    memcpy(x3, xT, img * sizeof(float));
+    memcpy(xa, xT, img * sizeof(float));
+    memcpy(x4, xT, img * sizeof(float));
+    cfg4_run(&g, x3, z, 3);
+    cfg4_run(&g, xa, z, 0);
+    cfg4_run(&g, x4, z, 4);
+    double e3 = tu_max_abs_diff(x3, dit3, img), ea = tu_max_abs_diff(xa, all, img);
+    printf("  cfg-channels 3: max abs %.2e from DiT's forward_with_cfg; all: %.2e (tol %.0e); 3 vs all %.3f\n", e3,
+           ea, CFG4_TOL, tu_max_abs_diff(dit3, all, img));
+    ck_assert_msg(e3 < CFG4_TOL, "--cfg-channels 3 differs from DiT's forward_with_cfg by %.3g", e3);
+    ck_assert_msg(ea < CFG4_TOL, "--cfg-channels all differs from all-channel guidance by %.3g", ea);
+    ck_assert(tu_max_abs_diff(x3, all, img) > 0.05);                 // the 4th channel's guidance matters
+    ck_assert_int_eq(memcmp(x4, xa, img * sizeof(float)), 0);       // 4 of 4 channels is all
+    free(xT); free(z); free(dit3); free(all); free(x3); free(xa); free(x4);
+    generator_close(&g);
+
+    // a 1-channel model: 3 guides its one eps channel, as all does
+    ck_assert(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0);
+    float *noise = load_images(NOISE), y0[N * PER], y3[N * PER];
+    GenOpts o = ddim_opts();
+    memcpy(y0, noise, sizeof y0);
+    memcpy(y3, noise, sizeof y3);
+    ck_assert(generator_run(&g, &o, y0, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
+    o.cfg_channels = 3;
+    ck_assert(generator_run(&g, &o, y3, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
+    ck_assert_int_eq(memcmp(y0, y3, sizeof y0), 0);
+    free(noise);
+    generator_close(&g);
+}
+END_TEST
+
 // b. `mala sample` with every output: .npy equals PyTorch's samples, the .npz is an ADM
 // evaluator batch, the grid is torchvision's make_grid size and the directory has one PNG per
 // image, named by index and class, holding save_image's pixel values.
@@ -522,6 +618,7 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_library_vs_pytorch);
     tcase_add_test(tc, test_dpmpp_vs_pytorch);
+    tcase_add_test(tc, test_cfg_channels_vs_pytorch);
     tcase_add_test(tc, test_cli_outputs);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_errors);
