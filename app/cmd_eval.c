@@ -116,6 +116,7 @@ typedef struct {
     Dataset *ds;           // fashion-mnist[-test][:DIR]
     Generator *gen;        // sampling from a checkpoint (eval fid|is --ckpt)
     const GenOpts *gopts;
+    LabelMode label_mode;
     uint64_t seed;
     float *x;              // [gen batch, C, H, W] samples in [-1, 1]
     int32_t *y;
@@ -124,13 +125,14 @@ typedef struct {
     const int32_t *batch_labels;  // the labels of the last batch, or NULL
 } Source;
 
-// What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
+// What `--ckpt` asks for: num images sampled with these options and labels.
 typedef struct {
     const char *ckpt, *device, *precision;
     const char *vae;       // latent models: the VAE that decodes the samples
     int num, batch;
     uint64_t seed;
     GenOpts opts;
+    LabelMode labels;      // the classes of the images (pipeline/labels.h)
 } SampleSpec;
 
 static int has_image_ext(const char *name) {
@@ -157,6 +159,7 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     if (recorded && dist_rank() == 0) fprintf(stderr, "using the VAE recorded in %s: %s\n", sp->ckpt, vae);
     if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
     s->gopts = &sp->opts;
+    s->label_mode = sp->labels;
     s->seed = sp->seed;
     s->n = sp->num;
     s->c = generator_out_channels(s->gen);  // a latent model's decoded images
@@ -269,8 +272,11 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     *c = s->c; *h = s->h; *w = s->w;
     *n = 0;
     if (k <= 0) return NULL;
-    MalaErr err;  // batches of the first call's size, labels i mod K
-    if (!s->shard.g) sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
+    MalaErr err;  // batches of the first call's size
+    if (!s->shard.g) {
+        sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
+        s->shard.labels = s->label_mode;
+    }
     if ((k = sharded_gen_next(&s->shard, s->x, k, &err)) < 0) {
         fprintf(stderr, "error: %s\n", err.msg);
         return NULL;
@@ -282,8 +288,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     }
     size_t total = (size_t)k * s->c * s->h * s->w;
     for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(b[i]) / 255.0f;
-    const int K = s->gen->net->cfg.num_classes;  // the labels the shard sampled with: image i has i mod K
-    for (int i = 0; i < k; i++) s->y[i] = (s->next + i) % K;
+    gen_labels(s->y, s->label_mode, s->seed, s->next, k, s->gen->net->cfg.num_classes);  // the shard's
     s->batch_labels = s->y;
     s->next += k;
     *n = k;
@@ -507,6 +512,7 @@ typedef struct {
     const char *sampler;
     const char *preset;                  // --ckpt: "dit" (sample_ddp.py's), "quick" or "custom"
     const char *cfg_channels;            // --cfg-channels as given, or NULL: the preset's
+    const char *label_mode;              // --label-mode as given, or NULL: the preset's
     int model_c;                         // --ckpt: the model's eps channels
 } EvalArgs;
 
@@ -537,6 +543,7 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
                     o->eta, o->clip ? "true" : "false", a->gen.num);
     char ch[16];
     json_str_field(b, "cfg_channels", gen_cfg_channels_str(o->cfg_channels, a->model_c, ch, sizeof ch));
+    json_str_field(b, "label_mode", label_mode_name(a->gen.labels));
 }
 
 // --ckpt's model configuration (its file's metadata); 1 after printing the error.
@@ -564,6 +571,15 @@ static int resolve_cfg_channels(EvalArgs *a, const NetConfig *c) {
     }
     a->gen.opts.cfg_channels = !a->quick && c->in_channels == 4 && c->latent_scale > 0 ? 3 : 0;
     return 0;
+}
+
+// The labels: --label-mode, else the preset's (DiT's uniform random draws; --quick: balanced). 2
+// after printing the error.
+static int resolve_label_mode(EvalArgs *a) {
+    a->gen.labels = a->quick ? LABELS_BALANCED : LABELS_RANDOM;
+    if (!a->label_mode || !label_mode_parse(a->label_mode, &a->gen.labels)) return 0;
+    fprintf(stderr, "error: --label-mode %s: expected balanced or random\n", a->label_mode);
+    return 2;
 }
 
 // "inception":PATH or "classifier":PATH, and "features":NAME.
@@ -713,6 +729,7 @@ static int eval_serve_samples(const EvalArgs *a) {
         FATAL("%s", err.msg);
     ShardedGen s;
     sharded_gen_init(&s, &g, &a->gen.opts, a->gen.seed, total, batch);
+    s.labels = a->gen.labels;
     if (sharded_gen_serve(&s, &err)) FATAL("%s", err.msg);
     sharded_gen_free(&s);
     generator_close(&g);
@@ -725,12 +742,12 @@ static const char *kEvalUsage =
     "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
     "       mala eval fid --ckpt MODEL --ref stats.npz [--quick] [sampling flags]\n"
     "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n\n"
-    "With --ckpt the images are sampled on the fly (labels cycle over the classes), quantised to\n"
-    "uint8 as a sample batch file would be, and never stored. The sampling defaults are DiT's\n"
-    "FID-50K (sample_ddp.py): 50,000 images, DDPM 250 steps, guidance 1.5 (on 3 eps channels of a\n"
-    "4-channel latent model, as DiT's forward_with_cfg; all of other models), no clipping; --quick\n"
-    "is DDIM 50 steps, 10,000 images, all channels guided (labelled \"preset\":\"quick\", not\n"
-    "comparable with FID-50K).\n"
+    "With --ckpt the images are sampled on the fly, quantised to uint8 as a sample batch file\n"
+    "would be, and never stored. The sampling defaults are DiT's FID-50K (sample_ddp.py): 50,000\n"
+    "images, DDPM 250 steps, guidance 1.5 (on 3 eps channels of a 4-channel latent model, as DiT's\n"
+    "forward_with_cfg; all of other models), no clipping, uniform random labels (drawn from the\n"
+    "seed per image); --quick is DDIM 50 steps, 10,000 images, all channels guided, balanced\n"
+    "labels (i mod K; labelled \"preset\":\"quick\", not comparable with FID-50K).\n"
     "Flags given explicitly win over either preset.\n"
     "FID / IS as pytorch-fid and torch-fidelity compute them, with the FID Inception-v3\n"
     "(" INCEPTION_WEIGHTS_FILE ").\n"
@@ -779,6 +796,8 @@ int cmd_eval(int argc, char **argv) {
         {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
         {"--cfg-channels", OPT_STR, &a.cfg_channels, "N|all", "--ckpt: guided eps channels (default: 3 on 4-channel "
          "latent models as DiT, else all; --quick: all)"},
+        {"--label-mode", OPT_STR, &a.label_mode, "balanced|random", "--ckpt: labels i mod K, or uniform draws from "
+         "the seed per image (default random as DiT; --quick: balanced)"},
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
         {"--clip", OPT_BOOL, &a.gen.opts.clip, "BOOL", "--ckpt: clip predicted x0 to [-1, 1]"},
         {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed", ARG_ALIAS("--global-seed")},
@@ -808,7 +827,7 @@ int cmd_eval(int argc, char **argv) {
     }
     int custom = given_sampler || given_steps || given_num || args_given(opts, nopts, &a.gen.opts.cfg_scale) ||
                  args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip) ||
-                 a.cfg_channels;
+                 a.cfg_channels || a.label_mode;
     a.preset = custom ? "custom" : a.quick ? "quick" : "dit";
     const char *missing = NULL;
     if (strcmp(a.features, "inception") && strcmp(a.features, "fmnist")) {
@@ -842,6 +861,7 @@ int cmd_eval(int argc, char **argv) {
     if (a.gen.ckpt) {
         if (peek_model(a.gen.ckpt, &model_cfg)) return 1;
         int bad = resolve_cfg_channels(&a, &model_cfg);
+        if (!bad) bad = resolve_label_mode(&a);
         if (bad) return bad;
     }
     dist_init(&argc, &argv);
@@ -859,10 +879,10 @@ int cmd_eval(int argc, char **argv) {
         args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&model_cfg, backend_cpu(), a.gen.batch, NULL),
                           "the model's weights and activations (2 passes per image with guidance)");
         char ch[16];
-        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g on %s eps channels%s (%s)\n",
-                a.gen.num, a.gen.ckpt, a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale,
+        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g on %s eps channels%s, %s labels "
+                "(%s)\n", a.gen.num, a.gen.ckpt, a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale,
                 gen_cfg_channels_str(a.gen.opts.cfg_channels, a.model_c, ch, sizeof ch),
-                a.gen.opts.clip ? ", clipped" : "",
+                a.gen.opts.clip ? ", clipped" : "", label_mode_name(a.gen.labels),
                 !strcmp(a.preset, "dit") ? "DiT's FID-50K settings"
                 : !strcmp(a.preset, "quick") ? "the QUICK preset: not comparable with DiT's FID-50K"
                                              : "custom settings, not DiT's FID-50K");

@@ -9,6 +9,7 @@
 #include "dist.h"
 #include "generate.h"
 #include "image_io.h"
+#include "labels.h"
 #include "npy.h"
 #include "out_paths.h"
 #include "progress.h"
@@ -109,7 +110,7 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
-    const char *vae = NULL, *cfg_channels = "all";
+    const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL;
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0, force = 0;
     uint64_t seed = 0;
@@ -127,6 +128,8 @@ int cmd_sample(int argc, char **argv) {
         {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
         {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
         {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
+        {"--label-mode", OPT_STR, &label_mode, "balanced|random", "without --class/--labels: the classes in equal "
+         "blocks (default), or uniform draws from --seed per image (DiT's sample_ddp.py)"},
         {"--n", OPT_INT, &n, "N", "images (default: 16 with --class, else 8 per class up to 16 classes, 64 above)",
          ARG_MIN(1)},
         {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise", ARG_ALIAS("--global-seed")},
@@ -153,6 +156,10 @@ int cmd_sample(int argc, char **argv) {
         FATAL("--cfg-channels %s: expected all or a channel count 1..1024", cfg_channels);
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
+    LabelMode lmode = LABELS_BALANCED;
+    if (label_mode && (cls || labels)) FATAL("--label-mode and %s exclude each other", cls ? "--class" : "--labels");
+    if (label_mode && label_mode_parse(label_mode, &lmode))
+        FATAL("--label-mode %s: expected balanced or random", label_mode);
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
     if (args_given(opts, sizeof opts / sizeof opts[0], &go.eta) && go.kind != SAMPLER_DDIM)
         FATAL("--eta: applies to --sampler ddim only (%s has no eta)", sampler);
@@ -220,6 +227,7 @@ int cmd_sample(int argc, char **argv) {
         if (!n) n = default_count(K, cls != NULL);
         y = xmalloc(n * sizeof(int32_t));
         for (int i = 0; i < n; i++) y[i] = k >= 0 ? k : (int32_t)((int64_t)i * K / n);
+        if (lmode == LABELS_RANDOM) gen_labels(y, lmode, seed, 0, n, K);
     }
     size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
     float *x = xmalloc(per * n * sizeof(float));

@@ -34,7 +34,7 @@ static int run_round(ShardedGen *s, int r, MalaErr *err) {
     float *x = s->buf;  // rank 0's own batch is the round's first
     if (first < s->n) {
         int nb = s->n - first < s->batch ? s->n - first : s->batch;
-        for (int i = 0; i < nb; i++) s->y[i] = (first + i) % K;
+        gen_labels(s->y, s->labels, s->seed, first, nb, K);
         generator_noise(s->g, x, s->seed, first, nb);
         if (generator_run(s->g, &s->o, x, s->y, nb, s->seed, first, NULL, NULL, err)) return -1;
     }

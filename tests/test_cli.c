@@ -510,7 +510,8 @@ START_TEST(test_eval_presets) {
                                 "\"clip\":false,\"num\":50000"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "DiT's FID-50K settings"), "%s", g_err);
     // a 1-channel pixel model: DiT's 3-channel guidance is all of its eps (tests/test_latent.c: 3 on latents)
-    ck_assert_msg(strstr(g_out, "\"cfg_channels\":\"all\""), "%s", g_out);
+    ck_assert_msg(strstr(g_out, "\"cfg_channels\":\"all\",\"label_mode\":\"random\""), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "random labels (DiT's"), "%s", g_err);
     RUN_OK("eval is --ckpt %s --cfg-channels 1 %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"custom\"") && strstr(g_out, "\"cfg_channels\":\"all\""), "%s", g_out);
     // mala sample's default is all: the same bytes as 4 of 4 channels, others than DiT's 3 (tools/ref_cfg_channels.py's
@@ -526,12 +527,29 @@ START_TEST(test_eval_presets) {
     free(s_all); free(s4); free(s3);
     expect_error(run("eval is --ckpt %s --cfg-channels none %s", MODEL, common), "eval", "--cfg-channels none",
                  "all or");
+    expect_error(run("eval is --ckpt %s --label-mode even %s", MODEL, common), "eval", "--label-mode even", "random");
+    expect_error(run("sample --ckpt " MODEL " --class 1 --label-mode random"), "sample", "--label-mode and --class",
+                 NULL);
+    // mala sample --label-mode random: the labels of the seed, whatever the batch size
+    RUN_OK("sample --ckpt " MODEL " --n 9 --steps 1 --batch 2 --label-mode random --seed 4 --save-npz %s --threads 1",
+           tp("r2.npz"));
+    RUN_OK("sample --ckpt " MODEL " --n 9 --steps 1 --batch 4 --label-mode random --seed 4 --save-npz %s --threads 1",
+           tp("r4.npz"));
+    RUN_OK("sample --ckpt " MODEL " --n 9 --steps 1 --batch 4 --seed 4 --save-npz %s --threads 1", tp("bal.npz"));
+    NpyArray l2, l4, lb;
+    MalaErr lerr;
+    ck_assert(npz_load(tp("r2.npz"), "arr_1", &l2, &lerr) == 0 && npz_load(tp("r4.npz"), "arr_1", &l4, &lerr) == 0 &&
+              npz_load(tp("bal.npz"), "arr_1", &lb, &lerr) == 0);
+    ck_assert(l2.nbytes == 9 * 8 && !memcmp(l2.data, l4.data, l2.nbytes) && memcmp(l2.data, lb.data, l2.nbytes));
+    npy_free(&l2); npy_free(&l4); npy_free(&lb);
     expect_error(run("sample --ckpt " MODEL " --n 1 --cfg-channels 0"), "sample", "--cfg-channels 0", "all or");
     expect_error(run("view --ckpt " MODEL " --cfg-channels -2"), "view", "--cfg-channels -2", "all or");
     RUN_OK("eval is --ckpt %s --quick %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"quick\",\"sampler\":\"ddim\",\"steps\":50,") &&
-                  strstr(g_out, "\"num\":10000"), "%s", g_out);
+                  strstr(g_out, "\"num\":10000") && strstr(g_out, "\"label_mode\":\"balanced\""), "%s", g_out);
     ck_assert_msg(strstr(g_err, "QUICK preset"), "%s", g_err);
+    RUN_OK("eval is --ckpt %s --quick --label-mode random %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"custom\"") && strstr(g_out, "\"label_mode\":\"random\""), "%s", g_out);
     RUN_OK("eval is --ckpt %s --quick --num-sampling-steps 5 %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"custom\",\"sampler\":\"ddim\",\"steps\":5,"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "custom settings"), "%s", g_err);

@@ -234,11 +234,12 @@ START_TEST(sigterm_checkpoints_and_killed_rank_ends_job) {
 END_TEST
 
 // Batches go round-robin over the ranks and are computed as one process computes them: 3
-// batches over 2 ranks (ranks 0, 1, 0) give the bytes of one process, floats and uint8 alike.
+// batches over 2 ranks (ranks 0, 1, 0) give the bytes of one process, floats and uint8 alike, and
+// the same random labels (--label-mode random; the .npz's arr_1).
 START_TEST(sampling_shards_to_the_same_bytes) {
     tu_make_tmpdir("mpi");
     const char *flags = "sample --ckpt tests/fixtures/sample_model.safetensors --n 11 --batch 4 --steps 10 --sampler ddpm "
-                        "--threads 1 --device cpu";
+                        "--label-mode random --threads 1 --device cpu";
     RUN_OK(0, "%s --save-npz %s/one.npz --save-npy %s/one.npy", flags, tu_tmp, tu_tmp);
     RUN_OK(2, "%s --save-npz %s/two.npz --save-npy %s/two.npy", flags, tu_tmp, tu_tmp);
     char a[600], b[600];
@@ -295,7 +296,7 @@ START_TEST(zero1_same_weights_and_resumes) {
 END_TEST
 
 // eval fid --ckpt on 2 ranks: 5 images in batches of 2, two rounds (the second: rank 0's short
-// batch, nothing for rank 1), the numbers one process prints.
+// batch, nothing for rank 1), the numbers one process prints (random labels: the default).
 START_TEST(eval_fid_shards_to_the_same_numbers) {
     tu_make_tmpdir("mpi");
     RUN_OK(0, "eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s/ref.npz --inception random --threads 1",

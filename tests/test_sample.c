@@ -26,6 +26,7 @@
 #include "commands.h"
 #include "generate.h"
 #include "image_io.h"
+#include "labels.h"
 #include "npy.h"
 #include "testutil.h"
 
@@ -367,6 +368,32 @@ START_TEST(test_cfg_channels_vs_pytorch) {
 }
 END_TEST
 
+// --label-mode: image i's label depends on (seed, i) only, so any split of the run into batches
+// or shards gives the same labels; random ones are near uniform and follow the seed; balanced is i mod K.
+START_TEST(test_label_modes) {
+    enum { NL = 3000, K = 10 };
+    int32_t all[NL], part[NL], again[NL];
+    gen_labels(all, LABELS_RANDOM, 7, 0, NL, K);
+    for (int first = 0, b = 1; first < NL; first += b, b = b % 17 + 1)  // batches of 1, 2, .. 17, 1, ..
+        gen_labels(part + first, LABELS_RANDOM, 7, first, first + b <= NL ? b : NL - first, K);
+    ck_assert_int_eq(memcmp(all, part, sizeof all), 0);
+    gen_labels(again, LABELS_RANDOM, 8, 0, NL, K);
+    ck_assert(memcmp(all, again, sizeof all));
+    int count[K] = {0};
+    for (int i = 0; i < NL; i++) {
+        ck_assert(all[i] >= 0 && all[i] < K);
+        count[all[i]]++;
+    }
+    for (int k = 0; k < K; k++)  // binomial(3000, 0.1): mean 300, sd 16.4; 5 sd either side
+        ck_assert_msg(count[k] > 218 && count[k] < 382, "class %d drawn %d times of %d", k, count[k], NL);
+    gen_labels(again, LABELS_BALANCED, 7, 5, 12, K);
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(again[i], (5 + i) % K);
+    LabelMode m;
+    ck_assert(label_mode_parse("random", &m) == 0 && m == LABELS_RANDOM && !strcmp(label_mode_name(m), "random"));
+    ck_assert(label_mode_parse("uniform", &m) != 0);
+}
+END_TEST
+
 // b. `mala sample` with every output: .npy equals PyTorch's samples, the .npz is an ADM
 // evaluator batch, the grid is torchvision's make_grid size and the directory has one PNG per
 // image, named by index and class, holding save_image's pixel values.
@@ -619,6 +646,7 @@ int main(void) {
     tcase_add_test(tc, test_library_vs_pytorch);
     tcase_add_test(tc, test_dpmpp_vs_pytorch);
     tcase_add_test(tc, test_cfg_channels_vs_pytorch);
+    tcase_add_test(tc, test_label_modes);
     tcase_add_test(tc, test_cli_outputs);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_errors);
