@@ -106,6 +106,16 @@ $(BUILD)/app/viewer%.o: app/viewer%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SDL_CFLAGS) -c $< -o $@
 
+# The program's version in result manifests (`git describe` at build time, core/version.h):
+# $(BUILD)/version.txt changes only when the description does, and only core/version.c recompiles.
+MALA_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/version.txt: FORCE
+	@mkdir -p $(BUILD); echo '$(MALA_VERSION)' | cmp -s - $@ || echo '$(MALA_VERSION)' > $@
+$(BUILD)/core/version.o: $(BUILD)/version.txt
+$(BUILD)/core/version.o: CFLAGS += -DMALA_VERSION='"$(MALA_VERSION)"'
+.PHONY: FORCE
+FORCE:
+
 # stb_image_write's JPEG bit writer shifts signed ints (third-party code, harmless here).
 $(BUILD)/core/image_io.o: CFLAGS += -fno-sanitize=shift
 

@@ -25,6 +25,7 @@
 #include "json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "npy.h"
 #include "out_paths.h"  // defines: out_check_file, OPT_FORCE
+#include "run_manifest.h"  // defines: SamplingRecord, manifest_partial_settings
 #include "app/commands.h"  // defines: gen_memory_bytes
 
 #define DEFAULT_SPLITS 10
@@ -117,6 +118,7 @@ typedef struct {
     Generator *gen;        // sampling from a checkpoint (eval fid|is --ckpt)
     const GenOpts *gopts;
     LabelMode label_mode;
+    BatchStore *store;
     uint64_t seed;
     float *x;              // [gen batch, C, H, W] samples in [-1, 1]
     int32_t *y;
@@ -133,6 +135,7 @@ typedef struct {
     uint64_t seed;
     GenOpts opts;
     LabelMode labels;      // the classes of the images (pipeline/labels.h)
+    BatchStore *store;     // NULL, or where the sampled batches are kept (pipeline/batch_store.h)
 } SampleSpec;
 
 static int has_image_ext(const char *name) {
@@ -160,6 +163,7 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
     s->gopts = &sp->opts;
     s->label_mode = sp->labels;
+    s->store = sp->store;
     s->seed = sp->seed;
     s->n = sp->num;
     s->c = generator_out_channels(s->gen);  // a latent model's decoded images
@@ -276,6 +280,7 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     if (!s->shard.g) {
         sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
         s->shard.labels = s->label_mode;
+        s->shard.store = s->store;
     }
     if ((k = sharded_gen_next(&s->shard, s->x, k, &err)) < 0) {
         fprintf(stderr, "error: %s\n", err.msg);
@@ -513,6 +518,8 @@ typedef struct {
     const char *preset;                  // --ckpt: "dit" (sample_ddp.py's), "quick" or "custom"
     const char *cfg_channels;            // --cfg-channels as given, or NULL: the preset's
     const char *label_mode;              // --label-mode as given, or NULL: the preset's
+    const char *partial;                 // --partial DIR: where the sampled batches are kept
+    BatchStore store;                    // --ckpt: its folder (dir "" when none)
     int model_c;                         // --ckpt: the model's eps channels
 } EvalArgs;
 
@@ -716,20 +723,49 @@ static int eval_is(EvalArgs *a, Extractor *m) {
     return rc;
 }
 
+// The images --ckpt samples (--limit may use fewer), and their batches: the ones rank 0's
+// sampler_next asks for, min(--batch, --sample-batch, the images used).
+static int eval_total(const EvalArgs *a) { return a->limit > 0 && a->limit < a->gen.num ? a->limit : a->gen.num; }
+static int eval_shard_batch(const EvalArgs *a) {
+    int total = eval_total(a), batch = a->batch < total ? a->batch : total;
+    return batch > a->gen.batch ? a->gen.batch : batch;
+}
+
+// Collective: the folder that keeps --ckpt's sampled batches (--partial, else beside --save-stats),
+// created or continued (pipeline/batch_store.h); nothing without either.
+static void open_eval_store(EvalArgs *a, const NetConfig *c) {
+    char dir[4200];
+    if (a->partial) snprintf(dir, sizeof dir, "%s", a->partial);
+    else if (a->save_stats) batch_store_dir_for(dir, sizeof dir, a->save_stats);
+    else return;
+    Manifest *set = xcalloc(1, sizeof *set);
+    GenOpts used = a->gen.opts;  // as the sampler runs it
+    used.clip = used.clip && !(c->latent_scale > 0);
+    SamplingRecord rec = {a->gen.ckpt, "ema", c, &used, label_mode_name(a->gen.labels), NULL, eval_total(a),
+                          eval_shard_batch(a), a->gen.seed, NULL, backend_select(a->gen.device, a->gen.precision)};
+    manifest_partial_settings(set, &rec);
+    batch_store_open(&a->store, dir, set, rec.n, rec.batch,
+                     (size_t)c->in_channels * c->image_size * c->image_size, a->force,
+                     a->partial ? "--partial" : "--save-stats");
+    free(set);
+    a->gen.store = &a->store;
+    if (a->store.kept && dist_rank() == 0)
+        fprintf(stderr, "[eval] continuing the partial run in %s: kept %d of %d images (their features are computed "
+                "again)\n", dir, a->store.kept, rec.n);
+}
+
 // Ranks > 0 of `mpirun -np N mala eval fid|is --ckpt`: they sample their share of the batches for
-// rank 0 (pipeline/generate_shard.h), which runs the Inception and prints the result. The batches
-// are the ones rank 0's sampler_next asks for: min(--batch, --sample-batch, the images used).
-static int eval_serve_samples(const EvalArgs *a) {
+// rank 0 (pipeline/generate_shard.h), which runs the Inception and prints the result.
+static int eval_serve_samples(EvalArgs *a) {
     MalaErr err;
     Generator g;
-    int total = a->limit > 0 && a->limit < a->gen.num ? a->limit : a->gen.num;
-    int batch = a->batch < total ? a->batch : total;
-    if (batch > a->gen.batch) batch = a->gen.batch;
+    int total = eval_total(a), batch = eval_shard_batch(a);
     if (generator_open(&g, a->gen.ckpt, backend_select(a->gen.device, a->gen.precision), a->gen.batch, &err))
         FATAL("%s", err.msg);
     ShardedGen s;
     sharded_gen_init(&s, &g, &a->gen.opts, a->gen.seed, total, batch);
     s.labels = a->gen.labels;
+    s.store = a->gen.store;
     if (sharded_gen_serve(&s, &err)) FATAL("%s", err.msg);
     sharded_gen_free(&s);
     generator_close(&g);
@@ -801,6 +837,8 @@ int cmd_eval(int argc, char **argv) {
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
         {"--clip", OPT_BOOL, &a.gen.opts.clip, "BOOL", "--ckpt: clip predicted x0 to [-1, 1]"},
         {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed", ARG_ALIAS("--global-seed")},
+        {"--partial", OPT_STR, &a.partial, "DIR", "--ckpt: keep the sampled batches in DIR, so that the same command "
+         "run again continues (default with --save-stats FILE: FILE.partial)"},
         {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "backend of the Inception and the sampler (default: cuda if present)"},
         {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products of the sampler (default "
                                                                 "tf32; the Inception always runs in fp32)"},
@@ -872,9 +910,13 @@ int cmd_eval(int argc, char **argv) {
         dist_finalize();
         return 2;
     }
-    if (dist_rank() > 0) return eval_serve_samples(&a);
+    if (dist_rank() > 0) {
+        open_eval_store(&a, &model_cfg);  // collective: rank 0 opens it after checking its outputs
+        return eval_serve_samples(&a);
+    }
     if (!strcmp(sub, "stats")) out_check_file("--out", a.out, a.force, NULL);
     if (!strcmp(sub, "fid") && a.save_stats) out_check_file("--save-stats", a.save_stats, a.force, NULL);
+    if (a.gen.ckpt && strcmp(sub, "stats")) open_eval_store(&a, &model_cfg);
     if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
         args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&model_cfg, backend_cpu(), a.gen.batch, NULL),
                           "the model's weights and activations (2 passes per image with guidance)");
@@ -910,6 +952,7 @@ int cmd_eval(int argc, char **argv) {
         m.classes = INCEPTION_CLASSES;
     }
     int rc = !strcmp(sub, "stats") ? eval_stats(&a, &m) : !strcmp(sub, "fid") ? eval_fid(&a, &m) : eval_is(&a, &m);
+    if (!rc) batch_store_finish(&a.store);  // the result is out: the kept batches go
     if (m.inc) inception_free(m.inc);
     fmnist_net_free(m.fm);
     dist_finalize();

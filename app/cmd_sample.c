@@ -9,7 +9,9 @@
 #include "dist.h"
 #include "generate.h"
 #include "image_io.h"
+#include "batch_store.h"
 #include "labels.h"
+#include "run_manifest.h"
 #include "npy.h"
 #include "out_paths.h"
 #include "progress.h"
@@ -105,6 +107,19 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
             for (int w = 0; w < S; w++)
                 for (int c = 0; c < C; c++)
                     dst[(((size_t)i * S + h) * S + w) * C + c] = image_sample_to_u8(x[(((size_t)i * C + c) * S + h) * S + w]);
+}
+
+// The partial run of these settings beside `output` (pipeline/batch_store.h), created or continued.
+static void open_store(BatchStore *st, const SamplingRecord *rec, const char *output, const char *flag, size_t per,
+                       int force) {
+    Manifest *set = xcalloc(1, sizeof *set);
+    manifest_partial_settings(set, rec);
+    char dir[4200];
+    batch_store_dir_for(dir, sizeof dir, output);
+    batch_store_open(st, dir, set, rec->n, rec->batch, per, force, flag);
+    if (st->kept && dist_rank() == 0)
+        fprintf(stderr, "continuing the partial run in %s: kept %d of %d images\n", dir, st->kept, rec->n);
+    free(set);
 }
 
 int cmd_sample(int argc, char **argv) {
@@ -249,19 +264,33 @@ int cmd_sample(int argc, char **argv) {
         generator_noise(&g, x, seed, 0, n);
     }
 
+    GenOpts used = go;  // as the sampler runs it
+    used.clip = go.clip && !(c->latent_scale > 0);
+    SamplingRecord rec = {ckpt, weights, c, &used, labels ? "list" : cls ? "class" : label_mode_name(lmode), y, n,
+                          batch, seed, init_noise, be};
+    BatchStore store = {0};  // a long run's batches, kept beside the output that asks for all of them
+    const char *keep = npz ? npz : npy ? npy : out_dir;
+    if (keep) open_store(&store, &rec, keep, npz ? "--save-npz" : npy ? "--save-npy" : "--out-dir", per, force);
+    int *done = xcalloc((size_t)(n + batch - 1) / batch, sizeof *done);
     SampleProgress pr = {.total_images = n, .t0 = now_seconds()};
-    for (int b0 = 0; b0 < n; b0 += batch) pr.batches += (b0 / batch) % world == rank;
+    for (int b0 = 0; b0 < n; b0 += batch) {
+        int mine = (b0 / batch) % world == rank, nb = n - b0 < batch ? n - b0 : batch;
+        done[b0 / batch] = mine && store.kept && batch_store_load(&store, b0 / batch, x + per * b0, nb);
+        pr.batches += mine && !done[b0 / batch];
+    }
     progress_init(&pr.pg, stderr);
     for (int b0 = 0; b0 < n; b0 += batch) {
-        if ((b0 / batch) % world != rank) continue;
+        if ((b0 / batch) % world != rank || done[b0 / batch]) continue;
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
         pr.batch_end = b0 + nb;
         if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, lead ? on_step : NULL, &pr, &err))
             FATAL("%s", err.msg);
+        if (store.dir[0]) batch_store_save(&store, b0 / batch, x + per * b0, nb);
         pr.batches_done++;
     }
     progress_break(&pr.pg);
+    free(done);
     for (int b0 = 0; world > 1 && b0 < n; b0 += batch) {  // every batch from the rank that made it
         int nb = n - b0 < batch ? n - b0 : batch;
         dist_bcast(x + per * b0, (size_t)nb * per * sizeof(float), (b0 / batch) % world);
@@ -315,6 +344,7 @@ int cmd_sample(int argc, char **argv) {
         if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
         fprintf(stderr, "wrote %s\n", npy);
     }
+    if (lead) batch_store_finish(&store);
     free(img);
     free(chunk);
     free(u8);

@@ -7,6 +7,7 @@
 #ifndef MALA_GENERATE_SHARD_H
 #define MALA_GENERATE_SHARD_H
 
+#include "batch_store.h"
 #include "generate.h"
 #include "labels.h"
 
@@ -16,6 +17,7 @@ typedef struct {
     uint64_t seed;
     int n, batch, rank, world;
     LabelMode labels;  // balanced after init; set it before the first round
+    BatchStore *store; // NULL, or where each rank keeps the batches it samples and finds those kept
     int next;          // rank 0: the next image handed out
     int round_first;   // rank 0: first image of the round in buf, and its images
     int round_n;

@@ -1,0 +1,36 @@
+// What `mala sample` and `mala eval --ckpt` record about how their images were made (issue 36
+// item 4): the manifest.h members a result's .json and eval's JSON line carry, and the settings a
+// partial run (batch_store.h) must match to be continued.
+#ifndef MALA_RUN_MANIFEST_H
+#define MALA_RUN_MANIFEST_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "generate.h"
+#include "manifest.h"
+
+typedef struct {
+    const char *ckpt;          // the model file
+    const char *weights;       // "ema" or "online"
+    const NetConfig *cfg;      // its configuration
+    const GenOpts *opts;       // the sampler (clip as the run used it)
+    const char *label_mode;    // "balanced", "random", or how the labels were given ("class", "list")
+    const int32_t *labels;     // [n], hashed; NULL when they follow from the mode and seed
+    int n, batch;
+    uint64_t seed;
+    const char *init_noise;    // a noise file, hashed (NULL: from the seed)
+    const Backend *be;
+} SamplingRecord;
+
+// model (path), model_sha256, model_config, weights, sampler, steps, eta, clip, cfg_scale,
+// cfg_channels, label_mode[, labels_sha256], num, seed[, init_noise_sha256], device, precision,
+// version. Exits when a file cannot be read.
+void manifest_add_sampling(Manifest *m, const SamplingRecord *r);
+// The manifest_add_sampling members but the model's path, and the batch size: what decides a
+// partial run's samples.
+void manifest_partial_settings(Manifest *m, const SamplingRecord *r);
+// The sha256 of a file (exits with an error naming it when it cannot be read).
+void manifest_add_file_hash(Manifest *m, const char *key, const char *path);
+
+#endif
