@@ -330,7 +330,7 @@ static JsonValue *run_eval(Ctl *k, CompareRun *r, const char *sub, const char *c
     char log[4400], out[4400];
     snprintf(log, sizeof log, "%s/eval.log", r ? r->dir : out_stats);
     if (!r) snprintf(log, sizeof log, "%s.log", out_stats);
-    snprintf(out, sizeof out, "%s.json.tmp", r ? r->dir : out_stats);
+    snprintf(out, sizeof out, "%s.stdout.tmp", r ? r->dir : out_stats);  // not X.json.tmp: the manifest's
     if (r) snprintf(out, sizeof out, "%s/eval.json.tmp", r->dir);
     k->t_seg = now_seconds();
     int stopped;

@@ -521,6 +521,7 @@ typedef struct {
     const char *partial;                 // --partial DIR: where the sampled batches are kept
     BatchStore store;                    // --ckpt: its folder (dir "" when none)
     int model_c;                         // --ckpt: the model's eps channels
+    NetConfig model_cfg;                 // --ckpt: its configuration
 } EvalArgs;
 
 static const SampleSpec *sample_spec(const EvalArgs *a) { return a->gen.ckpt ? &a->gen : NULL; }
@@ -595,6 +596,71 @@ static void json_net_fields(JsonBuf *b, const Extractor *m) {
     json_str_field(b, m->fm ? "classifier" : "inception", m->path);
 }
 
+// ---- manifests (issue 36 item 4): how a result was made, in the JSON line and beside stats files ----
+static int eval_total(const EvalArgs *a);
+static int eval_shard_batch(const EvalArgs *a);
+
+// features, features_file and the SHA-256 of the weights (when they are a file).
+static void manifest_features(Manifest *mf, const Extractor *m) {
+    manifest_str(mf, "features", "%s", m->name);
+    manifest_str(mf, "features_file", "%s", m->path);
+    if (file_exists(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
+}
+
+// How the images were made: --ckpt's sampling (all: every member; else only what
+// json_sampling_fields leaves out), or the samples file's hash; then the device and version.
+static void manifest_images(Manifest *mf, const EvalArgs *a, int all) {
+    const Backend *be = backend_select(a->gen.device, a->gen.precision);
+    if (!a->gen.ckpt) {
+        if (a->samples && file_exists(a->samples)) manifest_add_file_hash(mf, "samples_sha256", a->samples);
+        manifest_add_runtime(mf, be);
+        return;
+    }
+    GenOpts used = a->gen.opts;  // as the sampler ran it
+    used.clip = used.clip && !(a->model_cfg.latent_scale > 0);
+    SamplingRecord rec = {a->gen.ckpt, "ema", &a->model_cfg, &used, label_mode_name(a->gen.labels), NULL,
+                          eval_total(a), eval_shard_batch(a), a->gen.seed, NULL, be, a->gen.vae};
+    if (all) {
+        manifest_add_sampling(mf, &rec);
+        manifest_lit(mf, "batch", "%d", rec.batch);
+        return;
+    }
+    manifest_add_model(mf, &rec);
+    manifest_remove(mf, "model");  // the line's "samples"
+    manifest_lit(mf, "seed", "%llu", (unsigned long long)a->gen.seed);
+    manifest_lit(mf, "batch", "%d", rec.batch);
+    manifest_add_runtime(mf, be);
+}
+
+// The JSON line's manifest members: the images', the feature weights' and the reference's hashes.
+static void json_manifest_fields(JsonBuf *b, const EvalArgs *a, const Extractor *m, const char *ref) {
+    Manifest *mf = xcalloc(1, sizeof *mf);
+    manifest_images(mf, a, 0);
+    if (file_exists(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
+    if (ref && file_exists(ref)) manifest_add_file_hash(mf, "ref_sha256", ref);
+    manifest_members(mf, b);
+    free(mf);
+}
+
+// FILE.json beside a statistics file: the command, the images (data: a dataset, file or folder,
+// when not sampled), the feature network and N.
+static void write_stats_manifest(const char *path, const char *cmd, const EvalArgs *a, const char *data,
+                                 const Extractor *m, int n) {
+    Manifest *mf = xcalloc(1, sizeof *mf);
+    manifest_str(mf, "cmd", "%s", cmd);
+    if (data) {
+        manifest_str(mf, "data", "%s", data);
+        if (file_exists(data)) manifest_add_file_hash(mf, "data_sha256", data);
+    } else if (!a->gen.ckpt && a->samples) {
+        manifest_str(mf, "samples", "%s", a->samples);  // its hash: manifest_images
+    }
+    manifest_images(mf, a, 1);
+    manifest_features(mf, m);
+    manifest_lit(mf, "n", "%d", n);
+    manifest_write_beside(mf, path);
+    free(mf);
+}
+
 static int eval_stats(EvalArgs *a, Extractor *m) {
     RunResult r;
     FidStats *s = fid_stats_new(m->dim), *sp = m->inc ? fid_stats_new(INCEPTION_SPATIAL_DIM) : NULL;
@@ -614,11 +680,13 @@ static int eval_stats(EvalArgs *a, Extractor *m) {
     fprintf(stderr, "[eval] statistics of %d images -> %s (mu [%d], sigma [%d, %d], float64%s; feats [%d, %d], the "
                     "first images' features)\n", r.n, a->out, m->dim, m->dim, m->dim,
             m->inc ? "; sFID: mu_s [2023], sigma_s [2023, 2023]" : "", r.feats.n, m->dim);
+    write_stats_manifest(a->out, "mala eval stats", a, a->data, m, r.n);
     JsonBuf b = {0};
     json_buf_puts(&b, "{\"cmd\":\"eval stats\"");
     json_str_field(&b, "data", a->data);
     json_str_field(&b, "out", a->out);
     json_net_fields(&b, m);
+    json_manifest_fields(&b, a, m, NULL);
     json_buf_printf(&b, ",\"n\":%d,\"dim\":%d,\"feats\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}", r.n, m->dim,
                     r.feats.n, r.seconds, r.n / r.seconds);
     fid_stats_free(s);
@@ -670,6 +738,7 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
         json_str_field(&b, "ref", a->ref);
         json_net_fields(&b, m);
         json_sampling_fields(&b, a);
+        json_manifest_fields(&b, a, m, a->ref);
         json_buf_printf(&b, ",\"n\":%d,\"%s\":%.6f", rs.n, fd_key, fid);
         if (rs.labelled) json_buf_printf(&b, ",\"class_acc\":%.6f", (double)rs.correct / rs.labelled);
         if (have_sfid) json_buf_printf(&b, ",\"sfid\":%.6f", sfid);
@@ -683,6 +752,8 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
     if (a->save_stats && stats_save_with_feats(s, s_s, &rs.feats, a->save_stats, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         rc = 1;
+    } else if (a->save_stats) {
+        write_stats_manifest(a->save_stats, "mala eval fid --save-stats", a, NULL, m, rs.n);
     }
     free(rs.logits);
     feat_rows_free(&rs.feats);
@@ -715,6 +786,7 @@ static int eval_is(EvalArgs *a, Extractor *m) {
         json_str_field(&b, "samples", samples_name(a));
         json_str_field(&b, "inception", m->path);
         json_sampling_fields(&b, a);
+        json_manifest_fields(&b, a, m, NULL);
         json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}",
                         r.n, mean, std, a->splits, r.seconds, r.n / r.seconds);
         rc = print_result(&b);
@@ -898,6 +970,7 @@ int cmd_eval(int argc, char **argv) {
     NetConfig model_cfg;
     if (a.gen.ckpt) {
         if (peek_model(a.gen.ckpt, &model_cfg)) return 1;
+        a.model_cfg = model_cfg;
         int bad = resolve_cfg_channels(&a, &model_cfg);
         if (!bad) bad = resolve_label_mode(&a);
         if (bad) return bad;

@@ -164,7 +164,10 @@ int cmd_sample(int argc, char **argv) {
     refuse_model_flags(argc, argv);
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images. Without --out, --out-dir, --save-npz\n"
                "or --save-npy it writes samples.png. Existing files are not replaced without --force (which\n"
-               "also clears an --out-dir of an earlier run's NNNNNN_<class>.png images).",
+               "also clears an --out-dir of an earlier run's NNNNNN_<class>.png images).\n"
+               "With --save-npz, --save-npy or --out-dir every batch is kept in OUTPUT.partial as it is\n"
+               "sampled: the same command run again continues (other settings are refused). FILE.json\n"
+               "beside an .npz / .npy records how it was made (mala info FILE.npz prints it).",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     if (gen_cfg_channels_parse(cfg_channels, &go.cfg_channels))
@@ -267,7 +270,7 @@ int cmd_sample(int argc, char **argv) {
     GenOpts used = go;  // as the sampler runs it
     used.clip = go.clip && !(c->latent_scale > 0);
     SamplingRecord rec = {ckpt, weights, c, &used, labels ? "list" : cls ? "class" : label_mode_name(lmode), y, n,
-                          batch, seed, init_noise, be};
+                          batch, seed, init_noise, be, g.vae ? vae : NULL};
     BatchStore store = {0};  // a long run's batches, kept beside the output that asks for all of them
     const char *keep = npz ? npz : npy ? npy : out_dir;
     if (keep) open_store(&store, &rec, keep, npz ? "--save-npz" : npy ? "--save-npy" : "--out-dir", per, force);
@@ -343,6 +346,15 @@ int cmd_sample(int argc, char **argv) {
         npy_wrap(&a, "<f4", img, 4, (int64_t[]){n, oc, os, os});
         if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
         fprintf(stderr, "wrote %s\n", npy);
+    }
+    if (lead && (npz || npy)) {  // how they were made, beside them (issue 36 item 4)
+        Manifest *m = xcalloc(1, sizeof *m);
+        manifest_str(m, "cmd", "mala sample");
+        manifest_add_sampling(m, &rec);
+        manifest_lit(m, "batch", "%d", batch);
+        if (npz) manifest_write_beside(m, npz);
+        if (npy) manifest_write_beside(m, npy);
+        free(m);
     }
     if (lead) batch_store_finish(&store);
     free(img);
