@@ -4,6 +4,7 @@
 // readable summary on stderr.
 
 #include <dirent.h>
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -694,6 +695,23 @@ static int eval_stats(EvalArgs *a, Extractor *m) {
     return print_result(&b);
 }
 
+// Other tools' names (issue 36 item 7), Inception features only: torch-fidelity's keys in the JSON
+// line, and the ADM evaluator's summary lines on stderr (evaluator.py prints "FID: ..." and so on).
+// NAN: not computed.
+typedef struct { double is_mean, is_std, fid, sfid, prec, recall, kid_mean, kid_std; } PeerMetrics;
+
+static void peer_metrics_out(JsonBuf *b, const PeerMetrics *p) {
+    static const char *const torch_fidelity[] = {"inception_score_mean", "inception_score_std",
+                                                 "frechet_inception_distance", NULL, NULL, NULL,
+                                                 "kernel_inception_distance_mean", "kernel_inception_distance_std"};
+    static const char *const adm[] = {"Inception Score", NULL, "FID", "sFID", "Precision", "Recall", NULL, NULL};
+    const double *v = &p->is_mean;
+    for (int i = 0; i < 8; i++)
+        if (torch_fidelity[i] && !isnan(v[i])) json_buf_printf(b, ",\"%s\":%.10g", torch_fidelity[i], v[i]);
+    for (int i = 0; i < 8; i++)
+        if (adm[i] && !isnan(v[i])) fprintf(stderr, "%s: %.10g\n", adm[i], v[i]);
+}
+
 // img/s of the feature network over the images it ran (none when both sides were statistics).
 static void json_rate_fields(JsonBuf *b, double t0, int n, double seconds) {
     json_buf_printf(b, ",\"seconds\":%.3f", now_seconds() - t0);  // the whole command
@@ -743,8 +761,14 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
         if (rs.labelled) json_buf_printf(&b, ",\"class_acc\":%.6f", (double)rs.correct / rs.labelled);
         if (have_sfid) json_buf_printf(&b, ",\"sfid\":%.6f", sfid);
         if (have_is) json_buf_printf(&b, ",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
-        if (rr.feats.n && rs.feats.n && json_pr_kid(&b, &rr.feats, &rs.feats, &err))
+        double prk[4] = {NAN, NAN, NAN, NAN};
+        if (rr.feats.n && rs.feats.n && json_pr_kid(&b, &rr.feats, &rs.feats, prk, &err))
             fprintf(stderr, "warning: no precision/recall or KID: %s\n", err.msg);
+        if (m->inc) {
+            PeerMetrics pm = {have_is ? ism : NAN, have_is ? iss : NAN, fid, have_sfid ? sfid : NAN, prk[0], prk[1],
+                              prk[2], prk[3]};
+            peer_metrics_out(&b, &pm);
+        }
         json_rate_fields(&b, t0, rs.n + rr.n, rs.seconds + rr.seconds);
         rc = print_result(&b);
     }
@@ -787,8 +811,10 @@ static int eval_is(EvalArgs *a, Extractor *m) {
         json_str_field(&b, "inception", m->path);
         json_sampling_fields(&b, a);
         json_manifest_fields(&b, a, m, NULL);
-        json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}",
-                        r.n, mean, std, a->splits, r.seconds, r.n / r.seconds);
+        json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", r.n, mean, std, a->splits);
+        PeerMetrics pm = {mean, std, NAN, NAN, NAN, NAN, NAN, NAN};
+        peer_metrics_out(&b, &pm);
+        json_buf_printf(&b, ",\"seconds\":%.3f,\"img_per_s\":%.2f}", r.seconds, r.n / r.seconds);
         rc = print_result(&b);
     }
     free(r.logits);

@@ -558,6 +558,13 @@ START_TEST(test_eval_presets) {
            tp("ref.npz"));
     RUN_OK("eval fid --ckpt %s --quick --ref %s %s", MODEL, tp("ref.npz"), common);
     ck_assert_msg(strstr(g_out, "\"cmd\":\"eval fid\"") && strstr(g_out, "\"preset\":\"quick\""), "%s", g_out);
+    // other tools' names (issue 36 item 7): torch-fidelity's keys beside ours, the ADM evaluator's lines on stderr
+    double ours, theirs;
+    const char *f1 = strstr(g_out, "\"fid\":"), *f2 = strstr(g_out, "\"frechet_inception_distance\":");
+    ck_assert_msg(f1 && f2 && sscanf(f1 + 6, "%lf", &ours) == 1 && sscanf(f2 + 29, "%lf", &theirs) == 1 &&
+                  fabs(ours - theirs) <= 1e-6 * fabs(ours) && strstr(g_out, "\"inception_score_mean\":"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "\nFID: ") && strstr(g_err, "\nsFID: ") && strstr(g_err, "\nInception Score: "), "%s",
+                  g_err);
     // sFID: the statistics file carries mu_s / sigma_s (2023 features), so eval fid reports it
     char **keys;
     int nk, found = 0;
