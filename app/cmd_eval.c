@@ -520,6 +520,7 @@ typedef struct {
     const char *cfg_channels;            // --cfg-channels as given, or NULL: the preset's
     const char *label_mode;              // --label-mode as given, or NULL: the preset's
     const char *partial;                 // --partial DIR: where the sampled batches are kept
+    const char *cfg_interval;            // --cfg-interval LO,HI|none (NULL: none)
     BatchStore store;                    // --ckpt: its folder (dir "" when none)
     int model_c;                         // --ckpt: the model's eps channels
     NetConfig model_cfg;                 // --ckpt: its configuration
@@ -553,6 +554,8 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
     char ch[16];
     json_str_field(b, "cfg_channels", gen_cfg_channels_str(o->cfg_channels, a->model_c, ch, sizeof ch));
     json_str_field(b, "label_mode", label_mode_name(a->gen.labels));
+    char iv[64];
+    json_str_field(b, "cfg_interval", gen_cfg_interval_str(o, iv, sizeof iv));
 }
 
 // --ckpt's model configuration (its file's metadata); 1 after printing the error.
@@ -930,6 +933,8 @@ int cmd_eval(int argc, char **argv) {
         {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
         {"--cfg-channels", OPT_STR, &a.cfg_channels, "N|all", "--ckpt: guided eps channels (default: 3 on 4-channel "
          "latent models as DiT, else all; --quick: all)"},
+        {"--cfg-interval", OPT_STR, &a.cfg_interval, "LO,HI|none", "--ckpt: guide only where sigma = sqrt(1/abar - 1) "
+         "is in (LO, HI] (default none: every step)"},
         {"--label-mode", OPT_STR, &a.label_mode, "balanced|random", "--ckpt: labels i mod K, or uniform draws from "
          "the seed per image (default random as DiT; --quick: balanced)"},
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
@@ -963,7 +968,7 @@ int cmd_eval(int argc, char **argv) {
     }
     int custom = given_sampler || given_steps || given_num || args_given(opts, nopts, &a.gen.opts.cfg_scale) ||
                  args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip) ||
-                 a.cfg_channels || a.label_mode;
+                 a.cfg_channels || a.label_mode || a.cfg_interval;
     a.preset = custom ? "custom" : a.quick ? "quick" : "dit";
     const char *missing = NULL;
     if (strcmp(a.features, "inception") && strcmp(a.features, "fmnist")) {
@@ -999,6 +1004,11 @@ int cmd_eval(int argc, char **argv) {
         a.model_cfg = model_cfg;
         int bad = resolve_cfg_channels(&a, &model_cfg);
         if (!bad) bad = resolve_label_mode(&a);
+        if (!bad && a.cfg_interval && gen_cfg_interval_parse(a.cfg_interval, &a.gen.opts.cfg_lo, &a.gen.opts.cfg_hi)) {
+            fprintf(stderr, "error: --cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none\n",
+                    a.cfg_interval);
+            bad = 2;
+        }
         if (bad) return bad;
     }
     dist_init(&argc, &argv);

@@ -125,7 +125,7 @@ static void open_store(BatchStore *st, const SamplingRecord *rec, const char *ou
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
-    const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL;
+    const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL, *cfg_interval = "none";
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0, force = 0;
     uint64_t seed = 0;
@@ -140,6 +140,8 @@ int cmd_sample(int argc, char **argv) {
          ARG_MAX(100)},
         {"--cfg-channels", OPT_STR, &cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
          "conditional; default all"},
+        {"--cfg-interval", OPT_STR, &cfg_interval, "LO,HI|none", "guide only the steps whose sigma = sqrt(1/abar - 1) "
+         "is in (LO, HI] (Kynkaanniemi et al. 2024), one pass elsewhere"},
         {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
         {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
         {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
@@ -172,6 +174,8 @@ int cmd_sample(int argc, char **argv) {
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     if (gen_cfg_channels_parse(cfg_channels, &go.cfg_channels))
         FATAL("--cfg-channels %s: expected all or a channel count 1..1024", cfg_channels);
+    if (gen_cfg_interval_parse(cfg_interval, &go.cfg_lo, &go.cfg_hi))
+        FATAL("--cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none", cfg_interval);
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     LabelMode lmode = LABELS_BALANCED;

@@ -43,6 +43,8 @@ void manifest_add_sampling(Manifest *m, const SamplingRecord *r) {
     manifest_lit(m, "clip", "%s", o->clip ? "true" : "false");
     manifest_lit(m, "cfg_scale", "%.9g", o->cfg_scale);
     manifest_str(m, "cfg_channels", "%s", gen_cfg_channels_str(o->cfg_channels, r->cfg->in_channels, ch, sizeof ch));
+    char iv[64];
+    manifest_str(m, "cfg_interval", "%s", gen_cfg_interval_str(o, iv, sizeof iv));
     manifest_str(m, "label_mode", "%s", r->label_mode);
     if (r->labels) {
         char hex[65];

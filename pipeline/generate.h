@@ -33,6 +33,7 @@ typedef struct {
     float cfg_scale, eta;
     int clip;
     int cfg_channels;  // guided eps channels (0 = all; DiT's forward_with_cfg: 3); sampler.h
+    float cfg_lo, cfg_hi;  // guidance interval in sigma, (lo, hi]; hi <= 0: every step (sampler.h)
 } GenOpts;
 
 GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4, clip on
@@ -40,6 +41,10 @@ GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4
 int gen_cfg_channels_parse(const char *s, int *out);
 // The channels a run with cfg_channels guides on a C-channel model, as text: "all" (0, or N >= C) or N.
 const char *gen_cfg_channels_str(int cfg_channels, int C, char *buf, size_t cap);
+// --cfg-interval LO,HI (0 <= LO < HI, in sigma) or "none" (lo = hi = 0); 0 on success.
+int gen_cfg_interval_parse(const char *s, float *lo, float *hi);
+// "LO,HI" or "none".
+const char *gen_cfg_interval_str(const GenOpts *o, char *buf, size_t cap);
 // Opens `path` (EMA weights when present) for batches of up to max_batch images.
 int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err);
 // The same with the network mode: NET_INFER_ATTN keeps each block's attention inputs of the last

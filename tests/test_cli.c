@@ -542,6 +542,11 @@ START_TEST(test_eval_presets) {
               npz_load(tp("bal.npz"), "arr_1", &lb, &lerr) == 0);
     ck_assert(l2.nbytes == 9 * 8 && !memcmp(l2.data, l4.data, l2.nbytes) && memcmp(l2.data, lb.data, l2.nbytes));
     npy_free(&l2); npy_free(&l4); npy_free(&lb);
+    expect_error(run("sample --ckpt " MODEL " --n 1 --cfg-interval 5,1"), "sample", "--cfg-interval 5,1", "LO < HI");
+    expect_error(run("eval is --ckpt %s --cfg-interval 1 %s", MODEL, common), "eval", "--cfg-interval 1", "none");
+    RUN_OK("eval is --ckpt %s --cfg-interval 0.5,20 %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"cfg_interval\":\"0.5,20\"") && strstr(g_out, "\"preset\":\"custom\""), "%s",
+                  g_out);
     expect_error(run("sample --ckpt " MODEL " --n 1 --cfg-channels 0"), "sample", "--cfg-channels 0", "all or");
     expect_error(run("view --ckpt " MODEL " --cfg-channels -2"), "view", "--cfg-channels -2", "all or");
     RUN_OK("eval is --ckpt %s --quick %s", MODEL, common);

@@ -368,6 +368,69 @@ START_TEST(test_cfg_channels_vs_pytorch) {
 }
 END_TEST
 
+// --cfg-interval (Kynkaenniemi et al. 2024): a step is guided (one call of 2n) exactly when its
+// sigma = sqrt(1/abar - 1) lies in (lo, hi], else one conditional pass of n; an interval holding
+// every step gives the unlimited run's bytes, one holding none the unguided run's.
+typedef struct { Net *net; int calls, sizes[16]; } CallLog;
+
+static void logged_denoise(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n) {
+    CallLog *l = ctx;
+    if (l->calls < 16) l->sizes[l->calls] = n;
+    l->calls++;
+    net_forward(l->net, out, x, t, y, n);
+}
+
+static void interval_run(Generator *g, float *x, const float *noise, double lo, double hi, float w, CallLog *log) {
+    SamplerConfig sc = sampler_config_default();
+    sc.kind = SAMPLER_DDIM;
+    sc.num_steps = 10;
+    sc.cfg_scale = w;
+    sc.cfg_lo = lo;
+    sc.cfg_hi = hi;
+    sc.num_classes = 3;
+    Sampler s;
+    MalaErr err;
+    log->net = g->net;
+    log->calls = 0;
+    ck_assert(sampler_init(&s, backend_cpu(), &g->base, &sc, N, 1, S, logged_denoise, log, &err) == 0);
+    memcpy(x, noise, sizeof(float) * N * PER);
+    ck_assert_msg(sampler_run(&s, x, LABELS, N, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(log->calls, 10);
+    sampler_free(&s);
+}
+
+START_TEST(test_cfg_interval) {
+    set_threads(1);
+    MalaErr err;
+    Generator g;
+    ck_assert(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0);
+    float *noise = load_images(NOISE), x[N * PER], all[N * PER], none[N * PER];
+    CallLog log;
+    interval_run(&g, all, noise, 0, 0, 4.0f, &log);         // no interval
+    interval_run(&g, x, noise, 0, 1e9, 4.0f, &log);         // every sigma (at most 156 here)
+    ck_assert_int_eq(memcmp(x, all, sizeof x), 0);
+    interval_run(&g, none, noise, 0, 0, 1.0f, &log);        // unguided
+    interval_run(&g, x, noise, 1e8, 1e9, 4.0f, &log);       // no sigma
+    ck_assert_int_eq(memcmp(x, none, sizeof x), 0);
+    interval_run(&g, x, noise, 0.5, 20.0, 4.0f, &log);
+    Diffusion sp;
+    ck_assert(diffusion_init_respaced(&sp, &g.base, 10, &err) == 0);
+    int guided = 0;
+    for (int step = 0; step < 10; step++) {  // DDIM's steps go from index 9 down to 0
+        double sigma = sp.sqrt_recipm1_alphas_cumprod[9 - step];
+        int inside = sigma > 0.5 && sigma <= 20.0;
+        guided += inside;
+        ck_assert_msg(log.sizes[step] == (inside ? 2 * N : N), "step %d (sigma %.3f): batch %d", step, sigma,
+                      log.sizes[step]);
+    }
+    ck_assert_msg(guided > 1 && guided < 9, "%d of 10 steps guided: the interval tests nothing", guided);
+    ck_assert(memcmp(x, all, sizeof x) && memcmp(x, none, sizeof x));
+    diffusion_free(&sp);
+    free(noise);
+    generator_close(&g);
+}
+END_TEST
+
 // --label-mode: image i's label depends on (seed, i) only, so any split of the run into batches
 // or shards gives the same labels; random ones are near uniform and follow the seed; balanced is i mod K.
 START_TEST(test_label_modes) {
@@ -647,6 +710,7 @@ int main(void) {
     tcase_add_test(tc, test_dpmpp_vs_pytorch);
     tcase_add_test(tc, test_cfg_channels_vs_pytorch);
     tcase_add_test(tc, test_label_modes);
+    tcase_add_test(tc, test_cfg_interval);
     tcase_add_test(tc, test_cli_outputs);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_errors);
