@@ -878,7 +878,8 @@ static const char *kEvalUsage =
     "usage: mala eval stats --data fashion-mnist|FILE.npz|DIR --out stats.npz [flags]\n"
     "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
     "       mala eval fid --ckpt MODEL --ref stats.npz [--quick] [sampling flags]\n"
-    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n\n"
+    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n"
+    "       mala eval sweep --ref stats.npz --out DIR [--cfg-scale 1,1.5,2] [...]   (mala eval sweep --help)\n\n"
     "With --ckpt the images are sampled on the fly, quantised to uint8 as a sample batch file\n"
     "would be, and never stored. The sampling defaults are DiT's FID-50K (sample_ddp.py): 50,000\n"
     "images, DDPM 250 steps, guidance 1.5 (on 3 eps channels of a 4-channel latent model, as DiT's\n"
@@ -951,10 +952,11 @@ int cmd_eval(int argc, char **argv) {
         args_usage(kEvalUsage, opts, nopts);
         return sub ? 0 : 2;
     }
+    if (!strcmp(sub, "sweep")) return cmd_eval_sweep(argc, argv);
     if (strcmp(sub, "stats") && strcmp(sub, "fid") && strcmp(sub, "is")) {
-        static const char *const subs[] = {"stats", "fid", "is"};
-        const char *s = args_suggest(sub, subs, 3);
-        fprintf(stderr, "error: unknown eval command '%s'%s%s%s (stats, fid or is; see mala eval --help)\n", sub,
+        static const char *const subs[] = {"stats", "fid", "is", "sweep"};
+        const char *s = args_suggest(sub, subs, 4);
+        fprintf(stderr, "error: unknown eval command '%s'%s%s%s (stats, fid, is or sweep; see mala eval --help)\n", sub,
                 s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
         return 2;
     }

@@ -3,7 +3,8 @@
 // (pipeline/batch_store.h); a run stopped after some batches (MALA_TEST_STOP_AFTER, a kill in all
 // but name: the process _exits) and run again gives the bytes of an uninterrupted run, says how
 // many images it kept, and refuses a partial run of other settings naming what differs.
-// tests/test_mpi.c resumes across world sizes. Also the building blocks: SHA-256's known answers
+// `mala eval sweep` continues its points the same way. tests/test_mpi.c resumes across world
+// sizes. Also the building blocks: SHA-256's known answers
 // and manifest.h's differences. Each CLI test runs the built program ($MALA_BIN) on tiny inputs.
 #include <dirent.h>
 #include <sys/stat.h>
@@ -187,6 +188,41 @@ START_TEST(test_eval_resumes) {
 }
 END_TEST
 
+// mala eval sweep: one eval fid --ckpt per point; a point stopped mid-way (the children inherit
+// MALA_TEST_STOP_AFTER) makes the sweep fail naming it, and the same command then continues it and
+// the rest; the table equals an uninterrupted sweep's, and the finished points are kept.
+START_TEST(test_sweep_resumes) {
+    tu_make_tmpdir("resume");
+    const char *fm = "--features fmnist --classifier assets/fmnist_classifier.safetensors --threads 1 --device cpu";
+    RUN_OK("eval stats --data fashion-mnist-test --limit 40 --batch 20 --out %s %s", tp("ref.npz"), fm);
+    char flags[2048], cmd[2200];
+    snprintf(flags, sizeof flags, "eval sweep --ckpt assets/mala-dit-fmnist.safetensors --ref %s --cfg-scale 1,3 "
+             "--steps 2,3 --sampler ddim --num 12 --sample-batch 4 --batch 4 %s", tp("ref.npz"), fm);
+    RUN_OK("%s --out %s", flags, tp("a"));
+    ck_assert_msg(strstr(g_err, "[sweep] 4/4 ddim-s3-w3: fd ") && exists(tp("a/sweep.png")), "%s", g_err);
+    snprintf(cmd, sizeof cmd, "%s --out %s", flags, tp("b"));
+    setenv("MALA_TEST_STOP_AFTER", "2", 1);
+    int rc = run("%s", cmd);
+    unsetenv("MALA_TEST_STOP_AFTER");
+    ck_assert_msg(rc == 1 && strstr(g_err, "point ddim-s2-w1 failed (exit 3)"), "%d:\n%s", rc, g_err);
+    ck_assert(exists(tp("b/points/ddim-s2-w1.partial/batch-0000001.f32")));
+    RUN_OK("%s", cmd);
+    ck_assert(same_file(tp("a/sweep.md"), tp("b/sweep.md")) && !exists(tp("b/points/ddim-s2-w1.partial")));
+    unlink(tp("b/points/ddim-s3-w1.json"));
+    RUN_OK("%s", cmd);
+    ck_assert_msg(strstr(g_err, "kept 3 of 4 points") && same_file(tp("a/sweep.md"), tp("b/sweep.md")), "%s", g_err);
+    size_t n;
+    char *jl = tu_read_file(tp("b/sweep.jsonl"), &n);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += jl[i] == '\n';
+    free(jl);
+    ck_assert_int_eq(lines, 4);
+    rc = run("eval sweep --ref %s --out %s --cfg-scale 1,,2", tp("ref.npz"), tp("c"));
+    ck_assert_msg(rc == 1 && strstr(g_err, "error: --cfg-scale 1,,2"), "%s", g_err);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("resume");
     TCase *tc = tcase_create("resume");
@@ -194,6 +230,7 @@ int main(void) {
     tcase_add_test(tc, test_sha256_and_manifest);
     tcase_add_test(tc, test_sample_resumes);
     tcase_add_test(tc, test_eval_resumes);
+    tcase_add_test(tc, test_sweep_resumes);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
