@@ -838,7 +838,12 @@ static void open_eval_store(EvalArgs *a, const NetConfig *c) {
     char dir[4200];
     if (a->partial) snprintf(dir, sizeof dir, "%s", a->partial);
     else if (a->save_stats) batch_store_dir_for(dir, sizeof dir, a->save_stats);
-    else return;
+    else {
+        if (dist_rank() == 0 && eval_total(a) >= 10000)
+            fprintf(stderr, "[eval] note: this run is not kept as it goes; --partial DIR (or --save-stats FILE) lets the "
+                    "same command continue it after a crash\n");
+        return;
+    }
     Manifest *set = xcalloc(1, sizeof *set);
     GenOpts used = a->gen.opts;  // as the sampler runs it
     used.clip = used.clip && !(c->latent_scale > 0);

@@ -141,8 +141,8 @@ static void write_outputs(const SweepArgs *a, Point *pts, int np, const char *ke
     char path[4200];
     JsonBuf jl = {0}, md = {0};
     json_buf_printf(&md, "# eval sweep: %s\n\nModel %s, reference %s, %d images per point, seed %llu.\n\n"
-                    "| sampler | steps | cfg scale | %s | class acc | precision | recall |\n|---|---|---|---|---|---|---|\n",
-                    key, a->ckpt, a->ref, a->num, a->seed, key);
+                    "| sampler | steps | cfg scale | %s | class acc | precision | recall |\n"
+                    "|---|---|---|---|---|---|---|\n", key, a->ckpt, a->ref, a->num, a->seed, key);
     for (int i = 0; i < np; i++) {
         json_buf_printf(&jl, "%s\n", pts[i].line);
         double v[4] = {num(pts[i].r, key), num(pts[i].r, "class_acc"), num(pts[i].r, "precision"),
@@ -227,7 +227,8 @@ int cmd_eval_sweep(int argc, char **argv) {
         if (!is_number(st[i], 1, 1000) || strchr(st[i], '.')) FATAL("--steps %s: %s is not 1..1000", a.steps, st[i]);
     for (int i = 0; i < nsa; i++) {
         SamplerKind k;
-        if (sampler_kind_parse(sa[i], &k)) FATAL("--sampler %s: %s: expected %s", a.samplers, sa[i], sampler_kind_list());
+        if (sampler_kind_parse(sa[i], &k))
+            FATAL("--sampler %s: %s: expected %s", a.samplers, sa[i], sampler_kind_list());
     }
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/points", a.out);

@@ -1,4 +1,5 @@
-// defines: manifest_str, manifest_lit, manifest_remove, manifest_value, manifest_members, manifest_write, manifest_read, manifest_diff
+// defines: manifest_str, manifest_lit, manifest_remove, manifest_value, manifest_members, manifest_write,
+//          manifest_read, manifest_diff
 #include "manifest.h"
 
 #include <stdarg.h>

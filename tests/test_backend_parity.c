@@ -1101,11 +1101,11 @@ START_TEST(test_diffusion_ops) {
         CPU->sampler_step(x.h, xo.h, prev.h, out.h, z.h, &k, B, C, HW);
         GPU->sampler_step(x.d, xo.d, prev.d, out.d, z.d, &k, B, C, HW);
         char what[80];
-        snprintf(what, sizeof what, "sampler_step %s guided %d/%d sigma %d clip %d i %d: x", sampler_kind_name(cfg.kind),
-                 modes[m].guided, modes[m].gc, modes[m].ls, modes[m].clip, i);
+        snprintf(what, sizeof what, "sampler_step %s guided %d/%d sigma %d clip %d i %d: x",
+                 sampler_kind_name(cfg.kind), modes[m].guided, modes[m].gc, modes[m].ls, modes[m].clip, i);
         buf_check(what, &x, TOL_EW);
-        snprintf(what, sizeof what, "sampler_step %s guided %d/%d sigma %d clip %d i %d: x0", sampler_kind_name(cfg.kind),
-                 modes[m].guided, modes[m].gc, modes[m].ls, modes[m].clip, i);
+        snprintf(what, sizeof what, "sampler_step %s guided %d/%d sigma %d clip %d i %d: x0",
+                 sampler_kind_name(cfg.kind), modes[m].guided, modes[m].gc, modes[m].ls, modes[m].clip, i);
         buf_check(what, &xo, TOL_EW);
         buf_free(&x); buf_free(&xo); buf_free(&z); buf_free(&out); buf_free(&prev);
     }

@@ -288,8 +288,8 @@ START_TEST(sampling_resumes_on_any_world_size) {
     ck_assert(same_bytes(tpath("one.npz"), tpath("r21.npz")) && same_bytes(tpath("one.npy"), tpath("r21.npy")));
     ck_assert(same_bytes(tpath("one.npz"), tpath("r12.npz")) && same_bytes(tpath("one.npy"), tpath("r12.npy")));
 
-    RUN_OK(0, "eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s/ref.npz --inception random --threads 1",
-           tu_tmp);
+    RUN_OK(0, "eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s/ref.npz --inception random "
+           "--threads 1", tu_tmp);
     char fe[1024], one[1 << 14];
     snprintf(fe, sizeof fe, "eval fid --ckpt tests/fixtures/sample_model.safetensors --inception random --num 7 "
              "--sample-batch 2 --batch 2 --steps 2 --sampler ddim --splits 1 --threads 1 --device cpu --ref %s/ref.npz "

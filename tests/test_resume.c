@@ -138,7 +138,8 @@ START_TEST(test_sample_resumes) {
     snprintf(cmd, sizeof cmd, SAMPLE " --save-npz %s", tp("e.npz"));
     run_stopped(1, cmd);
     int rc = run("%s --steps 5 --seed 3", cmd);
-    ck_assert_msg(rc == 1 && strstr(g_err, "error: --save-npz: ") && strstr(g_err, "e.npz.partial holds a partial run") &&
+    ck_assert_msg(rc == 1 && strstr(g_err, "error: --save-npz: ") &&
+                  strstr(g_err, "e.npz.partial holds a partial run") &&
                   strstr(g_err, "steps 4 (then), 5 (now)") && strstr(g_err, "seed 2 (then), 3 (now)") &&
                   strstr(g_err, "labels_sha256"), "%d:\n%s", rc, g_err);
     RUN_OK("%s --steps 5 --seed 3 --force", cmd);

@@ -108,7 +108,8 @@ def main():
     np.savez(os.path.join(FIX, "cfg4_ref.npz"), x_T=x_T.numpy(), z=z.numpy(),
              dit3=dit3.numpy().astype(np.float32), all=full.numpy().astype(np.float32))
     print(f"wrote cfg4_model.safetensors, cfg4_ref.npz: timesteps {d.timestep_map}, samples in "
-          f"[{float(dit3.min()):.3f}, {float(dit3.max()):.3f}], {inside:.0%} inside (-0.999, 0.999), 3 vs all channels differ by {gap:.3f} (max abs)")
+          f"[{float(dit3.min()):.3f}, {float(dit3.max()):.3f}], {inside:.0%} inside (-0.999, 0.999), "
+          f"3 vs all channels differ by {gap:.3f} (max abs)")
 
 
 if __name__ == "__main__":
