@@ -658,6 +658,7 @@ static void write_stats_manifest(const char *path, const char *cmd, const EvalAr
     } else if (!a->gen.ckpt && a->samples) {
         manifest_str(mf, "samples", "%s", a->samples);  // its hash: manifest_images
     }
+    if (a->gen.ckpt) manifest_str(mf, "preset", "%s", a->preset);
     manifest_images(mf, a, 1);
     manifest_features(mf, m);
     manifest_lit(mf, "n", "%d", n);

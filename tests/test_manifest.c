@@ -106,6 +106,7 @@ START_TEST(test_eval_manifest) {
     expect_member(ss, "cmd", "mala eval fid --save-stats");
     expect_member(ss, "model_sha256", model);
     expect_member(ss, "sampler", "ddpm");
+    expect_member(ss, "preset", "custom");
     expect_member(ss, "features_sha256", cls);
     ck_assert_msg(strstr(ss, "\"num\":4,") && strstr(ss, "\"n\":4"), "%s", ss);
     free(ss);
