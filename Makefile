@@ -112,6 +112,16 @@ $(BUILD)/viewer/%.o: viewer/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SDL_CFLAGS) -c $< -o $@
 
+# The program's version in result manifests (`git describe` at build time, core/version.h):
+# $(BUILD)/version.txt changes only when the description does, and only core/version.c recompiles.
+MALA_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/version.txt: FORCE
+	@mkdir -p $(BUILD); echo '$(MALA_VERSION)' | cmp -s - $@ || echo '$(MALA_VERSION)' > $@
+$(BUILD)/core/version.o: $(BUILD)/version.txt
+$(BUILD)/core/version.o: CFLAGS += -DMALA_VERSION='"$(MALA_VERSION)"'
+.PHONY: FORCE
+FORCE:
+
 # stb_image_write's JPEG bit writer shifts signed ints (third-party code, harmless here).
 $(BUILD)/formats/image_io.o: CFLAGS += -fno-sanitize=shift
 
@@ -186,6 +196,7 @@ fixtures:
 	/usr/bin/python3 tools/ref_adamw.py
 	/usr/bin/python3 tools/ref_sample.py
 	/usr/bin/python3 tools/ref_dpm.py
+	/usr/bin/python3 tools/ref_cfg_channels.py
 	/usr/bin/python3 tools/ref_vae.py
 	/usr/bin/python3 tools/make_inception_fixtures.py --out tests/fixtures
 	/usr/bin/python3 tools/make_safetensors_fixtures.py

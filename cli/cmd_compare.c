@@ -323,13 +323,14 @@ static JsonValue *run_eval(Ctl *k, CompareRun *r, const char *sub, const char *c
         av_add(&a, "--steps"); av_add(&a, "%d", c->eval_steps);
         av_add(&a, "--num"); av_add(&a, "%d", c->eval_images);
         av_add(&a, "--cfg-scale"); av_add(&a, "%g", c->cfg_scale);
+        av_add(&a, "--cfg-channels"); av_add(&a, "%s", c->cfg_channels);
         av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)c->eval_seed);
     }
     add_device_threads(&a, c);
     char log[4400], out[4400];
     snprintf(log, sizeof log, "%s/eval.log", r ? r->dir : out_stats);
     if (!r) snprintf(log, sizeof log, "%s.log", out_stats);
-    snprintf(out, sizeof out, "%s.json.tmp", r ? r->dir : out_stats);
+    snprintf(out, sizeof out, "%s.stdout.tmp", r ? r->dir : out_stats);  // not X.json.tmp: the manifest's
     if (r) snprintf(out, sizeof out, "%s/eval.json.tmp", r->dir);
     k->t_seg = now_seconds();
     int stopped;
@@ -417,6 +418,7 @@ static void make_grid(Ctl *k, CompareRun *r, int classes) {
     av_add(&a, "--sampler"); av_add(&a, "%s", k->c->sampler);
     av_add(&a, "--steps"); av_add(&a, "%d", k->c->eval_steps);
     av_add(&a, "--cfg-scale"); av_add(&a, "%g", k->c->cfg_scale);
+    av_add(&a, "--cfg-channels"); av_add(&a, "%s", k->c->cfg_channels);
     av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)k->c->eval_seed);
     char labels[600] = "";
     for (int g = 0; g < k->c->grid_per_class; g++)

@@ -4,6 +4,7 @@
 // readable summary on stderr.
 
 #include <dirent.h>
+#include <math.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -25,8 +26,8 @@
 #include "formats/json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "formats/npy.h"
 #include "cli/out_paths.h"  // defines: out_check_file, OPT_FORCE
-#include "cli/commands.h"  // defines: gen_memory_bytes
 #include "cpu/cpu_threads.h"
+#include "cli/run_manifest.h"  // defines: SamplingRecord, manifest_partial_settings
 
 #define DEFAULT_SPLITS 10
 
@@ -117,6 +118,8 @@ typedef struct {
     Dataset *ds;           // fashion-mnist[-test][:DIR]
     Generator *gen;        // sampling from a checkpoint (eval fid|is --ckpt)
     const GenOpts *gopts;
+    LabelMode label_mode;
+    BatchStore *store;
     uint64_t seed;
     float *x;              // [gen batch, C, H, W] samples in [-1, 1]
     int32_t *y;
@@ -125,13 +128,15 @@ typedef struct {
     const int32_t *batch_labels;  // the labels of the last batch, or NULL
 } Source;
 
-// What `--ckpt` asks for: num images sampled with these options, labels cycling over the classes.
+// What `--ckpt` asks for: num images sampled with these options and labels.
 typedef struct {
     const char *ckpt, *device, *precision;
     const char *vae;       // latent models: the VAE that decodes the samples
     int num, batch;
     uint64_t seed;
     GenOpts opts;
+    LabelMode labels;      // the classes of the images (pipeline/labels.h)
+    BatchStore *store;     // NULL, or where the sampled batches are kept (pipeline/batch_store.h)
 } SampleSpec;
 
 static int has_image_ext(const char *name) {
@@ -158,6 +163,8 @@ static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     if (recorded && dist_rank() == 0) fprintf(stderr, "using the VAE recorded in %s: %s\n", sp->ckpt, vae);
     if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
     s->gopts = &sp->opts;
+    s->label_mode = sp->labels;
+    s->store = sp->store;
     s->seed = sp->seed;
     s->n = sp->num;
     s->c = generator_out_channels(s->gen);  // a latent model's decoded images
@@ -270,8 +277,12 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     *c = s->c; *h = s->h; *w = s->w;
     *n = 0;
     if (k <= 0) return NULL;
-    MalaErr err;  // batches of the first call's size, labels i mod K
-    if (!s->shard.g) sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
+    MalaErr err;  // batches of the first call's size
+    if (!s->shard.g) {
+        sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
+        s->shard.labels = s->label_mode;
+        s->shard.store = s->store;
+    }
     if ((k = sharded_gen_next(&s->shard, s->x, k, &err)) < 0) {
         fprintf(stderr, "error: %s\n", err.msg);
         return NULL;
@@ -283,8 +294,8 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
     }
     size_t total = (size_t)k * s->c * s->h * s->w;
     for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(b[i]) / 255.0f;
-    const int K = s->gen->net->cfg.num_classes;  // the labels the shard sampled with: image i has i mod K
-    for (int i = 0; i < k; i++) s->y[i] = K > 0 ? (s->next + i) % K : 0;  // K = 0: unconditional
+    const int K = s->gen->net->cfg.num_classes;  // K = 0: unconditional
+    gen_labels(s->y, s->label_mode, s->seed, s->next, k, K);  // the labels the shard sampled with
     s->batch_labels = K > 0 ? s->y : NULL;  // an unconditional model's samples have no class to check
     s->next += k;
     *n = k;
@@ -507,6 +518,13 @@ typedef struct {
     SampleSpec gen;                      // used when gen.ckpt is set
     const char *sampler;
     const char *preset;                  // --ckpt: "dit" (sample_ddp.py's), "quick" or "custom"
+    const char *cfg_channels;            // --cfg-channels as given, or NULL: the preset's
+    const char *label_mode;              // --label-mode as given, or NULL: the preset's
+    const char *partial;                 // --partial DIR: where the sampled batches are kept
+    const char *cfg_interval;            // --cfg-interval LO,HI|none (NULL: none)
+    BatchStore store;                    // --ckpt: its folder (dir "" when none)
+    int model_c;                         // --ckpt: the model's eps channels
+    NetConfig model_cfg;                 // --ckpt: its configuration
 } EvalArgs;
 
 static const SampleSpec *sample_spec(const EvalArgs *a) { return a->gen.ckpt ? &a->gen : NULL; }
@@ -534,12 +552,119 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
     json_str_field(b, "sampler", sampler_kind_name(o->kind));
     json_buf_printf(b, ",\"steps\":%d,\"cfg_scale\":%g,\"eta\":%g,\"clip\":%s,\"num\":%d", o->steps, o->cfg_scale,
                     o->eta, o->clip ? "true" : "false", a->gen.num);
+    char ch[16];
+    json_str_field(b, "cfg_channels", gen_cfg_channels_str(o->cfg_channels, a->model_c, ch, sizeof ch));
+    json_str_field(b, "label_mode", label_mode_name(a->gen.labels));
+    char iv[64];
+    json_str_field(b, "cfg_interval", gen_cfg_interval_str(o, iv, sizeof iv));
+}
+
+// --ckpt's model configuration (its file's metadata); 1 after printing the error.
+static int peek_model(const char *path, NetConfig *c) {
+    MalaErr err;
+    StFile f;
+    ClassNames cn;
+    if (st_open(&f, path, &err) || ckpt_read_config(&f, c, &cn, &err)) {
+        fprintf(stderr, "error: %s\n", err.msg);
+        return 1;
+    }
+    class_names_free(&cn);
+    st_close(&f);
+    return 0;
+}
+
+// The guided channels: --cfg-channels, else the preset's: DiT's 3 on a 4-channel latent model (its
+// forward_with_cfg), all for --quick and every other model. 2 after printing the error.
+static int resolve_cfg_channels(EvalArgs *a, const NetConfig *c) {
+    a->model_c = c->in_channels;
+    if (a->cfg_channels) {
+        if (!gen_cfg_channels_parse(a->cfg_channels, &a->gen.opts.cfg_channels)) return 0;
+        fprintf(stderr, "error: --cfg-channels %s: expected all or a channel count 1..1024\n", a->cfg_channels);
+        return 2;
+    }
+    a->gen.opts.cfg_channels = !a->quick && c->in_channels == 4 && c->latent_scale > 0 ? 3 : 0;
+    return 0;
+}
+
+// The labels: --label-mode, else the preset's (DiT's uniform random draws; --quick: balanced). 2
+// after printing the error.
+static int resolve_label_mode(EvalArgs *a) {
+    a->gen.labels = a->quick ? LABELS_BALANCED : LABELS_RANDOM;
+    if (!a->label_mode || !label_mode_parse(a->label_mode, &a->gen.labels)) return 0;
+    fprintf(stderr, "error: --label-mode %s: expected balanced or random\n", a->label_mode);
+    return 2;
 }
 
 // "inception":PATH or "classifier":PATH, and "features":NAME.
 static void json_net_fields(JsonBuf *b, const Extractor *m) {
     json_str_field(b, "features", m->name);
     json_str_field(b, m->fm ? "classifier" : "inception", m->path);
+}
+
+// ---- manifests (issue 36 item 4): how a result was made, in the JSON line and beside stats files ----
+static int eval_total(const EvalArgs *a);
+static int eval_shard_batch(const EvalArgs *a);
+
+// features, features_file and the SHA-256 of the weights (when they are a file).
+static void manifest_features(Manifest *mf, const Extractor *m) {
+    manifest_str(mf, "features", "%s", m->name);
+    manifest_str(mf, "features_file", "%s", m->path);
+    if (file_exists(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
+}
+
+// How the images were made: --ckpt's sampling (all: every member; else only what
+// json_sampling_fields leaves out), or the samples file's hash; then the device and version.
+static void manifest_images(Manifest *mf, const EvalArgs *a, int all) {
+    const Backend *be = backend_select(a->gen.device, a->gen.precision);
+    if (!a->gen.ckpt) {
+        if (a->samples && file_exists(a->samples)) manifest_add_file_hash(mf, "samples_sha256", a->samples);
+        manifest_add_runtime(mf, be);
+        return;
+    }
+    GenOpts used = a->gen.opts;  // as the sampler ran it
+    used.clip = used.clip && !(a->model_cfg.latent_scale > 0);
+    SamplingRecord rec = {a->gen.ckpt, "ema", &a->model_cfg, &used, label_mode_name(a->gen.labels), NULL,
+                          eval_total(a), eval_shard_batch(a), a->gen.seed, NULL, be, a->gen.vae};
+    if (all) {
+        manifest_add_sampling(mf, &rec);
+        manifest_lit(mf, "batch", "%d", rec.batch);
+        return;
+    }
+    manifest_add_model(mf, &rec);
+    manifest_remove(mf, "model");  // the line's "samples"
+    manifest_lit(mf, "seed", "%llu", (unsigned long long)a->gen.seed);
+    manifest_lit(mf, "batch", "%d", rec.batch);
+    manifest_add_runtime(mf, be);
+}
+
+// The JSON line's manifest members: the images', the feature weights' and the reference's hashes.
+static void json_manifest_fields(JsonBuf *b, const EvalArgs *a, const Extractor *m, const char *ref) {
+    Manifest *mf = xcalloc(1, sizeof *mf);
+    manifest_images(mf, a, 0);
+    if (file_exists(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
+    if (ref && file_exists(ref)) manifest_add_file_hash(mf, "ref_sha256", ref);
+    manifest_members(mf, b);
+    free(mf);
+}
+
+// FILE.json beside a statistics file: the command, the images (data: a dataset, file or folder,
+// when not sampled), the feature network and N.
+static void write_stats_manifest(const char *path, const char *cmd, const EvalArgs *a, const char *data,
+                                 const Extractor *m, int n) {
+    Manifest *mf = xcalloc(1, sizeof *mf);
+    manifest_str(mf, "cmd", "%s", cmd);
+    if (data) {
+        manifest_str(mf, "data", "%s", data);
+        if (file_exists(data)) manifest_add_file_hash(mf, "data_sha256", data);
+    } else if (!a->gen.ckpt && a->samples) {
+        manifest_str(mf, "samples", "%s", a->samples);  // its hash: manifest_images
+    }
+    if (a->gen.ckpt) manifest_str(mf, "preset", "%s", a->preset);
+    manifest_images(mf, a, 1);
+    manifest_features(mf, m);
+    manifest_lit(mf, "n", "%d", n);
+    manifest_write_beside(mf, path);
+    free(mf);
 }
 
 static int eval_stats(EvalArgs *a, Extractor *m) {
@@ -561,16 +686,35 @@ static int eval_stats(EvalArgs *a, Extractor *m) {
     fprintf(stderr, "[eval] statistics of %d images -> %s (mu [%d], sigma [%d, %d], float64%s; feats [%d, %d], the "
                     "first images' features)\n", r.n, a->out, m->dim, m->dim, m->dim,
             m->inc ? "; sFID: mu_s [2023], sigma_s [2023, 2023]" : "", r.feats.n, m->dim);
+    write_stats_manifest(a->out, "mala eval stats", a, a->data, m, r.n);
     JsonBuf b = {0};
     json_buf_puts(&b, "{\"cmd\":\"eval stats\"");
     json_str_field(&b, "data", a->data);
     json_str_field(&b, "out", a->out);
     json_net_fields(&b, m);
+    json_manifest_fields(&b, a, m, NULL);
     json_buf_printf(&b, ",\"n\":%d,\"dim\":%d,\"feats\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}", r.n, m->dim,
                     r.feats.n, r.seconds, r.n / r.seconds);
     fid_stats_free(s);
     feat_rows_free(&r.feats);
     return print_result(&b);
+}
+
+// Other tools' names (issue 36 item 7), Inception features only: torch-fidelity's keys in the JSON
+// line, and the ADM evaluator's summary lines on stderr (evaluator.py prints "FID: ..." and so on).
+// NAN: not computed.
+typedef struct { double is_mean, is_std, fid, sfid, prec, recall, kid_mean, kid_std; } PeerMetrics;
+
+static void peer_metrics_out(JsonBuf *b, const PeerMetrics *p) {
+    static const char *const torch_fidelity[] = {"inception_score_mean", "inception_score_std",
+                                                 "frechet_inception_distance", NULL, NULL, NULL,
+                                                 "kernel_inception_distance_mean", "kernel_inception_distance_std"};
+    static const char *const adm[] = {"Inception Score", NULL, "FID", "sFID", "Precision", "Recall", NULL, NULL};
+    const double *v = &p->is_mean;
+    for (int i = 0; i < 8; i++)
+        if (torch_fidelity[i] && !isnan(v[i])) json_buf_printf(b, ",\"%s\":%.10g", torch_fidelity[i], v[i]);
+    for (int i = 0; i < 8; i++)
+        if (adm[i] && !isnan(v[i])) fprintf(stderr, "%s: %.10g\n", adm[i], v[i]);
 }
 
 // img/s of the feature network over the images it ran (none when both sides were statistics).
@@ -617,12 +761,19 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
         json_str_field(&b, "ref", a->ref);
         json_net_fields(&b, m);
         json_sampling_fields(&b, a);
+        json_manifest_fields(&b, a, m, a->ref);
         json_buf_printf(&b, ",\"n\":%d,\"%s\":%.6f", rs.n, fd_key, fid);
         if (rs.labelled) json_buf_printf(&b, ",\"class_acc\":%.6f", (double)rs.correct / rs.labelled);
         if (have_sfid) json_buf_printf(&b, ",\"sfid\":%.6f", sfid);
         if (have_is) json_buf_printf(&b, ",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
-        if (rr.feats.n && rs.feats.n && json_pr_kid(&b, &rr.feats, &rs.feats, &err))
+        double prk[4] = {NAN, NAN, NAN, NAN};
+        if (rr.feats.n && rs.feats.n && json_pr_kid(&b, &rr.feats, &rs.feats, prk, &err))
             fprintf(stderr, "warning: no precision/recall or KID: %s\n", err.msg);
+        if (m->inc) {
+            PeerMetrics pm = {have_is ? ism : NAN, have_is ? iss : NAN, fid, have_sfid ? sfid : NAN, prk[0], prk[1],
+                              prk[2], prk[3]};
+            peer_metrics_out(&b, &pm);
+        }
         json_rate_fields(&b, t0, rs.n + rr.n, rs.seconds + rr.seconds);
         rc = print_result(&b);
     }
@@ -630,6 +781,8 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
     if (a->save_stats && stats_save_with_feats(s, s_s, &rs.feats, a->save_stats, &err)) {
         fprintf(stderr, "error: %s\n", err.msg);
         rc = 1;
+    } else if (a->save_stats) {
+        write_stats_manifest(a->save_stats, "mala eval fid --save-stats", a, NULL, m, rs.n);
     }
     free(rs.logits);
     feat_rows_free(&rs.feats);
@@ -662,8 +815,11 @@ static int eval_is(EvalArgs *a, Extractor *m) {
         json_str_field(&b, "samples", samples_name(a));
         json_str_field(&b, "inception", m->path);
         json_sampling_fields(&b, a);
-        json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d,\"seconds\":%.3f,\"img_per_s\":%.2f}",
-                        r.n, mean, std, a->splits, r.seconds, r.n / r.seconds);
+        json_manifest_fields(&b, a, m, NULL);
+        json_buf_printf(&b, ",\"n\":%d,\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", r.n, mean, std, a->splits);
+        PeerMetrics pm = {mean, std, NAN, NAN, NAN, NAN, NAN, NAN};
+        peer_metrics_out(&b, &pm);
+        json_buf_printf(&b, ",\"seconds\":%.3f,\"img_per_s\":%.2f}", r.seconds, r.n / r.seconds);
         rc = print_result(&b);
     }
     free(r.logits);
@@ -686,19 +842,54 @@ static int eval_guidance(EvalArgs *a, int given) {
     return 1;
 }
 
+// The images --ckpt samples (--limit may use fewer), and their batches: the ones rank 0's
+// sampler_next asks for, min(--batch, --sample-batch, the images used).
+static int eval_total(const EvalArgs *a) { return a->limit > 0 && a->limit < a->gen.num ? a->limit : a->gen.num; }
+static int eval_shard_batch(const EvalArgs *a) {
+    int total = eval_total(a), batch = a->batch < total ? a->batch : total;
+    return batch > a->gen.batch ? a->gen.batch : batch;
+}
+
+// Collective: the folder that keeps --ckpt's sampled batches (--partial, else beside --save-stats),
+// created or continued (pipeline/batch_store.h); nothing without either.
+static void open_eval_store(EvalArgs *a, const NetConfig *c) {
+    char dir[4200];
+    if (a->partial) snprintf(dir, sizeof dir, "%s", a->partial);
+    else if (a->save_stats) batch_store_dir_for(dir, sizeof dir, a->save_stats);
+    else {
+        if (dist_rank() == 0 && eval_total(a) >= 10000)
+            fprintf(stderr, "[eval] note: this run is not kept as it goes; --partial DIR (or --save-stats FILE) lets the "
+                    "same command continue it after a crash\n");
+        return;
+    }
+    Manifest *set = xcalloc(1, sizeof *set);
+    GenOpts used = a->gen.opts;  // as the sampler runs it
+    used.clip = used.clip && !(c->latent_scale > 0);
+    SamplingRecord rec = {a->gen.ckpt, "ema", c, &used, label_mode_name(a->gen.labels), NULL, eval_total(a),
+                          eval_shard_batch(a), a->gen.seed, NULL, backend_select(a->gen.device, a->gen.precision)};
+    manifest_partial_settings(set, &rec);
+    batch_store_open(&a->store, dir, set, rec.n, rec.batch,
+                     (size_t)c->in_channels * c->image_size * c->image_size, a->force,
+                     a->partial ? "--partial" : "--save-stats");
+    free(set);
+    a->gen.store = &a->store;
+    if (a->store.kept && dist_rank() == 0)
+        fprintf(stderr, "[eval] continuing the partial run in %s: kept %d of %d images (their features are computed "
+                "again)\n", dir, a->store.kept, rec.n);
+}
+
 // Ranks > 0 of `mpirun -np N mala eval fid|is --ckpt`: they sample their share of the batches for
-// rank 0 (pipeline/generate_shard.h), which runs the Inception and prints the result. The batches
-// are the ones rank 0's sampler_next asks for: min(--batch, --sample-batch, the images used).
-static int eval_serve_samples(const EvalArgs *a) {
+// rank 0 (pipeline/generate_shard.h), which runs the Inception and prints the result.
+static int eval_serve_samples(EvalArgs *a) {
     MalaErr err;
     Generator g;
-    int total = a->limit > 0 && a->limit < a->gen.num ? a->limit : a->gen.num;
-    int batch = a->batch < total ? a->batch : total;
-    if (batch > a->gen.batch) batch = a->gen.batch;
+    int total = eval_total(a), batch = eval_shard_batch(a);
     if (generator_open(&g, a->gen.ckpt, backend_select(a->gen.device, a->gen.precision), a->gen.batch, &err))
         FATAL("%s", err.msg);
     ShardedGen s;
     sharded_gen_init(&s, &g, &a->gen.opts, a->gen.seed, total, batch);
+    s.labels = a->gen.labels;
+    s.store = a->gen.store;
     if (sharded_gen_serve(&s, &err)) FATAL("%s", err.msg);
     sharded_gen_free(&s);
     generator_close(&g);
@@ -710,11 +901,14 @@ static const char *kEvalUsage =
     "usage: mala eval stats --data fashion-mnist|FILE.npz|DIR --out stats.npz [flags]\n"
     "       mala eval fid --samples FILE.npz|DIR --ref stats.npz|FILE.npz|DIR [flags]\n"
     "       mala eval fid --ckpt MODEL --ref stats.npz [--quick] [sampling flags]\n"
-    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n\n"
-    "With --ckpt the images are sampled on the fly (labels cycle over the classes), quantised to\n"
-    "uint8 as a sample batch file would be, and never stored. The sampling defaults are DiT's\n"
-    "FID-50K (sample_ddp.py): 50,000 images, DDPM 250 steps, guidance 1.5, no clipping; --quick\n"
-    "is DDIM 50 steps and 10,000 images (labelled \"preset\":\"quick\", not comparable with FID-50K).\n"
+    "       mala eval is --samples FILE.npz|DIR [flags]   (or --ckpt MODEL)\n"
+    "       mala eval sweep --ref stats.npz --out DIR [--cfg-scale 1,1.5,2] [...]   (mala eval sweep --help)\n\n"
+    "With --ckpt the images are sampled on the fly, quantised to uint8 as a sample batch file\n"
+    "would be, and never stored. The sampling defaults are DiT's FID-50K (sample_ddp.py): 50,000\n"
+    "images, DDPM 250 steps, guidance 1.5 (on 3 eps channels of a 4-channel latent model, as DiT's\n"
+    "forward_with_cfg; all of other models), no clipping, uniform random labels (drawn from the\n"
+    "seed per image); --quick is DDIM 50 steps, 10,000 images, all channels guided, balanced\n"
+    "labels (i mod K; labelled \"preset\":\"quick\", not comparable with FID-50K).\n"
     "Flags given explicitly win over either preset.\n"
     "FID / IS as pytorch-fid and torch-fidelity compute them, with the FID Inception-v3\n"
     "(" INCEPTION_WEIGHTS_FILE ").\n"
@@ -761,9 +955,17 @@ int cmd_eval(int argc, char **argv) {
         {"--steps", OPT_INT, &a.gen.opts.steps, "N", "--ckpt: sampling steps", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
         {"--cfg-scale", OPT_FLOAT, &a.gen.opts.cfg_scale, "W", "--ckpt: guidance scale (1 = none)", ARG_MIN(0), ARG_MAX(100)},
+        {"--cfg-channels", OPT_STR, &a.cfg_channels, "N|all", "--ckpt: guided eps channels (default: 3 on 4-channel "
+         "latent models as DiT, else all; --quick: all)"},
+        {"--cfg-interval", OPT_STR, &a.cfg_interval, "LO,HI|none", "--ckpt: guide only where sigma = sqrt(1/abar - 1) "
+         "is in (LO, HI] (default none: every step)"},
+        {"--label-mode", OPT_STR, &a.label_mode, "balanced|random", "--ckpt: labels i mod K, or uniform draws from "
+         "the seed per image (default random as DiT; --quick: balanced)"},
         {"--eta", OPT_FLOAT, &a.gen.opts.eta, "E", "--ckpt: DDIM eta", ARG_MIN(0), ARG_MAX(10)},
         {"--clip", OPT_BOOL, &a.gen.opts.clip, "BOOL", "--ckpt: clip predicted x0 to [-1, 1]"},
         {"--seed", OPT_U64, &a.gen.seed, "S", "--ckpt: noise seed", ARG_ALIAS("--global-seed")},
+        {"--partial", OPT_STR, &a.partial, "DIR", "--ckpt: keep the sampled batches in DIR, so that the same command "
+         "run again continues (default with --save-stats FILE: FILE.partial)"},
         {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "backend of the Inception and the sampler (default: cuda if present)"},
         {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products of the sampler (default "
                                                                 "tf32; the Inception always runs in fp32)"},
@@ -773,10 +975,11 @@ int cmd_eval(int argc, char **argv) {
         args_usage(kEvalUsage, opts, nopts);
         return sub ? 0 : 2;
     }
+    if (!strcmp(sub, "sweep")) return cmd_eval_sweep(argc, argv);
     if (strcmp(sub, "stats") && strcmp(sub, "fid") && strcmp(sub, "is")) {
-        static const char *const subs[] = {"stats", "fid", "is"};
-        const char *s = args_suggest(sub, subs, 3);
-        fprintf(stderr, "error: unknown eval command '%s'%s%s%s (stats, fid or is; see mala eval --help)\n", sub,
+        static const char *const subs[] = {"stats", "fid", "is", "sweep"};
+        const char *s = args_suggest(sub, subs, 4);
+        fprintf(stderr, "error: unknown eval command '%s'%s%s%s (stats, fid, is or sweep; see mala eval --help)\n", sub,
                 s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
         return 2;
     }
@@ -789,7 +992,8 @@ int cmd_eval(int argc, char **argv) {
         if (!given_num) a.gen.num = 10000;
     }
     int custom = given_sampler || given_steps || given_num || args_given(opts, nopts, &a.gen.opts.cfg_scale) ||
-                 args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip);
+                 args_given(opts, nopts, &a.gen.opts.eta) || args_given(opts, nopts, &a.gen.opts.clip) ||
+                 a.cfg_channels || a.label_mode || a.cfg_interval;
     a.preset = custom ? "custom" : a.quick ? "quick" : "dit";
     const char *missing = NULL;
     if (strcmp(a.features, "inception") && strcmp(a.features, "fmnist")) {
@@ -819,6 +1023,19 @@ int cmd_eval(int argc, char **argv) {
     args_check_memory("--batch", a.batch, (double)a.batch * (INCEPTION_DIM + INCEPTION_CLASSES) * sizeof(float),
                       "the Inception features of a batch");
     if (a.gen.ckpt && a.gen.batch > a.gen.num) a.gen.batch = a.gen.num;
+    NetConfig model_cfg;
+    if (a.gen.ckpt) {
+        if (peek_model(a.gen.ckpt, &model_cfg)) return 1;
+        a.model_cfg = model_cfg;
+        int bad = resolve_cfg_channels(&a, &model_cfg);
+        if (!bad) bad = resolve_label_mode(&a);
+        if (!bad && a.cfg_interval && gen_cfg_interval_parse(a.cfg_interval, &a.gen.opts.cfg_lo, &a.gen.opts.cfg_hi)) {
+            fprintf(stderr, "error: --cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none\n",
+                    a.cfg_interval);
+            bad = 2;
+        }
+        if (bad) return bad;
+    }
     dist_init(&argc, &argv);
     if (dist_world() > 1 && (!a.gen.ckpt || !strcmp(sub, "stats"))) {
         if (dist_rank() == 0)
@@ -831,24 +1048,21 @@ int cmd_eval(int argc, char **argv) {
         dist_finalize();
         return 2;
     }
-    if (dist_rank() > 0) return eval_serve_samples(&a);
+    if (dist_rank() > 0) {
+        open_eval_store(&a, &model_cfg);  // collective: rank 0 opens it after checking its outputs
+        return eval_serve_samples(&a);
+    }
     if (!strcmp(sub, "stats")) out_check_file("--out", a.out, a.force, NULL);
     if (!strcmp(sub, "fid") && a.save_stats) out_check_file("--save-stats", a.save_stats, a.force, NULL);
+    if (a.gen.ckpt && strcmp(sub, "stats")) open_eval_store(&a, &model_cfg);
     if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
-        MalaErr err;
-        StFile f;
-        NetConfig c;
-        ClassNames cn;
-        if (st_open(&f, a.gen.ckpt, &err) || ckpt_read_config(&f, &c, &cn, &err)) {
-            fprintf(stderr, "error: %s\n", err.msg);
-            return 1;
-        }
-        class_names_free(&cn);
-        st_close(&f);
-        args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&c, backend_cpu(), a.gen.batch, NULL),
+        args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&model_cfg, backend_cpu(), a.gen.batch, NULL),
                           "the model's weights and activations (2 passes per image with guidance)");
-        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g%s (%s)\n", a.gen.num, a.gen.ckpt,
-                a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale, a.gen.opts.clip ? ", clipped" : "",
+        char ch[16];
+        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g on %s eps channels%s, %s labels "
+                "(%s)\n", a.gen.num, a.gen.ckpt, a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale,
+                gen_cfg_channels_str(a.gen.opts.cfg_channels, a.model_c, ch, sizeof ch),
+                a.gen.opts.clip ? ", clipped" : "", label_mode_name(a.gen.labels),
                 !strcmp(a.preset, "dit") ? "DiT's FID-50K settings"
                 : !strcmp(a.preset, "quick") ? "the QUICK preset: not comparable with DiT's FID-50K"
                                              : "custom settings, not DiT's FID-50K");
@@ -876,6 +1090,7 @@ int cmd_eval(int argc, char **argv) {
         m.classes = INCEPTION_CLASSES;
     }
     int rc = !strcmp(sub, "stats") ? eval_stats(&a, &m) : !strcmp(sub, "fid") ? eval_fid(&a, &m) : eval_is(&a, &m);
+    if (!rc) batch_store_finish(&a.store);  // the result is out: the kept batches go
     if (m.inc) inception_free(m.inc);
     fmnist_net_free(m.fm);
     dist_finalize();

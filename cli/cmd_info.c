@@ -1,15 +1,19 @@
 // mala info FILE: the configuration, class names, parameter count, training state and run
 // settings of a model or training file, and optionally its tensor table; of a PNG, the generation
-// parameters we wrote into it (tEXt "parameters", pipeline/gen_params.h).
+// parameters we wrote into it (tEXt "parameters", pipeline/gen_params.h); for an .npz / .npy
+// result, its arrays and its manifest (how it was made).
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "model/checkpoint.h"
 #include "cli/commands.h"
 #include "pipeline/gen_params.h"  // defines: GEN_PARAMS_KEYWORD
+#include "pipeline/manifest.h"
 #include "formats/image_io.h"    // defines: IMAGE_MAX_FILE_BYTES
+#include "formats/npy.h"
 #include "formats/png_text.h"
 
 // 1234567 -> "1,234,567"
@@ -103,14 +107,51 @@ static void fine_tuned_from(const StFile *f) {
            : w ? w : "?", s && *s ? ", step " : "", s && *s ? s : "", h ? h : "?");
 }
 
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t n = strlen(s), k = strlen(suf);
+    return n > k && !strcmp(s + n - k, suf);
+}
+
+// A result file (an .npz or .npy of mala sample, a statistics .npz of mala eval) and the manifest
+// beside it, PATH.json: how it was made (issue 36 item 4).
+static int info_result(const char *path) {
+    MalaErr err;
+    printf("%s\n", path);
+    char **keys;
+    int nk;
+    if (has_suffix(path, ".npz")) {
+        if (npz_keys(path, &keys, &nk, &err)) FATAL("%s", err.msg);
+        printf("  arrays:");
+        for (int i = 0; i < nk; i++) printf(" %s%s", keys[i], i + 1 < nk ? "," : "");
+        printf("\n");
+        npz_keys_free(keys, nk);
+    }
+    char mp[4200];
+    snprintf(mp, sizeof mp, "%s.json", path);
+    Manifest *m = xcalloc(1, sizeof *m);
+    if (access(mp, F_OK)) {
+        printf("  no manifest (%s): written by another program, or by mala before it recorded one\n", mp);
+    } else if (manifest_read(m, mp, &err)) {
+        FATAL("%s", err.msg);
+    } else {
+        printf("  manifest (%s):\n", mp);
+        for (int i = 0; i < m->n; i++) printf("    %-18s %s\n", m->key[i], m->val[i]);
+    }
+    free(m);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     int tensors = 0;
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"}};
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
     args_parse("usage: mala info FILE.safetensors [--tensors]\n       mala info FILE.png   (the generation parameters "
-               "mala sample / the viewer wrote)", opts, 1, argc, argv, path ? 2 : 1);
+               "mala sample / the viewer wrote)\n       mala info FILE.npz|FILE.npy   (its arrays, and how it was made: "
+               "FILE.npz.json)", opts, 1, argc, argv, path ? 2 : 1);
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
     if (is_png_name(path)) return png_info(path);
+    if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return info_result(path);
     MalaErr err;
     StFile f;
     if (st_open(&f, path, &err)) FATAL("%s", err.msg);

@@ -14,6 +14,9 @@
 #include "core/progress.h"
 #include "cpu/cpu_threads.h"
 #include "pipeline/gen_params.h"
+#include "pipeline/batch_store.h"
+#include "pipeline/labels.h"
+#include "cli/run_manifest.h"
 
 typedef struct {
     Progress pg;
@@ -122,10 +125,23 @@ static void to_u8_nhwc(uint8_t *dst, const float *x, int n, int C, int S) {
                     dst[(((size_t)i * S + h) * S + w) * C + c] = image_sample_to_u8(x[(((size_t)i * C + c) * S + h) * S + w]);
 }
 
+// The partial run of these settings beside `output` (pipeline/batch_store.h), created or continued.
+static void open_store(BatchStore *st, const SamplingRecord *rec, const char *output, const char *flag, size_t per,
+                       int force) {
+    Manifest *set = xcalloc(1, sizeof *set);
+    manifest_partial_settings(set, rec);
+    char dir[4200];
+    batch_store_dir_for(dir, sizeof dir, output);
+    batch_store_open(st, dir, set, rec->n, rec->batch, per, force, flag);
+    if (st->kept && dist_rank() == 0)
+        fprintf(stderr, "continuing the partial run in %s: kept %d of %d images\n", dir, st->kept, rec->n);
+    free(set);
+}
+
 int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
-    const char *vae = NULL;
+    const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL, *cfg_interval = "none";
     GenOpts go = gen_opts_default();
     int n = 0, batch = 16, threads = 0, nrow = 0, force = 0;
     uint64_t seed = 0;
@@ -138,9 +154,15 @@ int cmd_sample(int argc, char **argv) {
         {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)", ARG_MIN(0), ARG_MAX(10)},
         {"--cfg-scale", OPT_FLOAT, &go.cfg_scale, "W", "classifier-free guidance scale (1 = none)", ARG_MIN(0),
          ARG_MAX(100)},
+        {"--cfg-channels", OPT_STR, &cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
+         "conditional; default all"},
+        {"--cfg-interval", OPT_STR, &cfg_interval, "LO,HI|none", "guide only the steps whose sigma = sqrt(1/abar - 1) "
+         "is in (LO, HI] (Kynkaanniemi et al. 2024), one pass elsewhere"},
         {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
         {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
         {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
+        {"--label-mode", OPT_STR, &label_mode, "balanced|random", "without --class/--labels: the classes in equal "
+         "blocks (default), or uniform draws from --seed per image (DiT's sample_ddp.py)"},
         {"--n", OPT_INT, &n, "N", "images (default: 16 with --class, else 8 per class up to 16 classes, 64 above)",
          ARG_MIN(1)},
         {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise", ARG_ALIAS("--global-seed")},
@@ -161,11 +183,22 @@ int cmd_sample(int argc, char **argv) {
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images (an unconditional model's: no --class,\n"
                "no guidance). Without --out, --out-dir, --save-npz or --save-npy it writes samples.png.\n"
                "Existing files are not replaced without --force (which also clears an --out-dir of an\n"
-               "earlier run's NNNNNN_<class>.png images).",
+               "earlier run's NNNNNN_<class>.png images).\n"
+               "With --save-npz, --save-npy or --out-dir every batch is kept in OUTPUT.partial as it is\n"
+               "sampled: the same command run again continues (other settings are refused). FILE.json\n"
+               "beside an .npz / .npy records how it was made (mala info FILE.npz prints it).",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
+    if (gen_cfg_channels_parse(cfg_channels, &go.cfg_channels))
+        FATAL("--cfg-channels %s: expected all or a channel count 1..1024", cfg_channels);
+    if (gen_cfg_interval_parse(cfg_interval, &go.cfg_lo, &go.cfg_hi))
+        FATAL("--cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none", cfg_interval);
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
     if (cls && labels) FATAL("--class and --labels exclude each other");
+    LabelMode lmode = LABELS_BALANCED;
+    if (label_mode && (cls || labels)) FATAL("--label-mode and %s exclude each other", cls ? "--class" : "--labels");
+    if (label_mode && label_mode_parse(label_mode, &lmode))
+        FATAL("--label-mode %s: expected balanced or random", label_mode);
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
     if (args_given(opts, sizeof opts / sizeof opts[0], &go.eta) && go.kind != SAMPLER_DDIM)
         FATAL("--eta: applies to --sampler ddim only (%s has no eta)", sampler);
@@ -239,6 +272,7 @@ int cmd_sample(int argc, char **argv) {
         if (!n) n = default_count(K, cls != NULL);
         y = xmalloc(n * sizeof(int32_t));
         for (int i = 0; i < n; i++) y[i] = k >= 0 ? k : (int32_t)((int64_t)i * K / n);
+        if (lmode == LABELS_RANDOM) gen_labels(y, lmode, seed, 0, n, K);
     }
     size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
     float *x = xmalloc(per * n * sizeof(float));
@@ -260,19 +294,33 @@ int cmd_sample(int argc, char **argv) {
         generator_noise(&g, x, seed, 0, n);
     }
 
+    GenOpts used = go;  // as the sampler runs it
+    used.clip = go.clip && !(c->latent_scale > 0);
+    SamplingRecord rec = {ckpt, weights, c, &used, labels ? "list" : cls ? "class" : label_mode_name(lmode), y, n,
+                          batch, seed, init_noise, be, g.vae ? vae : NULL};
+    BatchStore store = {0};  // a long run's batches, kept beside the output that asks for all of them
+    const char *keep = npz ? npz : npy ? npy : out_dir;
+    if (keep) open_store(&store, &rec, keep, npz ? "--save-npz" : npy ? "--save-npy" : "--out-dir", per, force);
+    int *done = xcalloc((size_t)(n + batch - 1) / batch, sizeof *done);
     SampleProgress pr = {.total_images = n, .t0 = now_seconds()};
-    for (int b0 = 0; b0 < n; b0 += batch) pr.batches += (b0 / batch) % world == rank;
+    for (int b0 = 0; b0 < n; b0 += batch) {
+        int mine = (b0 / batch) % world == rank, nb = n - b0 < batch ? n - b0 : batch;
+        done[b0 / batch] = mine && store.kept && batch_store_load(&store, b0 / batch, x + per * b0, nb);
+        pr.batches += mine && !done[b0 / batch];
+    }
     progress_init(&pr.pg, stderr);
     for (int b0 = 0; b0 < n; b0 += batch) {
-        if ((b0 / batch) % world != rank) continue;
+        if ((b0 / batch) % world != rank || done[b0 / batch]) continue;
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
         pr.batch_end = b0 + nb;
         if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, lead ? on_step : NULL, &pr, &err))
             FATAL("%s", err.msg);
+        if (store.dir[0]) batch_store_save(&store, b0 / batch, x + per * b0, nb);
         pr.batches_done++;
     }
     progress_break(&pr.pg);
+    free(done);
     for (int b0 = 0; world > 1 && b0 < n; b0 += batch) {  // every batch from the rank that made it
         int nb = n - b0 < batch ? n - b0 : batch;
         dist_bcast(x + per * b0, (size_t)nb * per * sizeof(float), (b0 / batch) % world);
@@ -332,6 +380,16 @@ int cmd_sample(int argc, char **argv) {
         if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
         fprintf(stderr, "wrote %s\n", npy);
     }
+    if (lead && (npz || npy)) {  // how they were made, beside them (issue 36 item 4)
+        Manifest *m = xcalloc(1, sizeof *m);
+        manifest_str(m, "cmd", "mala sample");
+        manifest_add_sampling(m, &rec);
+        manifest_lit(m, "batch", "%d", batch);
+        if (npz) manifest_write_beside(m, npz);
+        if (npy) manifest_write_beside(m, npy);
+        free(m);
+    }
+    if (lead) batch_store_finish(&store);
     free(img);
     free(chunk);
     free(u8);

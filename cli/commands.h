@@ -18,6 +18,7 @@ int cmd_compare(int argc, char **argv);
 // mala eval stats|fid|is (argv[0] is "eval"): one JSON line on stdout, a readable summary and
 // progress on stderr.
 int cmd_eval(int argc, char **argv);
+int cmd_eval_sweep(int argc, char **argv);  // mala eval sweep (cli/cmd_sweep.c)
 // FID Inception forward throughput: one JSON line with img/s. argv[0] is the command name.
 int cmd_bench_inception(int argc, char **argv);
 // mala vae encode|decode (argv[0] is "vae") and mala bench vae (argv[0] is "vae"): cli/cmd_vae.c.

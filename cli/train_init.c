@@ -51,9 +51,7 @@ void train_init_load(Trainer *tr, const char *path, int online, int lead, InitMe
     if (trainer_init_from(tr, path, online, &rep, &err)) FATAL("%s", err.msg);
     char abs[PATH_MAX];
     snprintf(im->path, sizeof im->path, "%s", realpath(path, abs) ? abs : path);
-    uint8_t digest[32];
-    if (sha256_file(path, digest, &err)) FATAL("--init %s", err.msg);
-    for (int i = 0; i < 32; i++) snprintf(im->sha256 + 2 * i, 3, "%02x", digest[i]);
+    if (sha256_file(path, im->sha256, &err)) FATAL("--init %s", err.msg);
     snprintf(im->weights, sizeof im->weights, "%s", rep.prefix[0] ? "ema" : online ? "online" : "model");
     StFile f;
     im->step[0] = 0;

@@ -45,6 +45,7 @@ static const Key KEYS[] = {
     CK("eval_steps", K_INT, eval_steps, 1, 1000, EVAL),
     CK("eval_images", K_INT, eval_images, 2, 1e7, EVAL),
     CK("eval_cfg_scale", K_F64, cfg_scale, 0, 100, EVAL),
+    CK("eval_cfg_channels", K_STR, cfg_channels, 0, 0, EVAL),
     CK("eval_seed", K_I64, eval_seed, 0, 1e18, EVAL),
     CK("grid_per_class", K_INT, grid_per_class, 1, 16, FREE),
     CK("log_every", K_INT, log_every, 1, 1e9, FREE),
@@ -80,6 +81,7 @@ static void defaults(CompareConfig *c) {
     c->eval_steps = 50;
     c->eval_images = 1000;
     c->cfg_scale = 1.5;
+    snprintf(c->cfg_channels, sizeof c->cfg_channels, "all");
     c->grid_per_class = 2;
     c->log_every = 100;
     snprintf(c->device, sizeof c->device, "auto");
@@ -177,6 +179,11 @@ static int validate(CompareConfig *c, const char *name, MalaErr *err) {
         return mala_errf(err, "%s: budget_images / eval_every_images gives more than 1000 evaluation points", name);
     if (!one_of(c->sampler, "ddim", "ddpm", NULL))
         return mala_errf(err, "%s: eval_sampler %s: expected ddim or ddpm", name, c->sampler);
+    size_t digits = strspn(c->cfg_channels, "0123456789");
+    if (strcmp(c->cfg_channels, "all") && (!digits || c->cfg_channels[digits] || c->cfg_channels[0] == '0' ||
+                                           atoi(c->cfg_channels) > 1024))
+        return mala_errf(err, "%s: eval_cfg_channels %s: expected all or a channel count 1..1024", name,
+                         c->cfg_channels);
     if (!one_of(c->device, "auto", "cpu", "cuda"))
         return mala_errf(err, "%s: device %s: expected auto, cpu or cuda", name, c->device);
     if (!one_of(c->features, "fmnist", "inception", NULL))

@@ -54,6 +54,7 @@ typedef struct {
     char sampler[8];                 // ddim | ddpm
     int eval_steps, eval_images;
     double cfg_scale;
+    char cfg_channels[8];            // eval --cfg-channels: all | N
     uint64_t eval_seed;
     int grid_per_class;              // sample grid rows per arm in compare.png
     int log_every;                   // train --log-every (steps)

@@ -387,8 +387,9 @@ static void write_json(const CompareConfig *c, const CompareRun *runs, int nruns
     json_str(&b, "ref", c->ref);
     json_buf_printf(&b, ",\"batch\":%d,\"lr\":%.9g,\"budget_images\":%lld,\"eval_every_images\":%lld", c->batch, c->lr,
                     (long long)c->budget_images, (long long)c->eval_every_images);
-    json_buf_printf(&b, ",\"eval\":{\"sampler\":\"%s\",\"steps\":%d,\"images\":%d,\"cfg_scale\":%g,\"seed\":%llu}",
-                    c->sampler, c->eval_steps, c->eval_images, c->cfg_scale, (unsigned long long)c->eval_seed);
+    json_buf_printf(&b, ",\"eval\":{\"sampler\":\"%s\",\"steps\":%d,\"images\":%d,\"cfg_scale\":%g,"
+                    "\"cfg_channels\":\"%s\",\"seed\":%llu}", c->sampler, c->eval_steps, c->eval_images, c->cfg_scale,
+                    c->cfg_channels, (unsigned long long)c->eval_seed);
     json_buf_puts(&b, ",\"seeds\":[");
     for (int s = 0; s < c->nseeds; s++) json_buf_printf(&b, "%s%llu", s ? "," : "", (unsigned long long)c->seeds[s]);
     json_buf_puts(&b, "],\"arms\":[");

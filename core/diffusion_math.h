@@ -113,6 +113,8 @@ typedef struct {
     int noise;              // STEP_NOISE_*: none, sigma z, or the learned-range std times z
     double sigma;           // STEP_NOISE_FIXED's std
     double min_log, max_log;// STEP_NOISE_LEARNED's range bounds
+    int guide_c;            // guided: channels 0 .. guide_c-1 take the guided eps, the rest the conditional
+                            // one (DiT's forward_with_cfg guides 3); 0 = every channel. The op picks eu = ec there.
 } SamplerStepCoefs;
 
 // One element of the update (ADM p_sample / ddim_sample with classifier-free guidance, and the

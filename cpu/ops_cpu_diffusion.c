@@ -81,7 +81,8 @@ void cpu_sampler_step(float *x, float *x0, const float *x0_prev, const float *ou
         for (int c = 0; c < C; c++) {
             const size_t o = ((size_t)b * C + c) * hw;
             const float *ec = out + ((size_t)b * cout + c) * hw;
-            const float *eu = k->guided ? out + ((size_t)(n + b) * cout + c) * hw : ec;
+            const int guide = k->guided && (k->guide_c <= 0 || c < k->guide_c);
+            const float *eu = guide ? out + ((size_t)(n + b) * cout + c) * hw : ec;
             const float *v = k->learn_sigma ? out + ((size_t)b * cout + C + c) * hw : ec;
             for (size_t p = 0; p < hw; p++)
                 x[o + p] = sampler_update(k, x[o + p], ec[p], eu[p], v[p], k->noise ? z[o + p] : 0.0f,

@@ -86,7 +86,8 @@ __global__ void k_sampler_step(float *x, float *x0, const float *x0_prev, const 
     GRID_STRIDE(i, (size_t)n * D) {
         const size_t b = i / D, j = i % D;  // j = c * hw + p: the eps channels of row b
         const float ec = out[b * cols + j];
-        const float eu = k.guided ? out[(n + b) * cols + j] : ec;
+        const int guide = k.guided && (k.guide_c <= 0 || j / hw < (size_t)k.guide_c);
+        const float eu = guide ? out[(n + b) * cols + j] : ec;
         const float v = k.learn_sigma ? out[b * cols + D + j] : 0.0f;
         x[i] = sampler_update(&k, x[i], ec, eu, v, k.noise ? z[i] : 0.0f, k.c_prev != 0.0 ? x0_prev[i] : 0.0f, &x0[i]);
     }

@@ -71,7 +71,7 @@ int stats_load_feats(const char *path, int dim, FeatRows *r, MalaErr *err) {
     return rc;
 }
 
-int json_pr_kid(JsonBuf *b, const FeatRows *ref, const FeatRows *gen, MalaErr *err) {
+int json_pr_kid(JsonBuf *b, const FeatRows *ref, const FeatRows *gen, double *out, MalaErr *err) {
     double p, r, km, ks;
     if (precision_recall(ref->x, ref->n, gen->x, gen->n, ref->dim, PR_K, &p, &r, err)) return -1;
     int m = kid_subset_size(ref->n, gen->n, 0);
@@ -81,5 +81,6 @@ int json_pr_kid(JsonBuf *b, const FeatRows *ref, const FeatRows *gen, MalaErr *e
     fprintf(stderr, "KID %.6f +- %.6f  (%d subsets of %d)\n", km, ks, KID_SUBSETS, m);
     json_buf_printf(b, ",\"precision\":%.6f,\"recall\":%.6f,\"kid_mean\":%.8f,\"kid_std\":%.8f,\"pr_n\":[%d,%d],"
                        "\"kid_subset\":%d", p, r, km, ks, ref->n, gen->n, m);
+    if (out) out[0] = p, out[1] = r, out[2] = km, out[3] = ks;
     return 0;
 }

@@ -28,7 +28,8 @@ int stats_save_with_feats(const FidStats *s, const FidStats *spatial, const Feat
 // `feats` of a statistics file into r (r->n = 0 when the file has none); its width must be dim.
 int stats_load_feats(const char *path, int dim, FeatRows *r, MalaErr *err);
 // Appends ,"precision":P,"recall":R,"kid_mean":M,"kid_std":S,"pr_n":[nref,ngen],"kid_subset":m
-// (KID_SUBSETS subsets, seed 0); prints them on stderr too. Returns 0, or -1 with err set.
-int json_pr_kid(JsonBuf *b, const FeatRows *ref, const FeatRows *gen, MalaErr *err);
+// (KID_SUBSETS subsets, seed 0); prints them on stderr too; out (may be NULL) gets precision,
+// recall, KID mean and std. Returns 0, or -1 with err set.
+int json_pr_kid(JsonBuf *b, const FeatRows *ref, const FeatRows *gen, double *out, MalaErr *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/sha256.h"
+#include "core/version.h"
 
 typedef struct { char *b; size_t n, cap; } Text;
 
@@ -71,9 +72,10 @@ int gen_params_file_hash(const char *path, char out[11], MalaErr *err) {
             memcpy(out, cache[i].hex, 11);
             return 0;
         }
-    uint8_t h[32];
-    if (sha256_file(path, h, err)) return -1;
-    for (int i = 0; i < 5; i++) snprintf(out + 2 * i, 3, "%02x", h[i]);
+    char hex[65];
+    if (sha256_file(path, hex, err)) return -1;
+    memcpy(out, hex, 10);  // A1111's "Model hash": the first 10 hex digits
+    out[10] = 0;
     int k = next++ % 4;
     snprintf(cache[k].path, sizeof cache[k].path, "%s", path);
     cache[k].size = st.st_size;
@@ -134,6 +136,12 @@ char *gen_params_text(const GenParams *p, MalaErr *err) {
     if (o->kind == SAMPLER_DDIM) pairf(&t, "Eta", "%g", o->eta);
     pair(&t, "Clip x0", o->clip ? "on" : "off");
     pairf(&t, "Channels", "%d", p->channels);
-    pair(&t, "Version", MALA_PROGRAM_VERSION);
+    if (o->cfg_scale != 1 && o->cfg_channels > 0 && o->cfg_channels < p->channels)
+        pairf(&t, "CFG channels", "%d", o->cfg_channels);  // guided eps channels (DiT's 3); absent: all
+    if (o->cfg_scale != 1 && o->cfg_hi > 0) {
+        char iv[64];
+        pair(&t, "CFG interval", gen_cfg_interval_str(o, iv, sizeof iv));
+    }
+    pairf(&t, "Version", "mala-dit %s", mala_version());
     return t.b;
 }

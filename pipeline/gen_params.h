@@ -12,7 +12,6 @@
 
 #include "pipeline/generate.h"
 
-#define MALA_PROGRAM_VERSION "mala-dit 0.1"  // "Version: ..." in the parameters
 #define GEN_PARAMS_KEYWORD "parameters"     // the tEXt keyword (A1111's)
 
 typedef struct {

@@ -1,15 +1,51 @@
-// defines: gen_opts_default, generator_open, generator_new, generator_image_floats, generator_close,
-//          generator_noise, generator_run, gen_guidance_for
+// defines: gen_opts_default, gen_cfg_channels_parse, gen_cfg_channels_str, gen_cfg_interval_parse,
+//          gen_cfg_interval_str, generator_open, generator_new,
+//          generator_image_floats, generator_close, generator_noise, generator_run, gen_guidance_for
 #include "pipeline/generate.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/rng.h"
 #include "model/vae.h"   // defines: vae_free
 
 GenOpts gen_opts_default(void) {
-    GenOpts o = {SAMPLER_DDPM, 250, 4.0f, 0.0f, 1};
+    GenOpts o = {SAMPLER_DDPM, 250, 4.0f, 0.0f, 1, 0, 0.0f, 0.0f};
     return o;
+}
+
+int gen_cfg_channels_parse(const char *s, int *out) {
+    if (!strcmp(s, "all")) { *out = 0; return 0; }
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < 1 || v > 1024) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+const char *gen_cfg_channels_str(int cfg_channels, int C, char *buf, size_t cap) {
+    if (cfg_channels <= 0 || cfg_channels >= C) snprintf(buf, cap, "all");
+    else snprintf(buf, cap, "%d", cfg_channels);
+    return buf;
+}
+
+int gen_cfg_interval_parse(const char *s, float *lo, float *hi) {
+    if (!strcmp(s, "none")) { *lo = *hi = 0.0f; return 0; }
+    char *end, *end2;
+    double a = strtod(s, &end);
+    if (end == s || *end != ',') return -1;
+    double b = strtod(end + 1, &end2);
+    if (end2 == end + 1 || *end2 || !(a >= 0) || !(b > a) || b > 1e30) return -1;
+    *lo = (float)a;
+    *hi = (float)b;
+    return 0;
+}
+
+const char *gen_cfg_interval_str(const GenOpts *o, char *buf, size_t cap) {
+    if (o->cfg_hi <= 0) snprintf(buf, cap, "none");
+    else snprintf(buf, cap, "%.9g,%.9g", o->cfg_lo, o->cfg_hi);
+    return buf;
 }
 
 // The samplers' DenoiseFn (sampler.h): every array is already in the network's backend memory.
@@ -112,6 +148,9 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     if (g->s.sp.num_timesteps != o->steps && sampler_set_steps(&g->s, &g->base, o->steps, err)) return -1;
     g->s.cfg.kind = o->kind;
     g->s.cfg.cfg_scale = o->cfg_scale;
+    g->s.cfg.cfg_channels = o->cfg_channels;
+    g->s.cfg.cfg_lo = o->cfg_lo;
+    g->s.cfg.cfg_hi = o->cfg_hi;
     g->s.cfg.eta = o->eta;
     g->s.cfg.clip_denoised = o->clip && !(g->net->cfg.latent_scale > 0);  // latents: never clipped
     g->noise_seed = seed;

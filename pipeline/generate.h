@@ -32,12 +32,22 @@ typedef struct {
     int steps;
     float cfg_scale, eta;
     int clip;
+    int cfg_channels;  // guided eps channels (0 = all; DiT's forward_with_cfg: 3); sampler.h
+    float cfg_lo, cfg_hi;  // guidance interval in sigma, (lo, hi]; hi <= 0: every step (sampler.h)
 } GenOpts;
 
 GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4, clip on
 // An unconditional model (num_classes 0) has no guidance: *cfg_scale becomes 1 when the flag `flag`
 // was not given, and a given scale other than 1 is refused (-1, err names the flag). 0 otherwise.
 int gen_guidance_for(const NetConfig *c, float *cfg_scale, int given, const char *flag, MalaErr *err);
+// --cfg-channels N|all: "all" -> 0, N (1 .. 1024) -> N; 0 on success, -1 on anything else.
+int gen_cfg_channels_parse(const char *s, int *out);
+// The channels a run with cfg_channels guides on a C-channel model, as text: "all" (0, or N >= C) or N.
+const char *gen_cfg_channels_str(int cfg_channels, int C, char *buf, size_t cap);
+// --cfg-interval LO,HI (0 <= LO < HI, in sigma) or "none" (lo = hi = 0); 0 on success.
+int gen_cfg_interval_parse(const char *s, float *lo, float *hi);
+// "LO,HI" or "none".
+const char *gen_cfg_interval_str(const GenOpts *o, char *buf, size_t cap);
 // Opens `path` (EMA weights when present) for batches of up to max_batch images.
 int generator_open(Generator *g, const char *path, const Backend *be, int max_batch, MalaErr *err);
 // The same with the network mode: NET_INFER_ATTN keeps each block's attention inputs of the last

@@ -34,9 +34,12 @@ static int run_round(ShardedGen *s, int r, MalaErr *err) {
     float *x = s->buf;  // rank 0's own batch is the round's first
     if (first < s->n) {
         int nb = s->n - first < s->batch ? s->n - first : s->batch;
-        for (int i = 0; i < nb; i++) s->y[i] = K > 0 ? (first + i) % K : 0;  // K = 0: unconditional
-        generator_noise(s->g, x, s->seed, first, nb);
-        if (generator_run(s->g, &s->o, x, s->y, nb, s->seed, first, NULL, NULL, err)) return -1;
+        gen_labels(s->y, s->labels, s->seed, first, nb, K);
+        if (!s->store || !batch_store_load(s->store, first / s->batch, x, nb)) {
+            generator_noise(s->g, x, s->seed, first, nb);
+            if (generator_run(s->g, &s->o, x, s->y, nb, s->seed, first, NULL, NULL, err)) return -1;
+            if (s->store) batch_store_save(s->store, first / s->batch, x, nb);
+        }
     }
     dist_gather_f32(s->buf, (size_t)s->batch * per, 0);
     return r * s->world * s->batch;

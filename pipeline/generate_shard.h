@@ -2,17 +2,22 @@
 // sample_ddp.py) for a consumer on rank 0 that takes them in order (mala eval --ckpt): batch j,
 // images j*B .. j*B+B-1, is sampled by rank j % world exactly as one process samples it (image
 // i's noise depends only on (seed, i)), a round of world batches at a time, and gathered on rank
-// 0, which so sees the images one process sees. Image i has class i mod K (eval's labels).
+// 0, which so sees the images one process sees. Image i's class is gen_labels' (labels.h; default
+// balanced, i mod K).
 #ifndef MALA_GENERATE_SHARD_H
 #define MALA_GENERATE_SHARD_H
 
 #include "pipeline/generate.h"
+#include "pipeline/batch_store.h"
+#include "pipeline/labels.h"
 
 typedef struct {
     Generator *g;
     GenOpts o;
     uint64_t seed;
     int n, batch, rank, world;
+    LabelMode labels;  // balanced after init; set it before the first round
+    BatchStore *store; // NULL, or where each rank keeps the batches it samples and finds those kept
     int next;          // rank 0: the next image handed out
     int round_first;   // rank 0: first image of the round in buf, and its images
     int round_n;

@@ -118,7 +118,7 @@ SamplerStepCoefs sampler_step_coefs(const Diffusion *d, const SamplerConfig *cfg
     SamplerStepCoefs k = {
         .sra = d->sqrt_recip_alphas_cumprod[i], .srm1 = d->sqrt_recipm1_alphas_cumprod[i],
         .w = cfg->cfg_scale, .guided = guided, .clip = cfg->clip_denoised, .learn_sigma = cfg->learn_sigma,
-        .noise = STEP_NOISE_NONE,
+        .noise = STEP_NOISE_NONE, .guide_c = cfg->cfg_channels,
     };
     if (cfg->kind == SAMPLER_DDIM) {
         const double ab = d->alphas_cumprod[i], abp = d->alphas_cumprod_prev[i];
@@ -156,8 +156,7 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
     if ((int)s->cfg.kind < 0 || s->cfg.kind >= SAMPLER_KIND_COUNT)
         return mala_errf(err, "sampler: unknown kind %d", (int)s->cfg.kind);
     const Backend *be = s->be;
-    const int guided = s->cfg.cfg_scale != 1.0f;
-    const int nb = guided ? 2 * n : n;
+    const int guidance = s->cfg.cfg_scale != 1.0f;
     const size_t img = (size_t)s->C * s->hw, count = (size_t)n * img;
     const Diffusion *d = sampler_process(s);
     const int N = s->sp.num_timesteps, top = d->num_timesteps - 1;  // N steps (sp has N points)
@@ -165,9 +164,12 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
         s->y_host[b] = y[b];
         s->y_host[n + b] = s->cfg.num_classes;
     }
-    be->to_device(s->yin, s->y_host, (size_t)nb * sizeof(int32_t));
+    be->to_device(s->yin, s->y_host, (size_t)(guidance ? 2 * n : n) * sizeof(int32_t));
     for (int step = 0; step < N; step++) {
         const int i = top - step;
+        const double sigma = d->sqrt_recipm1_alphas_cumprod[i];
+        const int guided = guidance && (s->cfg.cfg_hi <= 0 || (sigma > s->cfg.cfg_lo && sigma <= s->cfg.cfg_hi));
+        const int nb = guided ? 2 * n : n;
         be->fill(s->tin, (float)d->timestep_map[i], (size_t)nb);
         const float *xin = x;
         if (guided) {

@@ -29,8 +29,13 @@
 // deterministic (eta is ignored) and uses the eps channels only.
 //
 // Guidance with scale w != 1: one call per step on a batch of 2n = [x; x] with labels
-// [y; null]; eps = eps_u + w (eps_c - eps_u) on all C channels, the variance channels come from
-// the conditional half. w == 1 calls denoise with n only.
+// [y; null]; eps = eps_u + w (eps_c - eps_u) on the first cfg_channels channels (0 or >= C: all
+// C), the other eps channels and the variance channels come from the conditional half (DiT's
+// forward_with_cfg with its 3: eps, rest = out[:, :3], out[:, 3:]). w == 1 calls denoise with n only.
+// A guidance interval (Kynkaenniemi et al. 2024, "Applying guidance in a limited interval improves
+// sample and distribution quality"): guidance only at the steps whose sigma = sqrt(1/abar - 1)
+// (the VP process's noise-to-signal ratio, EDM's sigma) lies in (cfg_lo, cfg_hi]; the other steps
+// are one conditional pass of n, as w == 1.
 //
 // Noise: the caller supplies x_T (in x). Per-step noise (DDPM; DDIM with eta > 0) comes from the
 // backend's rand_normal under cfg.seed (stream 1024 * run + step, runs counted from init), or from
@@ -68,6 +73,8 @@ typedef struct {
     SamplerKind kind;     // DDPM (default), DDIM or DPM-Solver++(2M)
     int num_steps;        // respaced steps (1 .. T); 0 = all T
     float cfg_scale;      // guidance scale w; 1 = no guidance (one pass of n)
+    int cfg_channels;     // eps channels guided (0 = all; DiT guides 3): the rest are conditional
+    double cfg_lo, cfg_hi;// guidance only where sigma is in (cfg_lo, cfg_hi]; cfg_hi <= 0: every step
     float eta;            // DDIM noise (0 = deterministic)
     int clip_denoised;    // clip predicted x0 to [-1, 1] (pixel models: on; latents: off)
     int learn_sigma;      // model output has 2C channels (eps | v)

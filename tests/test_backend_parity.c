@@ -1078,12 +1078,13 @@ START_TEST(test_diffusion_ops) {
     // sampler_step in each mode, at a middle index and at the last (noise-free) index
     Diffusion sp;
     ck_assert_int_eq(diffusion_init_respaced(&sp, &diff, 50, &err), 0);
-    const struct { SamplerKind kind; int guided, ls, clip, i; float eta, w; } modes[] = {
+    const struct { SamplerKind kind; int guided, ls, clip, i; float eta, w; int gc; } modes[] = {
         {SAMPLER_DDPM, 1, 1, 1, 30, 0.0f, 4.0f}, {SAMPLER_DDPM, 0, 0, 1, 30, 0.0f, 1.0f},
         {SAMPLER_DDPM, 1, 1, 1, 0, 0.0f, 1.5f}, {SAMPLER_DDIM, 1, 1, 0, 30, 0.5f, 4.0f},
         {SAMPLER_DDIM, 0, 0, 1, 12, 0.0f, 1.0f}, {SAMPLER_DDIM, 1, 0, 1, 0, 1.0f, 2.0f},
         {SAMPLER_DPMPP_2M, 1, 1, 1, 30, 0.0f, 4.0f}, {SAMPLER_DPMPP_2M, 0, 0, 0, 49, 0.0f, 1.0f},
         {SAMPLER_DPMPP_2M, 1, 1, 1, 0, 0.0f, 1.5f},
+        {SAMPLER_DDPM, 1, 1, 0, 30, 0.0f, 4.0f, 1}, {SAMPLER_DDIM, 1, 0, 1, 12, 0.5f, 3.0f, 1},  // --cfg-channels 1
     };
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         const int i = modes[m].i, cout = modes[m].ls ? 2 * C : C, nb = modes[m].guided ? 2 * B : B;
@@ -1093,17 +1094,18 @@ START_TEST(test_diffusion_ops) {
         cfg.learn_sigma = modes[m].ls;
         const int noisy = i > 0 && (cfg.kind == SAMPLER_DDPM || (cfg.kind == SAMPLER_DDIM && modes[m].eta > 0));
         SamplerStepCoefs k = sampler_step_coefs(&sp, &cfg, i, modes[m].guided, noisy);
+        k.guide_c = modes[m].gc;
         Buf x = buf_rand(B * per, -3, 3, 730 + m), xo = buf_zeros(B * per), z = buf_rand(B * per, -2, 2, 740 + m);
         Buf prev = buf_rand(B * per, -1, 1, 770 + m);
         Buf out = buf_rand((size_t)nb * cout * HW, -2, 2, 750 + m);
         CPU->sampler_step(x.h, xo.h, prev.h, out.h, z.h, &k, B, C, HW);
         GPU->sampler_step(x.d, xo.d, prev.d, out.d, z.d, &k, B, C, HW);
         char what[80];
-        snprintf(what, sizeof what, "sampler_step %s guided %d sigma %d clip %d i %d: x", sampler_kind_name(cfg.kind),
-                 modes[m].guided, modes[m].ls, modes[m].clip, i);
+        snprintf(what, sizeof what, "sampler_step %s guided %d/%d sigma %d clip %d i %d: x",
+                 sampler_kind_name(cfg.kind), modes[m].guided, modes[m].gc, modes[m].ls, modes[m].clip, i);
         buf_check(what, &x, TOL_EW);
-        snprintf(what, sizeof what, "sampler_step %s guided %d sigma %d clip %d i %d: x0", sampler_kind_name(cfg.kind),
-                 modes[m].guided, modes[m].ls, modes[m].clip, i);
+        snprintf(what, sizeof what, "sampler_step %s guided %d/%d sigma %d clip %d i %d: x0",
+                 sampler_kind_name(cfg.kind), modes[m].guided, modes[m].gc, modes[m].ls, modes[m].clip, i);
         buf_check(what, &xo, TOL_EW);
         buf_free(&x); buf_free(&xo); buf_free(&z); buf_free(&out); buf_free(&prev);
     }

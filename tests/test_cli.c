@@ -509,10 +509,52 @@ START_TEST(test_eval_presets) {
     ck_assert_msg(strstr(g_out, "\"preset\":\"dit\",\"sampler\":\"ddpm\",\"steps\":250,\"cfg_scale\":1.5,\"eta\":0,"
                                 "\"clip\":false,\"num\":50000"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "DiT's FID-50K settings"), "%s", g_err);
+    // a 1-channel pixel model: DiT's 3-channel guidance is all of its eps (tests/test_latent.c: 3 on latents)
+    ck_assert_msg(strstr(g_out, "\"cfg_channels\":\"all\",\"label_mode\":\"random\""), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "random labels (DiT's"), "%s", g_err);
+    RUN_OK("eval is --ckpt %s --cfg-channels 1 %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"custom\"") && strstr(g_out, "\"cfg_channels\":\"all\""), "%s", g_out);
+    // mala sample's default is all: the same bytes as 4 of 4 channels, others than DiT's 3 (tools/ref_cfg_channels.py's
+    // model; tests/test_sample.c compares the samples with PyTorch's)
+    const char *cfg4 = "sample --ckpt tests/fixtures/cfg4_model.safetensors --n 2 --steps 3 --threads 1";
+    RUN_OK("%s --save-npy %s", cfg4, tp("call.npy"));
+    RUN_OK("%s --cfg-channels 4 --save-npy %s", cfg4, tp("c4.npy"));
+    RUN_OK("%s --cfg-channels 3 --save-npy %s", cfg4, tp("c3.npy"));
+    size_t n_all, n4, n3;
+    char *s_all = tu_read_file(tp("call.npy"), &n_all), *s4 = tu_read_file(tp("c4.npy"), &n4),
+         *s3 = tu_read_file(tp("c3.npy"), &n3);
+    ck_assert(n_all == n4 && n_all == n3 && !memcmp(s_all, s4, n4) && memcmp(s_all, s3, n3));
+    free(s_all); free(s4); free(s3);
+    expect_error(run("eval is --ckpt %s --cfg-channels none %s", MODEL, common), "eval", "--cfg-channels none",
+                 "all or");
+    expect_error(run("eval is --ckpt %s --label-mode even %s", MODEL, common), "eval", "--label-mode even", "random");
+    expect_error(run("sample --ckpt " MODEL " --class 1 --label-mode random"), "sample", "--label-mode and --class",
+                 NULL);
+    // mala sample --label-mode random: the labels of the seed, whatever the batch size
+    RUN_OK("sample --ckpt " MODEL " --n 9 --steps 1 --batch 2 --label-mode random --seed 4 --save-npz %s --threads 1",
+           tp("r2.npz"));
+    RUN_OK("sample --ckpt " MODEL " --n 9 --steps 1 --batch 4 --label-mode random --seed 4 --save-npz %s --threads 1",
+           tp("r4.npz"));
+    RUN_OK("sample --ckpt " MODEL " --n 9 --steps 1 --batch 4 --seed 4 --save-npz %s --threads 1", tp("bal.npz"));
+    NpyArray l2, l4, lb;
+    MalaErr lerr;
+    ck_assert(npz_load(tp("r2.npz"), "arr_1", &l2, &lerr) == 0 && npz_load(tp("r4.npz"), "arr_1", &l4, &lerr) == 0 &&
+              npz_load(tp("bal.npz"), "arr_1", &lb, &lerr) == 0);
+    ck_assert(l2.nbytes == 9 * 8 && !memcmp(l2.data, l4.data, l2.nbytes) && memcmp(l2.data, lb.data, l2.nbytes));
+    npy_free(&l2); npy_free(&l4); npy_free(&lb);
+    expect_error(run("sample --ckpt " MODEL " --n 1 --cfg-interval 5,1"), "sample", "--cfg-interval 5,1", "LO < HI");
+    expect_error(run("eval is --ckpt %s --cfg-interval 1 %s", MODEL, common), "eval", "--cfg-interval 1", "none");
+    RUN_OK("eval is --ckpt %s --cfg-interval 0.5,20 %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"cfg_interval\":\"0.5,20\"") && strstr(g_out, "\"preset\":\"custom\""), "%s",
+                  g_out);
+    expect_error(run("sample --ckpt " MODEL " --n 1 --cfg-channels 0"), "sample", "--cfg-channels 0", "all or");
+    expect_error(run("view --ckpt " MODEL " --cfg-channels -2"), "view", "--cfg-channels -2", "all or");
     RUN_OK("eval is --ckpt %s --quick %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"quick\",\"sampler\":\"ddim\",\"steps\":50,") &&
-                  strstr(g_out, "\"num\":10000"), "%s", g_out);
+                  strstr(g_out, "\"num\":10000") && strstr(g_out, "\"label_mode\":\"balanced\""), "%s", g_out);
     ck_assert_msg(strstr(g_err, "QUICK preset"), "%s", g_err);
+    RUN_OK("eval is --ckpt %s --quick --label-mode random %s", MODEL, common);
+    ck_assert_msg(strstr(g_out, "\"preset\":\"custom\"") && strstr(g_out, "\"label_mode\":\"random\""), "%s", g_out);
     RUN_OK("eval is --ckpt %s --quick --num-sampling-steps 5 %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"custom\",\"sampler\":\"ddim\",\"steps\":5,"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "custom settings"), "%s", g_err);
@@ -521,6 +563,13 @@ START_TEST(test_eval_presets) {
            tp("ref.npz"));
     RUN_OK("eval fid --ckpt %s --quick --ref %s %s", MODEL, tp("ref.npz"), common);
     ck_assert_msg(strstr(g_out, "\"cmd\":\"eval fid\"") && strstr(g_out, "\"preset\":\"quick\""), "%s", g_out);
+    // other tools' names (issue 36 item 7): torch-fidelity's keys beside ours, the ADM evaluator's lines on stderr
+    double ours, theirs;
+    const char *f1 = strstr(g_out, "\"fid\":"), *f2 = strstr(g_out, "\"frechet_inception_distance\":");
+    ck_assert_msg(f1 && f2 && sscanf(f1 + 6, "%lf", &ours) == 1 && sscanf(f2 + 29, "%lf", &theirs) == 1 &&
+                  fabs(ours - theirs) <= 1e-6 * fabs(ours) && strstr(g_out, "\"inception_score_mean\":"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "\nFID: ") && strstr(g_err, "\nsFID: ") && strstr(g_err, "\nInception Score: "), "%s",
+                  g_err);
     // sFID: the statistics file carries mu_s / sigma_s (2023 features), so eval fid reports it
     char **keys;
     int nk, found = 0;
@@ -575,8 +624,9 @@ END_TEST
 // changes the images by no more than the bound docs/sample.md states.
 START_TEST(test_small_things) {
     tu_make_tmpdir("cli");
-    expect_error(run("info tests/fixtures/npy_grid.npz"), "info npz", "not a safetensors file", NULL);
-    expect_error(run("info tests/fixtures/npy_f32.npy"), "info npy", "not a safetensors file", NULL);
+    RUN_OK("info tests/fixtures/npy_grid.npz");  // a result file: its arrays and manifest (tests/test_manifest.c)
+    ck_assert_msg(strstr(g_out, "arrays: ") && strstr(g_out, "no manifest"), "%s", g_out);
+    expect_error(run("info tests/fixtures/fid_ref.txt"), "info txt", "not a safetensors file", NULL);
     RUN_OK("info " BUNDLED);
     ck_assert_msg(strstr(g_out, "1,290,784 trainable parameters"), "%s", g_out);
     RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("run"));

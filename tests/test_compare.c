@@ -50,6 +50,7 @@ static const char *GOOD =
     "# a comparison\n"
     "[compare]\n"
     "batch = 32   # per step\n"
+    "eval_cfg_channels = 3\n"
     "lr = 2e-4\n"
     "seeds = 1, 2\n"
     "budget_images = 1000\n"
@@ -82,10 +83,11 @@ START_TEST(test_parse_good) {
     ck_assert_str_eq(c->arms[1].attention, "");
     ck_assert_int_eq(c->arms[1].nflags, 2);
     ck_assert(fabs(c->arms[1].lr - 1e-3) < 1e-12);
-    ck_assert_int_eq(c->arms[1].line, 14);
+    ck_assert_int_eq(c->arms[1].line, 15);
     ck_assert_str_eq(c->features, "fmnist");  // the defaults
     ck_assert_str_eq(c->sampler, "ddim");
     ck_assert_str_eq(c->device, "auto");
+    ck_assert_str_eq(c->cfg_channels, "3");
     int64_t *p;
     int n = compare_eval_points(c, &p);
     ck_assert_int_eq(n, 4);  // 300, 600, 900, 1000
@@ -125,6 +127,8 @@ START_TEST(test_parse_errors) {
         {"[compare]\nbudget_images = 8\neval_sampler = euler\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_sampler euler"},
         {"[compare]\nbudget_images = 100000\neval_every_images = 1\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "more than 1000 evaluation points"},
         {"[compare]\nlr = \n", "bad.ini:2: lr: empty value"},
+        {"[compare]\nbudget_images = 8\neval_cfg_channels = 0\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_cfg_channels 0: expected all or"},
+        {"[compare]\nbudget_images = 8\neval_cfg_channels = 3x\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_cfg_channels 3x"},
         {"[compare]\nlr = 1\x01\n", "bad.ini:2: control byte 0x01"},
     };
     CompareConfig *c = malloc(sizeof *c);

@@ -318,6 +318,12 @@ START_TEST(test_encode_train_sample) {
     RUN_OK("eval is --ckpt %s --vae " VAE " --inception random --num 4 --sample-batch 2 --steps 2 --splits 1 "
            "--threads 2", model);
     ck_assert_msg(strstr(g_err, "4 samples"), "%s", g_err);
+    // DiT's forward_with_cfg guides 3 of a 4-channel latent model's eps channels (the dit preset's
+    // default, also with custom settings); --quick and --cfg-channels all guide all 4
+    ck_assert_msg(strstr(g_err, "guidance 1.5 on 3 eps channels"), "%s", g_err);
+    RUN_OK("eval is --ckpt %s --vae " VAE " --inception random --num 4 --sample-batch 2 --steps 2 --splits 1 "
+           "--threads 2 --quick", model);
+    ck_assert_msg(strstr(g_err, "on all eps channels"), "%s", g_err);
     RUN_FAILS("--vae FILE", "eval is --ckpt %s --inception random --num 2 --splits 1", model);
     RUN_FAILS("--vae FILE", "view --ckpt %s", model);
     if (system("command -v xvfb-run >/dev/null 2>&1") == 0) {

@@ -234,11 +234,12 @@ START_TEST(sigterm_checkpoints_and_killed_rank_ends_job) {
 END_TEST
 
 // Batches go round-robin over the ranks and are computed as one process computes them: 3
-// batches over 2 ranks (ranks 0, 1, 0) give the bytes of one process, floats and uint8 alike.
+// batches over 2 ranks (ranks 0, 1, 0) give the bytes of one process, floats and uint8 alike, and
+// the same random labels (--label-mode random; the .npz's arr_1).
 START_TEST(sampling_shards_to_the_same_bytes) {
     tu_make_tmpdir("mpi");
     const char *flags = "sample --ckpt tests/fixtures/sample_model.safetensors --n 11 --batch 4 --steps 10 --sampler ddpm "
-                        "--threads 1 --device cpu";
+                        "--label-mode random --threads 1 --device cpu";
     RUN_OK(0, "%s --save-npz %s/one.npz --save-npy %s/one.npy", flags, tu_tmp, tu_tmp);
     RUN_OK(2, "%s --save-npz %s/two.npz --save-npy %s/two.npy", flags, tu_tmp, tu_tmp);
     char a[600], b[600];
@@ -248,6 +249,59 @@ START_TEST(sampling_shards_to_the_same_bytes) {
     snprintf(a, sizeof a, "%s/one.npy", tu_tmp);
     snprintf(b, sizeof b, "%s/two.npy", tu_tmp);
     ck_assert_msg(same_bytes(a, b), "2-rank .npy differs from 1 process's");
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// A partial run continues on any world size (issue 36 item 3): each rank keeps the batches it
+// samples in the shared DIR.partial (MALA_TEST_STOP_AFTER=1: every rank stops after its first), and
+// 2 ranks -> 1 process and 1 process -> 2 ranks give the bytes of 1 process straight; so does eval
+// fid --ckpt --save-stats, its numbers and statistics.
+static void run_stopped(int np, int k, const char *fmt, const char *a, const char *b) {
+    char env[32];
+    snprintf(env, sizeof env, "%d", k);
+    setenv("MALA_TEST_STOP_AFTER", env, 1);
+    int rc = run(np, fmt, a, b);
+    unsetenv("MALA_TEST_STOP_AFTER");
+    ck_assert_msg(rc != 0 && strstr(g_err, "stopped after"), "expected a stop, got %d:\n%s", rc, g_err);
+}
+
+static const char *tpath(const char *name) {
+    static char buf[4][600];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
+    return buf[i];
+}
+
+START_TEST(sampling_resumes_on_any_world_size) {
+    tu_make_tmpdir("mpi");
+    const char *fl = "sample --ckpt tests/fixtures/sample_model.safetensors --n 11 --batch 3 --steps 4 --sampler ddpm "
+                     "--label-mode random --threads 1 --device cpu --save-npz %s --save-npy %s";
+    RUN_OK(0, fl, tpath("one.npz"), tpath("one.npy"));
+    run_stopped(2, 1, fl, tpath("r21.npz"), tpath("r21.npy"));
+    RUN_OK(0, fl, tpath("r21.npz"), tpath("r21.npy"));
+    ck_assert_msg(strstr(g_err, "kept 6 of 11 images"), "%s", g_err);
+    run_stopped(0, 1, fl, tpath("r12.npz"), tpath("r12.npy"));
+    RUN_OK(2, fl, tpath("r12.npz"), tpath("r12.npy"));
+    ck_assert_msg(strstr(g_err, "kept 3 of 11 images"), "%s", g_err);
+    ck_assert(same_bytes(tpath("one.npz"), tpath("r21.npz")) && same_bytes(tpath("one.npy"), tpath("r21.npy")));
+    ck_assert(same_bytes(tpath("one.npz"), tpath("r12.npz")) && same_bytes(tpath("one.npy"), tpath("r12.npy")));
+
+    RUN_OK(0, "eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s/ref.npz --inception random "
+           "--threads 1", tu_tmp);
+    char fe[1024], one[1 << 14];
+    snprintf(fe, sizeof fe, "eval fid --ckpt tests/fixtures/sample_model.safetensors --inception random --num 7 "
+             "--sample-batch 2 --batch 2 --steps 2 --sampler ddim --splits 1 --threads 1 --device cpu --ref %s/ref.npz "
+             "--save-stats %%s%%s", tu_tmp);
+    RUN_OK(0, fe, tpath("e1.npz"), "");
+    char *p = strstr(g_out, ",\"seconds\"");
+    ck_assert_ptr_nonnull(p);
+    snprintf(one, sizeof one, "%.*s", (int)(p - g_out), g_out);
+    run_stopped(2, 1, fe, tpath("e2.npz"), "");
+    RUN_OK(0, fe, tpath("e2.npz"), "");
+    ck_assert_msg(strstr(g_err, "kept 4 of 7 images") && !strncmp(g_out, one, strlen(one)), "%s\n%s", g_err, g_out);
+    ck_assert(same_bytes(tpath("e1.npz"), tpath("e2.npz")));
     tu_rm_tmpdir();
 }
 END_TEST
@@ -295,7 +349,7 @@ START_TEST(zero1_same_weights_and_resumes) {
 END_TEST
 
 // eval fid --ckpt on 2 ranks: 5 images in batches of 2, two rounds (the second: rank 0's short
-// batch, nothing for rank 1), the numbers one process prints.
+// batch, nothing for rank 1), the numbers one process prints (random labels: the default).
 START_TEST(eval_fid_shards_to_the_same_numbers) {
     tu_make_tmpdir("mpi");
     RUN_OK(0, "eval stats --data fashion-mnist-test --limit 2 --batch 2 --out %s/ref.npz --inception random --threads 1",
@@ -387,6 +441,7 @@ int main(void) {
     tcase_set_timeout(tz, 600);
     tcase_add_test(tz, zero1_same_weights_and_resumes);
     tcase_add_test(tz, eval_fid_shards_to_the_same_numbers);
+    tcase_add_test(tz, sampling_resumes_on_any_world_size);
     tcase_add_test(tz, weight_checksum_catches_a_divergence);
     suite_add_tcase(s, tz);
     TCase *ta = tcase_create("accum");

@@ -26,6 +26,8 @@
 #include "pipeline/generate.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
+#include "cli/commands.h"
+#include "pipeline/labels.h"
 #include "testutil.h"
 #include "testcli.h"
 #include "cpu/cpu_threads.h"
@@ -243,6 +245,191 @@ START_TEST(test_dpmpp_vs_pytorch) {
     free(cli);
     generator_close(&g);
     rm_tree(dir);
+}
+END_TEST
+
+// a''. --cfg-channels: tools/ref_cfg_channels.py runs DiT's sample.py (DDPM 10 steps, learned
+// variance, clip on, w = 4) on a random 4-channel DiT with DiT's forward_with_cfg verbatim, guiding
+// its 3 channels (the 4th eps channel and the variance conditional) and, its alternative, all 4.
+// The sampler, given the same per-step noise, matches both; "all" is byte-identical to 4 (and to
+// what the sampler did before the flag), and on a 1-channel model 3 is all.
+#define CFG4_MODEL "tests/fixtures/cfg4_model.safetensors"
+#define CFG4_REF "tests/fixtures/cfg4_ref.npz"
+#define CFG4_TOL 1e-4
+
+typedef struct {
+    const float *z;
+    size_t per_step;
+} FixtureNoise;
+
+static void fixture_noise(void *ctx, float *out, size_t count, int step) {
+    const FixtureNoise *f = ctx;
+    ck_assert(count == f->per_step);
+    backend_cpu()->to_device(out, f->z + (size_t)step * f->per_step, count * sizeof(float));
+}
+
+static void net_denoise(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n) {
+    net_forward(ctx, out, x, t, y, n);
+}
+
+static float *npz_floats(const char *key, size_t count) {
+    NpyArray a;
+    MalaErr err;
+    ck_assert_msg(npz_load(CFG4_REF, key, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref_cfg_channels.py)",
+                  err.msg);
+    ck_assert(!strcmp(a.dtype, "<f4"));
+    float *v = malloc(count * sizeof(float));
+    memcpy(v, a.data, count * sizeof(float));
+    npy_free(&a);
+    return v;
+}
+
+// DDPM with the fixture's noise through the sampler; x: in x_T, out the samples.
+static void cfg4_run(Generator *g, float *x, const float *z, int channels) {
+    const int C = 4;
+    SamplerConfig sc = sampler_config_default();
+    sc.num_steps = 10;
+    sc.cfg_scale = 4.0f;
+    sc.cfg_channels = channels;
+    sc.clip_denoised = 1;
+    sc.num_classes = 3;
+    Sampler s;
+    MalaErr err;
+    ck_assert_msg(sampler_init(&s, backend_cpu(), &g->base, &sc, N, C, S, net_denoise, g->net, &err) == 0, "%s",
+                  err.msg);
+    FixtureNoise fn = {z, (size_t)N * C * PER};
+    sampler_set_noise(&s, fixture_noise, &fn);
+    ck_assert_msg(sampler_run(&s, x, LABELS, N, &err) == 0, "%s", err.msg);
+    sampler_free(&s);
+}
+
+START_TEST(test_cfg_channels_vs_pytorch) {
+    set_threads(1);
+    MalaErr err;
+    Generator g;
+    ck_assert_msg(generator_open(&g, CFG4_MODEL, backend_cpu(), N, &err) == 0, "%s", err.msg);
+    ck_assert(g.net->cfg.in_channels == 4 && g.net->cfg.learn_sigma);
+    const size_t img = (size_t)N * 4 * PER;
+    float *xT = npz_floats("x_T", img), *z = npz_floats("z", 10 * img);
+    float *dit3 = npz_floats("dit3", img), *all = npz_floats("all", img);
+    float *x3 = malloc(img * sizeof(float)), *xa = malloc(img * sizeof(float)), *x4 = malloc(img * sizeof(float));
+    memcpy(x3, xT, img * sizeof(float));
+    memcpy(xa, xT, img * sizeof(float));
+    memcpy(x4, xT, img * sizeof(float));
+    cfg4_run(&g, x3, z, 3);
+    cfg4_run(&g, xa, z, 0);
+    cfg4_run(&g, x4, z, 4);
+    double e3 = tu_max_abs_diff(x3, dit3, img), ea = tu_max_abs_diff(xa, all, img);
+    printf("  cfg-channels 3: max abs %.2e from DiT's forward_with_cfg; all: %.2e (tol %.0e); 3 vs all %.3f\n", e3,
+           ea, CFG4_TOL, tu_max_abs_diff(dit3, all, img));
+    ck_assert_msg(e3 < CFG4_TOL, "--cfg-channels 3 differs from DiT's forward_with_cfg by %.3g", e3);
+    ck_assert_msg(ea < CFG4_TOL, "--cfg-channels all differs from all-channel guidance by %.3g", ea);
+    ck_assert(tu_max_abs_diff(x3, all, img) > 0.05);                 // the 4th channel's guidance matters
+    ck_assert_int_eq(memcmp(x4, xa, img * sizeof(float)), 0);       // 4 of 4 channels is all
+    free(xT); free(z); free(dit3); free(all); free(x3); free(xa); free(x4);
+    generator_close(&g);
+
+    // a 1-channel model: 3 guides its one eps channel, as all does
+    ck_assert(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0);
+    float *noise = load_images(NOISE), y0[N * PER], y3[N * PER];
+    GenOpts o = ddim_opts();
+    memcpy(y0, noise, sizeof y0);
+    memcpy(y3, noise, sizeof y3);
+    ck_assert(generator_run(&g, &o, y0, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
+    o.cfg_channels = 3;
+    ck_assert(generator_run(&g, &o, y3, LABELS, N, 0, 0, NULL, NULL, &err) == 0);
+    ck_assert_int_eq(memcmp(y0, y3, sizeof y0), 0);
+    free(noise);
+    generator_close(&g);
+}
+END_TEST
+
+// --cfg-interval (Kynkaenniemi et al. 2024): a step is guided (one call of 2n) exactly when its
+// sigma = sqrt(1/abar - 1) lies in (lo, hi], else one conditional pass of n; an interval holding
+// every step gives the unlimited run's bytes, one holding none the unguided run's.
+typedef struct { Net *net; int calls, sizes[16]; } CallLog;
+
+static void logged_denoise(void *ctx, float *out, const float *x, const float *t, const int32_t *y, int n) {
+    CallLog *l = ctx;
+    if (l->calls < 16) l->sizes[l->calls] = n;
+    l->calls++;
+    net_forward(l->net, out, x, t, y, n);
+}
+
+static void interval_run(Generator *g, float *x, const float *noise, double lo, double hi, float w, CallLog *log) {
+    SamplerConfig sc = sampler_config_default();
+    sc.kind = SAMPLER_DDIM;
+    sc.num_steps = 10;
+    sc.cfg_scale = w;
+    sc.cfg_lo = lo;
+    sc.cfg_hi = hi;
+    sc.num_classes = 3;
+    Sampler s;
+    MalaErr err;
+    log->net = g->net;
+    log->calls = 0;
+    ck_assert(sampler_init(&s, backend_cpu(), &g->base, &sc, N, 1, S, logged_denoise, log, &err) == 0);
+    memcpy(x, noise, sizeof(float) * N * PER);
+    ck_assert_msg(sampler_run(&s, x, LABELS, N, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(log->calls, 10);
+    sampler_free(&s);
+}
+
+START_TEST(test_cfg_interval) {
+    set_threads(1);
+    MalaErr err;
+    Generator g;
+    ck_assert(generator_open(&g, MODEL, backend_cpu(), N, &err) == 0);
+    float *noise = load_images(NOISE), x[N * PER], all[N * PER], none[N * PER];
+    CallLog log;
+    interval_run(&g, all, noise, 0, 0, 4.0f, &log);         // no interval
+    interval_run(&g, x, noise, 0, 1e9, 4.0f, &log);         // every sigma (at most 156 here)
+    ck_assert_int_eq(memcmp(x, all, sizeof x), 0);
+    interval_run(&g, none, noise, 0, 0, 1.0f, &log);        // unguided
+    interval_run(&g, x, noise, 1e8, 1e9, 4.0f, &log);       // no sigma
+    ck_assert_int_eq(memcmp(x, none, sizeof x), 0);
+    interval_run(&g, x, noise, 0.5, 20.0, 4.0f, &log);
+    Diffusion sp;
+    ck_assert(diffusion_init_respaced(&sp, &g.base, 10, &err) == 0);
+    int guided = 0;
+    for (int step = 0; step < 10; step++) {  // DDIM's steps go from index 9 down to 0
+        double sigma = sp.sqrt_recipm1_alphas_cumprod[9 - step];
+        int inside = sigma > 0.5 && sigma <= 20.0;
+        guided += inside;
+        ck_assert_msg(log.sizes[step] == (inside ? 2 * N : N), "step %d (sigma %.3f): batch %d", step, sigma,
+                      log.sizes[step]);
+    }
+    ck_assert_msg(guided > 1 && guided < 9, "%d of 10 steps guided: the interval tests nothing", guided);
+    ck_assert(memcmp(x, all, sizeof x) && memcmp(x, none, sizeof x));
+    diffusion_free(&sp);
+    free(noise);
+    generator_close(&g);
+}
+END_TEST
+
+// --label-mode: image i's label depends on (seed, i) only, so any split of the run into batches
+// or shards gives the same labels; random ones are near uniform and follow the seed; balanced is i mod K.
+START_TEST(test_label_modes) {
+    enum { NL = 3000, K = 10 };
+    int32_t all[NL], part[NL], again[NL];
+    gen_labels(all, LABELS_RANDOM, 7, 0, NL, K);
+    for (int first = 0, b = 1; first < NL; first += b, b = b % 17 + 1)  // batches of 1, 2, .. 17, 1, ..
+        gen_labels(part + first, LABELS_RANDOM, 7, first, first + b <= NL ? b : NL - first, K);
+    ck_assert_int_eq(memcmp(all, part, sizeof all), 0);
+    gen_labels(again, LABELS_RANDOM, 8, 0, NL, K);
+    ck_assert(memcmp(all, again, sizeof all));
+    int count[K] = {0};
+    for (int i = 0; i < NL; i++) {
+        ck_assert(all[i] >= 0 && all[i] < K);
+        count[all[i]]++;
+    }
+    for (int k = 0; k < K; k++)  // binomial(3000, 0.1): mean 300, sd 16.4; 5 sd either side
+        ck_assert_msg(count[k] > 218 && count[k] < 382, "class %d drawn %d times of %d", k, count[k], NL);
+    gen_labels(again, LABELS_BALANCED, 7, 5, 12, K);
+    for (int i = 0; i < 12; i++) ck_assert_int_eq(again[i], (5 + i) % K);
+    LabelMode m;
+    ck_assert(label_mode_parse("random", &m) == 0 && m == LABELS_RANDOM && !strcmp(label_mode_name(m), "random"));
+    ck_assert(label_mode_parse("uniform", &m) != 0);
 }
 END_TEST
 
@@ -497,6 +684,9 @@ int main(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_library_vs_pytorch);
     tcase_add_test(tc, test_dpmpp_vs_pytorch);
+    tcase_add_test(tc, test_cfg_channels_vs_pytorch);
+    tcase_add_test(tc, test_label_modes);
+    tcase_add_test(tc, test_cfg_interval);
     tcase_add_test(tc, test_cli_outputs);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_errors);

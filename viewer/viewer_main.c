@@ -20,6 +20,8 @@
 typedef struct {
     const char *ckpt, *models_dir, *device, *precision, *script, *screenshot, *save_dir, *config;
     const char *vae;  // latent models: the VAE that decodes their frames
+    const char *cfg_channels;  // --cfg-channels N|all (every pane), and its value (gen_cfg_channels_parse)
+    int cfg_ch;
     int threads, width, height, no_config;
 } ViewArgs;
 
@@ -322,12 +324,14 @@ static void close_window(View *v) {
 }
 
 static void parse_view_args(ViewArgs *a, int argc, char **argv) {
-    *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720};
+    *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720, .cfg_channels = "all"};
     Opt opts[] = {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model); "
          "twice: two models side by side"},
         {"--models", OPT_STR, &a->models_dir, "DIR", "the model files (*.safetensors) of DIR, side by side; Tab cycles them"},
         {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
+        {"--cfg-channels", OPT_STR, &a->cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
+         "conditional; default all"},
         OPT_DEVICE(&a->device),
         OPT_PRECISION(&a->precision),
         OPT_THREADS(&a->threads),
@@ -347,6 +351,8 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
              "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "
              "--script: once the model is loaded).", script_usage());
     args_parse(usage, opts, sizeof opts / sizeof opts[0], argc, argv, 1);
+    if (gen_cfg_channels_parse(a->cfg_channels, &a->cfg_ch))
+        FATAL("--cfg-channels %s: expected all or a channel count 1..1024", a->cfg_channels);
 }
 
 // The model files: every --ckpt in order (the flag table keeps only the last), then DIR's
@@ -441,6 +447,7 @@ int cmd_view(int argc, char **argv) {
     const char *cfg = config_path(&a, cfg_buf, sizeof cfg_buf);
     View v;
     view_init(&v);
+    v.opts.cfg_channels = a.cfg_ch;
     v.models = (const char *const *)models;
     v.nmodels = nmodels;
     v.npanes = nmodels < VIEW_MAX_PANES ? nmodels : VIEW_MAX_PANES;
