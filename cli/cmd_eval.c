@@ -23,6 +23,7 @@
 #include "pipeline/generate_shard.h"  // defines: ShardedGen (--ckpt: the batches sharded over the processes)
 #include "formats/image_io.h"   // defines: image_load
 #include "eval/inception.h"
+#include "eval/eval_pass.h"  // defines: Extractor, eval_stats_of_path
 #include "formats/json.h"       // defines: JsonBuf, json_write_line, json_printf_line
 #include "formats/npy.h"
 #include "cli/out_paths.h"  // defines: out_check_file, OPT_FORCE
@@ -30,484 +31,6 @@
 #include "cli/run_manifest.h"  // defines: SamplingRecord, manifest_partial_settings
 
 #define DEFAULT_SPLITS 10
-
-// ---------------------------------------------------------------------------------------------
-// Inception weights: --inception, $MALA_INCEPTION, then the usual places
-// ---------------------------------------------------------------------------------------------
-static int file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-// Returns the weights path, "random" for the generator weights, or NULL (message printed).
-static const char *find_weights(const char *given, char *buf, size_t cap) {
-    if (given) return given;
-    const char *env = getenv("MALA_INCEPTION");
-    if (env && *env) return env;
-    const char *home = getenv("HOME");
-    const char *cands[3] = {INCEPTION_WEIGHTS_FILE, "assets/" INCEPTION_WEIGHTS_FILE, NULL};
-    for (int i = 0; i < 2; i++)
-        if (file_exists(cands[i])) return cands[i];
-    if (home) {  // where pytorch-fid's torch.hub download puts it
-        snprintf(buf, cap, "%s/.cache/torch/hub/checkpoints/%s", home, INCEPTION_WEIGHTS_FILE);
-        if (file_exists(buf)) return buf;
-    }
-    fprintf(stderr, "error: no FID Inception weights found: pass --inception FILE or set MALA_INCEPTION "
-                    "(looked for ./%s, ./assets/, ~/.cache/torch/hub/checkpoints/); the file is %s "
-                    "(--inception random runs with random weights, for smoke tests only)\n",
-            INCEPTION_WEIGHTS_FILE, INCEPTION_WEIGHTS_URL);
-    return NULL;
-}
-
-// The Fashion-MNIST classifier: --classifier, $MALA_FMNIST_CLASSIFIER, ./assets/, ./, then the
-// assets/ folder beside the executable.
-static const char *find_classifier(const char *given, char *buf, size_t cap) {
-    if (given) return given;
-    const char *env = getenv("MALA_FMNIST_CLASSIFIER");
-    if (env && *env) return env;
-    if (file_exists("assets/" FMNIST_FEAT_FILE)) return "assets/" FMNIST_FEAT_FILE;
-    if (file_exists(FMNIST_FEAT_FILE)) return FMNIST_FEAT_FILE;
-    char exe[900];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(buf, cap, "%s/assets/%s", exe, FMNIST_FEAT_FILE);
-        if (file_exists(buf)) return buf;
-    }
-    fprintf(stderr, "error: no Fashion-MNIST classifier found: pass --classifier FILE or set MALA_FMNIST_CLASSIFIER "
-                    "(looked for ./assets/%s, ./, and assets/ beside mala; tools/train_fmnist_classifier.py makes it)\n",
-            FMNIST_FEAT_FILE);
-    return NULL;
-}
-
-static Inception *load_inception(const char *path, const Backend *be, int batch) {
-    if (!strcmp(path, "random")) {
-        fprintf(stderr, "warning: --inception random: random weights, the numbers are NOT FID/IS\n");
-        return inception_random(be, batch);
-    }
-    MalaErr err;
-    double t0 = now_seconds();
-    Inception *m = inception_load(path, be, batch, &err);
-    if (!m) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        return NULL;
-    }
-    fprintf(stderr, "[eval] FID Inception-v3 from %s on %s (%.1f s)\n", path, be->name, now_seconds() - t0);
-    return m;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Image sources: an ADM sample batch (.npz, arr_0 uint8 [N, H, W, C] or [N, H, W]) or a folder
-// of image files (recursive, sorted; RGB as PIL's convert("RGB"); unreadable files are skipped).
-// Batches come out as float NCHW in [0, 1] (ToTensor), every image of a batch the same size.
-// ---------------------------------------------------------------------------------------------
-typedef struct {
-    const char *path;
-    int n;                 // images in the source
-    int next;              // next image index
-    NpyArray arr;          // npz
-    int h, w, c;
-    char **files;          // folder
-    int skipped;
-    uint8_t *pend;         // folder: a decoded image waiting for the next batch
-    int pw, ph;
-    float *batch;          // [max, C, H, W]
-    size_t batch_cap;
-    Dataset *ds;           // fashion-mnist[-test][:DIR]
-    Generator *gen;        // sampling from a checkpoint (eval fid|is --ckpt)
-    const GenOpts *gopts;
-    LabelMode label_mode;
-    BatchStore *store;
-    uint64_t seed;
-    float *x;              // [gen batch, C, H, W] samples in [-1, 1]
-    int32_t *y;
-    ShardedGen shard;      // the generator's batches (over the processes under mpirun)
-    int32_t *labels;       // npz arr_1 [n], dataset labels [batch]; NULL: unlabelled
-    const int32_t *batch_labels;  // the labels of the last batch, or NULL
-} Source;
-
-// What `--ckpt` asks for: num images sampled with these options and labels.
-typedef struct {
-    const char *ckpt, *device, *precision;
-    const char *vae;       // latent models: the VAE that decodes the samples
-    int num, batch;
-    uint64_t seed;
-    GenOpts opts;
-    LabelMode labels;      // the classes of the images (pipeline/labels.h)
-    BatchStore *store;     // NULL, or where the sampled batches are kept (pipeline/batch_store.h)
-} SampleSpec;
-
-static int has_image_ext(const char *name) {
-    // the formats read, and two refused by name (a folder's stray GIF or TGA is reported, not hidden)
-    static const char *ext[] = {".png", ".jpg", ".jpeg", ".bmp", ".ppm", ".pgm", ".tga", ".gif"};
-    size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
-        size_t k = strlen(ext[i]);
-        if (n > k && strcasecmp(name + n - k, ext[i]) == 0) return 1;
-    }
-    return 0;
-}
-
-
-static int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
-    memset(s, 0, sizeof *s);
-    s->path = sp->ckpt;
-    s->gen = xcalloc(1, sizeof *s->gen);
-    if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
-    const char *vae = sp->vae;
-    char vae_buf[4200];
-    int recorded = generator_recorded_vae(s->gen, sp->ckpt, &vae, vae_buf, sizeof vae_buf, err);
-    if (recorded < 0) return -1;
-    if (recorded && dist_rank() == 0) fprintf(stderr, "using the VAE recorded in %s: %s\n", sp->ckpt, vae);
-    if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
-    s->gopts = &sp->opts;
-    s->label_mode = sp->labels;
-    s->store = sp->store;
-    s->seed = sp->seed;
-    s->n = sp->num;
-    s->c = generator_out_channels(s->gen);  // a latent model's decoded images
-    s->h = s->w = generator_out_size(s->gen);
-    s->x = xmalloc((size_t)sp->batch * generator_image_floats(s->gen) * sizeof(float));
-    s->y = xmalloc((size_t)sp->batch * sizeof(int32_t));
-    return 0;
-}
-
-// arr_1 of an ADM sample batch: the class labels the images were generated with (optional).
-static int source_npz_labels(Source *s, MalaErr *err) {
-    char **keys;
-    int nk, has = 0;
-    if (npz_keys(s->path, &keys, &nk, err)) return -1;
-    for (int i = 0; i < nk; i++) has |= !strcmp(keys[i], "arr_1");
-    npz_keys_free(keys, nk);
-    if (!has) return 0;
-    NpyArray l;
-    double *v = NULL;
-    if (npz_load(s->path, "arr_1", &l, err)) return -1;
-    int rc = l.ndim != 1 || l.shape[0] != s->n
-                 ? mala_errf(err, "%s: arr_1 (the labels) must be [%d], one per image", s->path, s->n)
-                 : npy_to_f64(&l, &v, "arr_1", err);
-    if (!rc) {
-        s->labels = xmalloc((size_t)s->n * sizeof *s->labels);
-        for (int i = 0; i < s->n; i++) s->labels[i] = v[i] >= 0 && v[i] < 1e9 ? (int32_t)v[i] : -1;
-    }
-    free(v);
-    npy_free(&l);
-    return rc;
-}
-
-static int source_open(Source *s, const char *path, MalaErr *err) {
-    memset(s, 0, sizeof *s);
-    s->path = path;
-    if (!strncmp(path, "fashion-mnist", 13)) {  // the images as the training loader sees them (32x32)
-        if (!(s->ds = dataset_open(path, 0, 0, err))) return -1;
-        s->n = (int)s->ds->n;
-        s->c = s->ds->channels;
-        s->h = s->w = s->ds->image_size;
-        s->pend = xmalloc((size_t)s->c * s->h * s->w);
-        s->labels = xmalloc((size_t)s->n * sizeof *s->labels);
-        for (int i = 0; i < s->n; i++) s->labels[i] = dataset_label(s->ds, i);
-        return 0;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0) return mala_errf(err, "%s: no such file or folder", path);
-    if (S_ISDIR(sb.st_mode)) {
-        char **all;
-        size_t total;
-        if (folder_walk(path, &all, &total, err)) return -1;
-        s->files = xmalloc((total ? total : 1) * sizeof *s->files);
-        s->n = 0;
-        for (size_t i = 0; i < total; i++) {
-            if (has_image_ext(all[i])) s->files[s->n++] = all[i];
-            else free(all[i]);
-        }
-        free(all);
-        if (s->n == 0) return mala_errf(err, "%s: no image files (png, jpg, bmp, ppm, pgm) in this folder", path);
-        return 0;
-    }
-    if (npz_load(path, "arr_0", &s->arr, err)) return -1;
-    const NpyArray *a = &s->arr;
-    if (strcmp(a->dtype, "|u1") != 0 || (a->ndim != 4 && a->ndim != 3) || (a->ndim == 4 && a->shape[3] != 1 && a->shape[3] != 3))
-        return mala_errf(err, "%s: arr_0 must be uint8 images [N, H, W, 3], [N, H, W, 1] or [N, H, W] (the ADM sample "
-                         "batch format), not %s with %d dimensions", path, a->dtype, a->ndim);
-    if (a->shape[0] < 1 || a->shape[0] > 0x7fffffff || a->shape[1] < 1 || a->shape[2] < 1)
-        return mala_errf(err, "%s: arr_0 has no images", path);
-    s->n = (int)a->shape[0];
-    s->h = (int)a->shape[1];
-    s->w = (int)a->shape[2];
-    s->c = a->ndim == 4 ? (int)a->shape[3] : 1;
-    return source_npz_labels(s, err);
-}
-
-static void source_close(Source *s) {
-    if (s->shard.g) sharded_gen_free(&s->shard);
-    if (s->ds) dataset_close(s->ds);
-    if (s->gen) generator_close(s->gen);
-    free(s->gen);
-    free(s->x);
-    free(s->y);
-    npy_free(&s->arr);
-    for (int i = 0; i < s->n && s->files; i++) free(s->files[i]);
-    free(s->files);
-    free(s->pend);
-    free(s->batch);
-    free(s->labels);
-}
-
-static float *batch_buf(Source *s, int max, int c, int h, int w) {
-    size_t need = (size_t)max * c * h * w;
-    if (need > s->batch_cap) {
-        free(s->batch);
-        s->batch = xmalloc(need * sizeof *s->batch);
-        s->batch_cap = need;
-    }
-    return s->batch;
-}
-
-static void hwc_to_chw(float *dst, const uint8_t *src, int h, int w, int c) {
-    for (int ch = 0; ch < c; ch++)
-        for (size_t i = 0; i < (size_t)h * w; i++) dst[(size_t)ch * h * w + i] = src[i * c + ch] / 255.0f;
-}
-
-// Samples quantised as the ADM evaluator sees a batch file: uint8 = clamp(127.5 x + 128), / 255.
-static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
-    int k = s->n - s->next < max ? s->n - s->next : max;
-    if (k > s->gen->max_batch) k = s->gen->max_batch;
-    *c = s->c; *h = s->h; *w = s->w;
-    *n = 0;
-    if (k <= 0) return NULL;
-    MalaErr err;  // batches of the first call's size
-    if (!s->shard.g) {
-        sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
-        s->shard.labels = s->label_mode;
-        s->shard.store = s->store;
-    }
-    if ((k = sharded_gen_next(&s->shard, s->x, k, &err)) < 0) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        return NULL;
-    }
-    float *b = batch_buf(s, max, s->c, s->h, s->w);
-    if (generator_decode(s->gen, s->x, k, b, &err)) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        return NULL;
-    }
-    size_t total = (size_t)k * s->c * s->h * s->w;
-    for (size_t i = 0; i < total; i++) b[i] = (float)image_sample_to_u8(b[i]) / 255.0f;
-    const int K = s->gen->net->cfg.num_classes;  // K = 0: unconditional
-    gen_labels(s->y, s->label_mode, s->seed, s->next, k, K);  // the labels the shard sampled with
-    s->batch_labels = K > 0 ? s->y : NULL;  // an unconditional model's samples have no class to check
-    s->next += k;
-    *n = k;
-    return b;
-}
-
-// Next batch of up to `max` same-sized images; *n = 0 at the end.
-static float *source_next(Source *s, int max, int *n, int *c, int *h, int *w) {
-    *n = 0;
-    s->batch_labels = s->labels ? s->labels + s->next : NULL;
-    if (s->gen) return sampler_next(s, max, n, c, h, w);
-    if (s->ds) {
-        int k = s->n - s->next < max ? s->n - s->next : max;
-        *c = s->c; *h = s->h; *w = s->w;
-        float *b = batch_buf(s, max, s->c, s->h, s->w);
-        for (int i = 0; i < k; i++) {
-            MalaErr err;
-            if (dataset_get_u8(s->ds, s->next + i, s->pend, &err)) FATAL("%s", err.msg);
-            hwc_to_chw(b + (size_t)i * s->c * s->h * s->w, s->pend, s->h, s->w, s->c);
-        }
-        s->next += k;
-        *n = k;
-        return b;
-    }
-    if (!s->files) {
-        int k = s->n - s->next < max ? s->n - s->next : max;
-        *c = s->c; *h = s->h; *w = s->w;
-        float *b = batch_buf(s, max, s->c, s->h, s->w);
-        size_t per = (size_t)s->h * s->w * s->c;
-        #pragma omp parallel for schedule(static)
-        for (int i = 0; i < k; i++)
-            hwc_to_chw(b + (size_t)i * per, (const uint8_t *)s->arr.data + (size_t)(s->next + i) * per, s->h, s->w, s->c);
-        s->next += k;
-        *n = k;
-        return b;
-    }
-    float *b = NULL;
-    *c = 3;
-    while (*n < max) {
-        if (!s->pend) {
-            if (s->next >= s->n) break;
-            MalaErr err;
-            const char *f = s->files[s->next++];
-            if (image_load(f, 3, &s->pend, &s->pw, &s->ph, &err)) {
-                fprintf(stderr, "warning: skipping %s\n", err.msg);
-                s->skipped++;
-                s->pend = NULL;
-                continue;
-            }
-        }
-        if (*n > 0 && (s->pw != *w || s->ph != *h)) break;  // a new size starts the next batch
-        if (*n == 0) { *w = s->pw; *h = s->ph; b = batch_buf(s, max, 3, *h, *w); }
-        hwc_to_chw(b + (size_t)*n * 3 * *h * *w, s->pend, *h, *w, 3);
-        free(s->pend);
-        s->pend = NULL;
-        (*n)++;
-    }
-    return b;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Running the network over a source
-// ---------------------------------------------------------------------------------------------
-// The network the images go through: the FID Inception (2048-d pool3, 1008 logits for IS) or
-// the Fashion-MNIST classifier (128-d features, 10 logits for the class accuracy).
-typedef struct {
-    const char *name;   // "inception" or "fmnist"
-    const char *path;   // its weights
-    Inception *inc;
-    FmnistNet *fm;
-    int dim, classes;
-} Extractor;
-
-typedef struct {
-    int n;
-    double seconds;
-    float *logits;      // [n, classes] when asked for (IS)
-    FeatRows feats;     // the first EVAL_KEEP_FEATS feature rows (precision/recall, KID)
-    long labelled, correct;  // fmnist: images with a label, and those the classifier assigns it to
-} RunResult;
-
-// spatial: the Inception's sFID features, when not NULL (the classifier has none).
-static int extract(Extractor *x, const float *img, int n, int c, int h, int w, float *feats, float *logits,
-                   float *spatial, MalaErr *err) {
-    if (x->fm) return fmnist_net_forward_u01(x->fm, img, n, c, h, w, feats, logits, err);
-    return inception_forward_all(x->inc, img, n, c, h, w, feats, logits, spatial, err);
-}
-
-static void count_correct(RunResult *r, const float *logits, const int32_t *labels, int n, int K) {
-    for (int i = 0; i < n; i++) {
-        int best = 0;
-        for (int k = 1; k < K; k++)
-            if (logits[(size_t)i * K + k] > logits[(size_t)i * K + best]) best = k;
-        r->labelled++;
-        r->correct += labels[i] == best;
-    }
-}
-
-// stats / sstats (NULL: not wanted) get the features / the sFID features of every image (sstats:
-// the Inception only).
-static int run_source(Extractor *m, const char *path, const SampleSpec *sp, int batch, int limit, FidStats *stats,
-                      FidStats *sstats, int want_logits, RunResult *r) {
-    Source s;
-    MalaErr err;
-    memset(r, 0, sizeof *r);
-    if (sp) path = sp->ckpt;
-    if (sp ? source_open_sampler(&s, sp, &err) : source_open(&s, path, &err)) {
-        fprintf(stderr, "error: %s\n", err.msg);
-        source_close(&s);
-        return -1;
-    }
-    int total = limit > 0 && limit < s.n ? limit : s.n;
-    if (s.gen) s.n = total;  // sampled as far as used (eval_serve_samples counts the same)
-    if (m->fm) sstats = NULL;
-    float *pool3 = xmalloc((size_t)batch * m->dim * sizeof *pool3);
-    float *lg_batch = m->fm ? xmalloc((size_t)batch * m->classes * sizeof *lg_batch) : NULL;
-    float *spatial = sstats ? xmalloc((size_t)batch * INCEPTION_SPATIAL_DIM * sizeof *spatial) : NULL;
-    size_t lcap = want_logits ? (size_t)total : 0;
-    if (want_logits) r->logits = xmalloc((lcap ? lcap : 1) * m->classes * sizeof *r->logits);
-    double t0 = now_seconds();
-    int n = 0, c = 0, h = 0, w = 0, rc = 0;
-    Progress pg;
-    progress_init(&pg, stderr);
-    float *img;
-    while (r->n < total && (img = source_next(&s, total - r->n < batch ? total - r->n : batch, &n, &c, &h, &w)) && n) {
-        float *lg = want_logits ? r->logits + (size_t)r->n * m->classes : lg_batch;
-        if (extract(m, img, n, c, h, w, pool3, lg, spatial, &err)) {
-            progress_break(&pg);
-            fprintf(stderr, "error: %s: %s\n", path, err.msg);
-            rc = -1;
-            break;
-        }
-        if (stats) fid_stats_add(stats, pool3, n);
-        if (sstats) fid_stats_add(sstats, spatial, n);
-        feat_rows_add(&r->feats, m->dim, pool3, n);
-        if (m->fm && s.batch_labels) count_correct(r, lg, s.batch_labels, n, m->classes);
-        r->n += n;
-        double rate = r->n / (now_seconds() - t0);
-        char eta[32];
-        progress_format_eta(eta, sizeof eta, (total - r->n) / rate);
-        progress_update(&pg, r->n == total, "[eval] %s: %d/%d images, %.1f img/s, ETA %s", path, r->n, total, rate,
-                        eta);
-    }
-    progress_break(&pg);
-    r->seconds = now_seconds() - t0;
-    if (!rc && s.skipped) fprintf(stderr, "[eval] %s: %d unreadable files skipped\n", path, s.skipped);
-    if (!rc && r->n == 0) {
-        fprintf(stderr, "error: %s: no images could be read\n", path);
-        rc = -1;
-    }
-    free(pool3);
-    free(lg_batch);
-    free(spatial);
-    source_close(&s);
-    return rc;
-}
-
-static int is_stats_file(const char *path) {
-    char **keys;
-    int n, mu = 0, sigma = 0;
-    MalaErr err;
-    if (npz_keys(path, &keys, &n, &err)) return 0;
-    for (int i = 0; i < n; i++) {
-        mu |= !strcmp(keys[i], "mu");
-        sigma |= !strcmp(keys[i], "sigma");
-    }
-    npz_keys_free(keys, n);
-    return mu && sigma;
-}
-
-// Stats of a path: a stats .npz is loaded, images are run through the network. *spatial gets the
-// sFID statistics (the Inception only): computed from images, loaded from mu_s / sigma_s where the
-// file has them (NULL where it does not, and for the classifier).
-static FidStats *stats_of_path(Extractor *m, const char *path, const SampleSpec *sp, int batch, int limit,
-                               int want_logits, RunResult *r, FidStats **spatial) {
-    memset(r, 0, sizeof *r);
-    *spatial = NULL;
-    MalaErr err;
-    if (!sp && is_stats_file(path)) {
-        FidStats *s = fid_stats_load(path, &err);
-        if (s && s->dim != m->dim) {
-            fprintf(stderr, "error: %s: %d-d statistics, but --features %s gives %d-d features (make them with "
-                            "mala eval stats --features %s)\n", path, s->dim, m->name, m->dim, m->name);
-            fid_stats_free(s);
-            return NULL;
-        }
-        if (s && stats_load_feats(path, m->dim, &r->feats, &err)) {
-            fprintf(stderr, "error: %s\n", err.msg);
-            fid_stats_free(s);
-            return NULL;
-        }
-        if (!s) fprintf(stderr, "error: %s\n", err.msg);
-        else fprintf(stderr, "[eval] reference statistics from %s%s\n", path,
-                     r->feats.n ? "" : " (no feats in it: no precision/recall or KID)");
-        if (s && m->inc && !(*spatial = fid_stats_load_keys(path, "mu_s", "sigma_s", &err)))
-            fprintf(stderr, "[eval] %s: no sFID statistics (%s)\n", path, err.msg);
-        return s;
-    }
-    FidStats *s = fid_stats_new(m->dim), *sp_stats = m->inc ? fid_stats_new(INCEPTION_SPATIAL_DIM) : NULL;
-    if (run_source(m, path, sp, batch, limit, s, sp_stats, want_logits, r) || fid_stats_finalize(s, &err) ||
-        (sp_stats && fid_stats_finalize(sp_stats, &err))) {
-        if (r->n) fprintf(stderr, "error: %s: %s\n", path, err.msg);
-        fid_stats_free(s);
-        fid_stats_free(sp_stats);
-        free(r->logits);
-        r->logits = NULL;
-        feat_rows_free(&r->feats);
-        return NULL;
-    }
-    *spatial = sp_stats;
-    return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Commands
@@ -609,7 +132,7 @@ static int eval_shard_batch(const EvalArgs *a);
 static void manifest_features(Manifest *mf, const Extractor *m) {
     manifest_str(mf, "features", "%s", m->name);
     manifest_str(mf, "features_file", "%s", m->path);
-    if (file_exists(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
+    if (is_regular_file(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
 }
 
 // How the images were made: --ckpt's sampling (all: every member; else only what
@@ -617,7 +140,7 @@ static void manifest_features(Manifest *mf, const Extractor *m) {
 static void manifest_images(Manifest *mf, const EvalArgs *a, int all) {
     const Backend *be = backend_select(a->gen.device, a->gen.precision);
     if (!a->gen.ckpt) {
-        if (a->samples && file_exists(a->samples)) manifest_add_file_hash(mf, "samples_sha256", a->samples);
+        if (a->samples && is_regular_file(a->samples)) manifest_add_file_hash(mf, "samples_sha256", a->samples);
         manifest_add_runtime(mf, be);
         return;
     }
@@ -641,8 +164,8 @@ static void manifest_images(Manifest *mf, const EvalArgs *a, int all) {
 static void json_manifest_fields(JsonBuf *b, const EvalArgs *a, const Extractor *m, const char *ref) {
     Manifest *mf = xcalloc(1, sizeof *mf);
     manifest_images(mf, a, 0);
-    if (file_exists(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
-    if (ref && file_exists(ref)) manifest_add_file_hash(mf, "ref_sha256", ref);
+    if (is_regular_file(m->path)) manifest_add_file_hash(mf, "features_sha256", m->path);
+    if (ref && is_regular_file(ref)) manifest_add_file_hash(mf, "ref_sha256", ref);
     manifest_members(mf, b);
     free(mf);
 }
@@ -655,7 +178,7 @@ static void write_stats_manifest(const char *path, const char *cmd, const EvalAr
     manifest_str(mf, "cmd", "%s", cmd);
     if (data) {
         manifest_str(mf, "data", "%s", data);
-        if (file_exists(data)) manifest_add_file_hash(mf, "data_sha256", data);
+        if (is_regular_file(data)) manifest_add_file_hash(mf, "data_sha256", data);
     } else if (!a->gen.ckpt && a->samples) {
         manifest_str(mf, "samples", "%s", a->samples);  // its hash: manifest_images
     }
@@ -671,7 +194,7 @@ static int eval_stats(EvalArgs *a, Extractor *m) {
     RunResult r;
     FidStats *s = fid_stats_new(m->dim), *sp = m->inc ? fid_stats_new(INCEPTION_SPATIAL_DIM) : NULL;
     MalaErr err;
-    int rc = run_source(m, a->data, NULL, a->batch, a->limit, s, sp, 0, &r);
+    int rc = eval_run_source(m, a->data, NULL, a->batch, a->limit, s, sp, 0, &r);
     if (!rc && (fid_stats_finalize(s, &err) || (sp && fid_stats_finalize(sp, &err)) ||
                 stats_save_with_feats(s, sp, &r.feats, a->out, &err))) {
         fprintf(stderr, "error: %s\n", err.msg);
@@ -729,9 +252,9 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
     MalaErr err;
     double t0 = now_seconds();
     FidStats *ref_s, *s_s;  // the sFID statistics
-    FidStats *ref = stats_of_path(m, a->ref, NULL, a->batch, 0, 0, &rr, &ref_s);
+    FidStats *ref = eval_stats_of_path(m, a->ref, NULL, a->batch, 0, 0, &rr, &ref_s);
     if (!ref) return 1;
-    FidStats *s = stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, !m->fm, &rs, &s_s);
+    FidStats *s = eval_stats_of_path(m, a->samples, sample_spec(a), a->batch, a->limit, !m->fm, &rs, &s_s);
     if (!s) { fid_stats_free(ref); fid_stats_free(ref_s); feat_rows_free(&rr.feats); return 1; }
     int rc = 0, have_sfid = ref_s && s_s;  // a statistics file may lack mu_s / sigma_s
     double fid, sfid = 0, ism = 0, iss = 0;
@@ -797,7 +320,7 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
 static int eval_is(EvalArgs *a, Extractor *m) {
     RunResult r;
     MalaErr err;
-    if (run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, NULL, 1, &r)) {
+    if (eval_run_source(m, a->samples, sample_spec(a), a->batch, a->limit, NULL, NULL, 1, &r)) {
         free(r.logits);
         feat_rows_free(&r.feats);
         return 1;
@@ -1072,7 +595,7 @@ int cmd_eval(int argc, char **argv) {
     Extractor m = {.name = a.features};
     const Backend *be = backend_select(a.gen.device, a.gen.precision);
     if (!strcmp(a.features, "fmnist")) {
-        if (!(m.path = find_classifier(a.classifier, buf, sizeof buf))) return 1;
+        if (!(m.path = eval_find_classifier(a.classifier, buf, sizeof buf))) return 1;
         MalaErr err;
         if (!(m.fm = fmnist_net_load(m.path, be, a.batch, &err))) {
             fprintf(stderr, "error: %s\n", err.msg);
@@ -1083,9 +606,9 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "[eval] Fashion-MNIST classifier from %s on %s (test accuracy %.4f)\n", m.path, be->name,
                 fmnist_net_test_accuracy(m.fm));
     } else {
-        if (!(m.path = find_weights(a.inception, buf, sizeof buf))) return 1;
+        if (!(m.path = eval_find_inception(a.inception, buf, sizeof buf))) return 1;
         // internal batch: memory ~14 MB per image
-        if (!(m.inc = load_inception(m.path, be, a.batch < 32 ? a.batch : 32))) return 1;
+        if (!(m.inc = eval_load_inception(m.path, be, a.batch < 32 ? a.batch : 32))) return 1;
         m.dim = INCEPTION_DIM;
         m.classes = INCEPTION_CLASSES;
     }

@@ -1,9 +1,10 @@
-// defines: mala_errf, xmalloc, xcalloc, xstrdup, now_seconds, peak_rss_bytes, num_threads, human_bytes
+// defines: mala_errf, xmalloc, xcalloc, xstrdup, now_seconds, peak_rss_bytes, num_threads, human_bytes, is_regular_file
 #include "core/common.h"
 
 #include <stdarg.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -63,4 +64,9 @@ void human_bytes(char *buf, size_t n, double b) {
     int u = 0;
     while (b >= 1024 && u < 6) { b /= 1024; u++; }
     snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+int is_regular_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }

@@ -29,5 +29,6 @@ size_t peak_rss_bytes(void);        // peak resident set size of this process
 int num_threads(void);              // OpenMP threads in use
 // "1.5 GB", "512 bytes": bytes in binary units with one decimal.
 void human_bytes(char *buf, size_t n, double bytes);
+int is_regular_file(const char *path);  // exists and is a regular file (not a folder)
 
 #endif
