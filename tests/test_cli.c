@@ -23,28 +23,6 @@
 // A tiny run: DiT-T/4 on 32x32 images, batch 4, no periodic grids.
 #define TINY "--model DiT-T/4 --batch 4 --log-every 1 --sample-every 0 --threads 2"
 
-#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
-    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
-
-// The command fails (exit 1 or 2, no signal) with one line on stderr holding every phrase given.
-static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
-    ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
-    const char *nl = strchr(g_err, '\n');
-    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what, g_err);
-    ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
-    ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
-}
-
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
-static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
-
 // An image folder root/<class k>/<i>.png of random pixels, `channels` 1 (gray PNGs) or 3.
 static void make_folder(const char *root, int classes, int per_class, int channels, int side) {
     mkdir(root, 0755);

@@ -20,14 +20,6 @@
 
 #define TINY "configs/compare-tiny.ini"
 
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
 static void write_text(const char *path, const char *s) {
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);

@@ -16,13 +16,6 @@
 
 #define FIX "tests/fixtures/"
 
-static const char *tp(const char *name) {   // path under the temp dir (64 rotating buffers)
-    static char buf[64][400];
-    static int k;
-    k = (k + 1) % 64;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tu_tmp, name);
-    return buf[k];
-}
 static void mkdir_ok(const char *p) { ck_assert_msg(mkdir(p, 0755) == 0, "mkdir %s", p); }
 static void write_bytes(const char *p, const void *b, size_t n) {
     unlink(p);   // a fresh inode: ext4 flushes files truncated and rewritten in place (slow)

@@ -35,7 +35,7 @@ static const char *err_tail(void) {
 
 // Exit status 1 (an error, not a signal: 128 + N) and stderr ending in one "error: " line
 // that contains `needle`.
-static void expect_error(int rc, const char *what, const char *needle) {
+static void expect_last_error(int rc, const char *what, const char *needle) {
     ck_assert_msg(rc == 1, "%s: exit status %d (expected 1; >= 128 is a signal):\n%s", what, rc, err_tail());
     size_t n = strlen(g_err);
     while (n && g_err[n - 1] == '\n') n--;
@@ -114,7 +114,7 @@ START_TEST(test_npz_zip64_extra_field) {
     tu_make_tmpdir("hostile");
     int rc = run("eval fid --samples " REG "npz/zip64_extra_claims_16.npz --ref tests/fixtures/npy_samples.npz "
                  "--inception random --threads 2");
-    expect_error(rc, "npz zip64", "zip64_extra_claims_16.npz: corrupt zip64 extra field for 'a.npy'");
+    expect_last_error(rc, "npz zip64", "zip64_extra_claims_16.npz: corrupt zip64 extra field for 'a.npy'");
     tu_rm_tmpdir();
 }
 END_TEST
@@ -124,7 +124,7 @@ START_TEST(test_torch_pickle_mark_first) {
     tu_make_tmpdir("hostile");
     int rc = run("eval is --samples tests/fixtures/npy_samples.npz --splits 1 --inception " REG
                  "torch_legacy/mark_first.pth");
-    expect_error(rc, "torch pickle", "mark_first.pth: ");
+    expect_last_error(rc, "torch pickle", "mark_first.pth: ");
     tu_rm_tmpdir();
 }
 END_TEST
@@ -146,12 +146,12 @@ START_TEST(test_idx_gzip_cut_short) {
         copy_file(f, img, 0);
         copy_file(REG "idx/labels_cut1.gz", lab, 0);  // the images fail first
         int rc = run(TRAIN " --iters 1 --data fashion-mnist:%s/%s --out %s/run", tu_tmp, dir, tu_tmp);
-        expect_error(rc, dir, "train-images-idx3-ubyte.gz: truncated gzip stream");
+        expect_last_error(rc, dir, "train-images-idx3-ubyte.gz: truncated gzip stream");
         if (access(FMNIST "/t10k-images-idx3-ubyte.gz", R_OK) == 0) {
             copy_file(FMNIST "/t10k-images-idx3-ubyte.gz", img, (size_t)cuts[k]);
             copy_file(FMNIST "/t10k-labels-idx1-ubyte.gz", lab, 0);
             rc = run(TRAIN " --iters 1 --data fashion-mnist:%s/%s --out %s/run", tu_tmp, dir, tu_tmp);
-            expect_error(rc, "t10k images cut short", "train-images-idx3-ubyte.gz: truncated gzip stream");
+            expect_last_error(rc, "t10k images cut short", "train-images-idx3-ubyte.gz: truncated gzip stream");
         }
     }
     tu_rm_tmpdir();
@@ -203,7 +203,7 @@ START_TEST(test_refused_images_are_skipped) {
     }
     ck_assert_msg(strstr(g_out, "\"n\":2"), "expected 2 images in: %s", g_out);
     rc = run(TRAIN " --iters 1 --data %s/only --out %s/run", tu_tmp, tu_tmp);
-    expect_error(rc, "a class of refused files", "class 'a' has no readable images");
+    expect_last_error(rc, "a class of refused files", "class 'a' has no readable images");
     printf("refused images: eval stats + train in %.1f s\n", now_seconds() - t0);
     tu_rm_tmpdir();
 }
@@ -451,7 +451,7 @@ START_TEST(test_is_with_peaked_logits_is_finite) {
     int fd = open(wpath, O_WRONLY);
     ck_assert(fd >= 0 && pwrite(fd, &nan, 4, (off_t)off) == 4 && close(fd) == 0);
     rc = run("eval is --samples %s --inception %s --splits 2 --threads 2", spath, wpath);
-    expect_error(rc, "eval is with a NaN weight", "is nan");
+    expect_last_error(rc, "eval is with a NaN weight", "is nan");
     ck_assert_msg(g_out[0] == 0, "a result line was printed: %s", g_out);
     tu_rm_tmpdir();
 }

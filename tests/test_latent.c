@@ -45,14 +45,6 @@ static int run(const char *fmt, ...) {
     ck_assert_msg(rc_ == 1 || rc_ == 2, "exit %d (expected an error):\n%s", rc_, g_err); \
     ck_assert_msg(strstr(g_err, needle), "message lacks '%s':\n%s", needle, g_err); } while (0)
 
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
 static int same_file(const char *a, const char *b) {
     size_t na, nb;
     char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);

@@ -15,17 +15,6 @@
 #define CLASSIFIER "assets/fmnist_classifier.safetensors"
 #define FM_MODEL "assets/mala-dit-fmnist.safetensors"  // 32x32x1: what the classifier takes
 
-#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
-    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
-
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
 static char *slurp_text(const char *path) {
     size_t n;
     char *raw = tu_read_file(path, &n), *s = malloc(n + 1);

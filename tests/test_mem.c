@@ -15,26 +15,6 @@
 #define EST_MIN 0.9
 #define EST_MAX 1.25
 
-static const char *tp(const char *name) {
-    static char buf[4][512];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
-// The command fails (exit 1 or 2, no signal) with one line on stderr holding every phrase given.
-static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
-    ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
-    const char *nl = strchr(g_err, '\n');
-    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what,
-                  g_err);
-    ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
-    ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
-}
-
-static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
-
 // The count of "--batch N fits" in the error, 0 without one.
 static int fitting_batch(const char *msg) {
     const char *s = strstr(msg, "): --batch ");

@@ -14,30 +14,6 @@
 #define TINY "--model DiT-T/4 --batch 4 --log-every 1 --sample-every 0 --threads 2"
 #define SAMPLE "sample --ckpt " MODEL " --n 2 --steps 2 --threads 2"
 
-#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
-    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
-
-// The command failed (exit 1 or 2) with exactly one "error:" line holding both phrases, and named
-// no temporary file.
-static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
-    ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
-    const char *nl = strchr(g_err, '\n');
-    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what, g_err);
-    ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
-    ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
-    ck_assert_msg(!strstr(g_err, ".tmp"), "%s: the message shows the internal .tmp name: %s", what, g_err);
-}
-
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
-static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
-
 static void write_text(const char *path, const char *s) {
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);

@@ -18,25 +18,6 @@
 
 #define MODEL "tests/fixtures/sample_model.safetensors"  // 8x8x1, 3 classes (circle, square, ring)
 #define SAMPLE "sample --ckpt " MODEL " --steps 2 --threads 2 --seed 42 --sampler ddim --cfg-scale 1.5"
-#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
-    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
-
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
-static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
-    ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
-    const char *nl = strchr(g_err, '\n');
-    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what, g_err);
-    ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
-    ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
-}
-
 static uint8_t *file_bytes(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "%s: cannot open", path);

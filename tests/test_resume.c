@@ -18,19 +18,6 @@
 #define MODEL "tests/fixtures/sample_model.safetensors"  // 8x8x1, 3 classes: fast to sample
 #define SAMPLE "sample --ckpt " MODEL " --n 11 --batch 3 --steps 4 --label-mode random --seed 2 --threads 1"
 
-#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
-    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
-
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
-static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
-
 static int same_file(const char *a, const char *b) {
     size_t na, nb;
     char *x = tu_read_file(a, &na), *y = tu_read_file(b, &nb);

@@ -40,8 +40,6 @@ static const char *tpath(const char *name) {
     return b;
 }
 
-static int exists(const char *path) { return access(path, F_OK) == 0; }
-
 // The error names the file first, mentions phrase, and is one line.
 static void assert_err(const MalaErr *e, const char *path, const char *phrase) {
     size_t n = strlen(path);

@@ -15,17 +15,6 @@
 #include "tfevents_read.h"
 
 #define TINY "--model DiT-T/4 --batch 4 --log-every 1 --threads 2 --limit 16"
-#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
-    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
-
-static const char *tp(const char *name) {
-    static char buf[8][512];
-    static int i;
-    i = (i + 1) % 8;
-    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
-    return buf[i];
-}
-
 // The event files in dir, sorted (as TensorBoard reads them); returns the count.
 static int event_files(const char *dir, char names[][512], int cap) {
     DIR *d = opendir(dir);

@@ -36,7 +36,8 @@ static pid_t g_xvfb_pid;
 
 static const char *mala_bin(void) { return getenv("MALA_BIN") ? getenv("MALA_BIN") : "./mala"; }
 
-static const char *tp(const char *name) {
+// g_dir/NAME (four buffers in turn).
+static const char *dir_path(const char *name) {
     static char buf[4][512];
     static int i;
     i = (i + 1) % 4;
@@ -164,7 +165,7 @@ static pid_t spawn_xvfb(int d) {
     pid_t pid = fork();
     if (pid != 0) return pid;
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the suite
-    int log = open(tp("xvfb.log"), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int log = open(dir_path("xvfb.log"), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (log >= 0) {
         dup2(log, 1);
         dup2(log, 2);
@@ -204,7 +205,7 @@ static int start_xvfb(void) {
         return 1;
     }
     g_xvfb_pid = 0;
-    fprintf(stderr, "test_viewer: Xvfb did not start on any display (see %s)\n", tp("xvfb.log"));
+    fprintf(stderr, "test_viewer: Xvfb did not start on any display (see %s)\n", dir_path("xvfb.log"));
     return 0;
 }
 
@@ -217,8 +218,8 @@ static void fixture_setup(void) {
         return;
     }
     char *argv[] = {(char *)mala_bin(), "train", "--model", "DiT-T/4", "--iters", "1", "--limit", "16", "--batch", "2",
-                    "--sample-every", "0", "--threads", "1", "--out", (char *)tp("run"), NULL};
-    if (run(argv, tp("train.log"), 0) != 0) fprintf(stderr, "test_viewer: making the model failed, see %s\n", tp("train.log"));
+                    "--sample-every", "0", "--threads", "1", "--out", (char *)dir_path("run"), NULL};
+    if (run(argv, dir_path("train.log"), 0) != 0) fprintf(stderr, "test_viewer: making the model failed, see %s\n", dir_path("train.log"));
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) { return remove(path); }
@@ -238,14 +239,14 @@ static int skip_without_display(const char *test) {
 }
 
 static void assert_model(void) {
-    ck_assert_msg(access(g_model, R_OK) == 0, "no model file %s (see %s)", g_model, tp("train.log"));
+    ck_assert_msg(access(g_model, R_OK) == 0, "no model file %s (see %s)", g_model, dir_path("train.log"));
 }
 
 static void assert_ran(int rc, int want, const char *log) {
     if (rc == want) return;
     char *text = read_text(log);
     ck_abort_msg("mala view exited %d, expected %d (DISPLAY=%s, Xvfb log %s); its output:\n%s", rc, want,
-                 getenv("DISPLAY") ? getenv("DISPLAY") : "(unset)", tp("xvfb.log"), text);
+                 getenv("DISPLAY") ? getenv("DISPLAY") : "(unset)", dir_path("xvfb.log"), text);
 }
 
 static void load_rgb(const char *path, uint8_t **px, int *w, int *h) {
@@ -277,20 +278,20 @@ START_TEST(generate_save_and_screenshot) {
     assert_model();
     char script[1024];
     snprintf(script, sizeof script,
-             "class=Sneaker;cfg=4;steps=5;sampler=ddim;n=4;seed=3;generate;wait;save=%s;quit", tp("out.png"));
-    assert_ran(run_view(script, tp("shot.png"), tp("view.log")), 0, tp("view.log"));
-    char *log = read_text(tp("view.log"));
+             "class=Sneaker;cfg=4;steps=5;sampler=ddim;n=4;seed=3;generate;wait;save=%s;quit", dir_path("out.png"));
+    assert_ran(run_view(script, dir_path("shot.png"), dir_path("view.log")), 0, dir_path("view.log"));
+    char *log = read_text(dir_path("view.log"));
     ck_assert_msg(strstr(log, "generated 4 x Sneaker (DDIM 5 steps, cfg 4.0"), "%s", log);
 
     // the saved grid: 4 images in 2 columns, as torchvision's make_grid(nrow=2) lays them out
     uint8_t *grid, *shot;
     int gw, gh, sw, sh, ew, eh;
-    load_rgb(tp("out.png"), &grid, &gw, &gh);
+    load_rgb(dir_path("out.png"), &grid, &gw, &gh);
     grid_size(4, 2, &ew, &eh);
     ck_assert_msg(gw == ew && gh == eh, "out.png is %dx%d, expected %dx%d", gw, gh, ew, eh);
 
     // the screenshot: the window's size; the image area shows the grid, scaled up crisply
-    load_rgb(tp("shot.png"), &shot, &sw, &sh);
+    load_rgb(dir_path("shot.png"), &shot, &sw, &sh);
     ck_assert_msg(sw == WIN_W && sh == WIN_H, "screenshot is %dx%d, the window %dx%d", sw, sh, WIN_W, WIN_H);
     const char *line = strstr(log, "view: screenshot");
     int iw, ih, ix, iy, scale;
@@ -331,16 +332,16 @@ START_TEST(matches_mala_sample) {
     assert_model();
     char script[1024];
     snprintf(script, sizeof script, "class=Bag;cfg=2.5;steps=4;sampler=ddpm;n=3;seed=11;generate;wait;save=%s;quit",
-             tp("view3.png"));
-    assert_ran(run_view(script, NULL, tp("view3.log")), 0, tp("view3.log"));
+             dir_path("view3.png"));
+    assert_ran(run_view(script, NULL, dir_path("view3.log")), 0, dir_path("view3.log"));
     char *argv[] = {(char *)mala_bin(), "sample", "--ckpt", g_model, "--class", "Bag", "--cfg-scale", "2.5", "--steps",
                     "4", "--sampler", "ddpm", "--n", "3", "--seed", "11", "--nrow", "2", "--threads", "1",
-                    "--out", (char *)tp("sample3.png"), NULL};
-    assert_ran(run(argv, tp("sample3.log"), 0), 0, tp("sample3.log"));
+                    "--out", (char *)dir_path("sample3.png"), NULL};
+    assert_ran(run(argv, dir_path("sample3.log"), 0), 0, dir_path("sample3.log"));
     uint8_t *a, *b;
     int aw, ah, bw, bh, ew, eh;
-    load_rgb(tp("view3.png"), &a, &aw, &ah);
-    load_rgb(tp("sample3.png"), &b, &bw, &bh);
+    load_rgb(dir_path("view3.png"), &a, &aw, &ah);
+    load_rgb(dir_path("sample3.png"), &b, &bw, &bh);
     grid_size(3, 2, &ew, &eh);
     ck_assert_msg(aw == ew && ah == eh && bw == ew && bh == eh, "sizes %dx%d and %dx%d, expected %dx%d", aw, ah, bw, bh,
                   ew, eh);
@@ -352,7 +353,7 @@ START_TEST(matches_mala_sample) {
     ck_assert_msg(maxd <= 1, "viewer and mala sample differ by up to %d levels", maxd);
     free(a);
     free(b);
-    char *pa = png_params(tp("view3.png")), *pb = png_params(tp("sample3.png"));  // the same settings, said the same
+    char *pa = png_params(dir_path("view3.png")), *pb = png_params(dir_path("sample3.png"));  // the same settings, said the same
     ck_assert_str_eq(pa, pb);
     ck_assert_msg(strstr(pa, "Bag\nSteps: 4, Sampler: ddpm, CFG scale: 2.5, Seed: 11, Size: 32x32, Model hash: ") == pa &&
                   strstr(pa, ", Class: 8, Images: 3, "), "%s", pa);
@@ -368,11 +369,11 @@ START_TEST(keys_preview_and_cancel) {
     assert_model();
     char script[1024];
     snprintf(script, sizeof script, "class=Sneaker;key=Right;steps=2;key=];n=2;key=M;key=Return;wait;"
-             "sampler=ddim;steps=1000;n=4;generate;sleep=1;cancel;wait;size=900x650;screenshot=%s;quit", tp("big.png"));
+             "sampler=ddim;steps=1000;n=4;generate;sleep=1;cancel;wait;size=900x650;screenshot=%s;quit", dir_path("big.png"));
     double t0 = now_seconds();
-    assert_ran(run_view(script, NULL, tp("keys.log")), 0, tp("keys.log"));
+    assert_ran(run_view(script, NULL, dir_path("keys.log")), 0, dir_path("keys.log"));
     double dt = now_seconds() - t0;
-    char *log = read_text(tp("keys.log"));
+    char *log = read_text(dir_path("keys.log"));
     // Right: Sneaker -> Bag; ]: 2 -> 3 steps; M: DDIM (the default) -> the next kind, DPM++2M; Return: generate
     ck_assert_msg(strstr(log, "generated 2 x Bag (DPM++2M 3 steps"), "%s", log);
     const char *c = strstr(log, "cancelled at step");
@@ -385,7 +386,7 @@ START_TEST(keys_preview_and_cancel) {
     // the window is resizable: the screenshot after size=900x650 has that size
     uint8_t *shot;
     int sw, sh;
-    load_rgb(tp("big.png"), &shot, &sw, &sh);
+    load_rgb(dir_path("big.png"), &shot, &sw, &sh);
     ck_assert_msg(sw == 900 && sh == 650, "screenshot after resizing is %dx%d", sw, sh);
     free(shot);
     free(log);
@@ -406,31 +407,31 @@ START_TEST(script_errors) {
                             {"generate=3", "takes no value"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[] = {(char *)mala_bin(), "view", "--ckpt", g_model, "--script", (char *)bad[i][0], NULL};
-        int rc = run(argv, tp("err.log"), 1);
-        char *log = read_text(tp("err.log"));
+        int rc = run(argv, dir_path("err.log"), 1);
+        char *log = read_text(dir_path("err.log"));
         ck_assert_msg(rc == 2 && strstr(log, bad[i][1]), "'%s': exit %d, output: %s", bad[i][0], rc, log);
         free(log);
     }
-    char *missing[] = {(char *)mala_bin(), "view", "--ckpt", (char *)tp("none.safetensors"), NULL};
-    int rc = run(missing, tp("err.log"), 1);
-    char *log = read_text(tp("err.log"));
+    char *missing[] = {(char *)mala_bin(), "view", "--ckpt", (char *)dir_path("none.safetensors"), NULL};
+    int rc = run(missing, dir_path("err.log"), 1);
+    char *log = read_text(dir_path("err.log"));
     ck_assert_msg(rc == 1 && strstr(log, "none.safetensors: cannot read the model file"), "exit %d: %s", rc, log);
     free(log);
     if (skip_without_display("script_errors (unknown class, save before a run)")) return;
     // class names are checked against the model once it is loaded: exit 1
-    ck_assert_int_eq(run_view("class=Spaceship;generate;quit", NULL, tp("cls.log")), 1);
-    log = read_text(tp("cls.log"));
+    ck_assert_int_eq(run_view("class=Spaceship;generate;quit", NULL, dir_path("cls.log")), 1);
+    log = read_text(dir_path("cls.log"));
     ck_assert_msg(strstr(log, "class=Spaceship: unknown class; the model knows: T-shirt/top"), "%s", log);
     free(log);
-    ck_assert_int_eq(run_view("save=x.png;quit", NULL, tp("save.log")), 1);
-    log = read_text(tp("save.log"));
+    ck_assert_int_eq(run_view("save=x.png;quit", NULL, dir_path("save.log")), 1);
+    log = read_text(dir_path("save.log"));
     ck_assert_msg(strstr(log, "nothing to save yet"), "%s", log);
     free(log);
     // a file that is no model: the worker's error, exit 1
-    char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)tp("train.log"),
+    char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)dir_path("train.log"),
                     "--script", "quit", NULL};
-    ck_assert_int_eq(run(argv, tp("bad.log"), 1), 1);
-    log = read_text(tp("bad.log"));
+    ck_assert_int_eq(run(argv, dir_path("bad.log"), 1), 1);
+    log = read_text(dir_path("bad.log"));
     ck_assert_msg(strstr(log, "error: ") && strstr(log, "train.log"), "%s", log);
     free(log);
 }
@@ -495,9 +496,9 @@ START_TEST(attention_view_bundled) {
     snprintf(script, sizeof script,
              "attn=on;class=Bag;steps=3;n=2;seed=5;generate;wait;query=2,5,1;block=2;head=1;attn_dump=%s;"
              "head=mean;scale=2;attn_dump=%s;key=n;key=k;key=x;attn_dump=%s;quit",
-             tp("b1.npy"), tp("b2.npy"), tp("b3.npy"));
-    assert_ran(run_view_model(BUNDLED, script, tp("attn.png"), tp("attn.log")), 0, tp("attn.log"));
-    char *log = read_text(tp("attn.log"));
+             dir_path("b1.npy"), dir_path("b2.npy"), dir_path("b3.npy"));
+    assert_ran(run_view_model(BUNDLED, script, dir_path("attn.png"), dir_path("attn.log")), 0, dir_path("attn.log"));
+    char *log = read_text(dir_path("attn.log"));
     ck_assert_msg(strstr(log, "view: attention mala block 2/4  head 1/4 a 1.0000 image 1 query 42 (2,5) step 3"), "%s", log);
     // keys: n = next block (3), k = next head (mean -> 0), x = a one notch up (2 * 2^(1/8))
     ck_assert_msg(strstr(log, "view: attention mala block 3/4  head 0/4 a 2.1810 image 1 query 42"), "%s", log);
@@ -515,7 +516,7 @@ START_TEST(attention_view_bundled) {
     float *x = calloc(2 * per, sizeof(float));
     generator_noise(&g, x, 5, 0, 2);
     ck_assert_msg(generator_run(&g, &o, x, y, 2, 5, 0, NULL, NULL, &err) == 0, "%s", err.msg);
-    const char *files[3] = {tp("b1.npy"), tp("b2.npy"), tp("b3.npy")};
+    const char *files[3] = {dir_path("b1.npy"), dir_path("b2.npy"), dir_path("b3.npy")};
     const int blocks[3] = {2, 2, 3}, heads[3] = {1, -1, 0};
     const float as[3] = {1.0f, 2.0f, exp2f(1.125f)};
     for (int k = 0; k < 3; k++) {
@@ -533,7 +534,7 @@ START_TEST(attention_view_bundled) {
     // the screenshot: the map (right half of the image area) is drawn and not blank
     uint8_t *shot;
     int sw, sh;
-    load_rgb(tp("attn.png"), &shot, &sw, &sh);
+    load_rgb(dir_path("attn.png"), &shot, &sw, &sh);
     const int panel = 420, half = (sw - panel) / 2;
     ck_assert_msg(variance(shot, half - 24, 200, sw * 3, panel + half + 12, 100) > 100, "the attention map is blank");
     free(shot);
@@ -550,12 +551,12 @@ START_TEST(attention_slider_mala_vs_linear) {
     const float scales[3] = {0.25f, 1.0f, 8.0f};
     for (int m = 0; m < 2; m++) {
         char script[2048], f[3][512];
-        for (int k = 0; k < 3; k++) snprintf(f[k], sizeof f[k], "%s", tp(k == 0 ? "s0.npy" : k == 1 ? "s1.npy" : "s2.npy"));
+        for (int k = 0; k < 3; k++) snprintf(f[k], sizeof f[k], "%s", dir_path(k == 0 ? "s0.npy" : k == 1 ? "s1.npy" : "s2.npy"));
         snprintf(script, sizeof script,
                  "attn=on;steps=2;n=1;generate;wait;query=1,6;block=1;head=mean;scale=0.25;attn_dump=%s;scale=1;"
                  "attn_dump=%s;scale=8;attn_dump=%s;head=0;quit", f[0], f[1], f[2]);
-        assert_ran(run_view_model(models[m], script, NULL, tp("slider.log")), 0, tp("slider.log"));
-        char *log = read_text(tp("slider.log"));
+        assert_ran(run_view_model(models[m], script, NULL, dir_path("slider.log")), 0, dir_path("slider.log"));
+        char *log = read_text(dir_path("slider.log"));
         ck_assert_msg(strstr(log, m == 0 ? "view: attention mala" : "view: attention linear"), "%s", log);
         free(log);
         float *r[3];
@@ -584,9 +585,9 @@ END_TEST
 START_TEST(attention_view_dig) {
     if (skip_without_display("attention_view_dig")) return;
     const char *model = train_model("dig", "DiG-T/4", NULL);
-    assert_ran(run_view_model(model, "attn=on;steps=1;n=1;generate;wait;attn_dump=x.npy;quit", NULL, tp("dig.log")), 1,
-               tp("dig.log"));
-    char *log = read_text(tp("dig.log"));
+    assert_ran(run_view_model(model, "attn=on;steps=1;n=1;generate;wait;attn_dump=x.npy;quit", NULL, dir_path("dig.log")), 1,
+               dir_path("dig.log"));
+    char *log = read_text(dir_path("dig.log"));
     ck_assert_msg(strstr(log, "attn_dump=x.npy: no attention rows: backbone dig"), "%s", log);
     free(log);
 }
@@ -604,10 +605,10 @@ START_TEST(text_fits) {
         unsetenv(vars[i]);
     }
     char *bare[] = {(char *)mala_bin(), "view", "--ckpt", g_model, "--script", "quit", NULL};
-    int rc = run(bare, tp("nodisplay.log"), 1);
+    int rc = run(bare, dir_path("nodisplay.log"), 1);
     for (int i = 0; i < 3; i++)
         if (saved[i]) { setenv(vars[i], saved[i], 1); free(saved[i]); }
-    char *log = read_text(tp("nodisplay.log"));
+    char *log = read_text(dir_path("nodisplay.log"));
     const char *nl = strchr(log, '\n');
     ck_assert_msg(rc == 1 && !strncmp(log, "error: no display", 17) && nl && !nl[1],
                   "without a display: exit %d, expected one error line:\n%s", rc, log);
@@ -618,9 +619,9 @@ START_TEST(text_fits) {
     for (int m = 0; m < 2; m++) {
         char *argv[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", (char *)models[m], "--threads", "1",
                         "--script", "attn=on;steps=1;n=1;generate;wait;quit",
-                        "--screenshot", (char *)tp("fit.png"), NULL};
-        assert_ran(run(argv, tp("fit.log"), 1), 0, tp("fit.log"));
-        log = read_text(tp("fit.log"));
+                        "--screenshot", (char *)dir_path("fit.png"), NULL};
+        assert_ran(run(argv, dir_path("fit.log"), 1), 0, dir_path("fit.log"));
+        log = read_text(dir_path("fit.log"));
         ck_assert_msg(strstr(log, "scale") && strstr(log, ", 0 texts cut\n"), "%s: texts cut at the default size:\n%s",
                       models[m], log);
         free(log);
@@ -689,10 +690,10 @@ START_TEST(side_by_side) {
     char script[2048];
     snprintf(script, sizeof script,
              "attn=on;class=1;steps=2;n=4;seed=5;generate;wait;query=2,5,1;attn_dump=%s;pane=1;attn_dump=%s;save=%s;"
-             "pane=0;save=%s;quit", tp("sa.npy"), tp("sb.npy"), tp("gb.png"), tp("ga.png"));
+             "pane=0;save=%s;quit", dir_path("sa.npy"), dir_path("sb.npy"), dir_path("gb.png"), dir_path("ga.png"));
     char *flags[] = {"--ckpt", BUNDLED, "--ckpt", (char *)softmax, NULL};
-    assert_ran(run_view_flags(flags, script, tp("side.png"), tp("side.log")), 0, tp("side.log"));
-    char *log = read_text(tp("side.log"));
+    assert_ran(run_view_flags(flags, script, dir_path("side.png"), dir_path("side.log")), 0, dir_path("side.log"));
+    char *log = read_text(dir_path("side.log"));
     ck_assert_msg(strstr(log, "view: pane 0 mala-dit-fmnist.safetensors: generated 4 x Trouser (DDIM 2 steps, cfg 4.0, eta 0.0, seed 5)"),
                   "%s", log);
     ck_assert_msg(strstr(log, "view: pane 1 0000001.safetensors: generated 4 x b (DDIM 2 steps, cfg 4.0, eta 0.0, seed 5)"),
@@ -701,17 +702,17 @@ START_TEST(side_by_side) {
     ck_assert_msg(strstr(log, "view: attention (pane 0) mala block 2/4  head mean a 1.0000 image 1 query 42 (2,5)"), "%s", log);
     ck_assert_msg(strstr(log, "view: attention (pane 1) softmax block 2/4  head mean a 1.0000 image 1 query 9 (1,2)"), "%s", log);
     int L;
-    float *rb = load_row(tp("sb.npy"), &L);
+    float *rb = load_row(dir_path("sb.npy"), &L);
     ck_assert_int_eq(L, 16);
     ck_assert_msg(fabs(row_sum(rb, L) - 1.0) < 1e-4, "softmax row sums to %.6f", row_sum(rb, L));
     free(rb);
-    float *ra = load_row(tp("sa.npy"), &L);
+    float *ra = load_row(dir_path("sa.npy"), &L);
     ck_assert_int_eq(L, 64);
     free(ra);
 
     uint8_t *shot;
     int sw, sh, r[2][5];
-    load_rgb(tp("side.png"), &shot, &sw, &sh);
+    load_rgb(dir_path("side.png"), &shot, &sw, &sh);
     for (int p = 0; p < 2; p++) {
         pane_rect(log, p, &r[p][0], &r[p][1], &r[p][2], &r[p][3], &r[p][4]);
         char key[32];
@@ -726,18 +727,18 @@ START_TEST(side_by_side) {
     }
     ck_assert_msg(r[0][2] + r[0][0] <= r[1][2], "the grids overlap: pane 0 ends at x %d, pane 1 starts at %d",
                   r[0][2] + r[0][0], r[1][2]);
-    assert_shows(shot, sw, tp("ga.png"), r[0][0], r[0][1], r[0][2], r[0][3], r[0][4]);
-    assert_shows(shot, sw, tp("gb.png"), r[1][0], r[1][1], r[1][2], r[1][3], r[1][4]);
+    assert_shows(shot, sw, dir_path("ga.png"), r[0][0], r[0][1], r[0][2], r[0][3], r[0][4]);
+    assert_shows(shot, sw, dir_path("gb.png"), r[1][0], r[1][1], r[1][2], r[1][3], r[1][4]);
     uint8_t *gb;
     int gbw, gbh;
-    load_rgb(tp("gb.png"), &gb, &gbw, &gbh);
+    load_rgb(dir_path("gb.png"), &gb, &gbw, &gbh);
     ck_assert_msg(gbw == 2 * (16 + 2) + 2 && gbh == gbw, "the 16x16 model's grid is %dx%d", gbw, gbh);
     free(gb);
     free(shot);
     free(log);
     // a class only one model knows is refused, saying which
-    ck_assert_int_eq(run_view_flags(flags, "class=Bag;generate;quit", NULL, tp("side2.log")), 1);
-    log = read_text(tp("side2.log"));
+    ck_assert_int_eq(run_view_flags(flags, "class=Bag;generate;quit", NULL, dir_path("side2.log")), 1);
+    log = read_text(dir_path("side2.log"));
     ck_assert_msg(strstr(log, "generate: class 8 is not one of the 2 classes of 0000001.safetensors"), "%s", log);
     free(log);
 }
@@ -763,10 +764,10 @@ START_TEST(side_by_side_dig_and_switch) {
     ck_assert(symlink(bundled, link3) == 0 || access(link3, R_OK) == 0);
     char script[2048];
     snprintf(script, sizeof script, "attn=on;steps=1;n=1;generate;wait;pane=1;attn_dump=%s;pane=0;attn_dump=%s;quit",
-             tp("d1.npy"), tp("d0.npy"));
+             dir_path("d1.npy"), dir_path("d0.npy"));
     char *flags[] = {"--models", dir, NULL};
-    ck_assert_int_eq(run_view_flags(flags, script, NULL, tp("dig2.log")), 1);
-    char *log = read_text(tp("dig2.log"));
+    ck_assert_int_eq(run_view_flags(flags, script, NULL, dir_path("dig2.log")), 1);
+    char *log = read_text(dir_path("dig2.log"));
     ck_assert_msg(strstr(log, "view: attention view: click the image to pick a query token (backbone dig"), "%s", log);
     ck_assert_msg(strstr(log, "view: attention (pane 1) mala"), "%s", log);
     ck_assert_msg(strstr(log, "attn_dump=") && strstr(log, "no attention rows: backbone dig"), "%s", log);
@@ -774,8 +775,8 @@ START_TEST(side_by_side_dig_and_switch) {
     // pane 1 moves on from b_mala to c_dit (the bundled model), then on again past a_dig (pane
     // 0's) back to b_mala
     snprintf(script, sizeof script, "steps=1;n=1;next_model;generate;wait;next_model=1;generate;wait;quit");
-    assert_ran(run_view_flags(flags, script, NULL, tp("switch.log")), 0, tp("switch.log"));
-    log = read_text(tp("switch.log"));
+    assert_ran(run_view_flags(flags, script, NULL, dir_path("switch.log")), 0, dir_path("switch.log"));
+    log = read_text(dir_path("switch.log"));
     const char *a = strstr(log, "now shows "), *b = a ? strstr(a + 1, "now shows ") : NULL;
     ck_assert_msg(a && strstr(a, "c_dit.safetensors") && b && strstr(b, "b_mala.safetensors"), "%s", log);
     ck_assert_msg(strstr(log, "view: pane 1 c_dit.safetensors: generated 1 x"), "%s", log);
@@ -792,15 +793,15 @@ START_TEST(save_one_image) {
     snprintf(dir, sizeof dir, "%s/one", g_dir);
     mkdir(dir, 0755);
     snprintf(script, sizeof script, "class=Bag;steps=2;n=4;seed=7;generate;wait;save=%s;save_one=2;save_one=2;"
-             "save_one=3,%s;key=i;quit", tp("grid4.png"), tp("three.png"));
+             "save_one=3,%s;key=i;quit", dir_path("grid4.png"), dir_path("three.png"));
     char *flags[] = {"--ckpt", g_model, "--save-dir", dir, NULL};
-    assert_ran(run_view_flags(flags, script, NULL, tp("one.log")), 0, tp("one.log"));
+    assert_ran(run_view_flags(flags, script, NULL, dir_path("one.log")), 0, dir_path("one.log"));
     char first[700], second[700];
     snprintf(first, sizeof first, "%s/mala_Bag_seed7_img2.png", dir);
     snprintf(second, sizeof second, "%s/mala_Bag_seed7_img2_2.png", dir);
     uint8_t *grid, *a, *b, *c = NULL;
     int gw, gh, w, h;
-    load_rgb(tp("grid4.png"), &grid, &gw, &gh);
+    load_rgb(dir_path("grid4.png"), &grid, &gw, &gh);
     load_rgb(first, &a, &w, &h);
     ck_assert_msg(w == S_IMG && h == S_IMG, "%s is %dx%d, the model's images %dx%d", first, w, h, S_IMG, S_IMG);
     load_rgb(second, &b, &w, &h);
@@ -813,7 +814,7 @@ START_TEST(save_one_image) {
     for (int k = 2; k <= 3; k++) {
         const uint8_t *img = k == 2 ? a : NULL;
         if (k == 3) {
-            load_rgb(tp("three.png"), &c, &w, &h);
+            load_rgb(dir_path("three.png"), &c, &w, &h);
             ck_assert(w == S_IMG && h == S_IMG);
             img = c;
         }
@@ -826,7 +827,7 @@ START_TEST(save_one_image) {
     free(a);
     free(b);
     free(c);
-    char *log = read_text(tp("one.log"));
+    char *log = read_text(dir_path("one.log"));
     ck_assert_msg(strstr(log, "(image 2 of pane 0, 32x32)"), "%s", log);
     free(log);
     // the I key (pointer off the grid): the attention view's image, 0, under a new name
@@ -842,10 +843,10 @@ START_TEST(settings_round_trip) {
     if (skip_without_display("settings_round_trip")) return;
     assert_model();
     char ini[600];
-    snprintf(ini, sizeof ini, "%s", tp("conf/mala/viewer.ini"));
+    snprintf(ini, sizeof ini, "%s", dir_path("conf/mala/viewer.ini"));
     char *flags[] = {"--ckpt", g_model, "--config", (char *)ini, NULL};
     assert_ran(run_view_flags(flags, "class=Bag;cfg=3;steps=3;sampler=ddpm;eta=0.5;seed=42;n=2;attn=on;block=1;head=0;"
-                              "scale=2;quit", NULL, tp("set1.log")), 0, tp("set1.log"));
+                              "scale=2;quit", NULL, dir_path("set1.log")), 0, dir_path("set1.log"));
     char *text = read_text(ini);
     const char *want[] = {"class=Bag\n", "cfg=3\n", "steps=3\n", "sampler=ddpm\n", "eta=0.5\n", "seed=42\n",
                           "seed_mode=fixed\n", "images=2\n", "attn=on\n", "block=1\n", "head=0\n", "scale=2\n"};
@@ -853,9 +854,9 @@ START_TEST(settings_round_trip) {
     free(text);
     // a second run starts from them: no setting in its script
     char script[1024];
-    snprintf(script, sizeof script, "generate;wait;attn_dump=%s;quit", tp("set.npy"));
-    assert_ran(run_view_flags(flags, script, NULL, tp("set2.log")), 0, tp("set2.log"));
-    char *log = read_text(tp("set2.log"));
+    snprintf(script, sizeof script, "generate;wait;attn_dump=%s;quit", dir_path("set.npy"));
+    assert_ran(run_view_flags(flags, script, NULL, dir_path("set2.log")), 0, dir_path("set2.log"));
+    char *log = read_text(dir_path("set2.log"));
     ck_assert_msg(strstr(log, "generated 2 x Bag (DDPM 3 steps, cfg 3.0, eta 0.5, seed 42)"), "%s", log);
     ck_assert_msg(strstr(log, "view: attention mala block 1/"), "%s", log);
     ck_assert_msg(strstr(log, "head 0/") && strstr(log, " a 2.0000 "), "%s", log);
@@ -865,8 +866,8 @@ START_TEST(settings_round_trip) {
     FILE *f = fopen(ini, "w");
     ck_assert(f && fwrite(bad, 1, sizeof bad - 1, f) == sizeof bad - 1);
     fclose(f);
-    assert_ran(run_view_flags(flags, "steps=1;n=1;generate;wait;quit", NULL, tp("set3.log")), 0, tp("set3.log"));
-    log = read_text(tp("set3.log"));
+    assert_ran(run_view_flags(flags, "steps=1;n=1;generate;wait;quit", NULL, dir_path("set3.log")), 0, dir_path("set3.log"));
+    log = read_text(dir_path("set3.log"));
     const char *w = strstr(log, "warning: ");
     ck_assert_msg(w && strstr(w, "viewer.ini: line 2: bad value 'steps'") && !strstr(w + 1, "warning: "), "%s", log);
     ck_assert_msg(strstr(log, "generated 1 x T-shirt/top (DDIM 1 steps"), "%s", log);
@@ -876,8 +877,8 @@ START_TEST(settings_round_trip) {
     free(text);
     // --no-config: nothing read (the class stays the default)
     char *off[] = {"--ckpt", g_model, "--config", (char *)ini, "--no-config", NULL};
-    assert_ran(run_view_flags(off, "quit", NULL, tp("set4.log")), 0, tp("set4.log"));
-    log = read_text(tp("set4.log"));
+    assert_ran(run_view_flags(off, "quit", NULL, dir_path("set4.log")), 0, dir_path("set4.log"));
+    log = read_text(dir_path("set4.log"));
     ck_assert_msg(!strstr(log, "warning"), "%s", log);
     free(log);
     // the default path

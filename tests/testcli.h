@@ -78,4 +78,20 @@ static int run_argv(const char *const *argv, char *out, size_t cap_out, char *er
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
+#define RUN_OK(...) do { int rc_ = run(__VA_ARGS__); \
+    ck_assert_msg(rc_ == 0, "exit %d:\n%s", rc_, g_err); } while (0)
+
+// The last run() failed (exit 1 or 2, no signal) with exactly one "error:" line on stderr holding
+// both phrases (NULL: not checked), and named no temporary file.
+static void expect_error(int rc, const char *what, const char *p1, const char *p2) __attribute__((unused));
+static void expect_error(int rc, const char *what, const char *p1, const char *p2) {
+    ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d (expected an error)\n%s", what, rc, g_err);
+    const char *nl = strchr(g_err, '\n');
+    ck_assert_msg(!strncmp(g_err, "error: ", 7) && nl && !nl[1], "%s: expected one 'error:' line, got:\n%s", what,
+                  g_err);
+    ck_assert_msg(!p1 || strstr(g_err, p1), "%s: message lacks '%s': %s", what, p1, g_err);
+    ck_assert_msg(!p2 || strstr(g_err, p2), "%s: message lacks '%s': %s", what, p2, g_err);
+    ck_assert_msg(!strstr(g_err, ".tmp"), "%s: the message shows the internal .tmp name: %s", what, g_err);
+}
+
 #endif

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,5 +86,18 @@ static inline int tu_run(Suite *s) {
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+// tu_tmp/NAME (64 buffers in turn: up to 64 paths alive at once).
+static const char *tp(const char *name) __attribute__((unused));
+static const char *tp(const char *name) {
+    static char buf[64][512];
+    static int i;
+    i = (i + 1) % 64;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", tu_tmp, name);
+    return buf[i];
+}
+
+static int exists(const char *path) __attribute__((unused));
+static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 
 #endif
