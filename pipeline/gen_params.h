@@ -3,7 +3,8 @@
 // "Key: value" pairs joined by ", ", a value holding ',', ':' or a newline JSON-quoted as A1111's
 // quote() does. A1111's keys where ours mean the same (Steps, Sampler, CFG scale, Seed, Size, Model
 // hash, Model, VAE hash, VAE, Denoising strength, Version), our own for the rest (Class, Labels,
-// Images (a grid), Seed index (one image: its index in the seed's noise stream), Eta, Clip x0, Channels). docs/sample.md shows one. `mala sample --out` /
+// Images (a grid), Seed index (one image: its index in the seed's noise stream), Eta, Clip x0, Channels,
+// Init image, Mask, Resample, Blend ("A,B,w": class numbers and weight)). docs/sample.md shows one. `mala sample --out` /
 // `--out-dir` and the viewer's saves write it; `mala info FILE.png` prints it.
 #ifndef MALA_GEN_PARAMS_H
 #define MALA_GEN_PARAMS_H
@@ -26,7 +27,10 @@ typedef struct {
     int64_t first;                // the first image's index in the seed's noise stream (--out-dir's i)
     const GenOpts *opts;
     int channels, width, height;  // one image's
-    float strength;               // image-to-image strength; 0 (until it exists): the key is left out
+    float strength;               // image-to-image strength; 0 (plain generation): the key is left out
+    const char *init_path;        // image-to-image: the input file or folder ("Init image": its name), or NULL
+    const char *mask_path;        // inpainting: the mask file ("Mask": its name), or NULL
+    int resample;                 // inpainting: RePaint jumps ("Resample", with a mask)
 } GenParams;
 
 // The text (malloc'd); NULL with err when a file to hash cannot be read.
