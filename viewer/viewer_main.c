@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "formats/view_settings.h"
+#include "formats/image_io.h"
 #include "viewer/viewer.h"
 
 #define MIN_W 640
@@ -20,6 +21,7 @@
 typedef struct {
     const char *ckpt, *models_dir, *device, *precision, *script, *screenshot, *save_dir, *config;
     const char *vae;  // latent models: the VAE that decodes their frames
+    const char *init_image;  // the input of image-to-image / inpainting
     int threads, width, height, no_config;
 } ViewArgs;
 
@@ -67,6 +69,20 @@ static Action key_action(const View *v, SDL_Keycode k, Uint16 mod, int *arg) {
     case SDLK_k: return ACT_HEAD_NEXT;
     case SDLK_z: return ACT_SCALE_DOWN;
     case SDLK_x: return ACT_SCALE_UP;
+    case SDLK_u: return ACT_USE_INPUT;
+    case SDLK_BACKSPACE: return ACT_INPUT_OFF;
+    case SDLK_f: return ACT_STRENGTH_DOWN;
+    case SDLK_g: return ACT_STRENGTH_UP;
+    case SDLK_9: return ACT_BRUSH_DOWN;
+    case SDLK_0: return ACT_BRUSH_UP;
+    case SDLK_e: return ACT_ERASE;
+    case SDLK_c: return ACT_MASK_CLEAR;
+    case SDLK_v: return ACT_MASK_INVERT;
+    case SDLK_l: return ACT_BLEND;
+    case SDLK_o: return ACT_BLEND_B_PREV;
+    case SDLK_p: return ACT_BLEND_B_NEXT;
+    case SDLK_7: return ACT_BLEND_W_DOWN;
+    case SDLK_8: return ACT_BLEND_W_UP;
     default: return ACT_NONE;
     }
 }
@@ -92,8 +108,15 @@ static void on_event(View *v, const UiHits *hits, const SDL_Event *e) {
     } else if (e->type == SDL_MOUSEMOTION) {
         v->mouse_x = e->motion.x;
         v->mouse_y = e->motion.y;
+        if (v->in.painting) view_input_mouse(v, e->motion.x, e->motion.y, -1);  // a drag paints on
+    } else if (e->type == SDL_MOUSEBUTTONUP && e->button.button == SDL_BUTTON_LEFT) {
+        view_input_mouse(v, e->button.x, e->button.y, 0);
+    } else if (e->type == SDL_DROPFILE) {
+        view_input_drop(v, e->drop.file);
+        SDL_free(e->drop.file);
     } else if (e->type == SDL_MOUSEBUTTONDOWN && e->button.button == SDL_BUTTON_LEFT) {
         Action a = ui_hit(hits, e->button.x, e->button.y, &arg);
+        if (a == ACT_NONE && view_input_mouse(v, e->button.x, e->button.y, 1)) return;  // painting the mask
         if (a != ACT_NONE || !view_attn_pick(v, e->button.x, e->button.y)) view_do(v, a, arg);
     } else if (e->type == SDL_MOUSEWHEEL) {
         SDL_Rect l = hits->list;
@@ -328,6 +351,8 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
          "twice: two models side by side"},
         {"--models", OPT_STR, &a->models_dir, "DIR", "the model files (*.safetensors) of DIR, side by side; Tab cycles them"},
         {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
+        {"--init-image", OPT_STR, &a->init_image, "FILE", "start from this image (image-to-image; paint a mask on it "
+         "to inpaint; also: drop a file on the window, or U on a generated image)"},
         OPT_DEVICE(&a->device),
         OPT_PRECISION(&a->precision),
         OPT_THREADS(&a->threads),
@@ -435,6 +460,11 @@ int cmd_view(int argc, char **argv) {
             goto out;
         }
     }
+    int iw, ih;
+    if (a.init_image && image_check(a.init_image, &iw, &ih, &err)) {
+        fprintf(stderr, "error: --init-image %s\n", err.msg);
+        goto out;
+    }
     worker_set_vae(a.vae);
     const Backend *be = backend_select(a.device, a.precision);
     char cfg_buf[4096];
@@ -449,6 +479,7 @@ int cmd_view(int argc, char **argv) {
     v.wake = wake_ui;
     v.save_dir = a.save_dir;
     if (view_config_load(&v, cfg)) cfg = NULL;  // corrupt: ignored, and kept as it is
+    v.in.pending = a.init_image;
     if (open_window(&v, a.width, a.height) == 0) {
         for (int p = 0; p < v.npanes; p++) view_pane_open(&v, p, p);
         ScriptRun run = {&script, a.screenshot, a.script || a.screenshot, 0, 0, 0};
