@@ -11,6 +11,7 @@
 
 #include "formats/png_text.h"
 #include "pipeline/gen_inputs.h"
+#include "pipeline/gen_params.h"
 #include "viewer/viewer.h"
 
 #define STRENGTH_STEP 0.05f
@@ -146,55 +147,29 @@ int view_input_request(View *v, int p, ViewRequest *r) {
     return 0;
 }
 
-// The value after "Key: " in an infotext's settings line, into buf; 1 when present.
-static int info_value(const char *text, const char *key, char *buf, size_t n) {
-    const char *line = strchr(text, '\n');
-    char pat[64];
-    snprintf(pat, sizeof pat, "%s: ", key);
-    for (const char *p = line ? line : text; (p = strstr(p, pat)); p++) {
-        if (p != line + 1 && !(p >= text + 2 && p[-2] == ',' && p[-1] == ' ')) continue;
-        p += strlen(pat);
-        size_t k = 0;
-        if (*p == '"') {
-            for (p++; *p && *p != '"' && k + 1 < n; p++) buf[k++] = *p == '\\' && p[1] ? *++p : *p;
-        } else {
-            while (*p && *p != ',' && *p != '\n' && k + 1 < n) buf[k++] = *p++;
-        }
-        buf[k] = 0;
-        return 1;
-    }
-    return 0;
-}
-
 // The settings a PNG's parameters name (pipeline/gen_params.h): class, sampler, steps, guidance,
-// eta, seed, strength and blend. Returns how many were taken.
+// eta, seed, strength, resample and blend, each when the model can take it. Returns how many.
 static int restore_params(View *v, const char *text) {
-    char b[128];
-    int got = 0, k;
+    GenParsed gp;
+    gen_params_parse(text, &gp);
+    const int K = v->pane[0].model.classes.n;
+    int got = 0;
     SamplerKind kind;
     GenOpts *o = &v->opts;
-    if (info_value(text, "Steps", b, sizeof b) && (k = atoi(b)) >= 1 && k <= 1000) { o->steps = k; got++; }
-    if (info_value(text, "Sampler", b, sizeof b) && !sampler_kind_parse(b, &kind)) { o->kind = kind; got++; }
-    if (info_value(text, "CFG scale", b, sizeof b)) { o->cfg_scale = strtof(b, NULL); got++; }
-    if (info_value(text, "Eta", b, sizeof b)) { o->eta = strtof(b, NULL); got++; }
-    if (info_value(text, "Seed", b, sizeof b)) { v->seed = strtoull(b, NULL, 10); v->seed_random = 0; got++; }
-    if (info_value(text, "Class", b, sizeof b) && (k = atoi(b)) >= 0 && k < v->pane[0].model.classes.n) {
-        v->cls = k;
-        got++;
-    }
-    if (info_value(text, "Denoising strength", b, sizeof b)) {
-        float s = strtof(b, NULL);
-        if (s > 0 && s <= 1) { v->in.strength = s; got++; }
-    }
-    int a, bb;
-    float w;
+    if (gp.have & GP_STEPS) { o->steps = gp.steps; got++; }
+    if ((gp.have & GP_SAMPLER) && !sampler_kind_parse(gp.sampler, &kind)) { o->kind = kind; got++; }
+    if ((gp.have & GP_CFG) && gp.cfg_scale >= 1.0f) { o->cfg_scale = gp.cfg_scale; got++; }
+    if ((gp.have & GP_ETA) && gp.eta <= 1.0f) { o->eta = gp.eta; got++; }
+    if (gp.have & GP_SEED) { v->seed = gp.seed; v->seed_random = 0; got++; }
+    if ((gp.have & GP_CLASS) && gp.cls < K) { v->cls = gp.cls; got++; }
+    if (gp.have & GP_STRENGTH) { v->in.strength = gp.strength; got++; }
+    if (gp.have & GP_RESAMPLE) { v->in.resample = gp.resample; got++; }
     v->in.blend = 0;
-    if (info_value(text, "Blend", b, sizeof b) && sscanf(b, "%d,%d,%f", &a, &bb, &w) == 3 &&
-        a >= 0 && bb >= 0 && a < v->pane[0].model.classes.n && bb < v->pane[0].model.classes.n && w >= 0 && w <= 1) {
+    if ((gp.have & GP_BLEND) && gp.blend_a < K && gp.blend_b < K) {
         v->in.blend = 1;
-        v->cls = a;
-        v->in.blend_b = bb;
-        v->in.blend_w = w;
+        v->cls = gp.blend_a;
+        v->in.blend_b = gp.blend_b;
+        v->in.blend_w = gp.blend_w;
         got++;
     }
     return got;
