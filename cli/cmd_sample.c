@@ -229,7 +229,8 @@ int cmd_sample(int argc, char **argv) {
         for (const char *p = labels; *p; p++) count += *p == ',';
     }
     if (si.npaths > 1 && count && count != si.npaths)
-        FATAL("--n %d: --init-image %s holds %d images (one output each)", count, init_image, si.npaths);
+        FATAL("%s %d images: --init-image %s holds %d (one output each)", labels ? "--labels gives" : "--n asks for",
+              count, init_image, si.npaths);
     if (si.npaths > 1) count = n = si.npaths;
     if (!count && si.npaths == 1) count = n = 1;  // one input image: one output unless --n says more
     if (!count) count = default_count(pc.num_classes, cls != NULL);

@@ -277,7 +277,7 @@ START_TEST(test_sample_flags) {
               tp("x.png"));
     RUN_FAILS("ddpm or ddim", "sample --ckpt " MODEL " --sampler dpm++2m --steps 3 --init-image %s --mask %s "
               "--resample 1 --out %s", tp("in.png"), tp("mask.png"), tp("x.png"));
-    RUN_FAILS("holds 2 images", COMMON " --n 3 --init-image %s --out %s", tp("dir"), tp("x.png"));
+    RUN_FAILS("--n asks for 3 images: --init-image", COMMON " --n 3 --init-image %s --out %s", tp("dir"), tp("x.png"));
     RUN_FAILS("no such file", COMMON " --init-image %s --out %s", tp("none.png"), tp("x.png"));
     RUN_FAILS("--strength 0", COMMON " --init-image %s --strength 0 --out %s", tp("in.png"), tp("x.png"));
     RUN_FAILS("unknown class 'boat'", "sample --ckpt " MODEL " --blend circle,boat,0.5 --out %s", tp("x.png"));

@@ -45,6 +45,8 @@ static int ensure(View *v, MalaErr *err) {
     if (in->img && in->C == m->C && in->S == m->S) return 0;
     free(in->img);
     free(in->mask);
+    if (in->tex) SDL_DestroyTexture(in->tex);  // made for the old size
+    in->tex = NULL;
     in->C = m->C;
     in->S = m->S;
     in->img = xcalloc((size_t)in->C * in->S * in->S, sizeof(float));
