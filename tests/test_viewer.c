@@ -995,6 +995,27 @@ START_TEST(img2img_inpaint_blend) {
     free(plain);
     free(small);
     free(inp);
+
+    // the mouse: where the input is drawn, then a click there paints the mask (a disc of the brush)
+    char s2[2048];
+    snprintf(s2, sizeof s2, "init=%s;brush=3;n=1;quit", f[1]);
+    assert_ran(run_view(s2, tp("in_shot.png"), tp("mouse1.log")), 0, tp("mouse1.log"));
+    log = read_text(tp("mouse1.log"));
+    const char *line = strstr(log, "view: input in.png ");
+    int rw, rh, rx, ry, painted;
+    ck_assert_msg(line && sscanf(line, "view: input in.png %dx%d at %d,%d, strength %*f, %d mask pixels", &rw, &rh, &rx,
+                                 &ry, &painted) == 5 && rw > 0 && painted == 0, "%s", log);
+    free(log);
+    snprintf(s2, sizeof s2, "init=%s;brush=3;steps=2;n=1;screenshot=%s;click=%d,%d;generate;wait;quit", f[1],
+             tp("drawn.png"), rx + rw / 2, ry + rh / 2);  // the screenshot waits until the input is on screen
+    assert_ran(run_view(s2, tp("in_shot.png"), tp("mouse2.log")), 0, tp("mouse2.log"));
+    log = read_text(tp("mouse2.log"));
+    line = NULL;  // the last report: at the screenshot after the run
+    for (const char *q = log; (q = strstr(q, "view: input in.png ")); q++) line = q;
+    ck_assert_msg(strstr(log, "from the input at strength 0.75, inpainting") && line &&
+                  sscanf(line, "view: input in.png %*dx%*d at %*d,%*d, strength %*f, %d mask pixels", &painted) == 1 &&
+                  painted == 29, "a click should paint a disc of radius 3 (29 pixels):\n%s", log);
+    free(log);
 }
 END_TEST
 

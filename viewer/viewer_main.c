@@ -141,14 +141,18 @@ static void log_run_end(const View *v, int p) {
     const Pane *pn = &v->pane[p];
     const WorkerStatus *st = &pn->st;
     const ViewRequest *r = &pn->frame.req;
-    char who[300] = "";
+    char who[300] = "", from[160] = "";
     const char *kind = sampler_kind_label(r->opts.kind);
     if (v->npanes > 1) snprintf(who, sizeof who, "pane %d %s: ", p, view_pane_name(v, p));
+    if (r->init) snprintf(from, sizeof from, ", from the input at strength %.2f%s", r->strength, r->mask ? ", inpainting" : "");
+    if (r->opts.blend && r->opts.blend_b < pn->model.classes.n)
+        snprintf(from + strlen(from), sizeof from - strlen(from), ", blend %.2f of %s", r->opts.blend_w,
+                 pn->model.classes.names[r->opts.blend_b]);
     if (st->outcome == RUN_DONE)
-        fprintf(stderr, "view: %sgenerated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
+        fprintf(stderr, "view: %sgenerated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu%s) in %.2f s, "
                 "%.1f steps/s on %s, %d step previews shown\n", who, r->n, pn->model.classes.names[r->cls], kind,
-                r->opts.steps, r->opts.cfg_scale, r->opts.eta, (unsigned long long)r->seed, st->seconds, st->steps_per_s,
-                v->be->name, pn->run_previews);
+                r->opts.steps, r->opts.cfg_scale, r->opts.eta, (unsigned long long)r->seed, from, st->seconds,
+                st->steps_per_s, v->be->name, pn->run_previews);
     else if (st->outcome == RUN_CANCELLED)
         fprintf(stderr, "view: %scancelled at step %d/%d after %.2f s, %d step previews shown\n", who, st->step,
                 st->nsteps, st->seconds, pn->run_previews);
@@ -218,6 +222,13 @@ static void draw_frame(View *v, UiHits *hits) {
             SDL_GetRendererOutputSize(v->ren, &w, &h);
             fprintf(stderr, "view: screenshot %s %dx%d, image %dx%d at %d,%d scale %d, %d texts cut\n", v->shot_path, w,
                     h, r.w, r.h, r.x, r.y, v->pane[0].image_scale, hits->cuts);
+            const ViewInput *in = &v->in;
+            if (in->on) {
+                int painted = 0;
+                for (int i = 0; i < in->S * in->S; i++) painted += in->mask[i] > 0.5f;
+                fprintf(stderr, "view: input %s %dx%d at %d,%d, strength %.2f, %d mask pixels\n", in->name, in->rect.w,
+                        in->rect.h, in->rect.x, in->rect.y, in->strength, painted);
+            }
             for (int i = 0; i < hits->cuts && i < UI_MAX_CUTS; i++)
                 fprintf(stderr, "view: text cut to fit: '%s' shown as '%s'\n", hits->cut[i][0], hits->cut[i][1]);
             for (int p = 0; p < v->npanes && v->npanes > 1; p++) {
