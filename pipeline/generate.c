@@ -32,9 +32,6 @@ static void generator_wire(Generator *g, int max_batch) {
     size_t per = generator_image_floats(g);
     g->d_x = be->alloc((size_t)max_batch * per * sizeof(float));
     g->x0_host = xmalloc((size_t)max_batch * per * sizeof(float));
-    g->d_known = be->alloc((size_t)max_batch * per * sizeof(float));
-    g->d_mask = be->alloc((size_t)max_batch * per * sizeof(float));
-    g->d_work = be->alloc((size_t)max_batch * per * sizeof(float));
     SamplerConfig sc = sampler_config_default();
     sc.learn_sigma = c->learn_sigma;
     sc.num_classes = c->num_classes;
@@ -67,9 +64,11 @@ void generator_close(Generator *g) {
     sampler_free(&g->s);
     diffusion_free(&g->base);
     g->net->be->release(g->d_x);
-    g->net->be->release(g->d_known);
-    g->net->be->release(g->d_mask);
-    g->net->be->release(g->d_work);
+    if (g->d_known) {  // inpainting's buffers, made by its first run
+        g->net->be->release(g->d_known);
+        g->net->be->release(g->d_mask);
+        g->net->be->release(g->d_work);
+    }
     free(g->x0_host);
     net_free(g->net);
     class_names_free(&g->classes);

@@ -23,6 +23,7 @@ typedef struct {
     float *d_x;            // backend copy of the images being sampled [max_batch, C, S, S]
     float *x0_host;        // host copy of the predicted x0 for the caller's on_step
     float *d_known, *d_mask, *d_work;  // inpainting: the known image, the mask and scratch [max_batch, C, S, S]
+                                       // (backend memory, allocated by the first inpainting run)
     SamplerStepFn user_step; void *user_ctx;
     Vae *vae;              // latent models: the decoder of their samples (generator_attach_vae)
     int out_c, out_s;      // the decoded images' channels and size

@@ -48,6 +48,12 @@ int gen_init_prepare(Generator *g, const GenOpts *o, const GenInit *in, float *x
     SamplerInit si = {.skip = skip, .draw = init_draw, .draw_ctx = g};
     if (in->mask) {
         const Backend *be = g->net->be;
+        if (!g->d_known) {  // once, at the first inpainting run: plain sampling never pays for them
+            const size_t bytes = (size_t)g->max_batch * per * sizeof(float);
+            g->d_known = be->alloc(bytes);
+            g->d_mask = be->alloc(bytes);
+            g->d_work = be->alloc(bytes);
+        }
         const int C = g->net->cfg.in_channels;
         const size_t hw = per / C;
         float *m = xmalloc(count * sizeof(float));
