@@ -173,8 +173,8 @@ int cmd_sample(int argc, char **argv) {
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images (an unconditional model's: no --class,\n"
                "no guidance). Without --out, --out-dir, --save-npz or --save-npy it writes samples.png.\n"
                "--init-image starts from images (image-to-image; with --mask, inpainting), --blend mixes two\n"
-               "classes (docs/sample.md). Existing files are not replaced without --force (which also clears an --out-dir of an\n"
-               "earlier run's NNNNNN_<class>.png images).",
+               "classes (docs/sample.md). Existing files are not replaced without --force (which also clears\n"
+               "an --out-dir of an earlier run's NNNNNN_<class>.png images).",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
