@@ -17,6 +17,7 @@
 #include "pipeline/batch_store.h"
 #include "pipeline/labels.h"
 #include "cli/run_manifest.h"
+#include "cli/sample_init.h"
 
 typedef struct {
     Progress pg;
@@ -107,10 +108,12 @@ static int parse_labels(const char *s, const ClassNames *cn, int32_t **out) {
 
 // The PNG's generation parameters (pipeline/gen_params.h): n images from labels, the first at index first.
 static char *png_params(const Generator *g, const char *ckpt, const char *vae, const GenOpts *go, const int32_t *labels,
-                        int n, uint64_t seed, int64_t first) {
+                        int n, uint64_t seed, int64_t first, const SampleInit *si) {
     GenParams p = {.model_path = ckpt, .vae_path = g->vae ? vae : NULL, .classes = &g->classes, .labels = labels, .n = n,
                    .seed = seed, .first = first, .opts = go, .channels = generator_out_channels(g),
-                   .width = generator_out_size(g), .height = generator_out_size(g)};
+                   .width = generator_out_size(g), .height = generator_out_size(g),
+                   .strength = si->init ? si->gi.strength : 0.0f, .init_path = si->init, .mask_path = si->mask,
+                   .resample = si->gi.resample};
     MalaErr err;
     char *text = gen_params_text(&p, &err);
     if (!text) FATAL("%s", err.msg);
@@ -142,8 +145,10 @@ int cmd_sample(int argc, char **argv) {
     const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
     const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
     const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL, *cfg_interval = "none";
+    const char *init_image = NULL, *mask = NULL, *blend = NULL;
     GenOpts go = gen_opts_default();
-    int n = 0, batch = 16, threads = 0, nrow = 0, force = 0;
+    int n = 0, batch = 16, threads = 0, nrow = 0, force = 0, resample = 0;
+    float strength = 0.75f;
     uint64_t seed = 0;
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
@@ -175,6 +180,14 @@ int cmd_sample(int argc, char **argv) {
         OPT_FORCE(&force),
         {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
         {"--vae", OPT_STR, &vae, "FILE", "latent models: the VAE that decodes their samples (diffusers safetensors)"},
+        {"--init-image", OPT_STR, &init_image, "FILE|DIR", "image-to-image: start from this image (every image) or "
+         "from each image of DIR (one output each)"},
+        {"--strength", OPT_FLOAT, &strength, "S", "image-to-image: noise the input to t = S T and take the last "
+         "round(S steps) steps (default 0.75; 1 with --mask; 1 = plain generation)", ARG_MIN(0), ARG_MAX(1)},
+        {"--mask", OPT_STR, &mask, "M.png", "inpainting (with --init-image): white = regenerate, black = keep"},
+        {"--resample", OPT_INT, &resample, "R", "inpainting: RePaint jumps per step (ddpm, ddim)", ARG_MIN(0),
+         ARG_MAX(100)},
+        {"--blend", OPT_STR, &blend, "A,B,W", "class blend: every image's label embedding is (1-W) e_A + W e_B"},
         OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
@@ -183,7 +196,8 @@ int cmd_sample(int argc, char **argv) {
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images (an unconditional model's: no --class,\n"
                "no guidance). Without --out, --out-dir, --save-npz or --save-npy it writes samples.png.\n"
                "Existing files are not replaced without --force (which also clears an --out-dir of an\n"
-               "earlier run's NNNNNN_<class>.png images).\n"
+               "earlier run's NNNNNN_<class>.png images). --init-image starts from images (image-to-image;\n"
+               "with --mask, inpainting), --blend mixes two classes (docs/sample.md).\n"
                "With --save-npz, --save-npy or --out-dir every batch is kept in OUTPUT.partial as it is\n"
                "sampled: the same command run again continues (other settings are refused). FILE.json\n"
                "beside an .npz / .npy records how it was made (mala info FILE.npz prints it).",
@@ -200,6 +214,18 @@ int cmd_sample(int argc, char **argv) {
     if (label_mode && label_mode_parse(label_mode, &lmode))
         FATAL("--label-mode %s: expected balanced or random", label_mode);
     if (!out && !out_dir && !npz && !npy) out = "samples.png";
+    const int nopts = sizeof opts / sizeof opts[0];
+    if (!init_image) {
+        const char *needs = mask ? "--mask" : args_given(opts, nopts, &strength) ? "--strength"
+                          : args_given(opts, nopts, &resample) ? "--resample" : NULL;
+        if (needs) FATAL("%s: needs --init-image FILE|DIR (the image to start from)", needs);
+    }
+    if (args_given(opts, nopts, &resample) && !mask) FATAL("--resample: applies to inpainting (--mask) only");
+    if (init_image && !(strength > 0.0f)) FATAL("--strength %g: must be in (0, 1]", (double)strength);
+    if (mask && !args_given(opts, nopts, &strength)) strength = 1.0f;
+    if (blend && (cls || labels)) FATAL("--blend sets every image's class; drop %s", cls ? "--class" : "--labels");
+    SampleInit si;
+    sample_init_list(&si, init_image, mask);
     if (args_given(opts, sizeof opts / sizeof opts[0], &go.eta) && go.kind != SAMPLER_DDIM)
         FATAL("--eta: applies to --sampler ddim only (%s has no eta)", sampler);
     if (out && (strlen(out) < 4 || strcasecmp(out + strlen(out) - 4, ".png")))
@@ -236,6 +262,11 @@ int cmd_sample(int argc, char **argv) {
         count = 1;
         for (const char *p = labels; *p; p++) count += *p == ',';
     }
+    if (si.npaths > 1 && count && count != si.npaths)
+        FATAL("%s %d images: --init-image %s holds %d (one output each)", labels ? "--labels gives" : "--n asks for",
+              count, init_image, si.npaths);
+    if (si.npaths > 1) count = n = si.npaths;
+    if (!count && si.npaths == 1) count = n = 1;  // one input image: one output unless --n says more
     if (!count) count = default_count(pc.num_classes, cls != NULL);
     args_check_memory("--n", count, (double)count * per_image * (sizeof(float) + 1), "the images");
     if (batch > count) batch = count;  // the generator is sized for the images asked for
@@ -274,6 +305,11 @@ int cmd_sample(int argc, char **argv) {
         for (int i = 0; i < n; i++) y[i] = k >= 0 ? k : (int32_t)((int64_t)i * K / n);
         if (lmode == LABELS_RANDOM) gen_labels(y, lmode, seed, 0, n, K);
     }
+    if (blend) {
+        if (!K) FATAL("--blend %s: %s is an unconditional model (num_classes 0)", blend, ckpt);
+        sample_parse_blend(blend, &g.classes, &go);
+        for (int i = 0; i < n; i++) y[i] = go.blend_a;  // the label embedding is the blend's
+    }
     size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
     float *x = xmalloc(per * n * sizeof(float));
     if (init_noise) {
@@ -293,11 +329,16 @@ int cmd_sample(int argc, char **argv) {
     } else {
         generator_noise(&g, x, seed, 0, n);
     }
+    sample_init_load(&si, &g, n, strength, resample);
 
     GenOpts used = go;  // as the sampler runs it
     used.clip = go.clip && !(c->latent_scale > 0);
     SamplingRecord rec = {ckpt, weights, c, &used, labels ? "list" : cls ? "class" : label_mode_name(lmode), y, n,
                           batch, seed, init_noise, be, g.vae ? vae : NULL};
+    rec.init_image = init_image;
+    rec.mask = mask;
+    rec.strength = strength;
+    rec.resample = resample;
     BatchStore store = {0};  // a long run's batches, kept beside the output that asks for all of them
     const char *keep = npz ? npz : npy ? npy : out_dir;
     if (keep) open_store(&store, &rec, keep, npz ? "--save-npz" : npy ? "--save-npy" : "--out-dir", per, force);
@@ -314,7 +355,11 @@ int cmd_sample(int argc, char **argv) {
         int nb = n - b0 < batch ? n - b0 : batch;
         pr.done_images = b0;
         pr.batch_end = b0 + nb;
-        if (generator_run(&g, &go, x + per * b0, y + b0, nb, seed, b0, lead ? on_step : NULL, &pr, &err))
+        GenInit gi = si.gi;  // this batch's inputs
+        if (si.init) gi.image += per * b0;
+        if (gi.mask) gi.mask += (size_t)c->image_size * c->image_size * b0;
+        if (generator_run_init(&g, &go, si.init ? &gi : NULL, x + per * b0, y + b0, nb, seed, b0,
+                               lead ? on_step : NULL, &pr, &err))
             FATAL("%s", err.msg);
         if (store.dir[0]) batch_store_save(&store, b0 / batch, x + per * b0, nb);
         pr.batches_done++;
@@ -347,7 +392,7 @@ int cmd_sample(int argc, char **argv) {
             snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, K ? g.classes.names[y[b0 + i]] : "uncond");
             for (char *p = path + strlen(out_dir) + 1; *p; p++)
                 if (*p == '/' || *p == ' ') *p = '_';
-            char *params = png_params(&g, ckpt, vae, &go, y + b0 + i, 1, seed, b0 + i);
+            char *params = png_params(&g, ckpt, vae, &go, y + b0 + i, 1, seed, b0 + i, &si);
             if (image_save_grid_text(path, dst + oper * i, 1, oc, os, os, 1, 0, GEN_PARAMS_KEYWORD, params, &err))
                 FATAL("%s", err.msg);
             free(params);
@@ -356,7 +401,7 @@ int cmd_sample(int argc, char **argv) {
     }
     progress_break(&pr.pg);
     if (out) {
-        char *params = png_params(&g, ckpt, vae, &go, y, n, seed, 0);
+        char *params = png_params(&g, ckpt, vae, &go, y, n, seed, 0, &si);
         if (image_save_grid_text(out, img, n, oc, os, os, nrow > 0 ? nrow : 8, 2, GEN_PARAMS_KEYWORD, params, &err))
             FATAL("%s", err.msg);
         free(params);
@@ -395,6 +440,7 @@ int cmd_sample(int argc, char **argv) {
     free(u8);
     free(x);
     free(y);
+    sample_init_free(&si);
     generator_close(&g);
     dist_finalize();
     return 0;

@@ -54,14 +54,30 @@ void manifest_add_sampling(Manifest *m, const SamplingRecord *r) {
     manifest_lit(m, "num", "%d", r->n);
     manifest_lit(m, "seed", "%llu", (unsigned long long)r->seed);
     if (r->init_noise) manifest_add_file_hash(m, "init_noise_sha256", r->init_noise);
+    if (o->blend) manifest_str(m, "blend", "%d,%d,%.9g", o->blend_a, o->blend_b, o->blend_w);
+    if (r->init_image) {
+        manifest_str(m, "init_image", "%s", r->init_image);
+        if (is_regular_file(r->init_image)) manifest_add_file_hash(m, "init_image_sha256", r->init_image);
+        manifest_lit(m, "strength", "%.9g", r->strength);
+    }
+    if (r->mask) {
+        manifest_str(m, "mask", "%s", r->mask);
+        manifest_add_file_hash(m, "mask_sha256", r->mask);
+        manifest_lit(m, "resample", "%d", r->resample);
+    }
     manifest_add_runtime(m, r->be);
 }
 
 void manifest_partial_settings(Manifest *m, const SamplingRecord *r) {
     manifest_add_sampling(m, r);
     manifest_remove(m, "model");  // the file's hash decides, not the path it is reached by
-    manifest_remove(m, "vae");    // the samples are kept before decoding: the VAE does not enter
-    manifest_remove(m, "vae_sha256");
+    if (!r->init_image) {  // the samples are kept before decoding: the VAE does not enter them unless
+        manifest_remove(m, "vae");  // it encoded the input images
+        manifest_remove(m, "vae_sha256");
+    } else if (is_regular_file(r->init_image)) {
+        manifest_remove(m, "init_image");  // a file's hash decides (a folder is named by its path)
+    }
+    if (r->mask) manifest_remove(m, "mask");
     manifest_lit(m, "batch", "%d", r->batch);
 }
 

@@ -22,6 +22,10 @@ typedef struct {
     const char *init_noise;    // a noise file, hashed (NULL: from the seed)
     const Backend *be;
     const char *vae;           // a latent model's decoder (NULL: none)
+    const char *init_image;    // image-to-image: the input file or folder (NULL: none)
+    const char *mask;          // inpainting: the mask file (NULL: none)
+    float strength;            // with init_image
+    int resample;              // inpainting's jumps per step
 } SamplingRecord;
 
 // model, model_sha256, model_config, weights[, vae, vae_sha256]
@@ -29,7 +33,8 @@ void manifest_add_model(Manifest *m, const SamplingRecord *r);
 // device, matmul_precision, version
 void manifest_add_runtime(Manifest *m, const Backend *be);
 // The model, then sampler, steps, eta, clip, cfg_scale, cfg_channels, label_mode[, labels_sha256],
-// num, seed[, init_noise_sha256], then the runtime. Exits when a file cannot be read.
+// num, seed[, init_noise_sha256][, blend][, init_image, its sha256 (a file), strength, mask, its
+// sha256, resample], then the runtime. Exits when a file cannot be read.
 void manifest_add_sampling(Manifest *m, const SamplingRecord *r);
 // The manifest_add_sampling members but the model's path, and the batch size: what decides a
 // partial run's samples.

@@ -334,7 +334,7 @@ static void embed_forward(Net *n, const float *t, const int32_t *y, int B) {
         be->linear_fwd(e->th, m->tfreq, W + e->t0_w, W + e->t0_b, B, DIT_FREQ_DIM, Wi);
         be->silu_fwd(e->ths, e->th, (size_t)B * Wi);
         be->linear_fwd(e->temb, e->ths, W + e->t2_w, W + e->t2_b, B, Wi, Wi);
-        be->embed_fwd(e->yemb, W + e->y_tab, y, B, Wi);
+        net_embed_labels(n, e->yemb, W + e->y_tab, y, B, Wi);
         be->add(e->c, e->temb, e->yemb, (size_t)B * Wi);
         be->silu_fwd(e->sc, e->c, (size_t)B * Wi);
     }

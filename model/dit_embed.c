@@ -97,7 +97,7 @@ void dit_embed_fwd(Net *n, DitEmbed *e, float *x, const float *img, const float 
     be->linear_fwd(e->th, e->tfreq, W + e->t0_w, W + e->t0_b, B, DIT_FREQ_DIM, H);
     be->silu_fwd(e->ths, e->th, (size_t)B * H);
     be->linear_fwd(e->temb, e->ths, W + e->t2_w, W + e->t2_b, B, H, H);
-    be->embed_fwd(e->yemb, W + e->y_tab, y, B, H);
+    net_embed_labels(n, e->yemb, W + e->y_tab, y, B, H);
     e->labels = y;
     be->add(e->c, e->temb, e->yemb, (size_t)B * H);
     be->silu_fwd(e->sc, e->c, (size_t)B * H);

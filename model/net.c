@@ -202,6 +202,8 @@ size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape) {
 static void net_layout(Net *n, Arena *a) {
     n->w = arena_take(a, n->n_floats);
     n->ops->layout(n, a);
+    n->label_mix_floats = n->mode == NET_TRAIN ? 0 : net_label_mix_size(n);
+    n->label_mix = n->label_mix_floats ? arena_take(a, n->label_mix_floats) : NULL;
 }
 
 // The table and the backbone state, without the backend allocation.

@@ -125,6 +125,12 @@ struct Net {
     float *w;                  // parameters [n_floats], backend memory
     void *impl;                // the backbone's offsets and activations
     int params_cap;
+    // the class blend (model/label_blend.c): on, classes a and b, weight w; label_mix is the
+    // backend scratch of one mixed label table (inference modes of class-conditional models only)
+    int blend_on, blend_a, blend_b;
+    float blend_w;
+    float *label_mix;
+    size_t label_mix_floats;
 };
 
 // ---- configuration ----
@@ -189,6 +195,21 @@ void init_uniform(Rng *r, float *w, size_t n, double bound);
 size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape);
 #define NET_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define NET_NDIM(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+
+// ---- class blend (model/label_blend.c) ----
+// Until net_clear_label_blend, every conditional label (y < num_classes) of a forward embeds as
+// (1 - w) e_a + w e_b, in every label table of the backbone; the null label (y = num_classes, the
+// unconditional half of a guided batch) keeps its own row. w = 0 gives e_a and w = 1 e_b exactly.
+// -1 with err for classes out of range, w outside [0, 1], an unconditional model or NET_TRAIN.
+int net_set_label_blend(Net *n, int a, int b, float w, MalaErr *err);
+void net_clear_label_blend(Net *n);
+// For backbones, in place of embed_fwd on a label table: out [B, C] = table [K + 1, C] rows y, or
+// the blend when one is set (a mixed copy of the table in n->label_mix: K rows of the blend, then
+// the null row).
+void net_embed_labels(Net *n, float *out, const float *table, const int32_t *y, int B, int C);
+// For net.c: the floats of label_mix, from the parameter table's label tables (names ending in
+// "embedding_table.weight"): the widest of them, K + 2 rows (one of scratch). 0 without classes.
+size_t net_label_mix_size(const Net *n);
 
 // ---- attention kinds (DiT's token mixers) ----
 const char *attn_kind_name(AttnKind k);

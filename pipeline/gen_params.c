@@ -61,6 +61,15 @@ static void stem(const char *path, char *out, size_t n) {
     if (dot && dot != out) *dot = 0;
 }
 
+// The file's name without its folder (a trailing '/' of a folder dropped).
+static void base_name(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    size_t len = strlen(out);
+    while (len > 1 && out[len - 1] == '/') out[--len] = 0;
+    const char *slash = strrchr(out, '/');
+    if (slash) memmove(out, slash + 1, strlen(slash + 1) + 1);
+}
+
 int gen_params_file_hash(const char *path, char out[11], MalaErr *err) {
     static struct { char path[4096]; off_t size; struct timespec mtime; char hex[11]; } cache[4];
     static int next;
@@ -124,6 +133,14 @@ char *gen_params_text(const GenParams *p, MalaErr *err) {
         pair(&t, "VAE", vae_name);
     }
     if (p->strength > 0) pairf(&t, "Denoising strength", "%g", p->strength);
+    char file[256];
+    if (p->init_path) { base_name(p->init_path, file, sizeof file); pair(&t, "Init image", file); }
+    if (p->mask_path) {
+        base_name(p->mask_path, file, sizeof file);
+        pair(&t, "Mask", file);
+        pairf(&t, "Resample", "%d", p->resample);
+    }
+    if (o->blend) pairf(&t, "Blend", "%d,%d,%g", o->blend_a, o->blend_b, (double)o->blend_w);
     if (all_one_class(p)) pairf(&t, "Class", "%d", p->labels[0]);
     else {
         Text l = {0};

@@ -1,6 +1,6 @@
 // defines: gen_opts_default, gen_cfg_channels_parse, gen_cfg_channels_str, gen_cfg_interval_parse,
-//          gen_cfg_interval_str, generator_open, generator_new,
-//          generator_image_floats, generator_close, generator_noise, generator_run, gen_guidance_for
+//          gen_cfg_interval_str, generator_open, generator_new, generator_image_floats, generator_close,
+//          generator_noise, generator_run, generator_run_init, gen_guidance_for
 #include "pipeline/generate.h"
 
 #include <stdio.h>
@@ -100,6 +100,11 @@ void generator_close(Generator *g) {
     sampler_free(&g->s);
     diffusion_free(&g->base);
     g->net->be->release(g->d_x);
+    if (g->d_known) {  // inpainting's buffers, made by its first run
+        g->net->be->release(g->d_known);
+        g->net->be->release(g->d_mask);
+        g->net->be->release(g->d_work);
+    }
     free(g->x0_host);
     net_free(g->net);
     class_names_free(&g->classes);
@@ -134,6 +139,11 @@ static int host_step(void *ctx, int step, int nsteps, const float *x0) {
 
 int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err) {
+    return generator_run_init(g, o, NULL, x, y, n, seed, first, on_step, ctx, err);
+}
+
+int generator_run_init(Generator *g, const GenOpts *o, const GenInit *in, float *x, const int32_t *y, int n,
+                       uint64_t seed, int64_t first, SamplerStepFn on_step, void *ctx, MalaErr *err) {
     int T = g->base.num_timesteps;
     if (o->steps < 1 || o->steps > T) return mala_errf(err, "--steps %d: must be between 1 and %d", o->steps, T);
     if (n < 1 || n > g->max_batch) return mala_errf(err, "generator: batch %d outside 1..%d", n, g->max_batch);
@@ -160,10 +170,14 @@ int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, in
     g->user_ctx = ctx;
     sampler_set_noise(&g->s, step_noise, g);
     sampler_set_progress(&g->s, on_step ? host_step : NULL, g);
+    if (gen_init_prepare(g, o, in, x, n, err)) return -1;
+    if (o->blend && net_set_label_blend(g->net, o->blend_a, o->blend_b, o->blend_w, err)) return -1;
     const Backend *be = g->net->be;
     size_t bytes = (size_t)n * generator_image_floats(g) * sizeof(float);
     be->to_device(g->d_x, x, bytes);
     int rc = sampler_run(&g->s, g->d_x, y, n, err);
+    net_clear_label_blend(g->net);
+    sampler_set_init(&g->s, NULL);
     if (rc >= 0) be->to_host(x, g->d_x, bytes);
     return rc;
 }

@@ -22,6 +22,8 @@ typedef struct {
     int run_n;             // images in the run in progress
     float *d_x;            // backend copy of the images being sampled [max_batch, C, S, S]
     float *x0_host;        // host copy of the predicted x0 for the caller's on_step
+    float *d_known, *d_mask, *d_work;  // inpainting: the known image, the mask and scratch [max_batch, C, S, S]
+                                       // (backend memory, allocated by the first inpainting run)
     SamplerStepFn user_step; void *user_ctx;
     Vae *vae;              // latent models: the decoder of their samples (generator_attach_vae)
     int out_c, out_s;      // the decoded images' channels and size
@@ -34,8 +36,31 @@ typedef struct {
     int clip;
     int cfg_channels;  // guided eps channels (0 = all; DiT's forward_with_cfg: 3); sampler.h
     float cfg_lo, cfg_hi;  // guidance interval in sigma, (lo, hi]; hi <= 0: every step (sampler.h)
+    // class blend (model/net.h): every image's label embedding is (1 - blend_w) e_a + blend_w e_b,
+    // the null one kept for guidance; blend 0: off
+    int blend, blend_a, blend_b;
+    float blend_w;
 } GenOpts;
 
+// Image-to-image (SDEdit) and inpainting (RePaint) of one run (pipeline/generate_init.c,
+// docs/sample.md "Image-to-image"). image: the input [n, C, S, S] in the model's space (the
+// VAE's scaled latents for a latent model: generator_encode), host. strength in (0, 1]: the run
+// takes the last k = max(1, round(strength N)) of the N steps of the sampler's schedule (as
+// diffusers' img2img, rounded), after noising the image with the run's noise x to the level of
+// the first of them: x = sqrt(abar) image + sqrt(1 - abar) x. k = N is plain generation: x stays
+// the noise, so strength 1 gives the same images as no input. mask [n, 1, S, S] (host; 1
+// regenerate, 0 keep; NULL: none) with resample R jumps per step (DDPM, DDIM).
+typedef struct {
+    const float *image;
+    float strength;
+    const float *mask;
+    int resample;
+} GenInit;
+// The steps a run with strength s takes of N: max(1, round(s N)) (round half up).
+int gen_init_steps(float strength, int N);
+// For generate.c (the sampler's kind and steps already set): checks in against o and the model,
+// noises x for a skip, uploads the known image and mask and sets the sampler's init. 0 or -1.
+int gen_init_prepare(Generator *g, const GenOpts *o, const GenInit *in, float *x, int n, MalaErr *err);
 GenOpts gen_opts_default(void);  // DiT's sample.py: DDPM, 250 steps, guidance 4, clip on
 // An unconditional model (num_classes 0) has no guidance: *cfg_scale becomes 1 when the flag `flag`
 // was not given, and a given scale other than 1 is refused (-1, err names the flag). 0 otherwise.
@@ -70,6 +95,9 @@ void generator_noise(const Generator *g, float *noise, uint64_t seed, int64_t fi
 // model (num_classes 0) takes label 0 (its one embedding) and guidance 1 only.
 int generator_run(Generator *g, const GenOpts *o, float *x, const int32_t *y, int n, uint64_t seed, int64_t first,
                   SamplerStepFn on_step, void *ctx, MalaErr *err);
+// The same from an input image (in NULL: generator_run); on_step counts the steps taken.
+int generator_run_init(Generator *g, const GenOpts *o, const GenInit *in, float *x, const int32_t *y, int n,
+                       uint64_t seed, int64_t first, SamplerStepFn on_step, void *ctx, MalaErr *err);
 
 // ---- latent models (docs/design.md §8; pipeline/decode.c) ----
 // A latent model (cfg.latent_scale > 0) samples scaled VAE latents; its images come from
@@ -89,5 +117,13 @@ size_t generator_out_floats(const Generator *g);
 // generator_run's samples x [n, C, S, S] -> images out [n, out_C, out_S, out_S] in the [-1, 1]
 // scale: decoded through the VAE, or copied for a pixel model (out may be x then).
 int generator_decode(Generator *g, const float *x, int n, float *out, MalaErr *err);
+// The inverse for inputs: images [n, out_C, out_S, out_S] in [-1, 1] -> the model's space x
+// [n, C, S, S]: through the VAE's encoder (the posterior mean times latent_scale; deterministic)
+// for a latent model, copied for a pixel model (x may be img then).
+int generator_encode(Generator *g, const float *img, int n, float *x, MalaErr *err);
+// A mask over output pixels [n, 1, out_S, out_S] (0 keep, 1 regenerate) -> the model's grid
+// [n, 1, S, S]: a latent cell is regenerated when any pixel of its f x f block is (max pooling,
+// so no pixel meant to change is frozen); a pixel model's mask is copied (out may be mask then).
+void generator_mask_to_grid(const Generator *g, const float *mask, int n, float *out);
 
 #endif

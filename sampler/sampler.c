@@ -1,6 +1,7 @@
 // defines: sampler_kind_parse, sampler_kind_name, sampler_kind_label, sampler_kind_list, sampler_config_default, sampler_init, sampler_set_progress, sampler_set_noise,
-//          sampler_set_steps, sampler_step_coefs, sampler_process, sampler_run, sampler_free
+//          sampler_set_steps, sampler_step_coefs, sampler_process, sampler_run, sampler_free, sampler_set_init
 #include "sampler/sampler.h"
+#include "sampler/inpaint.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,6 +83,11 @@ int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const Sam
     return 0;
 }
 
+void sampler_set_init(Sampler *s, const SamplerInit *in) {
+    if (in) s->init = *in;
+    else memset(&s->init, 0, sizeof s->init);
+}
+
 void sampler_set_progress(Sampler *s, SamplerStepFn on_step, void *ctx) { s->on_step = on_step; s->step_ctx = ctx; }
 void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx) { s->noise_fn = noise_fn; s->noise_ctx = ctx; }
 
@@ -147,6 +153,42 @@ const Diffusion *sampler_process(const Sampler *s) {
     return s->cfg.kind == SAMPLER_DPMPP_2M ? &s->sp_dpm : &s->sp;
 }
 
+// One network evaluation and update of x from index i (step: its place in the schedule, for the
+// noise; pass: the resampling pass, 0 first; first: no multistep history yet).
+static void run_step(Sampler *s, float *x, int n, int i, int step, int pass, int first) {
+    const Backend *be = s->be;
+    const Diffusion *d = sampler_process(s);
+    const double sigma = d->sqrt_recipm1_alphas_cumprod[i];  // --cfg-interval: guided where sigma in (lo, hi]
+    const int guided = s->cfg.cfg_scale != 1.0f &&
+                       (s->cfg.cfg_hi <= 0 || (sigma > s->cfg.cfg_lo && sigma <= s->cfg.cfg_hi));
+    const int nb = guided ? 2 * n : n;
+    const size_t count = (size_t)n * s->C * s->hw;
+    be->fill(s->tin, (float)d->timestep_map[i], (size_t)nb);
+    const float *xin = x;
+    if (guided) {
+        be->copy(s->xin, x, count * sizeof(float));
+        be->copy(s->xin + count, x, count * sizeof(float));
+        xin = s->xin;
+    }
+    s->denoise(s->denoise_ctx, s->out, xin, s->tin, s->yin, nb);
+    s->denoise_calls++;
+    const int noisy = i > 0 && (s->cfg.kind == SAMPLER_DDPM || (s->cfg.kind == SAMPLER_DDIM && s->cfg.eta > 0.0f));
+    if (noisy) {
+        if (pass > 0) inpaint_draw(s, s->noise, count, step, 3 * pass);  // a repeated step's own noise
+        else if (s->noise_fn) s->noise_fn(s->noise_ctx, s->noise, count, step);
+        else be->rand_normal(s->noise, 1, count, s->cfg.seed, s->runs * 1024 + step, 1);
+    }
+    SamplerStepCoefs k = sampler_step_coefs(d, &s->cfg, i, guided, noisy);
+    if (first && k.c_prev != 0.0) {  // a multistep solver started mid-schedule: first order, c_x0 = a
+        k.c_x0 += k.c_prev;
+        k.c_prev = 0.0;
+    }
+    float *prev = s->x0_prev;
+    s->x0_prev = s->x0;  // this step's x0 is the next step's history
+    s->x0 = prev;
+    be->sampler_step(x, s->x0, s->x0_prev, s->out, s->noise, &k, n, s->C, s->hw);
+}
+
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
     if (n < 1 || n > s->max_n) return mala_errf(err, "sampler: batch %d outside 1..%d", n, s->max_n);
     for (int b = 0; b < n; b++)
@@ -155,41 +197,31 @@ int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err) {
                              s->cfg.num_classes, s->cfg.num_classes);
     if ((int)s->cfg.kind < 0 || s->cfg.kind >= SAMPLER_KIND_COUNT)
         return mala_errf(err, "sampler: unknown kind %d", (int)s->cfg.kind);
-    const Backend *be = s->be;
-    const int guidance = s->cfg.cfg_scale != 1.0f;
-    const size_t img = (size_t)s->C * s->hw, count = (size_t)n * img;
-    const Diffusion *d = sampler_process(s);
-    const int N = s->sp.num_timesteps, top = d->num_timesteps - 1;  // N steps (sp has N points)
+    const int N = s->sp.num_timesteps, top = sampler_process(s)->num_timesteps - 1;  // N steps (sp has N points)
+    const SamplerInit *in = &s->init;
+    if (in->skip < 0 || in->skip >= N)
+        return mala_errf(err, "sampler: %d of %d steps skipped (image-to-image runs at least one)", in->skip, N);
+    if (in->known && in->resample > 0 && s->cfg.kind == SAMPLER_DPMPP_2M)
+        return mala_errf(err, "sampler: resampling jumps need DDPM or DDIM (DPM-Solver++ is multistep)");
+    const int guided = s->cfg.cfg_scale != 1.0f;
     for (int b = 0; b < n; b++) {
         s->y_host[b] = y[b];
         s->y_host[n + b] = s->cfg.num_classes;
     }
-    be->to_device(s->yin, s->y_host, (size_t)(guidance ? 2 * n : n) * sizeof(int32_t));
-    for (int step = 0; step < N; step++) {
+    s->be->to_device(s->yin, s->y_host, (size_t)(guided ? 2 * n : n) * sizeof(int32_t));
+    for (int step = in->skip; step < N; step++) {
         const int i = top - step;
-        const double sigma = d->sqrt_recipm1_alphas_cumprod[i];
-        const int guided = guidance && (s->cfg.cfg_hi <= 0 || (sigma > s->cfg.cfg_lo && sigma <= s->cfg.cfg_hi));
-        const int nb = guided ? 2 * n : n;
-        be->fill(s->tin, (float)d->timestep_map[i], (size_t)nb);
-        const float *xin = x;
-        if (guided) {
-            be->copy(s->xin, x, count * sizeof(float));
-            be->copy(s->xin + count, x, count * sizeof(float));
-            xin = s->xin;
+        for (int j = 0;; j++) {
+            run_step(s, x, n, i, step, j, step == in->skip && j == 0);
+            if (!in->known) break;
+            inpaint_merge(s, x, n, i, step, j);
+            if (j >= in->resample || i <= sampler_last_index(s)) break;
+            inpaint_jump(s, x, n, i, step, j);
         }
-        s->denoise(s->denoise_ctx, s->out, xin, s->tin, s->yin, nb);
-        s->denoise_calls++;
-        const int noisy = i > 0 && (s->cfg.kind == SAMPLER_DDPM || (s->cfg.kind == SAMPLER_DDIM && s->cfg.eta > 0.0f));
-        if (noisy) {
-            if (s->noise_fn) s->noise_fn(s->noise_ctx, s->noise, count, step);
-            else be->rand_normal(s->noise, 1, count, s->cfg.seed, s->runs * 1024 + step, 1);
+        if (s->on_step && s->on_step(s->step_ctx, step - in->skip, N - in->skip, s->x0)) {
+            s->runs++;
+            return SAMPLER_CANCELLED;
         }
-        SamplerStepCoefs k = sampler_step_coefs(d, &s->cfg, i, guided, noisy);
-        float *prev = s->x0_prev;
-        s->x0_prev = s->x0;  // this step's x0 is the next step's history
-        s->x0 = prev;
-        be->sampler_step(x, s->x0, s->x0_prev, s->out, s->noise, &k, n, s->C, s->hw);
-        if (s->on_step && s->on_step(s->step_ctx, step, N, s->x0)) { s->runs++; return SAMPLER_CANCELLED; }
     }
     s->runs++;
     return 0;

@@ -60,6 +60,29 @@ typedef int (*SamplerStepFn)(void *ctx, int step_index, int num_steps, const flo
 // with standard normals for step step_index. Only called on steps that add noise.
 typedef void (*SamplerNoiseFn)(void *ctx, float *out, size_t count, int step_index);
 
+// Inpainting's extra draws (sampler/inpaint.c): fill out[count] (backend memory) with standard
+// normals for step step_index, draw number draw >= 1 (distinct from the step noise and each other).
+typedef void (*SamplerDrawFn)(void *ctx, float *out, size_t count, int step_index, int draw);
+
+// Image-to-image and inpainting (sampler/inpaint.c; docs/sample.md "Image-to-image").
+//   skip: SDEdit. The first skip steps of the schedule are not run: x holds the image noised to
+//     the process's index top - skip (sampler_start_abar), and the run goes on from there (a
+//     multistep solver's first step there is first order). Progress counts the steps run.
+//   known, mask: RePaint (Lugmayr et al. 2022). After every step x = m x + (1 - m) x_known, with
+//     x_known the known image noised to the level the step reached (the data itself after the last
+//     step) by draw 3j + 1 of the step (j: the pass); m = mask (1 regenerate, 0 keep). resample: R
+//     jumps per step (DDPM, DDIM): the merged x goes back one step, x_i = sqrt(abar_i / abar_t) x +
+//     sqrt(1 - abar_i / abar_t) z (draw 3j + 2), and the step runs again with its noise from draw
+//     3j + 3: R + 1 passes in all (none after the last step). DPM-Solver++ takes the merge but no
+//     jumps (its multistep history would not match).
+typedef struct {
+    int skip;
+    const float *known, *mask;  // [n, C, S, S] backend memory; known NULL: no inpainting
+    float *work;                // [n, C, S, S] backend scratch
+    int resample;
+    SamplerDrawFn draw; void *draw_ctx;  // NULL: rand_normal under cfg.seed
+} SamplerInit;
+
 typedef enum { SAMPLER_DDPM = 0, SAMPLER_DDIM = 1, SAMPLER_DPMPP_2M = 2, SAMPLER_KIND_COUNT } SamplerKind;
 
 int sampler_kind_parse(const char *name, SamplerKind *out);   // a sampler_kind_name (any case); 0 on success
@@ -101,15 +124,21 @@ typedef struct {
     int32_t *y_host;         // host staging for the labels
     int64_t denoise_calls;   // callback calls made (all runs)
     uint64_t runs;           // runs started (the default noise's stream)
+    SamplerInit init;        // image-to-image / inpainting of the next runs (zero: plain generation)
 } Sampler;
 
 int sampler_init(Sampler *s, const Backend *be, const Diffusion *base, const SamplerConfig *cfg, int max_n, int C,
                  int S, DenoiseFn denoise, void *denoise_ctx, MalaErr *err);
 void sampler_set_progress(Sampler *s, SamplerStepFn on_step, void *ctx);
 void sampler_set_noise(Sampler *s, SamplerNoiseFn noise_fn, void *ctx);
+// Image-to-image / inpainting for the following runs (NULL: plain generation again). sampler_run
+// refuses a skip outside 0..num_steps-1 and jumps with DPM-Solver++.
+void sampler_set_init(Sampler *s, const SamplerInit *in);
+// The alpha-bar x must be noised to when the first `skip` steps are skipped (the current kind's process).
+double sampler_start_abar(const Sampler *s, int skip);
 // Respace to another step count (rebuilds sp and sp_dpm; the workspace stays).
 int sampler_set_steps(Sampler *s, const Diffusion *base, int num_steps, MalaErr *err);
-// x [n, C, S, S] (backend memory): in x_T, out x_0. y[n] labels (host). Returns 0, SAMPLER_CANCELLED (x then holds the
+// x [n, C, S, S] (backend memory): in x_T (or the noised image, SamplerInit.skip), out x_0. y[n] labels (host). Returns 0, SAMPLER_CANCELLED (x then holds the
 // partially denoised state), or -1 with err set.
 int sampler_run(Sampler *s, float *x, const int32_t *y, int n, MalaErr *err);
 // The constants of the update at index i of the process d (sampler_update in diffusion_math.h):

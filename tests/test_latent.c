@@ -319,13 +319,43 @@ START_TEST(test_encode_train_sample) {
     RUN_FAILS("--vae FILE", "eval is --ckpt %s --inception random --num 2 --splits 1", model);
     RUN_FAILS("--vae FILE", "view --ckpt %s", model);
     if (system("command -v xvfb-run >/dev/null 2>&1") == 0) {
-        char view[2048];
+        char view[4096];
         snprintf(view, sizeof view, "ASAN_OPTIONS=detect_leaks=0 timeout 120 xvfb-run -a -s '-screen 0 1024x768x24' %s "
                  "view --ckpt %s --vae " VAE " --threads 2 --script 'n=2;steps=3;generate;wait;save=%s;quit' "
                  ">/dev/null 2>&1", mala_bin(), model, tp("v.png"));
         ck_assert(system(view) == 0);
         ck_assert(image_check(tp("v.png"), &w, &h, &err) == 0);
+        // the viewer's image-to-image through the VAE: strength 1 is plain generation; a painted mask runs
+        char v1[600], v2[600], img[600];
+        snprintf(v1, sizeof v1, "%s", tp("v1.png"));
+        snprintf(v2, sizeof v2, "%s", tp("v2.png"));
+        snprintf(img, sizeof img, "%s", tp("imgs/classa/000.png"));
+        snprintf(view, sizeof view, "ASAN_OPTIONS=detect_leaks=0 timeout 120 xvfb-run -a -s '-screen 0 1024x768x24' %s "
+                 "view --ckpt %s --vae " VAE " --threads 2 --init-image %s --script 'n=2;steps=3;strength=1;generate;"
+                 "wait;save=%s;strength=0.5;paint=8,8,4;generate;wait;save=%s;quit' >/dev/null 2>&1", mala_bin(), model,
+                 img, v1, v2);
+        ck_assert(system(view) == 0);
+        uint8_t *a, *b;
+        int w2, h2;
+        ck_assert(image_load(tp("v.png"), 3, &a, &w, &h, &err) == 0);
+        ck_assert(image_load(v1, 3, &b, &w2, &h2, &err) == 0);
+        ck_assert_msg(w == w2 && h == h2 && !memcmp(a, b, (size_t)w * h * 3), "latent viewer: strength 1 is not plain");
+        free(a);
+        free(b);
+        ck_assert(image_check(v2, &w, &h, &err) == 0);
     }
+    // image-to-image and inpainting through the VAE (issue 38 item 5): strength 1 is plain generation;
+    // a folder of inputs (40x36, center-cropped) with a mask (max-pooled to the 4x4 latent grid)
+    uint8_t mask[32 * 32];
+    for (int i = 0; i < 32 * 32; i++) mask[i] = i % 32 < 8 ? 255 : 0;
+    ck_assert(image_write_png(tp("mask.png"), mask, 32, 32, 1, &err) == 0);
+    RUN_OK("sample --ckpt %s --vae " VAE " --n 2 --steps 3 --seed 4 --save-npy %s --threads 2", model, tp("p.npy"));
+    RUN_OK("sample --ckpt %s --vae " VAE " --n 2 --steps 3 --seed 4 --init-image %s --strength 1 --save-npy %s "
+           "--threads 2", model, tp("imgs/classa/000.png"), tp("p1.npy"));
+    ck_assert(same_file(tp("p.npy"), tp("p1.npy")));
+    RUN_OK("sample --ckpt %s --vae " VAE " --steps 3 --init-image %s --strength 0.5 --mask %s --resample 1 "
+           "--out-dir %s --threads 2", model, tp("imgs/classa"), tp("mask.png"), tp("inp"));
+    ck_assert(image_check(tp("inp/000003_classb.png"), &w, &h, &err) == 0 && w == 32);
     tu_rm_tmpdir();
 }
 END_TEST

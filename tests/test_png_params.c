@@ -219,6 +219,48 @@ START_TEST(sample_writes_info_reads) {
     expect_error(run("info %s", tp("none.png")), "no file", "none.png", NULL);
     tu_rm_tmpdir();
 }
+
+// gen_params_text read back by gen_params_parse (the viewer's PNG drop): every setting it writes,
+// quoted values and the keys that look alike ("Seed" and "Seed index"), and bad values dropped.
+START_TEST(parameters_parse_back) {
+    tu_make_tmpdir("png_params");
+    FILE *f = fopen(tp("model.safetensors"), "wb");
+    fputs("not really a model", f);
+    fclose(f);
+    ClassNames cn = {0};
+    char *names[3] = {"circle", "a, b: c", "ring"};
+    cn.n = 3;
+    cn.names = names;
+    int32_t labels[1] = {1};
+    GenOpts o = gen_opts_default();
+    o.kind = SAMPLER_DDIM;
+    o.steps = 37;
+    o.cfg_scale = 2.5f;
+    o.eta = 0.3f;
+    o.blend = 1;
+    o.blend_a = 2;
+    o.blend_b = 0;
+    o.blend_w = 0.25f;
+    GenParams gp = {.model_path = tp("model.safetensors"), .classes = &cn, .labels = labels, .n = 1, .seed = 123456789012ull,
+                    .first = 7, .opts = &o, .channels = 1, .width = 8, .height = 8, .strength = 0.4f,
+                    .init_path = "in, put.png", .mask_path = "m.png", .resample = 3};
+    MalaErr err;
+    char *text = gen_params_text(&gp, &err);
+    ck_assert_msg(text != NULL, "%s", err.msg);
+    GenParsed p;
+    ck_assert_int_eq(gen_params_parse(text, &p), 9);
+    ck_assert_msg(p.steps == 37 && !strcmp(p.sampler, "ddim") && p.cfg_scale == 2.5f && p.eta == 0.3f &&
+                  p.seed == 123456789012ull && p.cls == 1 && p.strength == 0.4f && p.resample == 3 &&
+                  p.blend_a == 2 && p.blend_b == 0 && p.blend_w == 0.25f, "%s", text);
+    free(text);
+    ck_assert_int_eq(gen_params_parse("x\nSteps: 0, Seed index: 4, CFG scale: abc, Denoising strength: 0, "
+                                      "Blend: \"1,2\", Class: -1, Eta: 0.5", &p), 1);
+    ck_assert(p.have == GP_ETA && p.eta == 0.5f);
+    ck_assert_int_eq(gen_params_parse("", &p), 0);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 END_TEST
 
 static Suite *suite(void) {
@@ -229,8 +271,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, text_chunk_round_trip);
     tcase_add_test(tc, text_chunk_corrupt);
     tcase_add_test(tc, sample_writes_info_reads);
+    tcase_add_test(tc, parameters_parse_back);
     suite_add_tcase(s, tc);
     return s;
 }
+
 
 int main(void) { return tu_run(suite()); }

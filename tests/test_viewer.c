@@ -923,6 +923,103 @@ START_TEST(settings_parser) {
 }
 END_TEST
 
+
+// Image-to-image, inpainting and class blends driven by script (issue 38): strength 1 is plain
+// generation pixel for pixel, a small strength stays near the input, inpainting keeps the
+// unmasked pixels of the input exactly, the blend's endpoints are the two classes, and a dropped
+// PNG gives its parameters back.
+static double mean_abs_u8(const uint8_t *a, const uint8_t *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += abs(a[i] - b[i]);
+    return s / n;
+}
+
+static int same_pixels(const char *pa, const char *pb) {
+    uint8_t *a, *b;
+    int aw, ah, bw, bh;
+    load_rgb(pa, &a, &aw, &ah);
+    load_rgb(pb, &b, &bw, &bh);
+    int same = aw == bw && ah == bh && !memcmp(a, b, (size_t)aw * ah * 3);
+    free(a);
+    free(b);
+    return same;
+}
+
+START_TEST(img2img_inpaint_blend) {
+    if (skip_without_display("img2img_inpaint_blend")) return;
+    assert_model();
+    uint8_t in[S_IMG * S_IMG], mask[S_IMG * S_IMG];
+    for (int i = 0; i < S_IMG * S_IMG; i++) {
+        in[i] = (uint8_t)((i / S_IMG) % 8 < 4 ? 200 : 30);  // stripes
+        mask[i] = i / S_IMG < S_IMG / 2 ? 255 : 0;        // the top half regenerated
+    }
+    MalaErr err;
+    ck_assert(image_write_png(tp("in.png"), in, S_IMG, S_IMG, 1, &err) == 0);
+    ck_assert(image_write_png(tp("mask.png"), mask, S_IMG, S_IMG, 1, &err) == 0);
+    static const char *const names[] = {"i_plain.png", "in.png", "i_s1.png", "i_small.png", "mask.png", "i_inp.png",
+                                        "i_paint.png", "i_b0.png", "i_b1.png", "i_sn.png", "i_inp.png"};
+    char f[11][512], script[8192];  // tp() keeps 4 names at a time: copies
+    for (int i = 0; i < 11; i++) snprintf(f[i], sizeof f[i], "%s", tp(names[i]));
+    snprintf(script, sizeof script,
+             "class=Bag;steps=4;sampler=ddim;n=1;seed=5;generate;wait;save=%s;"
+             "init=%s;strength=1;generate;wait;save=%s;strength=0.05;generate;wait;save=%s;"
+             "strength=1;mask=%s;generate;wait;save=%s;mask_clear;paint=4,28,2;erase=4,28,0;generate;wait;save=%s;"
+             "init=off;blend=Sneaker,0;generate;wait;save=%s;blend=Sneaker,1;generate;wait;save=%s;"
+             "blend=off;class=Sneaker;generate;wait;save=%s;use=0;strength=0.5;class=Bag;drop=%s;quit",
+             f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]);
+    assert_ran(run_view(script, NULL, tp("i2i.log")), 0, tp("i2i.log"));
+    ck_assert_msg(same_pixels(tp("i_plain.png"), tp("i_s1.png")), "strength 1 differs from plain generation");
+    ck_assert_msg(same_pixels(tp("i_plain.png"), tp("i_b0.png")), "blend weight 0 is not the class itself");
+    ck_assert_msg(same_pixels(tp("i_sn.png"), tp("i_b1.png")), "blend weight 1 is not class B");
+    uint8_t *inrgb, *plain, *small, *inp;
+    int w, h;
+    load_rgb(tp("in.png"), &inrgb, &w, &h);
+    load_rgb(tp("i_plain.png"), &plain, &w, &h);
+    load_rgb(tp("i_small.png"), &small, &w, &h);
+    load_rgb(tp("i_inp.png"), &inp, &w, &h);
+    const size_t half = (size_t)S_IMG * S_IMG * 3 / 2;
+    double d_small = mean_abs_u8(small, inrgb, 2 * half), d_plain = mean_abs_u8(plain, inrgb, 2 * half);
+    ck_assert_msg(d_small < 2.0 && d_small < d_plain / 4, "strength 0.05: %.2f levels from the input (plain %.2f)",
+                  d_small, d_plain);
+    ck_assert_msg(!memcmp(inp + half, inrgb + half, half), "inpainting changed kept pixels");
+    ck_assert_msg(mean_abs_u8(inp, inrgb, half) > 1.0, "inpainting left the masked half as it was");
+    char *log = read_text(tp("i2i.log"));
+    ck_assert_msg(strstr(log, "settings restored") && !strstr(log, ", 0 settings restored"), "%s", log);
+    char *pa = png_params(tp("i_inp.png"));
+    ck_assert_msg(strstr(pa, "Denoising strength: 1, Init image: viewer input, Mask: painted"), "%s", pa);
+    free(pa);
+    pa = png_params(tp("i_b1.png"));
+    ck_assert_msg(strstr(pa, "Blend: \"8,7,1\""), "%s", pa);
+    free(pa);
+    free(log);
+    free(inrgb);
+    free(plain);
+    free(small);
+    free(inp);
+
+    // the mouse: where the input is drawn, then a click there paints the mask (a disc of the brush)
+    char s2[2048];
+    snprintf(s2, sizeof s2, "init=%s;brush=3;n=1;quit", f[1]);
+    assert_ran(run_view(s2, tp("in_shot.png"), tp("mouse1.log")), 0, tp("mouse1.log"));
+    log = read_text(tp("mouse1.log"));
+    const char *line = strstr(log, "view: input in.png ");
+    int rw, rh, rx, ry, painted;
+    ck_assert_msg(line && sscanf(line, "view: input in.png %dx%d at %d,%d, strength %*f, %d mask pixels", &rw, &rh, &rx,
+                                 &ry, &painted) == 5 && rw > 0 && painted == 0, "%s", log);
+    free(log);
+    snprintf(s2, sizeof s2, "init=%s;brush=3;steps=2;n=1;screenshot=%s;click=%d,%d;generate;wait;quit", f[1],
+             tp("drawn.png"), rx + rw / 2, ry + rh / 2);  // the screenshot waits until the input is on screen
+    assert_ran(run_view(s2, tp("in_shot.png"), tp("mouse2.log")), 0, tp("mouse2.log"));
+    log = read_text(tp("mouse2.log"));
+    line = NULL;  // the last report: at the screenshot after the run
+    for (const char *q = log; (q = strstr(q, "view: input in.png ")); q++) line = q;
+    ck_assert_msg(strstr(log, "from the input at strength 0.75, inpainting") && line &&
+                  sscanf(line, "view: input in.png %*dx%*d at %*d,%*d, strength %*f, %d mask pixels", &painted) == 1 &&
+                  painted == 29, "a click should paint a disc of radius 3 (29 pixels):\n%s", log);
+    free(log);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("viewer");
     TCase *tc = tcase_create("viewer");
@@ -941,6 +1038,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, settings_round_trip);
     tcase_add_test(tc, settings_parser);
     tcase_add_test(tc, text_fits);
+    tcase_add_test(tc, img2img_inpaint_blend);
     suite_add_tcase(s, tc);
     return s;
 }

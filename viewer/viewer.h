@@ -6,6 +6,7 @@
 //   viewer_font.c    text drawn from stb_easy_font's built-in glyphs (no font files)
 //   viewer_script.c  --script: parsing, then execution between frames
 //   viewer_config.c  the settings file between runs (its parser: view_settings.c, without SDL)
+//   viewer_input.c   image-to-image, inpainting and class blends: the input image, its mask, painting
 // Threads: the UI thread owns the window and the View; the worker owns the Generator. They
 // share only the Worker struct (viewer_worker.c), under its mutex.
 #ifndef MALA_VIEWER_H
@@ -23,10 +24,14 @@
 
 // One run: n images of class cls, noise and per-step noise seeded by seed (as `mala sample
 // --class cls --n n --seed seed`, so the same settings give the same images).
+// With init set, every image starts from the input image the submit handed over (worker_submit):
+// image-to-image at strength, inpainting where the mask is 1 (mask set) with resample jumps.
 typedef struct {
     GenOpts opts;
     int n, cls;
     uint64_t seed;
+    int init, mask, resample;
+    float strength;
 } ViewRequest;
 
 typedef enum { WORKER_LOADING, WORKER_IDLE, WORKER_RUNNING, WORKER_FAILED } WorkerPhase;
@@ -92,7 +97,10 @@ int worker_model(Worker *w, ModelInfo *out);
 // The VAE file the loaded model's frames decode through; NULL for a pixel model or before loading.
 const char *worker_vae_path(Worker *w);
 // Queues a run; -1 unless the worker is idle. The phase is WORKER_RUNNING when this returns 0.
+// With r->init: image [C, S, S] (the model's output images; copied) and with r->mask the mask
+// [S, S] (1 regenerate), which the worker encodes / brings to the model's grid.
 int worker_submit(Worker *w, const ViewRequest *r);
+int worker_submit_init(Worker *w, const ViewRequest *r, const float *image, const float *mask);
 void worker_cancel(Worker *w);  // the run stops after its current step
 // Copies the status into *st and, when a newer frame exists than *seen, the frame into *f
 // (f->x holds VIEW_MAX_IMAGES images) and updates *seen. Returns 1 when a frame was copied.
@@ -116,8 +124,32 @@ typedef enum {
     ACT_NEXT_MODEL,   // arg: the pane that moves on to the next model file
     // the attention view (viewer_attn.c)
     ACT_ATTN, ACT_BLOCK_PREV, ACT_BLOCK_NEXT, ACT_HEAD_PREV, ACT_HEAD_NEXT, ACT_SCALE_DOWN, ACT_SCALE_UP,
-    ACT_SCALE_SET  // arg: slider notch 0..ATTN_NOTCHES-1
+    ACT_SCALE_SET, // arg: slider notch 0..ATTN_NOTCHES-1
+    // image-to-image, inpainting, blends (viewer_input.c)
+    ACT_USE_INPUT, ACT_INPUT_OFF, ACT_STRENGTH_DOWN, ACT_STRENGTH_UP, ACT_BRUSH_DOWN, ACT_BRUSH_UP, ACT_ERASE,
+    ACT_MASK_CLEAR, ACT_MASK_INVERT, ACT_BLEND, ACT_BLEND_B_PREV, ACT_BLEND_B_NEXT, ACT_BLEND_W_DOWN, ACT_BLEND_W_UP,
+    ACT_STRENGTH_SET,  // arg: percent 1..100
+    ACT_BLEND_W_SET    // arg: percent 0..100
 } Action;
+
+// The input of image-to-image and inpainting, and the class blend (viewer_input.c).
+typedef struct {
+    int on;                 // an input image is loaded
+    char name[256];         // its file's name, or "image K" of a run
+    int C, S;               // its size: the first pane's output images
+    float *img;             // [C, S, S] in [-1, 1]
+    float *mask;            // [S, S]: 1 regenerate, 0 keep
+    int masked;             // any mask pixel is 1: the run inpaints
+    float strength;         // (0, 1]
+    int brush, erase, resample;
+    int painting;           // the left button is down over the input
+    SDL_Rect rect;          // where the input was last drawn
+    uint64_t tex_seq, seq;  // the texture shows version tex_seq of img + mask
+    SDL_Texture *tex;
+    int blend, blend_b;     // the class blend: the chosen class (A) and blend_b (B), weight blend_w
+    float blend_w;
+    const char *pending;    // --init-image: loaded once the first model is
+} ViewInput;
 
 #define ATTN_A_MIN 0.25f
 #define ATTN_A_MAX 8.0f
@@ -173,6 +205,7 @@ typedef struct {
     // fraction of the image, so models with different token grids answer the same spot)
     AttnSel attn_sel;
     float attn_fx, attn_fy;
+    ViewInput in;           // image-to-image, inpainting, blends
 } View;
 
 // viewer_actions.c
@@ -216,6 +249,26 @@ void attn_stats(const float *row, int L, double *sum, double *top_mean, double *
 // Writes pane p's shown row as a float32 .npy [gh, gw] and logs its statistics.
 int view_attn_dump(View *v, int p, const char *path, MalaErr *err);
 void view_attn_label(const View *v, int p, char *buf, size_t n);  // "block 2/4  head mean"
+
+// viewer_input.c
+void view_input_init(View *v);
+void view_input_free(View *v);
+void view_input_do(View *v, Action a, int arg);
+// Loads an image file as the input (center-cropped to the first pane's size); -1 with err.
+int view_input_load(View *v, const char *path, MalaErr *err);
+// Image k of pane p's latest finished run becomes the input.
+int view_input_use(View *v, int p, int k, MalaErr *err);
+// The mask from a PNG (white regenerate), or painted: a disc of radius r (input pixels) at (x, y),
+// erased when erase. 
+int view_mask_load(View *v, const char *path, MalaErr *err);
+void view_mask_paint(View *v, int x, int y, int r, int erase);
+// A mouse press / drag at window pixel (x, y): paints on the input when over it; 1 when it did.
+int view_input_mouse(View *v, int x, int y, int down);
+// The request's input fields from the settings (0), or -1 with a message when pane p cannot take it.
+int view_input_request(View *v, int p, ViewRequest *r);
+// A file dropped on the window: a PNG with our parameters restores the settings it names, and
+// every image becomes the input.
+void view_input_drop(View *v, const char *path);
 
 // viewer_config.c: the settings file (view_settings.h) between runs
 // Applies the file at path to v's settings (the class by name once the model is loaded). A
@@ -268,7 +321,9 @@ int font_fit(char *buf, size_t n, const char *s, int scale, int max_w);
 typedef enum {
     SC_CLASS, SC_CFG, SC_STEPS, SC_SAMPLER, SC_ETA, SC_N, SC_SEED, SC_GENERATE, SC_WAIT, SC_CANCEL,
     SC_SAVE, SC_SCREENSHOT, SC_HELP, SC_SLEEP, SC_KEY, SC_CLICK, SC_SIZE, SC_QUIT,
-    SC_ATTN, SC_QUERY, SC_BLOCK, SC_HEAD, SC_SCALE, SC_ATTN_DUMP, SC_PANE, SC_SAVE_ONE, SC_NEXT_MODEL
+    SC_ATTN, SC_QUERY, SC_BLOCK, SC_HEAD, SC_SCALE, SC_ATTN_DUMP, SC_PANE, SC_SAVE_ONE, SC_NEXT_MODEL,
+    SC_INIT, SC_USE, SC_STRENGTH, SC_MASK, SC_PAINT, SC_ERASE, SC_MASK_CLEAR, SC_MASK_INVERT, SC_BRUSH, SC_RESAMPLE,
+    SC_BLEND, SC_DROP
 } ScriptOp;
 
 typedef struct {

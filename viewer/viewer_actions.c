@@ -31,6 +31,7 @@ void view_init(View *v) {
     v->save_dir = ".";
     v->list_cls = -1;
     v->attn_sel = (AttnSel){.on = 0, .block = -1, .head = -1, .image = 0, .query = 0, .a = 1.0f, .id = 1};
+    view_input_init(v);
     view_message(v, "loading the model...");
 }
 
@@ -52,6 +53,10 @@ void view_pane_ready(View *v, int p) {
     }
     if (p == 0 && v->cls >= pn->model.classes.n) v->cls = 0;  // a model with fewer classes took the left pane
     if (p == 0) view_config_model_ready(v);
+    MalaErr err;
+    if (p == 0 && v->in.pending && view_input_load(v, v->in.pending, &err))
+        fprintf(stderr, "warning: --init-image: %s\n", err.msg);
+    if (p == 0) v->in.pending = NULL;
     if (pn->model.has_attn) view_attn_send(v, p);
     if (!view_ready(v)) return;
     const ModelInfo *a = &v->pane[0].model, *b = &v->pane[v->npanes - 1].model;
@@ -85,6 +90,7 @@ void view_pane_close(View *v, int p) {
 
 void view_free(View *v) {
     for (int p = 0; p < VIEW_MAX_PANES; p++) view_pane_close(v, p);
+    view_input_free(v);
 }
 
 int view_ready(const View *v) {
@@ -194,14 +200,20 @@ int view_generate(View *v) {
         view_message(v, "already generating (Esc cancels)");
         return -1;
     }
-    if (v->seed_random) v->seed = random_seed();
-    ViewRequest r = {v->opts, v->n, v->cls, v->seed};  // the same request for every model
-    for (int p = 0; p < v->npanes; p++)
-        if (worker_submit(v->pane[p].worker, &r)) {
+    ViewRequest r = {v->opts, v->n, v->cls, v->seed}, rp[VIEW_MAX_PANES];  // the same request for every model
+    for (int p = 0; p < v->npanes; p++) {  // with the input, the mask and the blend (viewer_input.c)
+        rp[p] = r;
+        if (view_input_request(v, p, &rp[p])) return -1;
+    }
+    if (v->seed_random) r.seed = v->seed = random_seed();
+    for (int p = 0; p < v->npanes; p++) {
+        rp[p].seed = r.seed;
+        if (worker_submit_init(v->pane[p].worker, &rp[p], v->in.img, v->in.mask)) {
             view_message(v, "the generator is not ready");
             for (int q = 0; q < p; q++) worker_cancel(v->pane[q].worker);
             return -1;
         }
+    }
     for (int p = 0; p < v->npanes; p++) {
         v->pane[p].st.phase = WORKER_RUNNING;  // until the next poll says otherwise
         v->pane[p].run_previews = 0;
@@ -257,7 +269,9 @@ static char *save_params(const Pane *pn, int n, int first, MalaErr *err) {
     for (int i = 0; i < n; i++) labels[i] = q->cls;
     GenParams gp = {.model_path = pn->path, .vae_path = worker_vae_path(pn->worker), .classes = &pn->model.classes,
                     .labels = labels, .n = n, .seed = q->seed, .first = first, .opts = &q->opts,
-                    .channels = pn->model.C, .width = pn->model.S, .height = pn->model.S};
+                    .channels = pn->model.C, .width = pn->model.S, .height = pn->model.S,
+                    .strength = q->init ? q->strength : 0.0f, .init_path = q->init ? "viewer input" : NULL,
+                    .mask_path = q->mask ? "painted" : NULL, .resample = q->resample};
     char *text = gen_params_text(&gp, err);
     free(labels);
     return text;
@@ -392,5 +406,10 @@ void view_do(View *v, Action a, int arg) {
     case ACT_QUIT: v->quit = 1; break;
     case ACT_ATTN: case ACT_BLOCK_PREV: case ACT_BLOCK_NEXT: case ACT_HEAD_PREV: case ACT_HEAD_NEXT:
     case ACT_SCALE_DOWN: case ACT_SCALE_UP: case ACT_SCALE_SET: view_attn_do(v, a, arg); break;
+    case ACT_USE_INPUT: case ACT_INPUT_OFF: case ACT_STRENGTH_DOWN: case ACT_STRENGTH_UP: case ACT_BRUSH_DOWN:
+    case ACT_BRUSH_UP: case ACT_ERASE: case ACT_MASK_CLEAR: case ACT_MASK_INVERT: case ACT_BLEND: case ACT_BLEND_B_PREV:
+    case ACT_BLEND_B_NEXT: case ACT_BLEND_W_DOWN: case ACT_BLEND_W_UP: case ACT_STRENGTH_SET: case ACT_BLEND_W_SET:
+        view_input_do(v, a, arg);
+        break;
     }
 }

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "formats/view_settings.h"
+#include "formats/image_io.h"
 #include "viewer/viewer.h"
 
 #define MIN_W 640
@@ -22,6 +23,7 @@ typedef struct {
     const char *vae;  // latent models: the VAE that decodes their frames
     const char *cfg_channels;  // --cfg-channels N|all (every pane), and its value (gen_cfg_channels_parse)
     int cfg_ch;
+    const char *init_image;  // the input of image-to-image / inpainting
     int threads, width, height, no_config;
 } ViewArgs;
 
@@ -69,6 +71,20 @@ static Action key_action(const View *v, SDL_Keycode k, Uint16 mod, int *arg) {
     case SDLK_k: return ACT_HEAD_NEXT;
     case SDLK_z: return ACT_SCALE_DOWN;
     case SDLK_x: return ACT_SCALE_UP;
+    case SDLK_u: return ACT_USE_INPUT;
+    case SDLK_BACKSPACE: return ACT_INPUT_OFF;
+    case SDLK_f: return ACT_STRENGTH_DOWN;
+    case SDLK_g: return ACT_STRENGTH_UP;
+    case SDLK_9: return ACT_BRUSH_DOWN;
+    case SDLK_0: return ACT_BRUSH_UP;
+    case SDLK_e: return ACT_ERASE;
+    case SDLK_c: return ACT_MASK_CLEAR;
+    case SDLK_v: return ACT_MASK_INVERT;
+    case SDLK_l: return ACT_BLEND;
+    case SDLK_o: return ACT_BLEND_B_PREV;
+    case SDLK_p: return ACT_BLEND_B_NEXT;
+    case SDLK_7: return ACT_BLEND_W_DOWN;
+    case SDLK_8: return ACT_BLEND_W_UP;
     default: return ACT_NONE;
     }
 }
@@ -94,8 +110,15 @@ static void on_event(View *v, const UiHits *hits, const SDL_Event *e) {
     } else if (e->type == SDL_MOUSEMOTION) {
         v->mouse_x = e->motion.x;
         v->mouse_y = e->motion.y;
+        if (v->in.painting) view_input_mouse(v, e->motion.x, e->motion.y, -1);  // a drag paints on
+    } else if (e->type == SDL_MOUSEBUTTONUP && e->button.button == SDL_BUTTON_LEFT) {
+        view_input_mouse(v, e->button.x, e->button.y, 0);
+    } else if (e->type == SDL_DROPFILE) {
+        view_input_drop(v, e->drop.file);
+        SDL_free(e->drop.file);
     } else if (e->type == SDL_MOUSEBUTTONDOWN && e->button.button == SDL_BUTTON_LEFT) {
         Action a = ui_hit(hits, e->button.x, e->button.y, &arg);
+        if (a == ACT_NONE && view_input_mouse(v, e->button.x, e->button.y, 1)) return;  // painting the mask
         if (a != ACT_NONE || !view_attn_pick(v, e->button.x, e->button.y)) view_do(v, a, arg);
     } else if (e->type == SDL_MOUSEWHEEL) {
         SDL_Rect l = hits->list;
@@ -120,14 +143,18 @@ static void log_run_end(const View *v, int p) {
     const Pane *pn = &v->pane[p];
     const WorkerStatus *st = &pn->st;
     const ViewRequest *r = &pn->frame.req;
-    char who[300] = "";
+    char who[300] = "", from[160] = "";
     const char *kind = sampler_kind_label(r->opts.kind);
     if (v->npanes > 1) snprintf(who, sizeof who, "pane %d %s: ", p, view_pane_name(v, p));
+    if (r->init) snprintf(from, sizeof from, ", from the input at strength %.2f%s", r->strength, r->mask ? ", inpainting" : "");
+    if (r->opts.blend && r->opts.blend_b < pn->model.classes.n)
+        snprintf(from + strlen(from), sizeof from - strlen(from), ", blend %.2f of %s", r->opts.blend_w,
+                 pn->model.classes.names[r->opts.blend_b]);
     if (st->outcome == RUN_DONE)
-        fprintf(stderr, "view: %sgenerated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu) in %.2f s, "
+        fprintf(stderr, "view: %sgenerated %d x %s (%s %d steps, cfg %.1f, eta %.1f, seed %llu%s) in %.2f s, "
                 "%.1f steps/s on %s, %d step previews shown\n", who, r->n, pn->model.classes.names[r->cls], kind,
-                r->opts.steps, r->opts.cfg_scale, r->opts.eta, (unsigned long long)r->seed, st->seconds, st->steps_per_s,
-                v->be->name, pn->run_previews);
+                r->opts.steps, r->opts.cfg_scale, r->opts.eta, (unsigned long long)r->seed, from, st->seconds,
+                st->steps_per_s, v->be->name, pn->run_previews);
     else if (st->outcome == RUN_CANCELLED)
         fprintf(stderr, "view: %scancelled at step %d/%d after %.2f s, %d step previews shown\n", who, st->step,
                 st->nsteps, st->seconds, pn->run_previews);
@@ -197,6 +224,13 @@ static void draw_frame(View *v, UiHits *hits) {
             SDL_GetRendererOutputSize(v->ren, &w, &h);
             fprintf(stderr, "view: screenshot %s %dx%d, image %dx%d at %d,%d scale %d, %d texts cut\n", v->shot_path, w,
                     h, r.w, r.h, r.x, r.y, v->pane[0].image_scale, hits->cuts);
+            const ViewInput *in = &v->in;
+            if (in->on) {
+                int painted = 0;
+                for (int i = 0; i < in->S * in->S; i++) painted += in->mask[i] > 0.5f;
+                fprintf(stderr, "view: input %s %dx%d at %d,%d, strength %.2f, %d mask pixels\n", in->name, in->rect.w,
+                        in->rect.h, in->rect.x, in->rect.y, in->strength, painted);
+            }
             for (int i = 0; i < hits->cuts && i < UI_MAX_CUTS; i++)
                 fprintf(stderr, "view: text cut to fit: '%s' shown as '%s'\n", hits->cut[i][0], hits->cut[i][1]);
             for (int p = 0; p < v->npanes && v->npanes > 1; p++) {
@@ -332,6 +366,8 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
         {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
         {"--cfg-channels", OPT_STR, &a->cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
          "conditional; default all"},
+        {"--init-image", OPT_STR, &a->init_image, "FILE", "start from this image (image-to-image; paint a mask on it "
+         "to inpaint; also: drop a file on the window, or U on a generated image)"},
         OPT_DEVICE(&a->device),
         OPT_PRECISION(&a->precision),
         OPT_THREADS(&a->threads),
@@ -441,6 +477,11 @@ int cmd_view(int argc, char **argv) {
             goto out;
         }
     }
+    int iw, ih;
+    if (a.init_image && image_check(a.init_image, &iw, &ih, &err)) {
+        fprintf(stderr, "error: --init-image %s\n", err.msg);
+        goto out;
+    }
     worker_set_vae(a.vae);
     const Backend *be = backend_select(a.device, a.precision);
     char cfg_buf[4096];
@@ -456,6 +497,7 @@ int cmd_view(int argc, char **argv) {
     v.wake = wake_ui;
     v.save_dir = a.save_dir;
     if (view_config_load(&v, cfg)) cfg = NULL;  // corrupt: ignored, and kept as it is
+    v.in.pending = a.init_image;
     if (open_window(&v, a.width, a.height) == 0) {
         for (int p = 0; p < v.npanes; p++) view_pane_open(&v, p, p);
         ScriptRun run = {&script, a.screenshot, a.script || a.screenshot, 0, 0, 0};

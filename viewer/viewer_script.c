@@ -52,6 +52,18 @@ static const ScriptSpec SPECS[] = {
     {"head", SC_HEAD, ARG_TEXT, 0, 0, "head=N|mean", "attention head, or the mean over heads"},
     {"scale", SC_SCALE, ARG_NUM, ATTN_A_MIN, ATTN_A_MAX, "scale=A", "query scale a, 0.25..8 (slider notches)"},
     {"attn_dump", SC_ATTN_DUMP, ARG_TEXT, 0, 0, "attn_dump=FILE", "the shown row as .npy [gh,gw] (waits for it)"},
+    {"init", SC_INIT, ARG_TEXT, 0, 0, "init=FILE|off", "the input image (image-to-image), or none"},
+    {"use", SC_USE, ARG_INT, 0, VIEW_MAX_IMAGES - 1, "use=K", "image K of the latest grid (of the pane=) as the input"},
+    {"strength", SC_STRENGTH, ARG_NUM, 0.01, 1, "strength=S", "image-to-image strength, 0.01..1 (1: from noise)"},
+    {"mask", SC_MASK, ARG_TEXT, 0, 0, "mask=FILE", "the inpainting mask from a PNG (white regenerates)"},
+    {"paint", SC_PAINT, ARG_TEXT, 0, 0, "paint=X,Y[,R]", "paint the mask: a disc at input pixel X,Y (radius R: brush)"},
+    {"erase", SC_ERASE, ARG_TEXT, 0, 0, "erase=X,Y[,R]", "erase the mask there"},
+    {"mask_clear", SC_MASK_CLEAR, ARG_NONE, 0, 0, "mask_clear", "clear the mask (no inpainting)"},
+    {"mask_invert", SC_MASK_INVERT, ARG_NONE, 0, 0, "mask_invert", "invert the mask"},
+    {"brush", SC_BRUSH, ARG_INT, 0, 64, "brush=R", "brush radius in input pixels"},
+    {"resample", SC_RESAMPLE, ARG_INT, 0, 100, "resample=R", "inpainting: RePaint jumps per step (DDPM, DDIM)"},
+    {"blend", SC_BLEND, ARG_TEXT, 0, 0, "blend=B,W|off", "class blend: (1-W) the class + W class B"},
+    {"drop", SC_DROP, ARG_TEXT, 0, 0, "drop=FILE", "drop a file on the window (input; a PNG's parameters restored)"},
     {"quit", SC_QUIT, ARG_NONE, 0, 0, "quit", "close the viewer"},
 };
 #define N_SPECS (int)(sizeof SPECS / sizeof SPECS[0])
@@ -153,6 +165,21 @@ static int check_text(ScriptCmd *c, const char *item, MalaErr *err) {
         if (v && (sscanf(v, "%d%c", &x, &end) != 1 || x < 0 || x >= VIEW_MAX_PANES))
             return mala_errf(err, "'%s': expected next_model or next_model=P (pane 0 or 1)", item);
         return 0;
+    case SC_PAINT: case SC_ERASE: {
+        int r = 0, got = sscanf(v, "%d,%d,%d%c", &x, &y, &r, &end);
+        if ((got != 2 && got != 3) || x < 0 || y < 0 || r < 0 || r > 64)
+            return mala_errf(err, "'%s': expected %s=X,Y or %s=X,Y,R (input pixels; radius 0..64)", item,
+                             c->op == SC_PAINT ? "paint" : "erase", c->op == SC_PAINT ? "paint" : "erase");
+        return 0;
+    }
+    case SC_BLEND: {
+        const char *comma = strrchr(v, ',');
+        char *e2;
+        double w = comma ? strtod(comma + 1, &e2) : -1;
+        if (strcasecmp(v, "off") && (!comma || comma == v || e2 == comma + 1 || *e2 || !(w >= 0 && w <= 1)))
+            return mala_errf(err, "'%s': expected blend=B,W (a class, a weight in [0, 1]) or blend=off", item);
+        return 0;
+    }
     case SC_SIZE:
         if (sscanf(v, "%dx%d%c", &x, &y, &end) != 2 || x < 1 || y < 1 || x > 16384 || y > 16384)
             return mala_errf(err, "'%s': expected size=WxH, e.g. size=1280x800", item);
@@ -449,6 +476,62 @@ static CmdResult run_attn_dump(Script *s, View *v, const char *path, MalaErr *er
     return CMD_DONE;
 }
 
+// The input, the mask and the blend (viewer_input.c).
+static CmdResult run_input_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
+    int x = 0, y = 0, r = v->in.brush;
+    switch (c->op) {
+    case SC_INIT:
+        if (!strcasecmp(c->arg, "off")) { view_do(v, ACT_INPUT_OFF, 0); return CMD_DONE; }
+        if (view_input_load(v, c->arg, err)) return CMD_ERROR;
+        fprintf(stderr, "view: %s\n", v->message);
+        return CMD_DONE;
+    case SC_USE:
+        if (pane_ok(s, v, "use", err) != CMD_DONE || view_input_use(v, s->pane, (int)c->num, err)) return CMD_ERROR;
+        return CMD_DONE;
+    case SC_STRENGTH: v->in.strength = (float)c->num; return CMD_DONE;
+    case SC_MASK: return view_mask_load(v, c->arg, err) ? CMD_ERROR : CMD_DONE;
+    case SC_PAINT: case SC_ERASE:
+        if (!v->in.on) {
+            mala_errf(err, "%s: load an input image first (init=FILE or use=K)", c->op == SC_PAINT ? "paint" : "erase");
+            return CMD_ERROR;
+        }
+        sscanf(c->arg, "%d,%d,%d", &x, &y, &r);
+        view_mask_paint(v, x, y, r, c->op == SC_ERASE);
+        return CMD_DONE;
+    case SC_MASK_CLEAR: view_do(v, ACT_MASK_CLEAR, 0); return CMD_DONE;
+    case SC_MASK_INVERT: view_do(v, ACT_MASK_INVERT, 0); return CMD_DONE;
+    case SC_BRUSH: v->in.brush = (int)c->num; return CMD_DONE;
+    case SC_RESAMPLE: v->in.resample = (int)c->num; return CMD_DONE;
+    case SC_BLEND: {
+        if (!strcasecmp(c->arg, "off")) { v->in.blend = 0; return CMD_DONE; }
+        char name[256];
+        const char *comma = strrchr(c->arg, ',');
+        snprintf(name, sizeof name, "%.*s", (int)(comma - c->arg), c->arg);
+        int k = class_names_find(&v->pane[0].model.classes, name);
+        if (k < 0) return unknown_class(v, name, err);
+        v->in.blend = 1;
+        v->in.blend_b = k;
+        v->in.blend_w = strtof(comma + 1, NULL);
+        return CMD_DONE;
+    }
+    default: return CMD_DONE;
+    }
+}
+
+// drop=FILE: an SDL_DROPFILE event, handled by the event loop as a person's drop.
+static CmdResult run_drop(Script *s, View *v, const char *path) {
+    if (s->started) return CMD_DONE;
+    s->started = 1;
+    SDL_Event e;
+    memset(&e, 0, sizeof e);
+    e.type = SDL_DROPFILE;
+    e.drop.timestamp = SDL_GetTicks();
+    e.drop.windowID = SDL_GetWindowID(v->win);
+    e.drop.file = SDL_strdup(path);
+    SDL_PushEvent(&e);
+    return CMD_WAIT;
+}
+
 static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
     int k, on = 1;
     if (!view_ready(v)) return CMD_WAIT;  // a model is loading (next_model): the script waits for it
@@ -492,6 +575,10 @@ static CmdResult run_cmd(Script *s, View *v, const ScriptCmd *c, MalaErr *err) {
     case SC_PANE: s->pane = (int)c->num; return CMD_DONE;
     case SC_SAVE_ONE: return run_save_one(s, v, c->arg, err);
     case SC_NEXT_MODEL: return run_next_model(v, c->arg, err);
+    case SC_INIT: case SC_USE: case SC_STRENGTH: case SC_MASK: case SC_PAINT: case SC_ERASE: case SC_MASK_CLEAR:
+    case SC_MASK_INVERT: case SC_BRUSH: case SC_RESAMPLE: case SC_BLEND:
+        return run_input_cmd(s, v, c, err);
+    case SC_DROP: return run_drop(s, v, c->arg);
     case SC_QUIT: return CMD_QUIT;
     }
     return CMD_DONE;

@@ -158,7 +158,7 @@ static void sampler_list(Ui *u, int y, SamplerKind active) {
     hint(u, (SDL_Rect){x + w, y, hint_w, ROW_H}, "M");
 }
 
-#define CONTROLS_H (7 * ROW_H + 2 * BTN_H + 3 * PAD)
+#define CONTROLS_H (8 * ROW_H + 2 * BTN_H + 3 * PAD)
 
 static void draw_controls(Ui *u, int y) {
     View *v = u->v;
@@ -176,6 +176,10 @@ static void draw_controls(Ui *u, int y) {
     toggle(u, y += ROW_H, "New seed", "fixed", "random", v->seed_random, ACT_SEED_MODE, "R");
     snprintf(buf, sizeof buf, "%d", v->n);
     stepper(u, y += ROW_H, "Images", buf, ACT_N_DOWN, ACT_N_UP, "- +", 1);
+    const ClassNames *cn = &v->pane[0].model.classes;
+    if (v->in.blend && v->in.blend_b < cn->n) snprintf(buf, sizeof buf, "%.2f %s", v->in.blend_w, cn->names[v->in.blend_b]);
+    else snprintf(buf, sizeof buf, "off");
+    stepper(u, y += ROW_H, "Blend", buf, ACT_BLEND_W_DOWN, ACT_BLEND_W_UP, "L O P", v->in.blend);
     y += ROW_H + PAD;
     SDL_Rect gen = {PAD, y, PANEL_W - 2 * PAD, BTN_H};
     if (view_busy(v)) button(u, gen, "Cancel (Esc)", ACT_CANCEL, 0, 1);
@@ -409,8 +413,85 @@ static void draw_grid(Ui *u, int p, SDL_Rect area) {
 
 #define HEAD_H 24  // a side-by-side column's heading
 
+// The input image with the mask over it in red, into v->in.tex when either changed.
+static void input_texture(View *v) {
+    ViewInput *in = &v->in;
+    if (in->tex && in->tex_seq == in->seq) return;
+    const int S = in->S, hw = S * S;
+    uint8_t *rgb = xmalloc((size_t)hw * 3);
+    for (int i = 0; i < hw; i++)
+        for (int c = 0; c < 3; c++) {
+            float x = in->img[(size_t)(in->C == 3 ? c : 0) * hw + i];
+            int val = (int)((x + 1.0f) * 127.5f + 0.5f);
+            val = val < 0 ? 0 : val > 255 ? 255 : val;
+            if (in->mask[i] > 0.5f) val = (val + (c == 0 ? 255 : 0)) / 2;
+            rgb[(size_t)i * 3 + c] = (uint8_t)val;
+        }
+    if (!in->tex) {
+        in->tex = SDL_CreateTexture(v->ren, SDL_PIXELFORMAT_RGB24, SDL_TEXTUREACCESS_STREAMING, S, S);
+        if (in->tex) SDL_SetTextureScaleMode(in->tex, SDL_ScaleModeNearest);
+    }
+    if (in->tex) SDL_UpdateTexture(in->tex, NULL, rgb, S * 3);
+    free(rgb);
+    in->tex_seq = in->seq;
+}
+
+// The strength slider: 100 clickable notches, 0.01 .. 1.
+static void strength_slider(Ui *u, SDL_Rect r) {
+    fill(u, r, C_TRACK);
+    int knob = (int)lroundf(u->v->in.strength * 100) - 1;
+    for (int i = 0; i < 100; i++) {
+        SDL_Rect h = {r.x + (int)((long long)r.w * i / 100), r.y, (int)((long long)r.w * (i + 1) / 100) - (int)((long long)r.w * i / 100), r.h};
+        if (i <= knob) fill(u, (SDL_Rect){h.x, r.y + r.h / 2 - 2, h.w, 4}, C_SEL);
+        if (i == knob) fill(u, (SDL_Rect){h.x + h.w / 2 - 3, r.y, 6, r.h}, C_ACCENT);
+        add_hit(u, h, ACT_STRENGTH_SET, i + 1);
+    }
+}
+
+// The input column: its name, the image with the mask (paint with the mouse), the strength
+// slider and the brush controls.
+static void draw_input(Ui *u, SDL_Rect area) {
+    View *v = u->v;
+    ViewInput *in = &v->in;
+    fill(u, area, C_SHADE);
+    SDL_Rect line = {area.x + PAD, area.y + PAD / 2, area.w - 2 * PAD, 22};
+    char buf[320];
+    snprintf(buf, sizeof buf, "Input: %s", in->name);
+    line.y = text_wrap(u, line, 24, C_ACCENT, buf);
+    line.y = text_wrap(u, line, 24, C_DIM, in->masked ? "inpainting the red area" : "paint a mask to inpaint") - 24;
+    int top = line.y + 26, bottom = 5 * 30 + PAD;
+    int side = area.w - 2 * PAD < area.h - (top - area.y) - bottom ? area.w - 2 * PAD : area.h - (top - area.y) - bottom;
+    int scale = side / in->S > 0 ? side / in->S : 1;
+    SDL_Rect img = {area.x + (area.w - scale * in->S) / 2, top, scale * in->S, scale * in->S};
+    input_texture(v);
+    if (in->tex) SDL_RenderCopy(v->ren, in->tex, NULL, &img);
+    in->rect = img;
+    int y = img.y + img.h + PAD;
+    snprintf(buf, sizeof buf, "strength %.2f", in->strength);
+    text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
+    strength_slider(u, (SDL_Rect){line.x, y + 24, line.w, 22});
+    y += 52;
+    snprintf(buf, sizeof buf, "brush %d", in->brush);
+    text_in(u, (SDL_Rect){line.x, y, line.w - 56, 26}, -1, C_TEXT, buf);
+    button(u, (SDL_Rect){line.x + line.w - 54, y, 26, 26}, "-", ACT_BRUSH_DOWN, 0, 0);
+    button(u, (SDL_Rect){line.x + line.w - 26, y, 26, 26}, "+", ACT_BRUSH_UP, 0, 0);
+    y += 30;
+    const char *labels[4] = {"Erase", "Clear", "Invert", "Off"};
+    const Action acts[4] = {ACT_ERASE, ACT_MASK_CLEAR, ACT_MASK_INVERT, ACT_INPUT_OFF};
+    for (int i = 0; i < 4; i++)
+        button(u, (SDL_Rect){line.x + line.w * (i % 2) / 2, y + 30 * (i / 2), line.w / 2 - 2, 26}, labels[i], acts[i], 0,
+               i == 0 && in->erase);
+}
+
 static void draw_image(Ui *u, SDL_Rect area) {
     View *v = u->v;
+    v->in.rect = (SDL_Rect){0, 0, 0, 0};
+    if (v->in.on && v->in.img) {  // the input takes the left part
+        int w = area.w < 700 ? area.w / 2 : area.w * 2 / 5;
+        draw_input(u, (SDL_Rect){area.x, area.y, w, area.h});
+        area.x += w;
+        area.w -= w;
+    }
     if (v->npanes == 1) {
         if (v->attn_sel.on) {  // the map takes the right half
             int half = area.w / 2;
@@ -524,6 +605,9 @@ static const char *const HELP[][2] = {
     {"A", "attention map (click the image: query token)"},
     {"B N / J K", "attention block - / +, head - / + (mean)"},
     {"Z  X", "query scale a - / + (slider: 1/4 .. 8)"},
+    {"U, drop, Bksp", "input: image under pointer, a file; off"},
+    {"F G, mouse", "strength - / +; paint mask (9 0 E C V)"},
+    {"L, O P, 7 8", "blend on/off, class B - / +, weight - / +"},
 };
 #define HELP_N (int)(sizeof HELP / sizeof HELP[0])
 

@@ -1,4 +1,4 @@
-// defines: worker_start, worker_model, worker_submit, worker_cancel, worker_poll, worker_set_attn,
+// defines: worker_start, worker_model, worker_submit, worker_submit_init, worker_cancel, worker_poll, worker_set_attn,
 //          worker_poll_attn, worker_stop
 // The viewer's generation thread. It alone calls generator_*: it opens the model, then runs one
 // request at a time, handing every step's predicted x0 to the UI thread under the mutex. The UI
@@ -35,6 +35,7 @@ struct Worker {
     int attn_dirty;           // sel changed since the last map
     AttnMap map;              // the newest map (row: gh*gw floats)
     uint64_t attn_seq;        // bumps with every new map
+    float *in_img, *in_mask;  // the request's input image [C, S, S] and mask [S, S] (output images' size)
     // the worker thread's own
     Generator *g;
     float *row;               // scratch row [gh*gw]
@@ -108,6 +109,8 @@ static void publish_open(Worker *w, const Generator *g, int rc, const MalaErr *e
             snprintf(w->model.attn_why, sizeof w->model.attn_why, "%s", why.msg);
         }
         w->frame.x = xcalloc(VIEW_MAX_IMAGES * image_floats(&w->model), sizeof(float));
+        w->in_img = xcalloc(image_floats(&w->model), sizeof(float));
+        w->in_mask = xcalloc((size_t)w->model.S * w->model.S, sizeof(float));
         w->loaded = 1;
         w->st.phase = WORKER_IDLE;
     }
@@ -207,19 +210,45 @@ static void finish_run(Worker *w, int rc, const float *x, const MalaErr *err) {
     w->wake(w->wake_ctx);
 }
 
+// The request's input in the model's space for n images: the image encoded (a latent model's
+// through its VAE), the mask on the model's grid (GenInit, pipeline/generate.h).
+typedef struct { float *pix, *z, *grid; } InitBufs;
+
+static int prepare_init(Worker *w, Generator *g, const ViewRequest *r, InitBufs *b, GenInit *gi, MalaErr *err) {
+    const size_t oper = image_floats(&w->model), per = generator_image_floats(g);
+    const size_t cells = (size_t)g->net->cfg.image_size * g->net->cfg.image_size;
+    pthread_mutex_lock(&w->mu);  // the input of this request (a later submit may replace it)
+    for (int i = 0; i < r->n; i++) memcpy(b->pix + oper * i, w->in_img, oper * sizeof(float));
+    if (r->mask) generator_mask_to_grid(g, w->in_mask, 1, b->grid);
+    pthread_mutex_unlock(&w->mu);
+    if (generator_encode(g, b->pix, r->n, b->z, err)) return -1;
+    for (int i = 1; r->mask && i < r->n; i++) memcpy(b->grid + cells * i, b->grid, cells * sizeof(float));
+    *gi = (GenInit){.image = b->z, .strength = r->strength, .mask = r->mask ? b->grid : NULL, .resample = r->resample};
+    (void)per;
+    return 0;
+}
+
 static void run_requests(Worker *w, Generator *g) {
-    size_t per = image_floats(&w->model);
+    size_t per = generator_image_floats(g);
     float *x = xmalloc(VIEW_MAX_IMAGES * per * sizeof(float));
+    InitBufs b = {xmalloc(VIEW_MAX_IMAGES * image_floats(&w->model) * sizeof(float)),
+                  xmalloc(VIEW_MAX_IMAGES * per * sizeof(float)),
+                  xmalloc(VIEW_MAX_IMAGES * (size_t)g->net->cfg.image_size * g->net->cfg.image_size * sizeof(float))};
     int32_t y[VIEW_MAX_IMAGES];
     ViewRequest r;
     while (next_request(w, &r)) {
         for (int i = 0; i < r.n; i++) y[i] = r.cls;
         generator_noise(g, x, r.seed, 0, r.n);
         MalaErr err = {{0}};
-        int rc = generator_run(g, &r.opts, x, y, r.n, r.seed, 0, on_step, w, &err);
+        GenInit gi;
+        int rc = r.init ? prepare_init(w, g, &r, &b, &gi, &err) : 0;
+        if (rc == 0) rc = generator_run_init(g, &r.opts, r.init ? &gi : NULL, x, y, r.n, r.seed, 0, on_step, w, &err);
         finish_run(w, rc, x, &err);
     }
     free(x);
+    free(b.pix);
+    free(b.z);
+    free(b.grid);
 }
 
 static void *worker_main(void *arg) {
@@ -273,11 +302,15 @@ const char *worker_vae_path(Worker *w) {
     return v;
 }
 
-int worker_submit(Worker *w, const ViewRequest *r) {
+int worker_submit(Worker *w, const ViewRequest *r) { return worker_submit_init(w, r, NULL, NULL); }
+
+int worker_submit_init(Worker *w, const ViewRequest *r, const float *image, const float *mask) {
     pthread_mutex_lock(&w->mu);
-    int ok = w->st.phase == WORKER_IDLE && !w->has_request;
+    int ok = w->st.phase == WORKER_IDLE && !w->has_request && (!r->init || (image && w->loaded));
     if (ok) {
         w->req = *r;
+        if (r->init && image) memcpy(w->in_img, image, image_floats(&w->model) * sizeof(float));
+        if (r->init && r->mask && mask) memcpy(w->in_mask, mask, (size_t)w->model.S * w->model.S * sizeof(float));
         w->has_request = 1;
         w->st.phase = WORKER_RUNNING;
         w->st.outcome = RUN_NONE;
@@ -346,6 +379,8 @@ void worker_stop(Worker *w) {
     free(w->map.row);
     free(w->row);
     free(w->dec);
+    free(w->in_img);
+    free(w->in_mask);
     free(w->path);
     free(w);
 }

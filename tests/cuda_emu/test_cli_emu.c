@@ -9,6 +9,7 @@
 //   d. a checkpoint of either device resumes on the other: right step count, and weights within
 //      two Adam steps of the checkpoint resumed
 //   e. --precision fp64 is refused in one line
+//   g. image-to-image, inpainting and the class blend on CUDA
 //
 // Shapes are the smallest that test the point: the emulated cuBLAS is double-precision loops.
 // About 26 s at -O3 on 2 cores, 100 s under `make sanitize`.
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "../testutil.h"
+#include "formats/image_io.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
 
@@ -306,6 +308,47 @@ START_TEST(test_fp64_refused) {
 }
 END_TEST
 
+// g. Image-to-image, inpainting and the class blend on CUDA (issue 38; the updates run through the
+// op table's copy, scale, add and mul_fwd on the device): DDIM img2img from the host's noise matches
+// the CPU (fp32, 1e-4, as a.); strength 1 is plain generation byte for byte; inpainting keeps the
+// unmasked pixels exactly; blend weight 1 is class B byte for byte.
+START_TEST(test_img2img_on_cuda) {
+    tu_make_tmpdir("cli_emu");
+    uint8_t img[PER], mask[PER];
+    for (int i = 0; i < PER; i++) {
+        img[i] = (uint8_t)((i / 32) % 6 < 3 ? 210 : 20);
+        mask[i] = i / 32 < 16 ? 255 : 0;
+    }
+    char in[300], mk[300];
+    snprintf(in, sizeof in, "%s/in.png", tu_tmp);
+    snprintf(mk, sizeof mk, "%s/mask.png", tu_tmp);
+    MalaErr err;
+    ck_assert(image_write_png(in, img, 32, 32, 1, &err) == 0 && image_write_png(mk, mask, 32, 32, 1, &err) == 0);
+    const char *same = "sample --ckpt " MODEL " --labels 0,3 --sampler ddim --steps 5 --cfg-scale 4 --seed 3 --precision fp32";
+    RUN_OK(emu_bin(), "%s --device cuda --init-image %s --strength 0.6 --save-npy %s/i_cuda.npy", same, in, tu_tmp);
+    RUN_OK(cpu_bin(), "%s --device cpu --init-image %s --strength 0.6 --save-npy %s/i_cpu.npy", same, in, tu_tmp);
+    RUN_OK(emu_bin(), "%s --device cuda --save-npy %s/plain.npy", same, tu_tmp);
+    RUN_OK(emu_bin(), "%s --device cuda --init-image %s --strength 1 --save-npy %s/s1.npy", same, in, tu_tmp);
+    RUN_OK(emu_bin(), "%s --device cuda --init-image %s --mask %s --save-npy %s/inp.npy", same, in, mk, tu_tmp);
+    const char *bl = "sample --ckpt " MODEL " --n 2 --sampler ddim --steps 3 --seed 3 --device cuda";
+    RUN_OK(emu_bin(), "%s --blend 0,3,1 --save-npy %s/b1.npy", bl, tu_tmp);
+    RUN_OK(emu_bin(), "%s --class 3 --save-npy %s/c3.npy", bl, tu_tmp);
+    float *cu = load_images("i_cuda.npy", 2), *cpu = load_images("i_cpu.npy", 2), *p = load_images("plain.npy", 2);
+    float *s1 = load_images("s1.npy", 2), *inp = load_images("inp.npy", 2), *b1 = load_images("b1.npy", 2);
+    float *c3 = load_images("c3.npy", 2);
+    double e = tu_max_abs_diff(cu, cpu, 2 * PER);
+    printf("g. DDIM-5 img2img at strength 0.6, w 4: CUDA fp32 vs CPU max |diff| %.3g (tolerance 1e-4)\n", e);
+    ck_assert_msg(e <= 1e-4, "img2img on CUDA differs from the CPU by %.3g", e);
+    ck_assert(!memcmp(p, s1, 2 * PER * sizeof(float)));
+    for (int b = 0; b < 2; b++)
+        for (int i = PER / 2; i < PER; i++)
+            ck_assert_msg(inp[b * PER + i] == (float)img[i] / 127.5f - 1.0f, "kept pixel %d of image %d moved", i, b);
+    ck_assert(!memcmp(b1, c3, 2 * PER * sizeof(float)));
+    free(cu); free(cpu); free(p); free(s1); free(inp); free(b1); free(c3);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli_emu");
     TCase *tc = tcase_create("cli_emu");
@@ -315,6 +358,7 @@ int main(void) {
     tcase_add_test(tc, test_train_resume_bit_exact);
     tcase_add_test(tc, test_train_cross_device);
     tcase_add_test(tc, test_fp64_refused);
+    tcase_add_test(tc, test_img2img_on_cuda);
     tcase_add_loop_test(tc, test_backbones_on_cuda, 0, 2);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -1,0 +1,76 @@
+// defines: sample_init_list, sample_init_load, sample_init_free, sample_parse_blend
+#include "cli/sample_init.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pipeline/gen_inputs.h"
+
+void sample_init_list(SampleInit *si, const char *init, const char *mask) {
+    memset(si, 0, sizeof *si);
+    si->init = init;
+    si->mask = mask;
+    if (!init) return;
+    struct stat st;
+    if (stat(init, &st)) FATAL("--init-image %s: no such file or folder", init);
+    MalaErr err;
+    if (S_ISDIR(st.st_mode)) {
+        if (gen_list_images(init, &si->paths, &si->npaths, &err)) FATAL("--init-image %s", err.msg);
+        return;
+    }
+    si->paths = xmalloc(sizeof(char *));
+    si->paths[0] = xstrdup(init);
+    si->npaths = 1;
+}
+
+void sample_init_load(SampleInit *si, Generator *g, int n, float strength, int resample) {
+    if (!si->init) return;
+    MalaErr err;
+    const int oc = generator_out_channels(g), os = generator_out_size(g), S = g->net->cfg.image_size;
+    const size_t oper = generator_out_floats(g), per = generator_image_floats(g);
+    float *pix = xmalloc((size_t)n * oper * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        if (i >= si->npaths) {  // one file: every image starts from it
+            memcpy(pix + oper * i, pix, oper * sizeof(float));
+            continue;
+        }
+        if (gen_load_image(si->paths[i], oc, os, pix + oper * i, &err)) FATAL("--init-image %s", err.msg);
+    }
+    si->image = xmalloc((size_t)n * per * sizeof(float));
+    if (generator_encode(g, pix, n, si->image, &err)) FATAL("--init-image: %s", err.msg);
+    free(pix);
+    if (si->mask) {
+        float *m = xmalloc((size_t)os * os * sizeof(float));
+        if (gen_load_mask(si->mask, os, m, &err)) FATAL("--mask %s", err.msg);
+        si->grid_mask = xmalloc((size_t)n * S * S * sizeof(float));
+        generator_mask_to_grid(g, m, 1, si->grid_mask);
+        for (int i = 1; i < n; i++) memcpy(si->grid_mask + (size_t)i * S * S, si->grid_mask, (size_t)S * S * sizeof(float));
+        free(m);
+    }
+    si->gi = (GenInit){.image = si->image, .strength = strength, .mask = si->grid_mask, .resample = resample};
+}
+
+void sample_init_free(SampleInit *si) {
+    for (int i = 0; i < si->npaths; i++) free(si->paths[i]);
+    free(si->paths);
+    free(si->image);
+    free(si->grid_mask);
+    memset(si, 0, sizeof *si);
+}
+
+void sample_parse_blend(const char *s, const ClassNames *cn, GenOpts *o) {
+    char *copy = xstrdup(s), *c1 = strchr(copy, ','), *c2 = c1 ? strrchr(copy, ',') : NULL;
+    if (!c1 || c2 == c1) FATAL("--blend %s: expected A,B,w (two classes by name or number and a weight in [0, 1])", s);
+    *c1 = *c2 = 0;
+    char *end;
+    double w = strtod(c2 + 1, &end);
+    if (end == c2 + 1 || *end || !(w >= 0.0 && w <= 1.0)) FATAL("--blend %s: the weight %s must be a number in [0, 1]", s, c2 + 1);
+    int a = class_names_find(cn, copy), b = class_names_find(cn, c1 + 1);
+    if (a < 0 || b < 0) FATAL("--blend %s: unknown class '%s' (the model has %d classes)", s, a < 0 ? copy : c1 + 1, cn->n);
+    o->blend = 1;
+    o->blend_a = a;
+    o->blend_b = b;
+    o->blend_w = (float)w;
+    free(copy);
+}

@@ -1,0 +1,22 @@
+// Input images and masks for image-to-image and inpainting (GenInit, pipeline/generate.h), read
+// from files with formats/image_io: `mala sample --init-image / --mask` and the viewer.
+//   Images: decoded as RGB or gray to match the model's output channels (gray replicated to RGB,
+//   RGB to gray by PIL's convert("L")), then ADM's center_crop_arr to the output size (the rule
+//   the training data went through; an image of exactly that size is taken as it is), mapped to
+//   [-1, 1] as x / 127.5 - 1.
+//   Masks: read as gray, the same crop, then binarised: a pixel >= 128 (white) is regenerated
+//   (1), darker is kept (0).
+#ifndef MALA_GEN_INPUTS_H
+#define MALA_GEN_INPUTS_H
+
+#include "pipeline/generate.h"
+
+// out [C, S, S] for C = 1 or 3.
+int gen_load_image(const char *path, int C, int S, float *out, MalaErr *err);
+// out [S, S] of 0 and 1.
+int gen_load_mask(const char *path, int S, float *out, MalaErr *err);
+// The image files of a folder (names ending .png .jpg .jpeg .bmp .pgm .ppm, any case), sorted by
+// name, as malloc'd full paths; *n their count. -1 when the folder cannot be read or has none.
+int gen_list_images(const char *dir, char ***paths, int *n, MalaErr *err);
+void gen_free_list(char **paths, int n);
+#endif
