@@ -490,14 +490,14 @@ static void point_finished(Ctl *k, CompareRun *r, int done, const char *out) {
 // The runs of one point, k->jobs at a time: each in a child of this process (a fork running
 // run_point), the next one started when one ends. Stopping (SIGINT / SIGTERM) reaches the children,
 // which stop their own children and keep what they have; a child that fails stops the others.
-static void run_point_pool(Ctl *k, int p, const char *ref, const char *ref_inc, const char *out) {
+static void run_point_pool(Ctl *k, int point, const char *ref, const char *ref_inc, const char *out) {
     pid_t pid[64];
     int slot_run[64], busy = 0, next = 0, failed = -1, forwarded = 0;
     const int jobs = k->jobs < 64 ? k->jobs : 64;
     for (int j = 0; j < jobs; j++) pid[j] = 0;
     for (;;) {
         while (busy < jobs && failed < 0 && !stop_signal) {
-            while (next < k->nruns && !point_pending(&k->runs[next], point_step(k->c, &k->runs[next], p))) next++;
+            while (next < k->nruns && !point_pending(&k->runs[next], point_step(k->c, &k->runs[next], point))) next++;
             if (next >= k->nruns) break;
             int j = 0;
             while (pid[j]) j++;
@@ -506,7 +506,7 @@ static void run_point_pool(Ctl *k, int p, const char *ref, const char *ref_inc, 
             if (p < 0) FATAL("compare: fork: %s", strerror(errno));
             if (p == 0) {
                 pool_child = 1;
-                const int done = run_point(k, &k->runs[next], point_step(k->c, &k->runs[next], p), ref, ref_inc);
+                const int done = run_point(k, &k->runs[next], point_step(k->c, &k->runs[next], point), ref, ref_inc);
                 progress_break(&k->pg);
                 fflush(stderr);
                 _exit(done ? POOL_DONE : 0);
