@@ -10,6 +10,10 @@
 // comparison's (its config.ini), and the config may not change what its runs used so far
 // (compare_config_drift); an accepted one replaces config.ini.
 //
+// With budget_tflop the budget and the evaluation points are training compute: each arm gets its
+// own images (compare_arm_points) from its forward GFLOP/img, which its runs' model.csv or, before
+// one trained, `mala train --dry-run` with the arm's flags gives (arm_size_gflop).
+//
 // --runs NAME,... limits an invocation to some runs (a comparison longer than one machine's
 // lifetime, done a few whole runs at a time); the report always covers every run DIR holds, and a
 // finished run needs only its small files (evals.csv, model.csv, log.csv, the grid), not its
@@ -728,7 +732,8 @@ int cmd_compare(int argc, char **argv) {
                                            "the report covers every run"},
     };
     args_parse("usage: mala compare --config FILE --out DIR\n\n"
-               "Trains every arm of the config (each seed a run) to the same budget of images seen,\n"
+               "Trains every arm of the config (each seed a run) to the same budget of images seen\n"
+               "(budget_images) or of training compute (budget_tflop: each arm its own images),\n"
                "evaluates the EMA weights at every evaluation point (FD and class accuracy of the\n"
                "Fashion-MNIST classifier; FID and IS when Inception weights are given) and writes\n"
                "DIR/results.md, results.csv, results.json, plots and compare.png. Resumable: run it\n"
