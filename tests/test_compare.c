@@ -167,6 +167,8 @@ END_TEST
 
 // ---- budgets in compute ----
 
+static int count_char(const char *s, char ch);
+
 // budget_tflop: each arm's points are the whole steps nearest to eval_every_tflop, 2 x, ... and
 // budget_tflop at its GFLOP/img (round(T x 1000 / (GFLOP/img x batch))); a cheaper arm sees more
 // images; points that round to one step keep the later; the budget ends every arm within half a
@@ -253,6 +255,15 @@ START_TEST(test_dry_run_gflop) {
     }
     struct stat st;
     ck_assert_msg(stat(tp("run"), &st) != 0, "--dry-run created its --out");
+    // a flag train refuses for the arm's model stops a budget_tflop comparison at that arm's line
+    write_text(tp("bad.ini"), "[compare]\nbatch = 8\ntrain_flags = --limit 64\nbudget_tflop = 0.01\n\n"
+                              "[arm x]\nbackbone = dic\npreset = DiC-T13\nflags = --rope 0\n");
+    int rc = run("compare --config %s --out %s", tp("bad.ini"), tp("cmp"));
+    char want[700];
+    snprintf(want, sizeof want, "error: %s:6: [arm x]: mala train --dry-run (its GFLOP/img for budget_tflop) failed "
+                                "with status 1: error: --attn, --rope, --lepe and --gate set DiT's attention", tp("bad.ini"));
+    ck_assert_msg(rc == 1 && !strncmp(g_err, want, strlen(want)) && count_char(g_err, '\n') == 1, "%s", g_err);
+    ck_assert_msg(stat(tp("cmp/runs/x-s0/checkpoints"), &st) != 0, "the arm trained");
     tu_rm_tmpdir();
 }
 END_TEST
