@@ -713,8 +713,8 @@ static void print_tflop_budgets(const CompareConfig *c, const CompareRun *runs, 
         for (int i = 0; i < nruns; i++)
             if (runs[i].arm_index == a) {
                 fprintf(stderr, "compare: [arm %s] %.4g GFLOP/img: %lld images (%lld steps, %.6g TFLOP)\n",
-                        c->arms[a].name, gflop[a], (long long)runs[i].budget, (long long)compare_steps(c, runs[i].budget),
-                        compare_tflop(runs[i].budget, gflop[a]));
+                        c->arms[a].name, gflop[a], (long long)runs[i].budget,
+                        (long long)compare_steps(c, runs[i].budget), compare_tflop(runs[i].budget, gflop[a]));
                 break;
             }
 }

@@ -505,8 +505,9 @@ int compare_config_drift(const CompareConfig *old, const CompareConfig *now, con
             } else if (!old->budget_tflop != !now->budget_tflop) {
                 const int t = now->budget_tflop > 0;
                 return mala_errf(err, "%s: %s replaces %s of %s, with which run %s has trained (a comparison keeps "
-                                      "its budget's unit: a new --out)", now->path, t ? "budget_tflop" : "budget_images",
-                                 t ? "budget_images" : "budget_tflop", stored, run);
+                                      "its budget's unit: a new --out)", now->path,
+                                 t ? "budget_tflop" : "budget_images", t ? "budget_images" : "budget_tflop", stored,
+                                 run);
             } else {
                 const char *g = shrunk(old, now, was, is, sizeof was);
                 if (!g) continue;

@@ -311,8 +311,9 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
                 c->wall_time_s > 0 ? ", wall-time cap" : "");
     else
         fprintf(f, "Data %s; batch %d, lr %g; budget %g training TFLOP per arm and seed (forward: images seen x "
-                "GFLOP/img / 1000; each arm to the whole step nearest to it, evaluated every %g TFLOP)%s; seeds", c->data,
-                c->batch, c->lr, c->budget_tflop, c->eval_every_tflop, c->wall_time_s > 0 ? ", wall-time cap" : "");
+                "GFLOP/img / 1000; each arm to the whole step nearest to it, evaluated every %g TFLOP)%s; seeds",
+                c->data, c->batch, c->lr, c->budget_tflop, c->eval_every_tflop,
+                c->wall_time_s > 0 ? ", wall-time cap" : "");
     for (int s = 0; s < c->nseeds; s++) fprintf(f, "%s %llu", s ? "," : "", (unsigned long long)c->seeds[s]);
     fprintf(f, ".\nEvaluation of the EMA weights: %s %d steps, guidance %g, %d images, noise seed %llu; FD of the %s "
                "features against %s%s.\n\n", c->sampler, c->eval_steps, c->cfg_scale, c->eval_images,
@@ -344,8 +345,8 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         fputc('\n', f);
     }
     write_ranking(f, c, runs, nruns);
-    fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train TFLOP | train time (s) | FD "
-               "| class acc | FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train TFLOP | "
+               "train time (s) | FD | class acc | FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nruns; i++) {
         const CompareRun *r = &runs[i];
         fprintf(f, "| %s | %s |", r->name, r->arm->flags[0] ? r->arm->flags : "-");
@@ -509,7 +510,9 @@ static void plot_metric(const CompareConfig *c, const CompareRun *runs, int nrun
                 if (runs[i].arm_index != a || !runs[i].nev) continue;
                 const EvalRow *v = at(&runs[i], r0->ev[e].images);
                 if (!v) { all = 0; break; }
-                sx += xkind == X_TIME ? v->train_s : xkind == X_TFLOP ? run_tflop(&runs[i], v->images) : (double)v->images;
+                sx += xkind == X_TIME    ? v->train_s
+                      : xkind == X_TFLOP ? run_tflop(&runs[i], v->images)
+                                         : (double)v->images;
                 sy += metric ? v->class_acc : v->fd;
                 k++;
             }
