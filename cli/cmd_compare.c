@@ -10,6 +10,10 @@
 // comparison's (its config.ini), and the config may not change what its runs used so far
 // (compare_config_drift); an accepted one replaces config.ini.
 //
+// With budget_tflop the budget and the evaluation points are training compute: each arm gets its
+// own images (compare_arm_points) from its forward GFLOP/img, which its runs' model.csv or, before
+// one trained, `mala train --dry-run` with the arm's flags gives (arm_size_gflop).
+//
 // --runs NAME,... limits an invocation to some runs (a comparison longer than one machine's
 // lifetime, done a few whole runs at a time); the report always covers every run DIR holds, and a
 // finished run needs only its small files (evals.csv, model.csv, log.csv, the grid), not its
@@ -170,12 +174,12 @@ static double overall_eta(Ctl *k, double *frac) {
         left[i] = 0;
         if (!k->runs[i].selected) continue;
         rates[i] = run_rate(&k->runs[i], k->c, &img, &ts);
-        left[i] = k->runs[i].done ? 0 : k->c->budget_images - img;
+        left[i] = k->runs[i].done ? 0 : k->runs[i].budget - img;
         if (left[i] < 0) left[i] = 0;
-        done_img += k->runs[i].done ? k->c->budget_images : img;
-        total_img += k->c->budget_images;
+        done_img += k->runs[i].done ? k->runs[i].budget : img;
+        total_img += k->runs[i].budget;
         if (rates[i] > 0) { rsum += rates[i] * k->arm_gflop[k->runs[i].arm_index]; nknown++; }
-        if (!k->runs[i].done) evals_left += k->npoints - k->runs[i].nev;
+        if (!k->runs[i].done) evals_left += k->runs[i].npoints - k->runs[i].nev;
     }
     double mean_gflops = nknown ? rsum / nknown : 0;
     for (int i = 0; i < k->nruns; i++) {
@@ -193,10 +197,10 @@ static int train_tick(void *ctx) {
     double ts;
     double rate = run_rate(k->cur, k->c, &img, &ts), frac;
     char eta_run[32], eta_all[32];
-    progress_format_eta(eta_run, sizeof eta_run, rate > 0 ? (k->c->budget_images - img) / rate : NAN);
+    progress_format_eta(eta_run, sizeof eta_run, rate > 0 ? (k->cur->budget - img) / rate : NAN);
     progress_format_eta(eta_all, sizeof eta_all, overall_eta(k, &frac));
     progress_update(&k->pg, 0, "compare: %s (point %d/%d): %lld/%lld images, step %lld/%lld, %.0f img/s, ETA %s | all %.1f%%, ETA %s",
-                    k->cur->name, k->point + 1, k->npoints, (long long)img, (long long)k->c->budget_images,
+                    k->cur->name, k->point + 1, k->npoints, (long long)img, (long long)k->cur->budget,
                     (long long)(img / k->c->batch), (long long)k->target_step, rate, eta_run, 100 * frac, eta_all);
     // the wall-time cap: training seconds so far plus this child's since its last log row
     return k->c->wall_time_s > 0 && k->elapsed0 + (now_seconds() - k->t_seg) >= k->c->wall_time_s;
@@ -227,6 +231,19 @@ static void add_device_threads(Argv *a, const CompareConfig *c) {
     if (child_threads) av_add(a, "--threads"), av_add(a, "%d", child_threads);
 }
 
+// The arm's recipe and model as every train child of it gets them (a run's, and --dry-run's).
+static void add_model_args(Argv *a, const CompareConfig *c, const CompareArm *arm) {
+    av_add(a, "--batch"); av_add(a, "%d", c->batch);
+    av_add(a, "--lr"); av_add(a, "%.9g", arm->lr > 0 ? arm->lr : c->lr);
+    av_add(a, "--data"); av_add(a, "%s", c->data);
+    av_add(a, "--model"); av_add(a, "%s", arm->preset);
+    av_add(a, "--backbone"); av_add(a, "%s", arm->backbone);
+    if (!strcmp(arm->backbone, "dit")) av_add(a, "--attn"), av_add(a, "%s", arm->attention);
+    add_device_threads(a, c);
+    for (int i = 0; i < c->ntrain_flags; i++) av_add(a, "%s", c->train_flag[i]);
+    for (int i = 0; i < arm->nflags; i++) av_add(a, "%s", arm->flag[i]);
+}
+
 // Trains the run to `step` (or to where the wall-time cap stops it). Returns the step reached.
 static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     const CompareConfig *c = k->c;
@@ -242,19 +259,12 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     av_add(&a, "train");
     av_add(&a, "--out"); av_add(&a, "%s", r->dir);
     av_add(&a, "--iters"); av_add(&a, "%lld", (long long)step);
-    av_add(&a, "--batch"); av_add(&a, "%d", c->batch);
     av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)r->seed);
-    av_add(&a, "--lr"); av_add(&a, "%.9g", arm->lr > 0 ? arm->lr : c->lr);
-    av_add(&a, "--data"); av_add(&a, "%s", c->data);
-    av_add(&a, "--model"); av_add(&a, "%s", arm->preset);
-    av_add(&a, "--backbone"); av_add(&a, "%s", arm->backbone);
-    if (!strcmp(arm->backbone, "dit")) av_add(&a, "--attn"), av_add(&a, "%s", arm->attention);
     av_add(&a, "--log-every"); av_add(&a, "%d", c->log_every);
-    av_add(&a, "--ckpt-every"); av_add(&a, "%lld", (long long)(c->ckpt_every ? c->ckpt_every : compare_steps(c, c->eval_every_images)));
+    const int64_t every = c->budget_images ? compare_steps(c, c->eval_every_images) : compare_steps(c, r->point[0]);
+    av_add(&a, "--ckpt-every"); av_add(&a, "%lld", (long long)(c->ckpt_every ? c->ckpt_every : every));
     av_add(&a, "--sample-every"); av_add(&a, "0");
-    add_device_threads(&a, c);
-    for (int i = 0; i < c->ntrain_flags; i++) av_add(&a, "%s", c->train_flag[i]);
-    for (int i = 0; i < arm->nflags; i++) av_add(&a, "%s", arm->flag[i]);
+    add_model_args(&a, c, arm);
     if (have >= 0) av_add(&a, "--resume");
     char log[4400];
     snprintf(log, sizeof log, "%s/train.log", r->dir);
@@ -459,13 +469,18 @@ static int run_point(Ctl *k, CompareRun *r, int64_t step, const char *ref, const
     int again = 0;  // the cap stopped it before a step past its last evaluation
     for (int e = 0; e < r->nev; e++) again |= r->ev[e].step == reached;
     if (!again) evaluate(k, r, reached, capped, ref, ref_inc);
-    return capped || reached >= compare_steps(k->c, k->c->budget_images);
+    return capped || reached >= compare_steps(k->c, r->budget);
 }
 
 #define POOL_DONE 10  // a pool child's exit status: its run is done
 
+// The step of the run's point p (-1: it has no point p; a budget_tflop arm may have fewer).
+static int64_t point_step(const CompareConfig *c, const CompareRun *r, int p) {
+    return p < r->npoints ? compare_steps(c, r->point[p]) : -1;
+}
+
 static int point_pending(const CompareRun *r, int64_t step) {
-    if (r->done || !r->selected) return 0;
+    if (r->done || !r->selected || step < 0) return 0;
     for (int e = 0; e < r->nev; e++)
         if (r->ev[e].step >= step) return 0;
     return 1;
@@ -481,14 +496,14 @@ static void point_finished(Ctl *k, CompareRun *r, int done, const char *out) {
 // The runs of one point, k->jobs at a time: each in a child of this process (a fork running
 // run_point), the next one started when one ends. Stopping (SIGINT / SIGTERM) reaches the children,
 // which stop their own children and keep what they have; a child that fails stops the others.
-static void run_point_pool(Ctl *k, int64_t step, const char *ref, const char *ref_inc, const char *out) {
+static void run_point_pool(Ctl *k, int point, const char *ref, const char *ref_inc, const char *out) {
     pid_t pid[64];
     int slot_run[64], busy = 0, next = 0, failed = -1, forwarded = 0;
     const int jobs = k->jobs < 64 ? k->jobs : 64;
     for (int j = 0; j < jobs; j++) pid[j] = 0;
     for (;;) {
         while (busy < jobs && failed < 0 && !stop_signal) {
-            while (next < k->nruns && !point_pending(&k->runs[next], step)) next++;
+            while (next < k->nruns && !point_pending(&k->runs[next], point_step(k->c, &k->runs[next], point))) next++;
             if (next >= k->nruns) break;
             int j = 0;
             while (pid[j]) j++;
@@ -497,7 +512,7 @@ static void run_point_pool(Ctl *k, int64_t step, const char *ref, const char *re
             if (p < 0) FATAL("compare: fork: %s", strerror(errno));
             if (p == 0) {
                 pool_child = 1;
-                const int done = run_point(k, &k->runs[next], step, ref, ref_inc);
+                const int done = run_point(k, &k->runs[next], point_step(k->c, &k->runs[next], point), ref, ref_inc);
                 progress_break(&k->pg);
                 fflush(stderr);
                 _exit(done ? POOL_DONE : 0);
@@ -654,6 +669,58 @@ static void store_config(const char *src, const char *out) {
     free(prev);
 }
 
+// An arm's forward GFLOP/img for budget_tflop: its runs' (model.csv or a checkpoint: what its runs
+// counted first, so that a later binary keeps the points), else what `mala train --dry-run` with the
+// arm's flags reports: the model train builds, at the data's image size and channels and with the
+// arm's extra model flags (--rope, --lepe, ...). Its stderr goes to the arm's first run's train.log.
+static double arm_size_gflop(const CompareConfig *c, int arm, CompareRun *runs, int nruns, const char *out) {
+    CompareRun *first = NULL;
+    for (int i = 0; i < nruns; i++)
+        if (runs[i].arm_index == arm) {
+            if (!compare_run_size(&runs[i]) && runs[i].gflop > 0) return runs[i].gflop;
+            if (!first) first = &runs[i];
+        }
+    const CompareArm *a = &c->arms[arm];
+    Argv av = {0};
+    av_add(&av, "mala");
+    av_add(&av, "train");
+    add_model_args(&av, c, a);
+    av_add(&av, "--dry-run");
+    char log[4400], res[4400];
+    snprintf(log, sizeof log, "%s/train.log", first->dir);
+    snprintf(res, sizeof res, "%s/dry-run.json.tmp", first->dir);
+    int stopped;
+    const int rc = wait_child(spawn(&av, res, log), NULL, NULL, &stopped);
+    JsonValue *j = rc ? NULL : eval_json(res);
+    unlink(res);
+    if (stop_signal) exit(130);
+    const double g = jnum(j, "gflop_per_img");
+    json_free(j);
+    if (!(g > 0)) {
+        char why[1024];
+        last_line(log, why, sizeof why);
+        FATAL("%s:%d: [arm %s]: mala train --dry-run (its GFLOP/img for budget_tflop) failed with status %d: %s (the "
+              "whole log: %s)", c->path, a->line, a->name, rc, why, log);
+    }
+    return g;
+}
+
+// The start line of a budget_tflop comparison: each arm's images and steps.
+static void print_tflop_budgets(const CompareConfig *c, const CompareRun *runs, int nruns, const double *gflop,
+                                const char *out) {
+    fprintf(stderr, "compare: %d arm%s x %d seed%s, %g training TFLOP each (batch %d), %d evaluation point%s; %s\n",
+            c->narms, c->narms > 1 ? "s" : "", c->nseeds, c->nseeds > 1 ? "s" : "", c->budget_tflop, c->batch,
+            runs[0].npoints, runs[0].npoints > 1 ? "s" : "", out);
+    for (int a = 0; a < c->narms; a++)
+        for (int i = 0; i < nruns; i++)
+            if (runs[i].arm_index == a) {
+                fprintf(stderr, "compare: [arm %s] %.4g GFLOP/img: %lld images (%lld steps, %.6g TFLOP)\n",
+                        c->arms[a].name, gflop[a], (long long)runs[i].budget,
+                        (long long)compare_steps(c, runs[i].budget), compare_tflop(runs[i].budget, gflop[a]));
+                break;
+            }
+}
+
 int cmd_compare(int argc, char **argv) {
     const char *config = NULL, *out = NULL, *only = NULL;
     int report_only = 0, jobs = 1;
@@ -667,7 +734,8 @@ int cmd_compare(int argc, char **argv) {
                                            "the report covers every run"},
     };
     args_parse("usage: mala compare --config FILE --out DIR\n\n"
-               "Trains every arm of the config (each seed a run) to the same budget of images seen,\n"
+               "Trains every arm of the config (each seed a run) to the same budget of images seen\n"
+               "(budget_images) or of training compute (budget_tflop: each arm its own images),\n"
                "evaluates the EMA weights at every evaluation point (FD and class accuracy of the\n"
                "Fashion-MNIST classifier; FID and IS when Inception weights are given) and writes\n"
                "DIR/results.md, results.csv, results.json, plots and compare.png. Resumable: run it\n"
@@ -709,44 +777,56 @@ int cmd_compare(int argc, char **argv) {
     }
     make_dirs(dir);
     for (int i = 0; i < nruns; i++) {
-        CompareRun *r = &runs[i];
-        make_dirs(r->dir);
-        compare_read_evals(r);
-        r->done = r->nev && (r->ev[r->nev - 1].capped || r->ev[r->nev - 1].images >= c->budget_images);
+        make_dirs(runs[i].dir);
+        compare_read_evals(&runs[i]);
     }
-    int64_t *points;
-    int npoints = compare_eval_points(c, &points);
-    Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints, .arm_gflop = arm_gflop, .jobs = jobs};
     child_threads = c->threads;
     if (!child_threads && jobs > 1) {
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         child_threads = cores > jobs ? (int)(cores / jobs) : 1;
     }
+    int npoints = 0;
+    for (int a = 0; a < c->narms; a++) {
+        const double g = c->budget_tflop ? arm_size_gflop(c, a, runs, nruns, out) : 0;
+        for (int i = 0; i < nruns; i++) {
+            CompareRun *r = &runs[i];
+            if (r->arm_index != a) continue;
+            compare_run_schedule(c, r, g);
+            r->done = r->nev && (r->ev[r->nev - 1].capped || r->ev[r->nev - 1].images >= r->budget);
+            npoints = r->npoints > npoints ? r->npoints : npoints;
+        }
+        if (g > 0) arm_gflop[a] = g;
+    }
+    Ctl k = {.c = c, .runs = runs, .nruns = nruns, .npoints = npoints, .arm_gflop = arm_gflop, .jobs = jobs};
     progress_init(&k.pg, stderr);
     k.pg.interval = 3.0;  // a line every few seconds in a log file
 
     if (!report_only) {
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
-        fprintf(stderr, "compare: %d arm%s x %d seed%s, %lld images each (%lld steps at batch %d), %d evaluation "
-                        "point%s; %s\n", c->narms, c->narms > 1 ? "s" : "", c->nseeds, c->nseeds > 1 ? "s" : "",
-                (long long)c->budget_images, (long long)compare_steps(c, c->budget_images), c->batch, npoints,
-                npoints > 1 ? "s" : "", out);
+        if (c->budget_images)
+            fprintf(stderr, "compare: %d arm%s x %d seed%s, %lld images each (%lld steps at batch %d), %d evaluation "
+                            "point%s; %s\n", c->narms, c->narms > 1 ? "s" : "", c->nseeds, c->nseeds > 1 ? "s" : "",
+                    (long long)c->budget_images, (long long)compare_steps(c, c->budget_images), c->batch, npoints,
+                    npoints > 1 ? "s" : "", out);
+        else
+            print_tflop_budgets(c, runs, nruns, arm_gflop, out);
         char ref[4400], ref_inc[4400];
         ref_stats(&k, out, c->features, NULL, ref, sizeof ref);
         int extra_inception = c->inception[0] && !strcmp(c->features, "fmnist");
         if (extra_inception) ref_stats(&k, out, "inception", c->inception, ref_inc, sizeof ref_inc);
         for (int p = 0; p < npoints; p++) {
             k.point = p;
-            int64_t step = compare_steps(c, points[p]);
             if (jobs > 1) {
-                run_point_pool(&k, step, ref, extra_inception ? ref_inc : NULL, out);
+                run_point_pool(&k, p, ref, extra_inception ? ref_inc : NULL, out);
                 continue;
             }
-            for (int i = 0; i < nruns; i++)
+            for (int i = 0; i < nruns; i++) {
+                const int64_t step = point_step(c, &runs[i], p);
                 if (point_pending(&runs[i], step))
                     point_finished(&k, &runs[i], run_point(&k, &runs[i], step, ref, extra_inception ? ref_inc : NULL),
                                    out);
+            }
         }
         progress_break(&k.pg);
     }
@@ -772,7 +852,6 @@ int cmd_compare(int argc, char **argv) {
     for (int i = 0; i < nruns; i++) all_done &= runs[i].done || !runs[i].selected;
     fprintf(stderr, "compare: %s; results in %s/results.md\n", all_done ? (only ? "these runs done" : "done") : "partial results",
             out);
-    free(points);
     free(runs);
     free(c);
     return 0;

@@ -388,7 +388,7 @@ int cmd_train(int argc, char **argv) {
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
     rs.tensorboard = 1;
     const char *out = "runs/mala", *device = NULL, *precision = NULL, *init = NULL, *init_weights = "ema";
-    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0;
+    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0, dry_run = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC",
@@ -443,6 +443,8 @@ int cmd_train(int argc, char **argv) {
         OPT_THREADS(&threads),
         OPT_DEVICE(&device),
         OPT_PRECISION(&precision),
+        {"--dry-run", OPT_FLAG, &dry_run, NULL, "check the flags and the data, print the model's size as one JSON line "
+         "(params, gflop_per_img: forward GFLOP per image) and exit; writes nothing"},
     };
     enum { N_OPTS = MODEL_OPTS_N + sizeof rest / sizeof *rest };
     Opt opts[N_OPTS];
@@ -558,9 +560,9 @@ int cmd_train(int argc, char **argv) {
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
-        refuse_existing_run(out, dir, csv);
+        if (!dry_run) refuse_existing_run(out, dir, csv);
     }
-    refuse_out_in_data(out, rs.data);
+    if (!dry_run) refuse_out_in_data(out, rs.data);
 
     // the schedule as flags and checkpoint make it (before anything is written)
     if (!to.decay_end && (GIVEN(to.decay_start) || GIVEN(to.lr_end)))
@@ -618,6 +620,15 @@ int cmd_train(int argc, char **argv) {
     if (GIVEN(epochs)) {  // a step takes --batch x --accum images
         uint64_t per_epoch = (uint64_t)ds->n / ((uint64_t)batch * accum);
         iters = (uint64_t)epochs * (per_epoch ? per_epoch : 1);
+    }
+    if (dry_run) {  // the model train would build (mala compare's budget_tflop asks its GFLOP/img)
+        size_t trainable;
+        net_param_floats(&c, &trainable);
+        if (lead) printf("{\"params\":%zu,\"gflop_per_img\":%.9g,\"classes\":%d,\"image_size\":%d,\"channels\":%d}\n",
+                         trainable, net_flops_per_image(&c) / 1e9, c.num_classes, c.image_size, c.in_channels);
+        dataset_close(ds);
+        dist_finalize();
+        return 0;
     }
     int hflip = rs.hflip >= 0 ? rs.hflip
                               : strcmp(rs.data, "fashion-mnist") != 0 && strncmp(rs.data, "fashion-mnist:", 14) != 0;

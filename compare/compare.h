@@ -11,8 +11,9 @@
 //       grid-<step>.npy/.png       the sample grid of the newest checkpoint
 //       model.csv                  parameters, GFLOP/img and classes (from its first checkpoint, so
 //                                  that a copy of DIR without checkpoints/ still reports them)
-//   results.md, results.csv, results.json, loss.png, fd_vs_images.png, fd_vs_time.png,
-//   class_acc_vs_images.png, class_acc_vs_time.png, compare.png
+//   results.md, results.csv, results.json, loss.png, fd_vs_images.png, fd_vs_tflop.png,
+//   fd_vs_time.png, class_acc_vs_images.png, class_acc_vs_tflop.png, class_acc_vs_time.png,
+//   compare.png
 #ifndef MALA_COMPARE_H
 #define MALA_COMPARE_H
 
@@ -43,6 +44,11 @@ typedef struct {
     double params, gflop;  // from model.csv or the newest checkpoint (0 before one exists)
     int classes;
     char grid[4300];       // the newest grid .npy ("" = none)
+    // the run's schedule (compare_run_schedule): its arm's, from the arm's GFLOP/img with budget_tflop
+    int64_t budget;        // images seen at its end
+    int npoints;
+    int64_t point[1000];   // the evaluation points in images seen
+    double point_tflop[1000];  // budget_tflop: the nominal TFLOP of each (the arms' shared points); else 0
 } CompareRun;
 
 // Reads DIR/runs/NAME/evals.csv into r (rows it cannot parse are reported and skipped).
@@ -57,6 +63,13 @@ int64_t compare_newest_ckpt(const char *run_dir);
 // r->params, gflop and classes: from the run's model.csv, else from its newest checkpoint (then
 // written to model.csv). 0, or -1 when neither exists (yet).
 int compare_run_size(CompareRun *r);
+
+// Sets r's budget and evaluation points (compare_arm_points) for an arm of gflop GFLOP/img.
+void compare_run_schedule(const CompareConfig *c, CompareRun *r, double gflop);
+// Where an evaluation row stands on the schedule every arm shares: its images seen (budget_images),
+// or the nominal TFLOP of the run's point it is at (budget_tflop); 0 for a row at no point of the
+// current schedule (a changed config's, or a wall-time cap's: its images only).
+double compare_row_point(const CompareConfig *c, const CompareRun *r, const EvalRow *e);
 
 // results.md / .csv / .json and the plots in out (every run's state as it is now).
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);

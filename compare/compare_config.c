@@ -1,4 +1,5 @@
 // defines: compare_config_parse, compare_config_load, compare_steps, compare_eval_points,
+//          compare_tflop, compare_tflop_steps, compare_arm_points, compare_arm_budget,
 //          compare_config_drift
 #include "compare/compare_config.h"
 
@@ -39,8 +40,10 @@ static const Key KEYS[] = {
     CK("batch", K_INT, batch, 1, 65536, TRAIN),
     CK("seeds", K_SEEDS, seeds, 0, 0, FREE),  // but a run that trained keeps its seed
     CK("budget_images", K_I64, budget_images, 1, 1e15, GROW),
+    CK("budget_tflop", K_F64, budget_tflop, 1e-9, 1e9, GROW),
     CK("wall_time_s", K_F64, wall_time_s, 0, 1e9, GROW),
     CK("eval_every_images", K_I64, eval_every_images, 1, 1e15, FREE),
+    CK("eval_every_tflop", K_F64, eval_every_tflop, 1e-9, 1e9, FREE),
     CK("eval_sampler", K_STR, sampler, 0, 0, EVAL),
     CK("eval_steps", K_INT, eval_steps, 1, 1000, EVAL),
     CK("eval_images", K_INT, eval_images, 2, 1e7, EVAL),
@@ -67,6 +70,9 @@ static const char *const OWN_FLAGS[] = {"--out", "--results-dir", "--resume", "-
                                         "--global-batch", "--global-batch-size", "--seed", "--global-seed", "--model",
                                         "--backbone", "--attn", "--data", "--data-path", "--lr", "--sample-every",
                                         "--log-every", "--ckpt-every", "--threads", "--device"};
+// Flags a comparison cannot take: its budgets count images as steps x batch (--accum would break
+// that), and every arm starts from its own initialisation (--init).
+static const char *const UNSUPPORTED_FLAGS[] = {"--accum", "--init"};
 
 static void defaults(CompareConfig *c) {
     memset(c, 0, sizeof *c);
@@ -122,6 +128,14 @@ static int check_flags(char **argv, int n, const char *where, const char *name, 
                 return mala_errf(err, "%s:%d: %s: %s is set by mala compare itself (%s)", name, line, where,
                                  OWN_FLAGS[k], !strcmp(OWN_FLAGS[k], "--lr") ? "use the key lr" : "use the config's keys");
         }
+    for (int i = 0; i < n; i++)
+        for (size_t k = 0; k < sizeof UNSUPPORTED_FLAGS / sizeof UNSUPPORTED_FLAGS[0]; k++) {
+            size_t l = strlen(UNSUPPORTED_FLAGS[k]);
+            if (!strncmp(argv[i], UNSUPPORTED_FLAGS[k], l) && (argv[i][l] == 0 || argv[i][l] == '='))
+                return mala_errf(err, "%s:%d: %s: mala compare does not take %s (its budgets count images as steps x "
+                                 "batch, and every run starts from its own initialisation)", name, line, where,
+                                 UNSUPPORTED_FLAGS[k]);
+        }
     return 0;
 }
 
@@ -170,13 +184,46 @@ static int one_of(const char *v, const char *a, const char *b, const char *c) {
     return !strcmp(v, a) || !strcmp(v, b) || (c && !strcmp(v, c));
 }
 
+// The points of a budget_tflop: eval_every_tflop, 2 eval_every_tflop, ... below budget_tflop (by more
+// than rounding), and budget_tflop. Their number; into t when t is not NULL.
+static int tflop_points(const CompareConfig *c, double *t) {
+    const double e = c->eval_every_tflop, b = c->budget_tflop;
+    int n = 0;
+    for (int64_t i = 1; i * e < b * (1 - 1e-12) && n < 1000; i++, n++)
+        if (t) t[n] = (double)i * e;
+    if (t) t[n] = b;
+    return n + 1;
+}
+
+// Exactly one budget, and evaluation points in its unit (at most 1000).
+static int budget_keys(CompareConfig *c, const char *name, MalaErr *err) {
+    if (c->budget_images && c->budget_tflop)
+        return mala_errf(err, "%s: budget_images and budget_tflop exclude each other: give one", name);
+    if (!c->budget_images && !c->budget_tflop)
+        return mala_errf(err, "%s: [compare] needs budget_images (images seen per arm) or budget_tflop (training "
+                              "TFLOP per arm)", name);
+    if (c->budget_images) {
+        if (c->eval_every_tflop)
+            return mala_errf(err, "%s: eval_every_tflop goes with budget_tflop; with budget_images give "
+                                  "eval_every_images", name);
+        if (!c->eval_every_images) c->eval_every_images = c->budget_images;
+        if ((c->budget_images + c->eval_every_images - 1) / c->eval_every_images > 1000)
+            return mala_errf(err, "%s: budget_images / eval_every_images gives more than 1000 evaluation points", name);
+        return 0;
+    }
+    if (c->eval_every_images)
+        return mala_errf(err, "%s: eval_every_images goes with budget_images; with budget_tflop give "
+                              "eval_every_tflop", name);
+    if (!c->eval_every_tflop) c->eval_every_tflop = c->budget_tflop;
+    if (tflop_points(c, NULL) > 1000)
+        return mala_errf(err, "%s: budget_tflop / eval_every_tflop gives more than 1000 evaluation points", name);
+    return 0;
+}
+
 // The checks that need the whole file.
 static int validate(CompareConfig *c, const char *name, MalaErr *err) {
     if (!c->narms) return mala_errf(err, "%s: no [arm NAME] section: nothing to compare", name);
-    if (!c->budget_images) return mala_errf(err, "%s: [compare] needs budget_images (images seen per arm)", name);
-    if (!c->eval_every_images) c->eval_every_images = c->budget_images;
-    if ((c->budget_images + c->eval_every_images - 1) / c->eval_every_images > 1000)
-        return mala_errf(err, "%s: budget_images / eval_every_images gives more than 1000 evaluation points", name);
+    if (budget_keys(c, name, err)) return -1;
     if (!one_of(c->sampler, "ddim", "ddpm", NULL))
         return mala_errf(err, "%s: eval_sampler %s: expected ddim or ddpm", name, c->sampler);
     size_t digits = strspn(c->cfg_channels, "0123456789");
@@ -339,6 +386,38 @@ int compare_eval_points(const CompareConfig *c, int64_t **out) {
     return (int)n;
 }
 
+double compare_tflop(int64_t images, double gflop) { return (double)images * gflop / 1e3; }
+
+int64_t compare_tflop_steps(const CompareConfig *c, double tflop, double gflop) {
+    const int64_t s = llround(tflop * 1e3 / (gflop * c->batch));
+    return s > 1 ? s : 1;
+}
+
+int compare_arm_points(const CompareConfig *c, double gflop, int64_t **images, double **tflop) {
+    if (c->budget_images) {
+        if (tflop) *tflop = NULL;
+        return compare_eval_points(c, images);
+    }
+    double *t = xmalloc(1001 * sizeof(double));
+    int64_t *im = xmalloc(1001 * sizeof(int64_t));
+    const int n = tflop_points(c, t);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t s = compare_tflop_steps(c, t[i], gflop);
+        if (m && im[m - 1] == s * c->batch) m--;  // the same step as the point before: the later one
+        im[m] = s * c->batch;
+        t[m++] = t[i];
+    }
+    *images = im;
+    if (tflop) *tflop = t;
+    else free(t);
+    return m;
+}
+
+int64_t compare_arm_budget(const CompareConfig *c, double gflop) {
+    return c->budget_images ? c->budget_images : compare_tflop_steps(c, c->budget_tflop, gflop) * c->batch;
+}
+
 // A key's value as text: exact (%.17g) to compare, short (%g) for a message; flags with single blanks.
 static void key_text(const Key *k, const void *base, int exact, char *buf, size_t cap) {
     const char *p = (const char *)base + k->off;
@@ -391,6 +470,11 @@ static double run_lr(const CompareConfig *c, const CompareArm *a) { return a->lr
 
 // A GROW key that got smaller (wall_time_s 0: no cap, the largest).
 static const char *shrunk(const CompareConfig *o, const CompareConfig *n, char *was, char *now, size_t cap) {
+    if (n->budget_tflop < o->budget_tflop) {
+        snprintf(was, cap, "%g", o->budget_tflop);
+        snprintf(now, cap, "%g", n->budget_tflop);
+        return "budget_tflop";
+    }
     if (n->budget_images < o->budget_images) {
         snprintf(was, cap, "%lld", (long long)o->budget_images);
         snprintf(now, cap, "%lld", (long long)n->budget_images);
@@ -436,6 +520,12 @@ int compare_config_drift(const CompareConfig *old, const CompareConfig *now, con
             } else if (st == 2 && (k = differs(old, now, SEC_COMPARE, 1u << EVAL | 1u << REF, was, is, sizeof was))) {
                 snprintf(key, sizeof key, "%s", k->key);
                 what = "evaluated";
+            } else if (!old->budget_tflop != !now->budget_tflop) {
+                const int t = now->budget_tflop > 0;
+                return mala_errf(err, "%s: %s replaces %s of %s, with which run %s has trained (a comparison keeps "
+                                      "its budget's unit: a new --out)", now->path,
+                                 t ? "budget_tflop" : "budget_images", t ? "budget_images" : "budget_tflop", stored,
+                                 run);
             } else {
                 const char *g = shrunk(old, now, was, is, sizeof was);
                 if (!g) continue;

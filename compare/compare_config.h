@@ -48,9 +48,11 @@ typedef struct {
     int batch;
     int nseeds;
     uint64_t seeds[COMPARE_MAX_SEEDS];
-    int64_t budget_images;           // images seen per arm and seed
+    int64_t budget_images;           // images seen per arm and seed (0: budget_tflop instead)
+    double budget_tflop;             // training forward TFLOP per arm and seed (0: budget_images instead)
     double wall_time_s;              // training seconds per arm and seed (0 = no cap)
     int64_t eval_every_images;
+    double eval_every_tflop;         // with budget_tflop
     char sampler[8];                 // ddim | ddpm
     int eval_steps, eval_images;
     double cfg_scale;
@@ -79,14 +81,29 @@ int compare_config_load(const char *path, CompareConfig *c, MalaErr *err);
 // with a one-line error naming the key (and run): a run that trained missing from now; a change of
 // what a trained run used (data, batch, its lr, train_flags, its arm's keys); of the evaluation
 // once a run was evaluated, or of the reference keys once ref_stats (that file, or NULL) exists; a
-// smaller budget_images or wall_time_s once a run trained. Everything else may change.
+// smaller budget_images, budget_tflop or wall_time_s, or a switch between budget_images and
+// budget_tflop, once a run trained. Everything else may change.
 int compare_config_drift(const CompareConfig *old, const CompareConfig *now, const char *stored,
                          int (*state)(const char *run, void *ctx), void *ctx, const char *ref_stats, MalaErr *err);
 
 // Training steps for `images` images at batch b (rounded up).
 int64_t compare_steps(const CompareConfig *c, int64_t images);
 // The evaluation points in images seen: eval_every, 2 eval_every, ..., and the budget. Returns
-// their number; *out is malloc'd.
+// their number; *out is malloc'd. (A budget_images comparison: every arm's.)
 int compare_eval_points(const CompareConfig *c, int64_t **out);
+
+// ---- budgets in compute (budget_tflop): each arm's own images, from its forward GFLOP/img ----
+// Training TFLOP of `images` images of a model of gflop GFLOP/img: images x gflop / 1000.
+double compare_tflop(int64_t images, double gflop);
+// The whole training steps nearest to `tflop` TFLOP at gflop GFLOP/img and batch b (at least 1):
+// round(tflop x 1000 / (gflop x b)), so an arm stops within half a step's compute of it.
+int64_t compare_tflop_steps(const CompareConfig *c, double tflop, double gflop);
+// An arm's evaluation points in images seen (*images) and, with budget_tflop, the nominal TFLOP of
+// each (*tflop: eval_every_tflop, 2 eval_every_tflop, ..., budget_tflop; NULL for budget_images),
+// both malloc'd. With budget_tflop each point is its whole steps (compare_tflop_steps) x batch; two
+// points that round to the same step keep the later one. Returns their number.
+int compare_arm_points(const CompareConfig *c, double gflop, int64_t **images, double **tflop);
+// An arm's budget in images seen: budget_images, or its last point of budget_tflop.
+int64_t compare_arm_budget(const CompareConfig *c, double gflop);
 
 #endif

@@ -1,7 +1,9 @@
 // defines: compare_write_report, compare_write_grid
 // The results of a comparison from its runs' files: results.md (one row per arm: the mean over
 // seeds, +- the sample standard deviation when there are several), results.csv (every
-// evaluation of every run), results.json, the plots and the grid of samples.
+// evaluation of every run), results.json, the plots and the grid of samples. Training compute
+// (TFLOP: images seen x the run's forward GFLOP/img / 1000) beside images and time throughout;
+// across arms, results compare at the points of the schedule they share (compare_row_point).
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -59,6 +61,18 @@ static const EvalRow *at(const CompareRun *r, int64_t images) {
     return NULL;
 }
 
+// The evaluation of run r at the shared point pt (compare_row_point; NULL when it has none).
+static const EvalRow *at_point(const CompareConfig *c, const CompareRun *r, double pt) {
+    for (int i = r->nev - 1; i >= 0 && pt > 0; i--)
+        if (compare_row_point(c, r, &r->ev[i]) == pt) return &r->ev[i];
+    return NULL;
+}
+
+// Training TFLOP of a run at `images` (NAN while its GFLOP/img is unknown).
+static double run_tflop(const CompareRun *r, int64_t images) {
+    return r->gflop > 0 ? compare_tflop(images, r->gflop) : NAN;
+}
+
 // The arm's last point that every seed with results has reached (its comparable result), 0 if
 // none. A seed not evaluated yet (a comparison run a few runs at a time) is left out until it is.
 static int64_t common_point(const CompareRun *runs, int nruns, int arm) {
@@ -80,7 +94,7 @@ static int64_t common_point(const CompareRun *runs, int nruns, int arm) {
 typedef struct {
     const CompareArm *arm;
     int64_t images;
-    double params, gflop, train_img_s, sample_img_s, train_s;
+    double params, gflop, train_img_s, sample_img_s, train_s, tflop;
     Stat fd, acc, fid, is;
     int seeds;
 } ArmRow;
@@ -88,8 +102,9 @@ typedef struct {
 static ArmRow arm_row(const CompareConfig *c, const CompareRun *runs, int nruns, int a) {
     ArmRow row = {.arm = &c->arms[a]};
     row.images = common_point(runs, nruns, a);
-    double fd[COMPARE_MAX_SEEDS], acc[COMPARE_MAX_SEEDS], fid[COMPARE_MAX_SEEDS], is[COMPARE_MAX_SEEDS];
-    double tr[COMPARE_MAX_SEEDS], sm[COMPARE_MAX_SEEDS], ts[COMPARE_MAX_SEEDS];
+    double fd[COMPARE_MAX_SEEDS] = {0}, acc[COMPARE_MAX_SEEDS] = {0}, fid[COMPARE_MAX_SEEDS] = {0};
+    double is[COMPARE_MAX_SEEDS] = {0}, tr[COMPARE_MAX_SEEDS] = {0}, sm[COMPARE_MAX_SEEDS] = {0};
+    double ts[COMPARE_MAX_SEEDS] = {0};
     int n = 0;
     for (int i = 0; i < nruns; i++) {
         if (runs[i].arm_index != a) continue;
@@ -110,6 +125,7 @@ static ArmRow arm_row(const CompareConfig *c, const CompareRun *runs, int nruns,
     row.train_img_s = stat_of(tr, n).mean;
     row.sample_img_s = stat_of(sm, n).mean;
     row.train_s = stat_of(ts, n).mean;
+    row.tflop = row.images && row.gflop > 0 ? compare_tflop(row.images, row.gflop) : NAN;
     return row;
 }
 
@@ -163,22 +179,30 @@ static int print_order(FILE *f, const CompareConfig *c, const double *v, const i
 
 static int sign(double a, double b) { return (a > b) - (a < b); }
 
-// The largest number of images at which every run with results has an evaluation (0 if none):
+// The largest shared point (images seen, or TFLOP with budget_tflop) at which every run with
+// results has an evaluation (0 if none):
 // the one budget at which the arms compare, whatever order the runs were trained in (--runs).
 // *with: how many runs have results.
-static int64_t shared_point(const CompareRun *runs, int nruns, int *with) {
-    int64_t best = 0;
+static double shared_point(const CompareConfig *c, const CompareRun *runs, int nruns, int *with) {
+    double best = 0;
     const CompareRun *r0 = NULL;
     *with = 0;
     for (int i = 0; i < nruns; i++)
         if (runs[i].nev) { (*with)++; if (!r0) r0 = &runs[i]; }
     for (int e = 0; r0 && e < r0->nev; e++) {
-        int64_t im = r0->ev[e].images;
-        int all = 1;
-        for (int j = 0; j < nruns && all; j++) all = !runs[j].nev || at(&runs[j], im);
-        if (all && im > best) best = im;
+        const double pt = compare_row_point(c, r0, &r0->ev[e]);
+        int all = pt > 0;
+        for (int j = 0; j < nruns && all; j++) all = !runs[j].nev || at_point(c, &runs[j], pt);
+        if (all && pt > best) best = pt;
     }
     return best;
+}
+
+// A shared point in words: "640000 images seen" or "1.5 training TFLOP".
+static const char *point_words(const CompareConfig *c, double pt, char *buf, size_t cap) {
+    if (c->budget_images) snprintf(buf, cap, "%lld images seen", (long long)pt);
+    else snprintf(buf, cap, "%g training TFLOP", pt);
+    return buf;
 }
 
 // The arms ranked by mean FD, and by each seed's FD, at the point every run with results has
@@ -187,7 +211,8 @@ static int64_t shared_point(const CompareRun *runs, int nruns, int *with) {
 static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
     double v[COMPARE_MAX_SEEDS + 1][COMPARE_MAX_ARMS];  // [0]: the mean; [1 + s]: seed s
     int idx[COMPARE_MAX_ARMS], with;
-    const int64_t pt = shared_point(runs, nruns, &with);
+    const double pt = shared_point(c, runs, nruns, &with);
+    char words[64];
     if (!pt) {
         fprintf(f, "\nRanking by FD: no point that every run with results has reached yet.\n");
         return;
@@ -199,13 +224,14 @@ static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *run
             int n = 0;
             for (int i = 0; i < nruns; i++)
                 if (runs[i].arm_index == a && runs[i].nev && (s < 0 || runs[i].seed == c->seeds[s]))
-                    sum += at(&runs[i], pt)->fd, n++;
+                    sum += at_point(c, &runs[i], pt)->fd, n++;
             vs[a] = n ? printed_fd(sum / n) : NAN;
         }
         order(vs, c->narms, idx);
         if (s < 0)
-            fprintf(f, "\nRanking by FD (lower is better) at %lld images seen, the last point every run with results "
-                       "has reached (%d of %d runs), mean over seeds:", (long long)pt, with, nruns);
+            fprintf(f, "\nRanking by FD (lower is better) at %s, the last point every run with results "
+                       "has reached (%d of %d runs), mean over seeds:", point_words(c, pt, words, sizeof words), with,
+                    nruns);
         else
             fprintf(f, "Seed %llu:", (unsigned long long)c->seeds[s]);
         print_order(f, c, vs, idx);
@@ -237,28 +263,35 @@ static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *run
 // Every run's FD / class accuracy at every evaluation point any run reached (columns by images
 // seen, ascending): the metric along each run, where the arm rows give only the last shared point.
 static void write_points(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
-    int64_t pts[1000];  // a run has at most 1000 evaluation points, and all runs share the schedule
+    double pts[1000];  // a run has at most 1000 evaluation points, and all runs share the schedule
     int np = 0;
     for (int i = 0; i < nruns; i++)
         for (int e = 0; e < runs[i].nev; e++) {
-            int64_t im = runs[i].ev[e].images;
+            const double pt = compare_row_point(c, &runs[i], &runs[i].ev[e]);
             int k = 0;
-            while (k < np && pts[k] < im) k++;
-            if ((k < np && pts[k] == im) || np == 1000) continue;
+            while (k < np && pts[k] < pt) k++;
+            if (pt <= 0 || (k < np && pts[k] == pt) || np == 1000) continue;
             memmove(pts + k + 1, pts + k, (size_t)(np - k) * sizeof *pts);
-            pts[k] = im;
+            pts[k] = pt;
             np++;
         }
     if (!np) return;
-    fprintf(f, "\nFD / class accuracy at every evaluation point (images seen, steps):\n\n| run |");
-    for (int k = 0; k < np; k++) fprintf(f, " %lld (%lld) |", (long long)pts[k], (long long)compare_steps(c, pts[k]));
+    if (c->budget_images) {
+        fprintf(f, "\nFD / class accuracy at every evaluation point (images seen, steps):\n\n| run |");
+        for (int k = 0; k < np; k++)
+            fprintf(f, " %lld (%lld) |", (long long)pts[k], (long long)compare_steps(c, (int64_t)pts[k]));
+    } else {
+        fprintf(f, "\nFD / class accuracy at every evaluation point (training TFLOP; each arm at the whole step "
+                   "nearest to it, its images in results.csv):\n\n| run |");
+        for (int k = 0; k < np; k++) fprintf(f, " %g |", pts[k]);
+    }
     fprintf(f, "\n|---|");
     for (int k = 0; k < np; k++) fputs("---|", f);
     fputc('\n', f);
     for (int i = 0; i < nruns; i++) {
         fprintf(f, "| %s |", runs[i].name);
         for (int k = 0; k < np; k++) {
-            const EvalRow *e = at(&runs[i], pts[k]);
+            const EvalRow *e = at_point(c, &runs[i], pts[k]);
             if (!e || !isfinite(e->fd)) { fputs(" - |", f); continue; }
             fprintf(f, " %#.4g / %.3f |", e->fd, e->class_acc);
         }
@@ -272,9 +305,15 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
     FILE *f = fopen(tmp, "w");
     if (!f) { fprintf(stderr, "warning: %s: cannot write: %s\n", tmp, strerror(errno)); return; }
     fprintf(f, "# mala compare: %s\n\n", c->path);
-    fprintf(f, "Data %s; batch %d, lr %g; budget %lld images seen per arm and seed (%lld steps)%s; seeds", c->data,
-            c->batch, c->lr, (long long)c->budget_images, (long long)compare_steps(c, c->budget_images),
-            c->wall_time_s > 0 ? ", wall-time cap" : "");
+    if (c->budget_images)
+        fprintf(f, "Data %s; batch %d, lr %g; budget %lld images seen per arm and seed (%lld steps)%s; seeds", c->data,
+                c->batch, c->lr, (long long)c->budget_images, (long long)compare_steps(c, c->budget_images),
+                c->wall_time_s > 0 ? ", wall-time cap" : "");
+    else
+        fprintf(f, "Data %s; batch %d, lr %g; budget %g training TFLOP per arm and seed (forward: images seen x "
+                "GFLOP/img / 1000; each arm to the whole step nearest to it, evaluated every %g TFLOP)%s; seeds",
+                c->data, c->batch, c->lr, c->budget_tflop, c->eval_every_tflop,
+                c->wall_time_s > 0 ? ", wall-time cap" : "");
     for (int s = 0; s < c->nseeds; s++) fprintf(f, "%s %llu", s ? "," : "", (unsigned long long)c->seeds[s]);
     fprintf(f, ".\nEvaluation of the EMA weights: %s %d steps, guidance %g, %d images, noise seed %llu; FD of the %s "
                "features against %s%s.\n\n", c->sampler, c->eval_steps, c->cfg_scale, c->eval_images,
@@ -284,8 +323,8 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
                "Train img/s: the median of the training log's rows; sample img/s: eval's (sampling and features).\n\n",
             c->nseeds > 1 ? " ± the sample standard deviation" : "");
     fprintf(f, "| arm | backbone | attention | preset | params | GFLOP/img | train img/s | sample img/s | images seen | "
-               "train time (s) | FD | class acc | FID | IS |\n");
-    fprintf(f, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "train TFLOP | train time (s) | FD | class acc | FID | IS |\n");
+    fprintf(f, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int a = 0; a < c->narms; a++) {
         ArmRow r = arm_row(c, runs, nruns, a);
         fprintf(f, "| %s | %s | %s | %s |", r.arm->name, r.arm->backbone, r.arm->attention[0] ? r.arm->attention : "-",
@@ -297,6 +336,7 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         md_num(f, r.sample_img_s, "%.1f");
         if (r.images) fprintf(f, " %lld |", (long long)r.images);
         else fputs(" - |", f);
+        md_num(f, r.tflop, "%.4g");
         md_num(f, r.train_s, "%.0f");
         md_stat(f, r.fd, "%#.4g");
         md_stat(f, r.acc, "%.4f");
@@ -305,14 +345,15 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         fputc('\n', f);
     }
     write_ranking(f, c, runs, nruns);
-    fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train time (s) | FD | class acc | "
-               "FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train TFLOP | "
+               "train time (s) | FD | class acc | FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nruns; i++) {
         const CompareRun *r = &runs[i];
         fprintf(f, "| %s | %s |", r->name, r->arm->flags[0] ? r->arm->flags : "-");
-        if (!r->nev) { fputs(" - | - | - | - | - | - | - |\n", f); continue; }
+        if (!r->nev) { fputs(" - | - | - | - | - | - | - | - |\n", f); continue; }
         const EvalRow *e = &r->ev[r->nev - 1];
         fprintf(f, " %lld%s | %lld |", (long long)e->images, e->capped ? " (capped)" : "", (long long)e->step);
+        md_num(f, run_tflop(r, e->images), "%.4g");
         md_num(f, e->train_s, "%.0f");
         md_num(f, e->fd, "%#.4g");
         md_num(f, e->class_acc, "%.4f");
@@ -321,8 +362,10 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         fputc('\n', f);
     }
     write_points(f, c, runs, nruns);
-    fprintf(f, "\n![loss](loss.png)\n![FD against images seen](fd_vs_images.png)\n![FD against training time](fd_vs_time.png)\n"
+    fprintf(f, "\n![loss](loss.png)\n![FD against images seen](fd_vs_images.png)\n"
+               "![FD against training compute](fd_vs_tflop.png)\n![FD against training time](fd_vs_time.png)\n"
                "![class accuracy against images seen](class_acc_vs_images.png)\n"
+               "![class accuracy against training compute](class_acc_vs_tflop.png)\n"
                "![class accuracy against training time](class_acc_vs_time.png)\n\n"
                "compare.png: %d row%s of samples per run (one image per class), runs in this order:", c->grid_per_class,
             c->grid_per_class > 1 ? "s" : "");
@@ -342,7 +385,7 @@ static void write_csv(const CompareRun *runs, int nruns, const char *path) {
     FILE *f = fopen(tmp, "w");
     if (!f) { fprintf(stderr, "warning: %s: cannot write: %s\n", tmp, strerror(errno)); return; }
     fprintf(f, "arm,seed,backbone,attention,preset,params,gflop_per_img,images,step,train_s,fd,class_acc,fid,is_mean,"
-               "is_std,sample_img_s,train_img_s,capped\n");
+               "is_std,sample_img_s,train_img_s,capped,tflop\n");
     for (int i = 0; i < nruns; i++) {
         const CompareRun *r = &runs[i];
         double tr = train_img_s(r);
@@ -355,7 +398,8 @@ static void write_csv(const CompareRun *runs, int nruns, const char *path) {
             fprintf(f, "%lld,%lld,", (long long)v->images, (long long)v->step);
             double x[8] = {v->train_s, v->fd, v->class_acc, v->fid, v->is_mean, v->is_std, v->sample_img_s, tr};
             for (int j = 0; j < 8; j++) csv_num(f, x[j], ",");
-            fprintf(f, "%d\n", v->capped);
+            fprintf(f, "%d,", v->capped);
+            csv_num(f, run_tflop(r, v->images), "\n");
         }
     }
     if (fclose(f) || rename(tmp, path)) fprintf(stderr, "warning: %s: cannot write: %s\n", path, strerror(errno));
@@ -387,6 +431,8 @@ static void write_json(const CompareConfig *c, const CompareRun *runs, int nruns
     json_str(&b, "ref", c->ref);
     json_buf_printf(&b, ",\"batch\":%d,\"lr\":%.9g,\"budget_images\":%lld,\"eval_every_images\":%lld", c->batch, c->lr,
                     (long long)c->budget_images, (long long)c->eval_every_images);
+    json_num(&b, "budget_tflop", c->budget_tflop > 0 ? c->budget_tflop : NAN);
+    json_num(&b, "eval_every_tflop", c->eval_every_tflop > 0 ? c->eval_every_tflop : NAN);
     json_buf_printf(&b, ",\"eval\":{\"sampler\":\"%s\",\"steps\":%d,\"images\":%d,\"cfg_scale\":%g,"
                     "\"cfg_channels\":\"%s\",\"seed\":%llu}", c->sampler, c->eval_steps, c->eval_images, c->cfg_scale,
                     c->cfg_channels, (unsigned long long)c->eval_seed);
@@ -406,6 +452,7 @@ static void write_json(const CompareConfig *c, const CompareRun *runs, int nruns
         json_num(&b, "train_img_s", r.train_img_s);
         json_num(&b, "sample_img_s", r.sample_img_s);
         json_buf_printf(&b, ",\"images\":%lld", (long long)r.images);
+        json_num(&b, "tflop", r.tflop);
         json_num(&b, "train_s", r.train_s);
         json_stat(&b, "fd", r.fd);
         json_stat(&b, "class_acc", r.acc);
@@ -421,6 +468,7 @@ static void write_json(const CompareConfig *c, const CompareRun *runs, int nruns
                 const EvalRow *v = &runs[i].ev[e];
                 json_buf_printf(&b, "%s{\"images\":%lld,\"step\":%lld", e ? "," : "", (long long)v->images,
                                 (long long)v->step);
+                json_num(&b, "tflop", run_tflop(&runs[i], v->images));
                 json_num(&b, "train_s", v->train_s);
                 json_num(&b, "fd", v->fd);
                 json_num(&b, "class_acc", v->class_acc);
@@ -440,9 +488,12 @@ static void write_json(const CompareConfig *c, const CompareRun *runs, int nruns
     json_buf_free(&b);
 }
 
-// metric: 0 FD, 1 class accuracy. x: 0 images seen, 1 training seconds. One series per arm: the
-// mean over the seeds at the points every seed has.
-static void plot_metric(const CompareConfig *c, const CompareRun *runs, int nruns, int metric, int xtime,
+enum { X_IMAGES, X_TIME, X_TFLOP };
+
+// metric: 0 FD, 1 class accuracy. x: X_IMAGES images seen, X_TIME training seconds, X_TFLOP training
+// TFLOP (a run without its GFLOP/img yet is left out). One series per arm: the mean over the seeds
+// at the points every seed has.
+static void plot_metric(const CompareConfig *c, const CompareRun *runs, int nruns, int metric, int xkind,
                         const char *path) {
     PlotSeries s[COMPARE_MAX_ARMS];
     double *xs[COMPARE_MAX_ARMS], *ys[COMPARE_MAX_ARMS];
@@ -460,19 +511,22 @@ static void plot_metric(const CompareConfig *c, const CompareRun *runs, int nrun
                 if (runs[i].arm_index != a || !runs[i].nev) continue;
                 const EvalRow *v = at(&runs[i], r0->ev[e].images);
                 if (!v) { all = 0; break; }
-                sx += xtime ? v->train_s : (double)v->images;
+                sx += xkind == X_TIME    ? v->train_s
+                      : xkind == X_TFLOP ? run_tflop(&runs[i], v->images)
+                                         : (double)v->images;
                 sy += metric ? v->class_acc : v->fd;
                 k++;
             }
-            if (!all) continue;
+            if (!all || !isfinite(sx)) continue;
             xs[a][n] = sx / k;
             ys[a][n] = sy / k;
             n++;
         }
         s[a] = (PlotSeries){c->arms[a].name, xs[a], ys[a], n};
     }
-    PlotStyle st = {metric ? "class accuracy of the samples" : "FD of the samples",
-                    xtime ? "training seconds" : "images seen", metric ? "higher is better" : "lower is better", !metric};
+    static const char *xlabel[] = {"images seen", "training seconds", "training TFLOP (forward)"};
+    PlotStyle st = {metric ? "class accuracy of the samples" : "FD of the samples", xlabel[xkind],
+                    metric ? "higher is better" : "lower is better", !metric};
     MalaErr err;
     if (line_plot_png(path, s, c->narms, &st, &err)) fprintf(stderr, "warning: %s\n", err.msg);
     for (int a = 0; a < c->narms; a++) { free(xs[a]); free(ys[a]); }
@@ -504,10 +558,10 @@ void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, c
     write_json(c, runs, nruns, path);
     snprintf(path, sizeof path, "%s/loss.png", out);
     plot_loss(runs, nruns, c->batch, path);
-    static const char *names[2][2] = {{"fd_vs_images.png", "fd_vs_time.png"},
-                                      {"class_acc_vs_images.png", "class_acc_vs_time.png"}};
+    static const char *names[2][3] = {{"fd_vs_images.png", "fd_vs_time.png", "fd_vs_tflop.png"},
+                                      {"class_acc_vs_images.png", "class_acc_vs_time.png", "class_acc_vs_tflop.png"}};
     for (int m = 0; m < 2; m++)
-        for (int t = 0; t < 2; t++) {
+        for (int t = 0; t < 3; t++) {
             snprintf(path, sizeof path, "%s/%s", out, names[m][t]);
             plot_metric(c, runs, nruns, m, t, path);
         }

@@ -1,5 +1,5 @@
 // defines: compare_read_evals, compare_append_eval, compare_read_log, compare_log_free,
-//          compare_newest_ckpt, compare_run_size
+//          compare_newest_ckpt, compare_run_size, compare_run_schedule, compare_row_point
 // The files a comparison keeps per run, read back on every invocation (this is what makes it
 // resumable): evals.csv (ours, append-only), model.csv, and train's log.csv and checkpoints.
 #include <errno.h>
@@ -138,5 +138,25 @@ int compare_run_size(CompareRun *r) {
     int n = snprintf(line, sizeof line, "params,gflop_per_img,classes\n%.0f,%.9g,%d\n", r->params, r->gflop, r->classes);
     MalaErr err;
     if (atomic_write_file(path, line, (size_t)n, &err)) fprintf(stderr, "warning: %s\n", err.msg);
+    return 0;
+}
+
+void compare_run_schedule(const CompareConfig *c, CompareRun *r, double gflop) {
+    int64_t *im;
+    double *t;
+    r->npoints = compare_arm_points(c, gflop, &im, &t);
+    r->budget = compare_arm_budget(c, gflop);
+    for (int i = 0; i < r->npoints; i++) {
+        r->point[i] = im[i];
+        r->point_tflop[i] = t ? t[i] : 0;
+    }
+    free(im);
+    free(t);
+}
+
+double compare_row_point(const CompareConfig *c, const CompareRun *r, const EvalRow *e) {
+    if (c->budget_images) return (double)e->images;
+    for (int i = 0; i < r->npoints; i++)
+        if (r->point[i] == e->images) return r->point_tflop[i];
     return 0;
 }

@@ -3,7 +3,9 @@
 // and plots, a second run that resumes without training or evaluating again, a run stopped by a
 // signal that continues, a comparison done a few runs at a time (--runs), and a bad config. From
 // evaluation rows alone: the ranking (ties too), compare.png's labels, a changed config refused or
-// accepted, an --out that is not a comparison's; and the plots' tick values.
+// accepted, an --out that is not a comparison's; and the plots' tick values. Budgets in compute
+// (budget_tflop): each arm's images and evaluation points from its GFLOP/img, mala train --dry-run's
+// GFLOP/img against the model's, and compare-tiny-tflop.ini end to end (equal compute, drift).
 #include <dirent.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "compare/compare_config.h"
+#include "model/net.h"
 #include "formats/image_io.h"
 #include "formats/json.h"
 #include "eval/line_plot.h"
@@ -19,6 +22,7 @@
 #include "testcli.h"   // defines: run, g_err, slurp, mala_bin
 
 #define TINY "configs/compare-tiny.ini"
+#define TINY_TFLOP "configs/compare-tiny-tflop.ini"
 
 static void write_text(const char *path, const char *s) {
     FILE *f = fopen(path, "w");
@@ -121,6 +125,12 @@ START_TEST(test_parse_errors) {
         {"[compare]\nlr = \n", "bad.ini:2: lr: empty value"},
         {"[compare]\nbudget_images = 8\neval_cfg_channels = 0\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_cfg_channels 0: expected all or"},
         {"[compare]\nbudget_images = 8\neval_cfg_channels = 3x\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_cfg_channels 3x"},
+        {"[compare]\nbudget_images = 8\nbudget_tflop = 1\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini: budget_images and budget_tflop exclude each other"},
+        {"[compare]\nbudget_images = 8\ntrain_flags = --accum 2\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "does not take --accum"},
+        {"[compare]\nbudget_tflop = 1\neval_every_images = 8\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini: eval_every_images goes with budget_images"},
+        {"[compare]\nbudget_images = 8\neval_every_tflop = 1\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini: eval_every_tflop goes with budget_tflop"},
+        {"[compare]\nbudget_tflop = 10\neval_every_tflop = 0.001\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "budget_tflop / eval_every_tflop gives more than 1000"},
+        {"[compare]\nbudget_tflop = 0\n", "bad.ini:2: budget_tflop 0: out of range"},
         {"[compare]\nlr = 1\x01\n", "bad.ini:2: control byte 0x01"},
     };
     CompareConfig *c = malloc(sizeof *c);
@@ -138,9 +148,9 @@ END_TEST
 
 // The shipped configs parse.
 START_TEST(test_parse_shipped) {
-    const char *files[] = {TINY, "configs/compare-fmnist.ini"};
+    const char *files[] = {TINY_TFLOP, TINY, "configs/compare-fmnist.ini"};
     CompareConfig *c = malloc(sizeof *c);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         MalaErr err;
         ck_assert_msg(compare_config_load(files[i], c, &err) == 0, "%s", err.msg);
         ck_assert_str_eq(c->features, "fmnist");
@@ -149,6 +159,109 @@ START_TEST(test_parse_shipped) {
     ck_assert_int_ge(c->nseeds, 2);
     ck_assert_int_ge(c->budget_images / c->batch, 10000);
     free(c);
+}
+END_TEST
+
+// ---- budgets in compute ----
+
+static int count_char(const char *s, char ch);
+
+// budget_tflop: each arm's points are the whole steps nearest to eval_every_tflop, 2 x, ... and
+// budget_tflop at its GFLOP/img (round(T x 1000 / (GFLOP/img x batch))); a cheaper arm sees more
+// images; points that round to one step keep the later; the budget ends every arm within half a
+// step's compute of it.
+START_TEST(test_tflop_points) {
+    static const char *TEXT = "[compare]\nbatch = 10\nbudget_tflop = 0.25\neval_every_tflop = 0.1\n"
+                              "[arm a]\nbackbone = dit\npreset = DiT-T/4\n";
+    CompareConfig *c = malloc(sizeof *c);
+    MalaErr err;
+    ck_assert_msg(compare_config_parse(TEXT, strlen(TEXT), "t.ini", c, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq((int)c->budget_images, 0);
+    // 1 GFLOP/img: a step of 10 images is 0.01 TFLOP; points 0.1, 0.2, 0.25 -> 10, 20, 25 steps
+    int64_t *im;
+    double *t;
+    int n = compare_arm_points(c, 1.0, &im, &t);
+    ck_assert_int_eq(n, 3);
+    ck_assert(im[0] == 100 && im[1] == 200 && im[2] == 250);
+    ck_assert(fabs(t[0] - 0.1) < 1e-12 && fabs(t[1] - 0.2) < 1e-12 && t[2] == 0.25);
+    ck_assert_int_eq((int)compare_arm_budget(c, 1.0), 250);
+    free(im);
+    free(t);
+    // 3 GFLOP/img: 0.1 TFLOP is 3.33 steps -> 3, 0.2 -> 6.67 -> 7, 0.25 -> 8.33 -> 8
+    n = compare_arm_points(c, 3.0, &im, &t);
+    ck_assert_int_eq(n, 3);
+    ck_assert(im[0] == 30 && im[1] == 70 && im[2] == 80);
+    free(im);
+    free(t);
+    ck_assert_int_eq((int)compare_tflop_steps(c, 0.25, 3.0), 8);
+    ck_assert_int_eq((int)compare_tflop_steps(c, 0.035, 1.0), 4);  // 3.5 steps: half away from zero
+    ck_assert_int_eq((int)compare_tflop_steps(c, 1e-9, 1.0), 1);   // at least one step
+    // 40 GFLOP/img: a step is 0.4 TFLOP; 0.1 and 0.2 round to step 0 -> 1, 0.25 to 1: one point
+    n = compare_arm_points(c, 40.0, &im, &t);
+    ck_assert_int_eq(n, 1);
+    ck_assert(im[0] == 10 && t[0] == 0.25);
+    free(im);
+    free(t);
+    // within half a step's compute of the budget, at any cost
+    for (double g = 0.01; g < 20; g *= 1.37) {
+        const double step_tflop = g * c->batch / 1e3, end = compare_tflop(compare_arm_budget(c, g), g);
+        if (step_tflop <= c->budget_tflop)
+            ck_assert_msg(fabs(end - c->budget_tflop) <= step_tflop / 2 + 1e-12, "%g GFLOP/img: %g TFLOP", g, end);
+    }
+    // the default eval_every_tflop: the budget alone; budget_images: the images points, no TFLOP
+    static const char *ONE = "[compare]\nbatch = 10\nbudget_tflop = 0.25\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n";
+    ck_assert_msg(compare_config_parse(ONE, strlen(ONE), "t.ini", c, &err) == 0, "%s", err.msg);
+    n = compare_arm_points(c, 1.0, &im, &t);
+    ck_assert(n == 1 && im[0] == 250);
+    free(im);
+    free(t);
+    ck_assert_msg(compare_config_parse(GOOD, strlen(GOOD), "good.ini", c, &err) == 0, "%s", err.msg);
+    n = compare_arm_points(c, 3.0, &im, &t);
+    ck_assert(n == 4 && im[3] == 1000 && t == NULL);
+    ck_assert_int_eq((int)compare_arm_budget(c, 3.0), 1000);
+    free(im);
+    free(c);
+}
+END_TEST
+
+// The GFLOP/img compare budgets an arm by: `mala train --dry-run` with the arm's flags prints the
+// model train builds (the data's 32x32x1 here, the flags' RoPE and LePE), counted as the report
+// counts it (net_flops_per_image); it writes nothing.
+START_TEST(test_dry_run_gflop) {
+    tu_make_tmpdir("compare_dry");
+    static const struct { const char *flags; int rope, lepe; } CASES[] = {{"", 1, 5}, {" --rope 0 --lepe 0", 0, 0}};
+    for (int i = 0; i < 2; i++) {
+        int rc = run("train --dry-run --model DiT-T/4 --attn mala --data fashion-mnist --limit 64 --batch 8 --out %s%s",
+                     tp("run"), CASES[i].flags);
+        ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+        NetConfig nc;
+        net_config_default(&nc, BACKBONE_DIT);
+        MalaErr err;
+        ck_assert_int_eq(net_config_preset(&nc, "DiT-T/4", &err), 0);
+        dit_config_attn_defaults(&nc.dit, ATTN_MALA);
+        nc.dit.rope = CASES[i].rope;
+        nc.dit.lepe = CASES[i].lepe;
+        nc.image_size = 32;
+        nc.in_channels = 1;
+        nc.num_classes = 10;
+        const double want = net_flops_per_image(&nc) / 1e9;
+        const char *g = strstr(g_out, "\"gflop_per_img\":");
+        ck_assert_msg(g, "%s", g_out);
+        const double got = strtod(g + 16, NULL);
+        ck_assert_msg(fabs(got - want) <= 1e-8 * want, "%s: %.9g GFLOP/img, the model's %.9g", CASES[i].flags, got, want);
+    }
+    struct stat st;
+    ck_assert_msg(stat(tp("run"), &st) != 0, "--dry-run created its --out");
+    // a flag train refuses for the arm's model stops a budget_tflop comparison at that arm's line
+    write_text(tp("bad.ini"), "[compare]\nbatch = 8\ntrain_flags = --limit 64\nbudget_tflop = 0.01\n\n"
+                              "[arm x]\nbackbone = dic\npreset = DiC-T13\nflags = --rope 0\n");
+    int rc = run("compare --config %s --out %s", tp("bad.ini"), tp("cmp"));
+    char want[700];
+    snprintf(want, sizeof want, "error: %s:6: [arm x]: mala train --dry-run (its GFLOP/img for budget_tflop) failed "
+                                "with status 1: error: --attn, --rope, --lepe and --gate set DiT's attention", tp("bad.ini"));
+    ck_assert_msg(rc == 1 && !strncmp(g_err, want, strlen(want)) && count_char(g_err, '\n') == 1, "%s", g_err);
+    ck_assert_msg(stat(tp("cmp/runs/x-s0/checkpoints"), &st) != 0, "the arm trained");
+    tu_rm_tmpdir();
 }
 END_TEST
 
@@ -242,7 +355,7 @@ START_TEST(test_end_to_end) {
         ck_assert_msg(r, "results.md has no row for %s:\n%s", c->arms[a].name, md);
         char *end = strchr(r + 1, '\n');
         *end = 0;
-        ck_assert_int_eq(count_char(r + 1, '|'), 15);
+        ck_assert_int_eq(count_char(r + 1, '|'), 16);
         ck_assert_msg(strstr(r, "M |"), "no parameter count: %s", r + 1);
         *end = '\n';
     }
@@ -261,7 +374,7 @@ START_TEST(test_end_to_end) {
         if (fields == 12) acc = *p == ',' ? -1 : strtod(p, NULL);
     }
     fields--;
-    ck_assert_int_eq(fields, 18);
+    ck_assert_int_eq(fields, 19);
     ck_assert_msg(fd > 0, "FD %g", fd);
     ck_assert_msg(acc >= 0 && acc <= 1, "class accuracy %g", acc);
     free(csv);
@@ -280,8 +393,8 @@ START_TEST(test_end_to_end) {
     json_free(j);
     free(js);
     const char *pngs[] = {"loss.png", "fd_vs_images.png", "fd_vs_time.png", "class_acc_vs_images.png",
-                          "class_acc_vs_time.png", "compare.png"};
-    for (int i = 0; i < 6; i++) {
+                          "class_acc_vs_time.png", "compare.png", "fd_vs_tflop.png", "class_acc_vs_tflop.png"};
+    for (int i = 0; i < 8; i++) {
         snprintf(path, sizeof path, "%s/%s", out, pngs[i]);
         check_png(path);
     }
@@ -328,6 +441,111 @@ START_TEST(test_end_to_end) {
     snprintf(last, sizeof last, "\n%lld,", (long long)(c->budget_images + c->eval_every_images));
     ck_assert_msg(strstr(ev, last), "no evaluation at the longer budget:\n%s", ev);
     free(ev);
+    free(c);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+static char *set_key(char *text, const char *key, const char *value);
+
+// text (freed) with its one occurrence of `old` replaced by `now`.
+static char *replace_text(char *text, const char *old, const char *now) {
+    char *p = strstr(text, old);
+    ck_assert_msg(p, "no '%s' in:\n%s", old, text);
+    char *out = malloc(strlen(text) + strlen(now) + 1);
+    sprintf(out, "%.*s%s%s", (int)(p - text), text, now, p + strlen(old));
+    free(text);
+    return out;
+}
+
+// Field i (1-based) of a CSV line, as a number.
+static double csv_field(const char *line, int i) {
+    for (; i > 1 && line; i--) line = strchr(line, ','), line = line ? line + 1 : NULL;
+    return line && *line != ',' && *line != '\n' ? strtod(line, NULL) : NAN;
+}
+
+// compare-tiny-tflop.ini end to end: each arm trains to its own images (its GFLOP/img's whole steps
+// nearest to the TFLOP points) and stops within half a step's compute of budget_tflop, so the arms
+// end at equal compute within one step; the report has the TFLOP view. Then drift on that DIR:
+// budget_images instead, or a smaller budget_tflop, refused naming the key; a larger one accepted.
+START_TEST(test_tflop_end_to_end) {
+    tu_make_tmpdir("compare_tflop");
+    char out[512], path[700];
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    CompareConfig *c = malloc(sizeof *c);
+    MalaErr err;
+    ck_assert_msg(compare_config_load(TINY_TFLOP, c, &err) == 0, "%s", err.msg);
+    int rc = run("compare --config " TINY_TFLOP " --out %s", out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    snprintf(path, sizeof path, "%s/results.csv", out);
+    char *csv = read_text(path);
+    double end[COMPARE_MAX_ARMS], step_tflop[COMPARE_MAX_ARMS];
+    int64_t last_images[COMPARE_MAX_ARMS];
+    for (int a = 0; a < c->narms; a++) {
+        char head[80];
+        snprintf(head, sizeof head, "\n%s,1,", c->arms[a].name);
+        int64_t *im;
+        double *t;
+        double g = NAN;
+        int n = 0, np = -1;
+        for (char *l = strstr(csv, head); l; l = strstr(l + 1, head), n++) {
+            g = csv_field(l + 1, 7);
+            if (np < 0) np = compare_arm_points(c, g, &im, &t);
+            ck_assert_msg(n < np && (int64_t)csv_field(l + 1, 8) == im[n], "[arm %s] row %d: %.0f images, not %lld:\n%s",
+                          c->arms[a].name, n, csv_field(l + 1, 8), (long long)(n < np ? im[n] : -1), csv);
+            end[a] = csv_field(l + 1, 19);
+            ck_assert(fabs(end[a] - compare_tflop(im[n], g)) <= 1e-5 * end[a]);  // results.csv's 6 digits
+        }
+        ck_assert_msg(n == np && np == 2, "[arm %s]: %d rows, %d points:\n%s", c->arms[a].name, n, np, csv);
+        last_images[a] = im[np - 1];
+        step_tflop[a] = g * c->batch / 1e3;
+        ck_assert_msg(fabs(end[a] - c->budget_tflop) <= step_tflop[a] / 2 + 1e-12, "[arm %s] ends at %g TFLOP",
+                      c->arms[a].name, end[a]);
+        free(im);
+        free(t);
+    }
+    for (int a = 1; a < c->narms; a++)  // equal compute within one step; the costlier DiC sees fewer images
+        ck_assert(fabs(end[a] - end[0]) <= fmax(step_tflop[a], step_tflop[0]));
+    ck_assert_msg(last_images[2] < last_images[0] && last_images[1] == last_images[0], "%s", csv);
+    free(csv);
+    const char *pngs[] = {"fd_vs_tflop.png", "class_acc_vs_tflop.png", "fd_vs_images.png", "fd_vs_time.png", "loss.png"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", out, pngs[i]);
+        check_png(path);
+    }
+    snprintf(path, sizeof path, "%s/results.md", out);
+    char *md = read_text(path);
+    ck_assert_msg(strstr(md, "budget 0.007 training TFLOP per arm") && strstr(md, "| train TFLOP |") &&
+                      strstr(md, "Ranking by FD (lower is better) at 0.007 training TFLOP, the last point every run "
+                                 "with results has reached (3 of 3 runs)") && strstr(md, "| run | 0.0035 | 0.007 |"),
+                  "%s", md);
+    free(md);
+
+    char *before = NULL, *after = NULL;
+    size_t lb = 0, la = 0;
+    snapshot(out, &before, &lb);
+    char *t = replace_text(read_text(TINY_TFLOP), "budget_tflop = 0.007\neval_every_tflop = 0.0035\n",
+                           "budget_images = 64\n");
+    write_text(tp("new.ini"), t);
+    free(t);
+    rc = run("compare --config %s --out %s", tp("new.ini"), out);
+    char want[800];
+    snprintf(want, sizeof want, ": budget_images replaces budget_tflop of %s/config.ini, with which run mala-s1 has "
+                                "trained", out);
+    ck_assert_msg(rc == 1 && strstr(g_err, want) && count_char(g_err, '\n') == 1, "%s", g_err);
+    write_text(tp("new.ini"), (t = set_key(read_text(TINY_TFLOP), "budget_tflop", "0.005")));
+    free(t);
+    rc = run("compare --config %s --out %s", tp("new.ini"), out);
+    snprintf(want, sizeof want, ": budget_tflop 0.005 is below 0.007 in %s/config.ini, and run mala-s1 has trained", out);
+    ck_assert_msg(rc == 1 && strstr(g_err, want) && count_char(g_err, '\n') == 1, "%s", g_err);
+    snapshot(out, &after, &la);
+    ck_assert_msg(la == lb && !memcmp(before, after, la), "a refused config changed the output directory");
+    free(before);
+    free(after);
+    write_text(tp("new.ini"), (t = set_key(read_text(TINY_TFLOP), "budget_tflop", "0.0105")));
+    free(t);
+    rc = run("compare --config %s --out %s --report", tp("new.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
     free(c);
     tu_rm_tmpdir();
 }
@@ -495,7 +713,7 @@ START_TEST(test_report_ranking) {
         "Seed 2: mala < softmax (the other arms have no result yet).\n",
         "The seeds agree on the order of the arms every seed has (mala, softmax).\n",
         // the arm rows: mala and softmax at 64 images (both seeds), dig at 32 (its one seed with results)
-        "| 64 | 2 | 3.250 ± 0.3536 |", "| 64 | 2 | 4.250 ± 0.3536 |", "| 32 | 1 | 2.000 |",
+        "| 64 | - | 2 | 3.250 ± 0.3536 |", "| 64 | - | 2 | 4.250 ± 0.3536 |", "| 32 | - | 1 | 2.000 |",
         // every run at every point
         "| run | 32 (4) | 64 (8) |\n|---|---|---|\n", "| mala-s1 | 5.000 / 0.100 | 3.000 / 0.200 |\n",
         "| dig-s1 | 2.000 / 0.100 | - |\n", "| dig-s2 | - | - |\n"};
@@ -640,11 +858,20 @@ START_TEST(test_config_drift) {
         ck_assert_msg(rc == 1 && !strncmp(g_err, "error: ", 7) && strstr(g_err, want) && count_char(g_err, '\n') == 1,
                       "%s = %s: exit %d:\n%s", BAD[i].key, BAD[i].value, rc, g_err);
     }
+    // budget_tflop instead of budget_images
+    char *t = replace_text(read_text(TINY), "budget_images = 64\neval_every_images = 32\n", "budget_tflop = 0.01\n"), *p;
+    write_text(tp("new.ini"), t);
+    free(t);
+    int rc = run("compare --config %s --out %s", tp("new.ini"), out);
+    char want[700];
+    snprintf(want, sizeof want, ": budget_tflop replaces budget_images of %s/config.ini, with which run mala-s1 has "
+                                "trained (a comparison keeps its budget's unit: a new --out)", out);
+    ck_assert_msg(rc == 1 && strstr(g_err, want) && count_char(g_err, '\n') == 1, "%s", g_err);
     // an arm's own key, and an arm left out
-    char *t = read_text(TINY), *p = strstr(t, "preset = DiT-T/4");
+    t = read_text(TINY), p = strstr(t, "preset = DiT-T/4");
     memcpy(p, "preset = DiT-S/4", 16);
     write_text(tp("new.ini"), t);
-    int rc = run("compare --config %s --out %s", tp("new.ini"), out);
+    rc = run("compare --config %s --out %s", tp("new.ini"), out);
     ck_assert_msg(rc == 1 && strstr(g_err, ": [arm mala] preset DiT-S/4 differs from DiT-T/4"), "%s", g_err);
     *strstr(t, "[arm mala]") = 0;
     snprintf(t + strlen(t), 64, "[arm x]\nbackbone = dit\npreset = DiT-T/4\n");
@@ -741,6 +968,9 @@ int main(void) {
     tcase_add_test(tc, test_parse_good);
     tcase_add_test(tc, test_parse_errors);
     tcase_add_test(tc, test_parse_shipped);
+    tcase_add_test(tc, test_tflop_points);
+    tcase_add_test(tc, test_dry_run_gflop);
+    tcase_add_test(tc, test_tflop_end_to_end);
     tcase_add_test(tc, test_bad_config);
     tcase_add_test(tc, test_end_to_end);
     tcase_add_test(tc, test_shipped_config_tiny);
