@@ -38,9 +38,7 @@ static const char *bf16_refusal(void) {
 #ifndef MALA_DNNL
     return "this build has no oneDNN (libdnnl-dev, see tools/install_deps.sh), which bf16 runs on";
 #else
-    const char *g = getenv("MALA_GEMM");
-    return g && !strcmp(g, "openblas") ? "MALA_GEMM=openblas picks OpenBLAS, and bf16 runs on oneDNN"
-                                       : "oneDNN's CPU engine did not start";
+    return "the products run on OpenBLAS here (MALA_GEMM=openblas, or oneDNN did not start), and bf16 needs oneDNN's";
 #endif
 }
 
