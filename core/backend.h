@@ -375,7 +375,8 @@ struct Backend {
 // backend_select.c asserts at build time that this list covers the whole struct.
 #define MALA_BACKEND_SLOTS(X) \
     X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
-    X(gemm_gflops) X(weights_changed) X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
+    X(gemm_gflops) X(weights_changed) \
+    X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
     X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(gelu_erf_fwd) \
     X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(elu1_rope_fwd) \
     X(rope_bwd) X(mala_cache_floats) \

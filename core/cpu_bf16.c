@@ -53,7 +53,9 @@ static void scratch_free(void *p) {
     free(s);
 }
 
-static void scratch_key_make(void) { CHECK(!pthread_key_create(&scratch_key, scratch_free), "bf16: pthread_key_create"); }
+static void scratch_key_make(void) {
+    CHECK(!pthread_key_create(&scratch_key, scratch_free), "bf16: pthread_key_create");
+}
 
 void *cpu_bf16_scratch(int slot, size_t bytes) {
     CHECK(slot >= 0 && slot < SCRATCH_SLOTS, "bf16: scratch slot %d", slot);

@@ -142,8 +142,9 @@ static void *make_matmul(const DnnlKey *k, void *ctx) {
         return m;
     }
     // (bf16 never falls back to fp32 unsaid)
-    if (in == dnnl_bf16) FATAL("--precision bf16: oneDNN has no bf16 matmul for %dx%dx%d on this CPU; use --precision fp32",
-                               v[K_M], v[K_N], v[K_K]);
+    if (in == dnnl_bf16)
+        FATAL("--precision bf16: oneDNN has no bf16 matmul for %dx%dx%d on this CPU; use --precision fp32", v[K_M],
+              v[K_N], v[K_K]);
     fprintf(stderr, "mala: oneDNN has no matmul for %dx%dx%d (trans %d%d); OpenBLAS computes it\n", v[K_M], v[K_N],
             v[K_K], v[K_TA], v[K_TB]);
     free(m);

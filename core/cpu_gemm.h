@@ -14,8 +14,8 @@
 // Activations are converted per call into per-thread buffers; weights (cpu_sgemm_wt's B, the
 // convolutions' w) come from their bf16 shadows (cpu_bf16.h), made once per optimiser step.
 // defines: GemmImpl, ConvImpl, GemmPrec, cpu_sgemm, cpu_sgemm_wt, cpu_gemm_select, cpu_gemm_impl, cpu_conv_impl,
-//          cpu_gemm_name, cpu_conv_name, cpu_gemm_precision, cpu_gemm_set_precision, cpu_dnnl_conv2d_fwd, cpu_dnnl_conv2d_dx,
-//          cpu_dnnl_conv2d_dw, cpu_dnnl_conv_blocked
+//          cpu_gemm_name, cpu_conv_name, cpu_gemm_precision, cpu_gemm_set_precision, cpu_dnnl_conv2d_fwd,
+//          cpu_dnnl_conv2d_dx, cpu_dnnl_conv2d_dw, cpu_dnnl_conv_blocked
 #ifndef MALA_CPU_GEMM_H
 #define MALA_CPU_GEMM_H
 

@@ -249,7 +249,9 @@ static void conv_ref(ConvShape s, const float *x, const float *w, const float *b
 }
 
 static const ConvShape CONVS[] = {
-    {2, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1}, {3, 16, 7, 9, 8, 3, 3, 2, 1, 0, 1, 0}, {2, 32, 6, 6, 16, 1, 1, 1, 0, 0, 0, 0},
+    {2, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1},   // 3x3, pad 1
+    {3, 16, 7, 9, 8, 3, 3, 2, 1, 0, 1, 0},   // stride 2, uneven padding
+    {2, 32, 6, 6, 16, 1, 1, 1, 0, 0, 0, 0},  // 1x1
 };
 
 static void conv_case(ConvShape s, int k) {
