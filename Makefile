@@ -145,6 +145,11 @@ $(BUILD)/bench_gemm: tools/bench_gemm.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
+# fp32 against bf16 training and sampling, interleaved in one process (docs/performance.md, "bf16").
+$(BUILD)/bench_precision: tools/bench_precision.c $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
+
 $(BUILD)/blas_core: tools/blas_core_main.c cpu/blas_core.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^

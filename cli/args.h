@@ -42,12 +42,14 @@ const char *args_suggest(const char *word, const char *const *cands, int n);
 // in all)" when bytes exceed what can be allocated (memory_available in mem_plan.h).
 void args_check_memory(const char *flag, long long value, double bytes, const char *what);
 
-// The rows every command that computes shares: threads, the op backend and CUDA's precision.
+// The rows every command that computes shares: threads, the op backend and the products' precision.
 #define OPT_THREADS(var) \
     {"--threads", OPT_INT, (var), "N", "CPU threads (0 = all cores)", ARG_MIN(0), ARG_MAX(ARGS_MAX_THREADS)}
 #define OPT_DEVICE(var) {"--device", OPT_STR, (var), "cpu|cuda", "op backend (default: cuda if present)"}
-#define OPT_PRECISION(var) \
-    {"--precision", OPT_STR, (var), "tf32|fp32", "CUDA matrix products: tf32 tensor cores (default) or full fp32"}
+#define OPT_PRECISION(var)                                                                                         \
+    {"--precision", OPT_STR, (var), "fp32|bf16|tf32",                                                              \
+     "matrix products: CPU fp32 or bf16 (oneDNN), CUDA tf32 tensor cores or fp32 "                                 \
+     "(default: fp32 on the CPU, tf32 on CUDA)"}
 
 
 #endif

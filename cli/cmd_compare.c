@@ -225,9 +225,10 @@ static void stop_here(Ctl *k) {
     exit(130);
 }
 
-// Where every child runs: the config's device and the threads each child gets.
+// Where every child runs: the config's device and precision, and the threads each child gets.
 static void add_device_threads(Argv *a, const CompareConfig *c) {
     av_add(a, "--device"); av_add(a, "%s", c->device);
+    if (strcmp(c->precision, "auto")) av_add(a, "--precision"), av_add(a, "%s", c->precision);
     if (child_threads) av_add(a, "--threads"), av_add(a, "%d", child_threads);
 }
 

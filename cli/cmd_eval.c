@@ -490,8 +490,9 @@ int cmd_eval(int argc, char **argv) {
         {"--partial", OPT_STR, &a.partial, "DIR", "--ckpt: keep the sampled batches in DIR, so that the same command "
          "run again continues (default with --save-stats FILE: FILE.partial)"},
         {"--device", OPT_STR, &a.gen.device, "cpu|cuda", "backend of the Inception and the sampler (default: cuda if present)"},
-        {"--precision", OPT_STR, &a.gen.precision, "tf32|fp32", "--ckpt: CUDA matrix products of the sampler (default "
-                                                                "tf32; the Inception always runs in fp32)"},
+        {"--precision", OPT_STR, &a.gen.precision, "fp32|bf16|tf32",
+         "--ckpt: the sampler's matrix products, CPU fp32 or bf16, CUDA tf32 or fp32 (default: fp32 on the CPU, tf32 "
+         "on CUDA; the Inception, and bf16's fmnist features, run in fp32)"},
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     if (!sub || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {

@@ -55,6 +55,7 @@ static const Key KEYS[] = {
     CK("ckpt_every", K_INT, ckpt_every, 0, 1e9, FREE),
     CK("threads", K_INT, threads, 0, 1024, FREE),
     CK("device", K_STR, device, 0, 0, FREE),
+    CK("precision", K_STR, precision, 0, 0, TRAIN),
     CK("train_flags", K_FLAGS, train_flags, 0, 0, TRAIN),
     AK("backbone", K_STR, backbone, 0, 0, TRAIN),
     AK("attention", K_STR, attention, 0, 0, TRAIN),
@@ -69,7 +70,7 @@ static const Key KEYS[] = {
 static const char *const OWN_FLAGS[] = {"--out", "--results-dir", "--resume", "--iters", "--epochs", "--batch",
                                         "--global-batch", "--global-batch-size", "--seed", "--global-seed", "--model",
                                         "--backbone", "--attn", "--data", "--data-path", "--lr", "--sample-every",
-                                        "--log-every", "--ckpt-every", "--threads", "--device"};
+                                        "--log-every", "--ckpt-every", "--threads", "--device", "--precision"};
 // Flags a comparison cannot take: its budgets count images as steps x batch (--accum would break
 // that), and every arm starts from its own initialisation (--init).
 static const char *const UNSUPPORTED_FLAGS[] = {"--accum", "--init"};
@@ -91,6 +92,7 @@ static void defaults(CompareConfig *c) {
     c->grid_per_class = 2;
     c->log_every = 100;
     snprintf(c->device, sizeof c->device, "auto");
+    snprintf(c->precision, sizeof c->precision, "auto");
 }
 
 static int edit_distance(const char *a, const char *b) {
@@ -233,6 +235,8 @@ static int validate(CompareConfig *c, const char *name, MalaErr *err) {
                          c->cfg_channels);
     if (!one_of(c->device, "auto", "cpu", "cuda"))
         return mala_errf(err, "%s: device %s: expected auto, cpu or cuda", name, c->device);
+    if (!one_of(c->precision, "auto", "fp32", "bf16") && strcmp(c->precision, "tf32"))
+        return mala_errf(err, "%s: precision %s: expected auto, fp32, bf16 or tf32", name, c->precision);
     if (!one_of(c->features, "fmnist", "inception", NULL))
         return mala_errf(err, "%s: features %s: expected fmnist or inception", name, c->features);
     if (!c->data[0] || !c->ref[0]) return mala_errf(err, "%s: data and ref must not be empty", name);

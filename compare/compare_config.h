@@ -63,6 +63,7 @@ typedef struct {
     int ckpt_every;                  // train --ckpt-every (steps; 0 = every eval point)
     int threads;                     // 0 = all
     char device[8];                  // auto | cpu | cuda: --device of every child
+    char precision[8];               // auto (the device's default) | fp32 | bf16 | tf32: --precision of every child
     char train_flags[COMPARE_STR];   // extra train flags for every arm
     int ntrain_flags;
     char *train_flag[COMPARE_MAX_FLAGS];

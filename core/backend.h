@@ -62,12 +62,17 @@ struct Backend {
     void (*copy)(void *dst, const void *src, size_t bytes);  // device to device
     void (*zero)(void *p, size_t bytes);
     void (*sync)(void);
-    // Matrix products in TF32 (fp32 = 0, CUDA's default) or full fp32 (1); the CPU is always fp32.
+    // Matrix products (and the CPU's convolutions) in the backend's reduced precision (fp32 = 0: TF32 on
+    // CUDA, its default; bf16 inputs with fp32 accumulation on the CPU, which needs oneDNN) or in full fp32
+    // (1, the CPU's default).
     void (*set_precision)(int fp32);
-    const char *(*precision)(void);  // "tf32" or "fp32": what the products run in now
+    const char *(*precision)(void);  // "tf32", "bf16" or "fp32": what the products run in now
     // GFLOP/s of this backend's matrix product (cpu_sgemm: oneDNN or OpenBLAS; cuBLAS in the current precision)
     // on a DiT-S/2-shaped product (8192x384 times 384x1152): the ceiling `mala bench train` reports.
     double (*gemm_gflops)(void);
+    // Parameters were written outside the optimiser's ops (loading, initialisation): a backend keeping
+    // reduced-precision copies of weights (the CPU's bf16 shadows) makes them again before their next use.
+    void (*weights_changed)(void);
 
     // ---- dense ----
     // out[N,Dout] = in[N,Din] W[Dout,Din]^T + b[Dout]   (b may be NULL)
@@ -370,7 +375,8 @@ struct Backend {
 // backend_select.c asserts at build time that this list covers the whole struct.
 #define MALA_BACKEND_SLOTS(X) \
     X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
-    X(gemm_gflops) X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
+    X(gemm_gflops) X(weights_changed) \
+    X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
     X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(gelu_erf_fwd) \
     X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(elu1_rope_fwd) \
     X(rope_bwd) X(mala_cache_floats) \
@@ -396,10 +402,11 @@ void backend_check(const Backend *be);
 const Backend *backend_cpu(void);
 // NULL with a one-line reason in *why when this build or machine has no CUDA device.
 const Backend *backend_cuda(const char **why);
-// device: "cpu", "cuda" or NULL (auto: cuda when present, else cpu); precision: NULL or "tf32"
-// (CUDA's matrix products on TF32 tensor cores, the default) or "fp32" (full fp32 products);
-// the CPU always computes in fp32. Exits with a clear message when cuda is asked for and
-// unavailable, or on an unknown name.
+// device: "cpu", "cuda" or NULL (auto: cuda when present, else cpu); precision: NULL (the device's
+// default: fp32 on the CPU, tf32 on CUDA), "fp32" (full fp32 products), "tf32" (CUDA's TF32 tensor
+// cores; the CPU has none and stays fp32) or "bf16" (the CPU only: oneDNN products and convolutions on
+// bf16 inputs). Exits with a clear message when cuda is asked for and unavailable, on bf16 where it
+// cannot run, or on an unknown name.
 const Backend *backend_select(const char *device, const char *precision);
 
 #endif

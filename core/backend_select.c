@@ -1,5 +1,5 @@
-// Run-time choice of the op backend (--device cpu|cuda; default cuda when a GPU is present), and
-// the check that a table fills every slot.
+// Run-time choice of the op backend (--device cpu|cuda; default cuda when a GPU is present) and its
+// precision (--precision), and the check that a table fills every slot.
 // defines: backend_select, backend_check (and backend_cuda for builds without CUDA)
 #include <string.h>
 
@@ -38,12 +38,21 @@ static const Backend *select_device(const char *name) {
     FATAL("--device %s: unknown device (expected cpu or cuda)", name);
 }
 
+// fp32 = 1 for full fp32, 0 for the device's reduced precision (CUDA's TF32, the CPU's bf16).
+static int wants_fp32(const Backend *be, const char *precision) {
+    const int cpu = be == backend_cpu();
+    if (!precision) return cpu;  // the defaults: fp32 on the CPU (today's numbers), TF32 on CUDA
+    if (!strcmp(precision, "fp32")) return 1;
+    if (!strcmp(precision, "tf32")) return cpu;  // (the CPU has no TF32: fp32, as before bf16 came)
+    if (!cpu) FATAL("--precision bf16: the CUDA backend has tf32 and fp32 only (use --device cpu for bf16)");
+    return 0;
+}
+
 const Backend *backend_select(const char *device, const char *precision) {
-    int fp32 = 0;
-    if (precision && !strcmp(precision, "fp32")) fp32 = 1;
-    else if (precision && strcmp(precision, "tf32")) FATAL("--precision %s: unknown precision (expected tf32 or fp32)", precision);
+    if (precision && strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "bf16"))
+        FATAL("--precision %s: unknown precision (expected fp32, tf32 or bf16)", precision);
     const Backend *be = select_device(device);
     backend_check(be);
-    be->set_precision(fp32);
+    be->set_precision(wants_fp32(be, precision));
     return be;
 }

@@ -1,4 +1,5 @@
 // The CPU op table: oneDNN or OpenBLAS for the products (cpu_gemm.h), OpenMP loops for the rest.
+// Precision fp32 (the default: today's numbers) or bf16 (oneDNN; cpu_gemm.h, cpu_bf16.h).
 // defines: backend_cpu
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,23 +10,62 @@
 #include "cpu/ops_cpu.h"
 #include "cpu/ops_cpu_dense.h"
 #include "cpu/cpu_gemm.h"
+#include "cpu/cpu_bf16.h"
 
 // calloc, 64-byte aligned: a large block comes from the kernel already zero and is not touched here,
 // so its pages are mapped on first use (no start-up pass over a training arena of many GB). The
-// pointer calloc returned sits just below the aligned one.
+// pointer calloc returned sits just below the aligned one, and the size below it (release drops the
+// bf16 shadows of weights in the block).
 static void *cpu_alloc(size_t bytes) {
-    char *raw = calloc(1, bytes + 64 + sizeof(void *));
+    char *raw = calloc(1, bytes + 64 + 2 * sizeof(void *));
     if (!raw) FATAL("out of memory allocating %zu bytes", bytes);
-    char *p = (char *)(((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63);
+    char *p = (char *)(((uintptr_t)raw + 2 * sizeof(void *) + 63) & ~(uintptr_t)63);
     ((void **)p)[-1] = raw;
+    ((size_t *)p)[-2] = bytes;
     return p;
 }
-static void cpu_release(void *p) { if (p) free(((void **)p)[-1]); }
+static void cpu_release(void *p) {
+    if (!p) return;
+    cpu_bf16_forget(p, ((size_t *)p)[-2]);
+    free(((void **)p)[-1]);
+}
 static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) memcpy(dst, src, bytes); }
 static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
 static void cpu_sync(void) {}
-static void cpu_set_precision(int fp32) {}
-static const char *cpu_precision(void) { return "fp32"; }
+
+// Why bf16 cannot run here: its products and convolutions are oneDNN's.
+static const char *bf16_refusal(void) {
+#ifndef MALA_DNNL
+    return "this build has no oneDNN (libdnnl-dev, see tools/install_deps.sh), which bf16 runs on";
+#else
+    return "the products run on OpenBLAS here (MALA_GEMM=openblas, or oneDNN did not start), and bf16 needs oneDNN's";
+#endif
+}
+
+// Without native bf16 dot products (avx512_bf16) oneDNN emulates them: it runs, slower, and says so.
+static void cpu_set_precision(int fp32) {
+    if (fp32 || cpu_gemm_precision() == GEMM_BF16) {
+        cpu_gemm_set_precision(fp32 ? GEMM_F32 : GEMM_BF16);
+        return;
+    }
+    if (!cpu_gemm_set_precision(GEMM_BF16)) FATAL("--precision bf16: %s; use --precision fp32", bf16_refusal());
+    static int warned;
+    if (!cpu_bf16_native() && !warned++)
+        fprintf(stderr, "mala: this CPU has no native bf16 dot products (avx512_bf16): oneDNN emulates them, "
+                        "slower than --precision fp32\n");
+}
+static const char *cpu_precision(void) { return cpu_gemm_precision() == GEMM_BF16 ? "bf16" : "fp32"; }
+static void cpu_weights_changed(void) { cpu_bf16_weights_changed(); }
+// The optimiser's ops write parameters: their bf16 shadows are made again at their next use.
+static void cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+                           float eps, float wd, int t) {
+    cpu_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+    cpu_bf16_weights_changed();
+}
+static void cpu_ema_step(float *e, const float *p, size_t n, float decay) {
+    cpu_ema(e, p, n, decay);
+    cpu_bf16_weights_changed();
+}
 
 // cpu_sgemm (oneDNN or OpenBLAS, cpu_gemm.h) on the DiT-S/2-shaped product (8192x384 . 384x1152), warm, 6 repetitions.
 static double cpu_gemm_gflops(void) {
@@ -33,10 +73,11 @@ static double cpu_gemm_gflops(void) {
     float *a = xcalloc((size_t)M * K, 4), *b = xcalloc((size_t)K * N, 4), *c = xcalloc((size_t)M * N, 4);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
     for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
-    cpu_sgemm(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
+    cpu_sgemm_wt(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);  // (b as a weight: bf16 converts it once)
     double t0 = now_seconds();
-    for (int r = 0; r < reps; r++) cpu_sgemm(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
+    for (int r = 0; r < reps; r++) cpu_sgemm_wt(0, 0, M, N, K, 1, a, K, b, N, 0, c, N);
     double dt = now_seconds() - t0;
+    cpu_bf16_forget(b, (size_t)K * N * 4);
     free(a); free(b); free(c);
     return 2.0 * M * K * N * reps / dt / 1e9;
 }
@@ -46,6 +87,7 @@ static const Backend CPU = {
     .alloc = cpu_alloc, .release = cpu_release, .to_device = cpu_memcpy, .to_host = cpu_memcpy,
     .copy = cpu_memcpy, .zero = cpu_zero, .sync = cpu_sync,
     .set_precision = cpu_set_precision, .precision = cpu_precision, .gemm_gflops = cpu_gemm_gflops,
+    .weights_changed = cpu_weights_changed,
     .linear_fwd = cpu_linear_fwd, .linear_bwd = cpu_linear_bwd,
     .layernorm_fwd = cpu_layernorm_fwd, .layernorm_bwd = cpu_layernorm_bwd,
     .modulate_fwd = cpu_modulate_fwd, .modulate_bwd = cpu_modulate_bwd,
@@ -85,7 +127,7 @@ static const Backend CPU = {
     .unpatchify_fwd = cpu_unpatchify_fwd, .unpatchify_bwd = cpu_unpatchify_bwd,
     .add_pos = cpu_add_pos, .timestep_embed = cpu_timestep_embed,
     .embed_fwd = cpu_embed_fwd, .embed_bwd = cpu_embed_bwd,
-    .adamw = cpu_adamw, .ema = cpu_ema, .sumsq = cpu_sumsq, .scale = cpu_scale, .fill = cpu_fill,
+    .adamw = cpu_adamw_step, .ema = cpu_ema_step, .sumsq = cpu_sumsq, .scale = cpu_scale, .fill = cpu_fill,
     .rand_normal = cpu_rand_normal, .rand_bits = cpu_rand_bits,
     .diffusion_prepare = cpu_diffusion_prepare, .diffusion_loss = cpu_diffusion_loss,
     .sampler_step = cpu_sampler_step,

@@ -4,6 +4,9 @@
 // accumulating outputs (dx, dw) by a reorder that adds into the caller's array. The reorder
 // buffers are grow-only, one per argument and OpenMP thread (dw runs on groups of images in
 // parallel, see ops_cpu_conv.c).
+// bf16 (cpu_gemm_precision): the primitives read bf16 inputs and write fp32 outputs; the reorders
+// into them round the fp32 inputs to bf16 (nearest even), and the weights' reorder is kept as
+// their bf16 shadow (cpu_bf16.h), made once per optimiser step.
 // defines: cpu_dnnl_conv2d_fwd, cpu_dnnl_conv2d_dx, cpu_dnnl_conv2d_dw, cpu_dnnl_conv_blocked
 #include "cpu/cpu_gemm.h"
 
@@ -15,6 +18,7 @@
 #include "core/common.h"
 #include "cpu/conv_plan.h"
 #include "cpu/cpu_dnnl.h"
+#include "cpu/cpu_bf16.h"
 
 static int blocked_layout = 1;
 void cpu_dnnl_conv_blocked(int blocked) { blocked_layout = !!blocked; }
@@ -35,26 +39,46 @@ enum { K_OP, K_PREC, K_B, K_CIN, K_H, K_W, K_COUT, K_KH, K_KW, K_STRIDE, K_PT, K
 typedef struct {
     dnnl_primitive_t prim;
     int n, acc;  // acc: outputs are added into the caller's arrays
+    int shadow;  // 1 + the argument read from its bf16 shadow (the weights in bf16), 0 none
     int arg[MAX_ARGS], out[MAX_ARGS];
     dnnl_memory_desc_t user[MAX_ARGS], inner[MAX_ARGS], scratch, rscratch[MAX_ARGS];
     dnnl_primitive_t reorder[MAX_ARGS];
 } Conv;
 
-static dnnl_memory_desc_t tag_md(int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag) {
+static dnnl_memory_desc_t dt_md(int nd, const dnnl_dims_t dims, dnnl_data_type_t dt, dnnl_format_tag_t tag) {
     dnnl_memory_desc_t md;
-    cpu_dnnl_ok(dnnl_memory_desc_init_by_tag(&md, nd, dims, dnnl_f32, tag), "memory_desc_init (conv)");
+    cpu_dnnl_ok(dnnl_memory_desc_init_by_tag(&md, nd, dims, dt, tag), "memory_desc_init (conv)");
     return md;
 }
 
-// The caller's layouts (any = 0) or "let the primitive choose" (any = 1) of x, w and out.
-static void conv_mds(const int32_t *v, int any, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w, dnnl_memory_desc_t *y) {
+static dnnl_memory_desc_t tag_md(int nd, const dnnl_dims_t dims, dnnl_format_tag_t tag) {
+    return dt_md(nd, dims, dnnl_f32, tag);
+}
+
+// The data types of x, w and out in the primitive of op (bf16: its inputs bf16, its output fp32;
+// the forward hint of a backward primitive as the forward's).
+static void conv_types(const int32_t *v, int op, dnnl_data_type_t dt[3]) {
+    const int bf = v[K_PREC] == GEMM_BF16;
+    dt[0] = dt[1] = dt[2] = dnnl_f32;
+    if (!bf) return;
+    dt[0] = op == OP_BWD_DATA ? dnnl_f32 : dnnl_bf16;
+    dt[1] = op == OP_BWD_W ? dnnl_f32 : dnnl_bf16;
+    dt[2] = op == OP_FWD ? dnnl_f32 : dnnl_bf16;
+}
+
+// The caller's layouts (any = 0) or "let the primitive choose" (any = 1) of x, w and out, in the
+// types of op's primitive (op 0: the caller's, fp32).
+static void conv_mds(const int32_t *v, int any, int op, dnnl_memory_desc_t *x, dnnl_memory_desc_t *w,
+                     dnnl_memory_desc_t *y) {
     const ConvShape s = {v[K_B], v[K_CIN], v[K_H], v[K_W], v[K_COUT], v[K_KH], v[K_KW], v[K_STRIDE],
                          v[K_PT], v[K_PB], v[K_PL], v[K_PR]};
     const dnnl_dims_t dx = {s.B, s.Cin, s.H, s.W}, dw = {s.Cout, s.Cin, s.kh, s.kw},
                       dy = {s.B, s.Cout, conv_out_h(s), conv_out_w(s)};
-    *x = tag_md(4, dx, any ? dnnl_format_tag_any : dnnl_nchw);
-    *w = tag_md(4, dw, any ? dnnl_format_tag_any : dnnl_oihw);
-    *y = tag_md(4, dy, any ? dnnl_format_tag_any : dnnl_nchw);
+    dnnl_data_type_t dt[3] = {dnnl_f32, dnnl_f32, dnnl_f32};
+    if (op) conv_types(v, op, dt);
+    *x = dt_md(4, dx, dt[0], any ? dnnl_format_tag_any : dnnl_nchw);
+    *w = dt_md(4, dw, dt[1], any ? dnnl_format_tag_any : dnnl_oihw);
+    *y = dt_md(4, dy, dt[2], any ? dnnl_format_tag_any : dnnl_nchw);
 }
 
 // NULL where oneDNN has no implementation.
@@ -68,7 +92,7 @@ static dnnl_primitive_desc_t create_pd(const void *desc, dnnl_primitive_desc_t h
 
 static dnnl_primitive_desc_t fwd_pd(const int32_t *v, int with_bias) {
     dnnl_memory_desc_t x, w, y, b;
-    conv_mds(v, v[K_BLOCKED], &x, &w, &y);
+    conv_mds(v, v[K_BLOCKED], OP_FWD, &x, &w, &y);
     const dnnl_dims_t db = {v[K_COUT]};
     b = tag_md(1, db, dnnl_x);
     const dnnl_dims_t st = {v[K_STRIDE], v[K_STRIDE]}, pl = {v[K_PT], v[K_PL]}, pr = {v[K_PB], v[K_PR]};
@@ -80,7 +104,7 @@ static dnnl_primitive_desc_t fwd_pd(const int32_t *v, int with_bias) {
 
 static dnnl_primitive_desc_t bwd_pd(const int32_t *v, dnnl_primitive_desc_t hint) {
     dnnl_memory_desc_t x, w, y;
-    conv_mds(v, v[K_BLOCKED], &x, &w, &y);
+    conv_mds(v, v[K_BLOCKED], v[K_OP], &x, &w, &y);
     const dnnl_dims_t st = {v[K_STRIDE], v[K_STRIDE]}, pl = {v[K_PT], v[K_PL]}, pr = {v[K_PB], v[K_PR]};
     dnnl_convolution_desc_t d;
     if (v[K_OP] == OP_BWD_DATA)
@@ -121,6 +145,8 @@ static void *make_conv(const DnnlKey *k, void *ctx) {
     const int op = v[K_OP];
     dnnl_primitive_desc_t hint = fwd_pd(v, op == OP_FWD && v[K_BIAS]);
     dnnl_primitive_desc_t pd = hint && op != OP_FWD ? bwd_pd(v, hint) : hint;
+    if (!pd && v[K_PREC] == GEMM_BF16)  // (bf16 never falls back to fp32 unsaid)
+        FATAL("--precision bf16: oneDNN has no bf16 convolution (op %d) on this CPU; use --precision fp32", op);
     if (!pd) {
         fprintf(stderr, "mala: oneDNN has no convolution (op %d) for this shape; im2col computes it\n", op);
         if (hint) dnnl_primitive_desc_destroy(hint);
@@ -129,7 +155,7 @@ static void *make_conv(const DnnlKey *k, void *ctx) {
     Conv *c = xcalloc(1, sizeof *c);
     c->acc = op != OP_FWD;
     dnnl_memory_desc_t x, w, y;
-    conv_mds(v, 0, &x, &w, &y);
+    conv_mds(v, 0, 0, &x, &w, &y);
     if (op == OP_FWD) {
         add_arg(c, pd, DNNL_ARG_SRC, dnnl_query_src_md, x, 0);
         add_arg(c, pd, DNNL_ARG_WEIGHTS, dnnl_query_weights_md, w, 0);
@@ -143,6 +169,7 @@ static void *make_conv(const DnnlKey *k, void *ctx) {
         add_arg(c, pd, DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, y, 0);
         add_arg(c, pd, DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, w, 1);
     }
+    if (v[K_PREC] == GEMM_BF16 && op != OP_BWD_W) c->shadow = 2;  // (w is argument 1 of fwd and bwd data)
     cpu_dnnl_ok(dnnl_primitive_create(&c->prim, pd), "conv primitive");
     c->scratch = cpu_dnnl_scratch_md(pd);
     if (pd != hint) dnnl_primitive_desc_destroy(pd);
@@ -188,11 +215,27 @@ static void reorder(const Conv *c, int i, int back, const void *from, void *to) 
     cpu_dnnl_exec(c->reorder[i], &c->rscratch[i], 2, args, mems);
 }
 
+typedef struct {
+    const Conv *c;
+    int i;
+} ShadowFill;
+
+static void fill_reordered(void *dst, const void *src, void *ctx) {
+    const ShadowFill *f = ctx;
+    reorder(f->c, f->i, 0, src, dst);
+}
+
 // Runs c on the caller's arrays ptr[i] (argument order of make_conv), reordering around it, and
 // adds bias (fwd only, plain [Cout]) as an extra argument.
 static void run_conv(const Conv *c, void *const *ptr, const float *bias) {
     void *buf[MAX_ARGS];
     for (int i = 0; i < c->n; i++) {
+        if (i == c->shadow - 1 && c->reorder[i]) {  // (the primitive, through c, names the layout)
+            ShadowFill f = {c, i};
+            buf[i] = (void *)cpu_bf16_shadow(ptr[i], (uint64_t)(uintptr_t)c, dnnl_memory_desc_get_size(&c->inner[i]),
+                                             fill_reordered, &f);
+            continue;
+        }
         const int own = c->reorder[i] || (c->out[i] && c->acc);
         buf[i] = own ? arena(i, dnnl_memory_desc_get_size(&c->inner[i])) : ptr[i];
         if (c->reorder[i] && !c->out[i]) reorder(c, i, 0, ptr[i], buf[i]);

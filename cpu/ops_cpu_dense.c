@@ -23,12 +23,12 @@ void cpu_linear_fwd(float *out, const float *in, const float *w, const float *b,
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * O, b, sizeof(float) * O);
         beta = 1.0f;
     }
-    cpu_sgemm(0, 1, N, O, I, 1.0f, in, I, w, I, beta, out, O);
+    cpu_sgemm_wt(0, 1, N, O, I, 1.0f, in, I, w, I, beta, out, O);
 }
 
 void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const float *in,
                     const float *w, int N, int I, int O, float din_beta) {
-    if (din) cpu_sgemm(0, 0, N, I, O, 1.0f, dout, O, w, I, din_beta, din, I);
+    if (din) cpu_sgemm_wt(0, 0, N, I, O, 1.0f, dout, O, w, I, din_beta, din, I);
     if (dw) cpu_sgemm(1, 0, O, I, N, 1.0f, dout, O, in, I, 1.0f, dw, I);
     if (db) {
         #pragma omp parallel for schedule(static)

@@ -63,6 +63,8 @@ extern "C" void cuda_set_precision_fp32(int on) {
 
 cublasHandle_t cuda_blas(void) { return g_blas; }
 
+static void cuda_weights_changed(void) {}  // (no reduced-precision copies of weights on CUDA yet)
+
 void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, long long sA,
              const float *B, int ldb, long long sB, float beta, float *C, int ldc, long long sC, int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
@@ -188,6 +190,7 @@ static void fill_table(Backend *t) {
     t->set_precision = cuda_set_precision_fp32;
     t->precision = cuda_precision;
     t->gemm_gflops = cuda_gemm_gflops;
+    t->weights_changed = cuda_weights_changed;
 }
 
 extern "C" const Backend *backend_cuda(const char **why) {

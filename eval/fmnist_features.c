@@ -131,6 +131,10 @@ static void forward_chunk(FmnistNet *m, int B) {
 
 void fmnist_net_forward(FmnistNet *m, const float *x, int N, float *feats, float *logits) {
     const size_t per = (size_t)FMNIST_FEAT_SIZE * FMNIST_FEAT_SIZE;
+    // The CPU's bf16 (--precision bf16) does not reach the features: scores stay comparable across
+    // precisions. (CUDA's TF32 default is kept as it was.)
+    const int bf16 = !strcmp(m->be->precision(), "bf16");
+    if (bf16) m->be->set_precision(1);
     for (int i = 0; i < N; i += m->max_batch) {
         int B = N - i < m->max_batch ? N - i : m->max_batch;
         m->be->to_device(m->x, x + (size_t)i * per, (size_t)B * per * sizeof(float));
@@ -140,6 +144,7 @@ void fmnist_net_forward(FmnistNet *m, const float *x, int N, float *feats, float
             m->be->to_host(logits + (size_t)i * FMNIST_FEAT_CLASSES, m->logits,
                            (size_t)B * FMNIST_FEAT_CLASSES * sizeof(float));
     }
+    if (bf16) m->be->set_precision(0);
 }
 
 int fmnist_net_forward_u01(FmnistNet *m, const float *imgs, int N, int C, int H, int W, float *feats, float *logits,

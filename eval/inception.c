@@ -549,8 +549,8 @@ int inception_forward_all(Inception *m, const float *imgs, int N, int C, int H, 
     const int host = be == backend_cpu();  // the CPU backend reads the caller's array as it is
     // Full fp32 products for the forward whatever the backend's setting (pytorch-fid's parity);
     // the setting is restored after.
-    const int tf32 = !strcmp(be->precision(), "tf32");
-    if (tf32) be->set_precision(1);
+    const int reduced = strcmp(be->precision(), "fp32") != 0;  // TF32 on CUDA, bf16 on the CPU
+    if (reduced) be->set_precision(1);
     const size_t per = (size_t)C * H * W;
     for (int i = 0; i < N; i += m->max_batch) {
         int n = N - i < m->max_batch ? N - i : m->max_batch;
@@ -572,7 +572,7 @@ int inception_forward_all(Inception *m, const float *imgs, int N, int C, int H, 
             be->to_host(spatial + (size_t)i * INCEPTION_SPATIAL_DIM, m->spatial,
                         (size_t)n * INCEPTION_SPATIAL_DIM * sizeof(float));
     }
-    if (tf32) be->set_precision(0);
+    if (reduced) be->set_precision(0);
     return 0;
 }
 

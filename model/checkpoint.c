@@ -106,6 +106,7 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
         if (st_load_f32(f, name, p->shape, p->ndim, host + p->offset, err)) { free(host); return -1; }
     }
     m->be->to_device(dst, host, m->n_floats * sizeof(float));
+    m->be->weights_changed();
     free(host);
     return 0;
 }

@@ -274,6 +274,7 @@ void net_init_weights(Net *n, uint64_t seed) {
     float *w = xcalloc(n->n_floats, sizeof(float));
     n->ops->init_weights(n, w, seed);
     n->be->to_device(n->w, w, n->n_floats * sizeof(float));
+    n->be->weights_changed();
     free(w);
 }
 

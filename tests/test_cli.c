@@ -1003,6 +1003,27 @@ START_TEST(test_train_init) {
                  NULL);
     ck_assert_msg(!exists(tp("x")), "a refused --init created its run directory");
 #undef FT
+// Issue 35 item 2: --precision bf16 on the CPU (oneDNN builds; refused with a one-line error
+// without oneDNN), fp32 the default, an unknown precision refused; bench's JSON names it, and a
+// bf16 train and sample run end to end.
+START_TEST(test_precision_flag) {
+    tu_make_tmpdir("cli");
+    RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu");
+    ck_assert_msg(strstr(g_out, "\"precision\":\"fp32\""), "%s", g_out);
+    expect_error(run("bench train --model DiT-T/4 --batch 2 --steps 1 --device cpu --precision fp16"), "fp16",
+                 "--precision fp16: unknown precision", NULL);
+#ifdef MALA_DNNL
+    RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
+    ck_assert_msg(strstr(g_out, "\"precision\":\"bf16\""), "%s", g_out);
+    RUN_OK("bench sample --model DiT-T/4 --n 2 --steps 2 --repeats 1 --threads 2 --device cpu --precision bf16");
+    ck_assert_msg(strstr(g_out, "\"precision\":\"bf16\""), "%s", g_out);
+    RUN_OK("train " TINY " --device cpu --precision bf16 --limit 16 --iters 2 --out %s", tp("bf"));
+    RUN_OK("sample --ckpt " MODEL " --steps 3 --batch 2 --n 2 --device cpu --precision bf16 --save-npy %s "
+           "--threads 2", tp("bf.npy"));
+#else
+    expect_error(run("bench train --model DiT-T/4 --batch 2 --steps 1 --device cpu --precision bf16"), "no oneDNN",
+                 "--precision bf16: this build has no oneDNN", NULL);
+#endif
     tu_rm_tmpdir();
 }
 END_TEST
@@ -1021,6 +1042,7 @@ int main(void) {
     tcase_add_test(tc, test_eval_presets);
     tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
+    tcase_add_test(tc, test_precision_flag);
     suite_add_tcase(s, tc);
     TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
     tcase_set_timeout(names, 600);

@@ -84,6 +84,7 @@ START_TEST(test_parse_good) {
     ck_assert_str_eq(c->sampler, "ddim");
     ck_assert_str_eq(c->device, "auto");
     ck_assert_str_eq(c->cfg_channels, "3");
+    ck_assert_str_eq(c->precision, "auto");
     int64_t *p;
     int n = compare_eval_points(c, &p);
     ck_assert_int_eq(n, 4);  // 300, 600, 900, 1000
@@ -120,6 +121,10 @@ START_TEST(test_parse_errors) {
         {"[compare]\nbudget_images = 8\ntrain_flags = --lr=3\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "train_flags: --lr is set by mala compare itself (use the key lr)"},
         {"[compare]\nbudget_images = 8\ndevice = tpu\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "bad.ini: device tpu: expected auto, cpu or cuda"},
         {"[compare]\nbudget_images = 8\ntrain_flags = --device cpu\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "train_flags: --device is set by mala compare itself (use the config's keys)"},
+        {"[compare]\nbudget_images = 8\nprecision = fp16\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n",
+         "bad.ini: precision fp16: expected auto, fp32, bf16 or tf32"},
+        {"[compare]\nbudget_images = 8\ntrain_flags = --precision bf16\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n",
+         "train_flags: --precision is set by mala compare itself (use the config's keys)"},
         {"[compare]\nbudget_images = 8\neval_sampler = euler\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "eval_sampler euler"},
         {"[compare]\nbudget_images = 100000\neval_every_images = 1\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "more than 1000 evaluation points"},
         {"[compare]\nlr = \n", "bad.ini:2: lr: empty value"},
@@ -338,6 +343,7 @@ START_TEST(test_end_to_end) {
                 char *end = strchr(l, '\n');
                 if (end) *end = 0;
                 ck_assert_msg(strstr(l, " --device auto"), "%s: a child without --device auto: %s", path, l);
+                ck_assert_msg(!strstr(l, "--precision"), "%s: precision auto gives no --precision: %s", path, l);
                 children++;
                 if (end) *end = '\n';
             }

@@ -14,7 +14,7 @@
 
 // Slots that are not ops and are forwarded untimed.
 static const char *const UNTIMED[] = {
-    "alloc", "release", "sync", "set_precision", "precision", "gemm_gflops", "mala_cache_floats",
+    "alloc", "release", "sync", "set_precision", "precision", "gemm_gflops", "weights_changed", "mala_cache_floats",
     "linattn_cache_floats", "softmax_cache_floats", "gla_cache_floats", "conv2d_workspace_floats",
 };
 

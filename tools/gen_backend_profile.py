@@ -19,7 +19,7 @@ G, A, N, E, O, M, X = "PROF_GEMM", "PROF_ATTENTION", "PROF_NORM", "PROF_ELEMENTW
 CATEGORY = {
     # not ops
     "alloc": None, "release": None, "sync": None, "set_precision": None, "precision": None,
-    "gemm_gflops": None, "mala_cache_floats": None, "linattn_cache_floats": None,
+    "gemm_gflops": None, "weights_changed": None, "mala_cache_floats": None, "linattn_cache_floats": None,
     "softmax_cache_floats": None, "gla_cache_floats": None, "conv2d_workspace_floats": None,
     # zeroing and copies
     "to_device": M, "to_host": M, "copy": M, "zero": M, "fill": M, "channel_copy_fwd": M,

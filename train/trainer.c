@@ -228,6 +228,7 @@ static StepStats step_update(Trainer *tr, const double sums[2], int finite) {
                   (int)tr->step);
     if (tr->zero) zero_gather_weights(tr);
     be->ema(tr->ema, n->w, n->n_trainable, tr->opt.ema_decay);
+    be->weights_changed();  // (reduced-precision copies of the weights: made again at their next use)
     return st;
 }
 
