@@ -3,7 +3,8 @@
 //
 // Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, a TensorBoard
 // event file per process start (events.out.tfevents.*: log.csv's rows and the grids), created
-// once everything else has been checked. A directory holds one run: training into one that already
+// once everything else has been checked; with --eval-every, evals.csv, fd.png, best.json and
+// best.safetensors (cli/train_eval.h). A directory holds one run: training into one that already
 // has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
 // step is used again). The run's target step, data and logging settings travel in the checkpoints'
 // metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /

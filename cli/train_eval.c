@@ -103,8 +103,9 @@ static int csv_read(TrainEval *t) {
     if (!f) {
         MalaErr err;
         static const char hdr[] = "images,step,train_s,fd,class_acc,eval_s\n";
-        if (atomic_write_file(t->csv, hdr, sizeof hdr - 1, &err)) { fprintf(stderr, "error: %s\n", err.msg); return -1; }
-        return 0;
+        if (!atomic_write_file(t->csv, hdr, sizeof hdr - 1, &err)) return 0;
+        fprintf(stderr, "error: %s\n", err.msg);
+        return -1;
     }
     char line[512];
     if (!fgets(line, sizeof line, f)) { fclose(f); return 0; }  // the header
@@ -242,7 +243,8 @@ double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents 
         FidStats *s = eval_stats_of_path(&t->m, "the EMA weights", &t->sp, t->sp.batch, t->e.images, 0, &r, &spatial);
         if (!s || fid_from_stats(s, t->ref, &fd, &err)) {
             if (s) fprintf(stderr, "error: %s\n", err.msg);
-            if (dist_world() > 1) FATAL("--eval-every: the evaluation at step %llu failed", (unsigned long long)tr->step);
+            if (dist_world() > 1)  // the other processes would wait for it
+                FATAL("--eval-every: the evaluation at step %llu failed", (unsigned long long)tr->step);
             fprintf(stderr, "warning: --eval-every: no evaluation at step %llu; training goes on\n",
                     (unsigned long long)tr->step);
         } else {
