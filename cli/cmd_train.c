@@ -243,7 +243,7 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     *iters_found = rc == 0;
     init_meta_read(&f, &r->init);
     const char *ev = st_meta(&f, "run.eval");
-    if (ev && eval_every_meta_read(ev, &r->eval)) FATAL("%s: metadata 'run.eval' is malformed", path);
+    if (ev && *ev && eval_every_meta_read(ev, &r->eval)) FATAL("%s: metadata 'run.eval' is malformed", path);
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);

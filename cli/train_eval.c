@@ -53,6 +53,10 @@ int eval_every_parse(const char *s, EvalEvery *e, MalaErr *err) {
 }
 
 void eval_every_meta(const EvalEvery *e, char *buf, size_t cap) {
+    if (!e->every) {  // off: an empty value (mala info leaves it out)
+        snprintf(buf, cap, "%s", "");
+        return;
+    }
     snprintf(buf, cap, "every=%llu;unit=%s;images=%d;steps=%d;sampler=%s;cfg_scale=%.9g;ref=%s;inception=%s",
              (unsigned long long)e->every, e->in_steps ? "steps" : "images", e->images, e->steps, e->sampler,
              e->cfg_scale, e->ref, e->inception);

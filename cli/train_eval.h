@@ -32,7 +32,7 @@ typedef struct {
 void eval_every_default(EvalEvery *e);
 // --eval-every N (training images) or Ns (optimiser steps); 0 = off. -1 with err.
 int eval_every_parse(const char *s, EvalEvery *e, MalaErr *err);
-// As one metadata value ("key=value;..."), and back (0; -1 when it is not one).
+// As one metadata value ("key=value;...", "" when off), and back (0; -1 when it is not one).
 void eval_every_meta(const EvalEvery *e, char *buf, size_t cap);
 int eval_every_meta_read(const char *s, EvalEvery *e);
 
