@@ -739,8 +739,11 @@ int cmd_train(int argc, char **argv) {
                                    (resume && tfev_session_start(&tb, (int64_t)tr->step + 1, &err))))
         FATAL("%s", err.msg);
     TrainEval *tev = NULL;  // --eval-every (collective)
-    if (rs.eval.every && tr->step < iters && !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr))))
-        FATAL("--eval-every: cannot evaluate (the line above says why)");
+    if (rs.eval.every && tr->step < iters &&
+        !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr)))) {
+        dist_finalize();  // its error line is out
+        return 1;
+    }
     if (lead && tev)
         fprintf(stderr, "evaluation: %s every %llu %s and at the end, %d images, %s %d steps, guidance %g, against %s "
                 "(evals.csv, fd.png, best.json)\n", rs.eval.inception[0] ? "FID" : "FD (fmnist features)",

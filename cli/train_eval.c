@@ -181,6 +181,13 @@ TrainEval *train_eval_open(const EvalEvery *e, const NetConfig *c, const ClassNa
         fprintf(stderr, "error: --eval-every: %s\n", err.msg);
         ok = 0;
     }
+    const int size = generator_out_size(&t->gen), ch = generator_out_channels(&t->gen);
+    if (ok && !e->inception[0] && ((size != 32 && size != 28) || (ch != 1 && ch != 3))) {
+        if (t->lead)
+            fprintf(stderr, "error: --eval-every: the Fashion-MNIST classifier takes 32x32 or 28x28 images, the model "
+                    "makes %dx%dx%d: give --inception FILE (and an --eval-ref of its features)\n", ch, size, size);
+        ok = 0;
+    }
     if (dist_any(!ok)) {
         train_eval_free(t);
         return NULL;

@@ -1073,6 +1073,10 @@ START_TEST(test_train_eval_every) {
                  "--eval-sampler", "ddim");
     expect_error(run("train " TINY " " EV " --eval-every 8 --eval-ref %s --out %s", tp("none.npz"), tp("r3")),
                  "a missing --eval-ref", "none.npz", NULL);
+    make_folder(tp("rgb"), 2, 2, 3, 16);  // 16x16: not the classifier's size, refused before training
+    ck_assert_int_eq(run("train " TINY " --data %s --image-size 16 --iters 1 --eval-every 4 --eval-ref %s --out %s",
+                         tp("rgb"), tp("ref.npz"), tp("r4")), 1);
+    ck_assert_msg(strstr(g_err, "takes 32x32 or 28x28 images"), "%s", g_err);
     tu_rm_tmpdir();
 }
 END_TEST
