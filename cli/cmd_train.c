@@ -3,7 +3,8 @@
 //
 // Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, a TensorBoard
 // event file per process start (events.out.tfevents.*: log.csv's rows and the grids), created
-// once everything else has been checked. A directory holds one run: training into one that already
+// once everything else has been checked; with --eval-every, evals.csv, fd.png, best.json and
+// best.safetensors (cli/train_eval.h). A directory holds one run: training into one that already
 // has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
 // step is used again). The run's target step, data and logging settings travel in the checkpoints'
 // metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /
@@ -40,6 +41,7 @@
 #include "cpu/cpu_threads.h"
 #include "cli/train_tensorboard.h"
 #include "cli/train_batch.h"
+#include "cli/train_eval.h"
 #include "cli/train_init.h"
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -158,9 +160,10 @@ typedef struct {
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
     int tensorboard;                 // 1: the TensorBoard event file
     InitMeta init;                   // --init: where the run started (run.init*)
+    EvalEvery eval;                  // --eval-every and its settings (run.eval)
 } RunSettings;
 
-enum { RUN_INTS = 9, RUN_KEYS = 5 + RUN_INTS };  // 4 strings, the integers, run.iters
+enum { RUN_INTS = 9, RUN_KEYS = 6 + RUN_INTS };  // 4 strings, the integers, run.iters, run.eval
 
 // The integer settings: key, flag range (as the flag accepts them).
 static const struct { const char *key; int lo, hi; } RUN_INT_KEYS[RUN_INTS] = {
@@ -195,8 +198,10 @@ static void run_meta_fill(RunMeta *m, RunSettings *r) {
         snprintf(m->val[4 + i], sizeof m->val[0], "%d", *run_ints(r, i));
         m->kv[2 * (4 + i)] = RUN_INT_KEYS[i].key;
     }
-    m->kv[2 * RUN_KEYS - 2] = "run.iters";
-    snprintf(m->val[RUN_KEYS - 1], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
+    m->kv[2 * RUN_KEYS - 4] = "run.iters";
+    snprintf(m->val[RUN_KEYS - 2], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
+    m->kv[2 * RUN_KEYS - 2] = "run.eval";
+    eval_every_meta(&r->eval, m->val[RUN_KEYS - 1], sizeof m->val[0]);
     for (int i = 0; i < RUN_KEYS; i++) m->kv[2 * i + 1] = m->val[i];
     int k = init_meta_pairs(&r->init);  // a fine-tuned run's origin
     memcpy(m->kv + 2 * RUN_KEYS, r->init.kv, 2 * k * sizeof(char *));
@@ -237,6 +242,8 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     if (rc < 0) FATAL("%s", err.msg);
     *iters_found = rc == 0;
     init_meta_read(&f, &r->init);
+    const char *ev = st_meta(&f, "run.eval");
+    if (ev && *ev && eval_every_meta_read(ev, &r->eval)) FATAL("%s: metadata 'run.eval' is malformed", path);
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
@@ -387,6 +394,8 @@ int cmd_train(int argc, char **argv) {
     train_opts_default(&to);
     RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
     rs.tensorboard = 1;
+    eval_every_default(&rs.eval);
+    const char *eval_every = NULL, *eval_sampler = NULL, *eval_ref = NULL, *inception = NULL;
     const char *out = "runs/mala", *device = NULL, *precision = NULL, *init = NULL, *init_weights = "ema";
     int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0, dry_run = 0;
     uint64_t iters = 400000;
@@ -433,6 +442,17 @@ int cmd_train(int argc, char **argv) {
         {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
         {"--tensorboard", OPT_INT, &rs.tensorboard, "0|1", "1: a TensorBoard event file in --out (tensorboard "
          "--logdir)", ARG_MIN(0), ARG_MAX(1)},
+        {"--eval-every", OPT_STR, &eval_every, "N|Ns", "evaluate the EMA weights (mala eval fid --quick's FD) every N "
+         "training images (Ns: N steps) and at the end; 0 = never (docs/train.md)"},
+        {"--eval-images", OPT_INT, &rs.eval.images, "N", "images sampled per evaluation", ARG_MIN(1)},
+        {"--eval-sampler", OPT_STR, &eval_sampler, sampler_kind_list(), "the evaluation's sampler (default ddim)"},
+        {"--eval-steps", OPT_INT, &rs.eval.steps, "S", "the evaluation's sampler steps", ARG_MIN(1), ARG_MAX(1000)},
+        {"--eval-cfg-scale", OPT_FLOAT, &rs.eval.cfg_scale, "W", "the evaluation's guidance scale", ARG_MIN(0),
+         ARG_MAX(100)},
+        {"--eval-ref", OPT_STR, &eval_ref, "REF", "the evaluation's reference: statistics .npz (mala eval stats), "
+         "images, or fashion-mnist-test (default)"},
+        {"--inception", OPT_STR, &inception, "FILE", "evaluate with the FID Inception (these weights) instead of the "
+         "Fashion-MNIST classifier's features"},
         {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
         {"--init", OPT_STR, &init, "FILE", "fine-tune: a new run from the weights of a model file or training "
          "checkpoint (step 0, a fresh optimiser; its model unless --model)"},
@@ -557,12 +577,28 @@ int cmd_train(int argc, char **argv) {
         memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
         memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
         rs.init = r.init;
+        EvalEvery fl = rs.eval;  // the stored evaluation settings, except flags given again
+        rs.eval = r.eval;
+        if (GIVEN(rs.eval.images)) rs.eval.images = fl.images;
+        if (GIVEN(rs.eval.steps)) rs.eval.steps = fl.steps;
+        if (GIVEN(rs.eval.cfg_scale)) rs.eval.cfg_scale = fl.cfg_scale;
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
         if (!dry_run) refuse_existing_run(out, dir, csv);
     }
     if (!dry_run) refuse_out_in_data(out, rs.data);
+    if (eval_every && eval_every_parse(eval_every, &rs.eval, &err)) FATAL("%s", err.msg);
+    if (eval_sampler) snprintf(rs.eval.sampler, sizeof rs.eval.sampler, "%s", eval_sampler);
+    if (eval_ref) snprintf(rs.eval.ref, sizeof rs.eval.ref, "%s", eval_ref);
+    if (inception) snprintf(rs.eval.inception, sizeof rs.eval.inception, "%s", inception);
+    if (strchr(rs.eval.ref, ';') || strchr(rs.eval.inception, ';'))  // run.eval's separator
+        FATAL("--eval-ref / --inception: a path with ';' cannot be stored in the run's settings: rename it");
+    SamplerKind eval_kind;
+    if (sampler_kind_parse(rs.eval.sampler, &eval_kind))
+        FATAL("--eval-sampler %s: expected %s", rs.eval.sampler, sampler_kind_list());
+    if (rs.eval.every && strncmp(rs.eval.ref, "fashion-mnist", 13) && access(rs.eval.ref, R_OK))
+        FATAL("--eval-ref %s: %s", rs.eval.ref, strerror(errno));
 
     // the schedule as flags and checkpoint make it (before anything is written)
     if (!to.decay_end && (GIVEN(to.decay_start) || GIVEN(to.lr_end)))
@@ -645,7 +681,9 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
         grid_every = 0;
     }
-    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0)) check_vae(rs.vae, rs.data, ds);
+    if (rs.eval.every && c.latent_scale > 0 && !rs.vae)
+        FATAL("--eval-every: a latent model's samples decode through the VAE: give --vae FILE");
+    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0 || rs.eval.every)) check_vae(rs.vae, rs.data, ds);
     if (!resume) {  // everything the run allocates, refused before anything is created
         TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
                            .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
@@ -700,6 +738,17 @@ int cmd_train(int argc, char **argv) {
     if (lead && rs.tensorboard && (tfev_open_dir(&tb, out, &err) ||
                                    (resume && tfev_session_start(&tb, (int64_t)tr->step + 1, &err))))
         FATAL("%s", err.msg);
+    TrainEval *tev = NULL;  // --eval-every (collective)
+    if (rs.eval.every && tr->step < iters &&
+        !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr)))) {
+        dist_finalize();  // its error line is out
+        return 1;
+    }
+    if (lead && tev)
+        fprintf(stderr, "evaluation: %s every %llu %s and at the end, %d images, %s %d steps, guidance %g, against %s "
+                "(evals.csv, fd.png, best.json)\n", rs.eval.inception[0] ? "FID" : "FD (fmnist features)",
+                (unsigned long long)rs.eval.every, rs.eval.in_steps ? "steps" : "training images", rs.eval.images,
+                rs.eval.sampler, rs.eval.steps, rs.eval.cfg_scale, rs.eval.ref);
     RunMeta meta;
     run_meta_fill(&meta, &rs);
     tr->n_meta = meta.n;
@@ -808,6 +857,10 @@ int cmd_train(int argc, char **argv) {
                 FATAL("%s", err.msg);
             t_log += now_seconds() - t0;   // img/s counts training only
         }
+        if (tev && train_eval_due(tev, tr->step, iters)) {
+            progress_break(&pg);
+            t_log += train_eval_run(tev, tr, rs.elapsed + (now_seconds() - t_start), &tb);
+        }
     }
     progress_break(&pg);
     int stopped = dist_any(stop_requested);  // the vote that ended the loop (a signal on any rank)
@@ -837,6 +890,7 @@ int cmd_train(int argc, char **argv) {
 #undef GIVEN
     if (tfev_close(&tb, &err)) FATAL("%s", err.msg);
     if (grid_every > 0) preview_free(&pv);
+    train_eval_free(tev);
     free(x);
     free(y);
     run_log_free(&hist);

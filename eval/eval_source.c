@@ -25,14 +25,19 @@ static int has_image_ext(const char *name) {
 int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     memset(s, 0, sizeof *s);
     s->path = sp->ckpt;
-    s->gen = xcalloc(1, sizeof *s->gen);
-    if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
-    const char *vae = sp->vae;
-    char vae_buf[4200];
-    int recorded = generator_recorded_vae(s->gen, sp->ckpt, &vae, vae_buf, sizeof vae_buf, err);
-    if (recorded < 0) return -1;
-    if (recorded && dist_rank() == 0) fprintf(stderr, "using the VAE recorded in %s: %s\n", sp->ckpt, vae);
-    if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
+    if (sp->gen) {  // the caller's model (mala train --eval-every: the EMA weights)
+        s->gen = sp->gen;
+        s->gen_borrowed = 1;
+    } else {
+        s->gen = xcalloc(1, sizeof *s->gen);
+        if (generator_open(s->gen, sp->ckpt, backend_select(sp->device, sp->precision), sp->batch, err)) return -1;
+        const char *vae = sp->vae;
+        char vae_buf[4200];
+        int recorded = generator_recorded_vae(s->gen, sp->ckpt, &vae, vae_buf, sizeof vae_buf, err);
+        if (recorded < 0) return -1;
+        if (recorded && dist_rank() == 0) fprintf(stderr, "using the VAE recorded in %s: %s\n", sp->ckpt, vae);
+        if (generator_attach_vae(s->gen, vae, sp->ckpt, err)) return -1;
+    }
     s->gopts = &sp->opts;
     s->label_mode = sp->labels;
     s->store = sp->store;
@@ -114,8 +119,10 @@ int source_open(Source *s, const char *path, MalaErr *err) {
 void source_close(Source *s) {
     if (s->shard.g) sharded_gen_free(&s->shard);
     if (s->ds) dataset_close(s->ds);
-    if (s->gen) generator_close(s->gen);
-    free(s->gen);
+    if (s->gen && !s->gen_borrowed) {
+        generator_close(s->gen);
+        free(s->gen);
+    }
     free(s->x);
     free(s->y);
     npy_free(&s->arr);

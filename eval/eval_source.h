@@ -28,6 +28,7 @@ typedef struct {
     size_t batch_cap;
     Dataset *ds;           // fashion-mnist[-test][:DIR]
     Generator *gen;        // sampling from a checkpoint (eval fid|is --ckpt)
+    int gen_borrowed;      // gen is the caller's (SampleSpec.gen): not closed here
     const GenOpts *gopts;
     LabelMode label_mode;
     BatchStore *store;
@@ -48,6 +49,8 @@ typedef struct {
     GenOpts opts;
     LabelMode labels;      // the classes of the images (pipeline/labels.h)
     BatchStore *store;     // NULL, or where the sampled batches are kept (pipeline/batch_store.h)
+    Generator *gen;        // NULL, or an open generator to sample from instead of ckpt (its weights as they are,
+                           // its VAE attached; the caller's: not closed; ckpt then only names it in messages)
 } SampleSpec;
 
 // Opens a file or folder (or fashion-mnist[-test][:DIR]); -1 with err.

@@ -15,8 +15,11 @@
 #     dropped), with flags appended that shorten it (the last value of a flag wins: fewer steps,
 #     images and iterations) and these substitutions for what this machine lacks:
 #       /data/imagenet/train              a small RGB image folder sampled from the bundled model
+#       sd-vae-ft-ema/diffusion_pytorch_model.safetensors  the tests' tiny VAE (also 8x: 256 -> 4x32x32)
 #       RUN/checkpoints/NNNNNNN.safetensors  the newest checkpoint of RUN
 #       the FID Inception weights           --inception random
+#     A train line of a GPU-sized model (B, L, XL, H presets) runs with --dry-run (flags, data and
+#     model checked, nothing trained), and one with --eval-every evaluates 4 images in 2 steps.
 #     `mala view` lines run under xvfb-run when it is installed (else they are reported skipped).
 # Any command that fails fails the test, and so do docs without train, resume, sample,
 # eval, export, info and view commands.
@@ -104,6 +107,7 @@ while IFS= read -r cmd; do
     sub=${w[1]}
     line=$cmd
     line=${line//\/data\/imagenet\/train/$tmp/imagenet-train}
+    line=${line//sd-vae-ft-ema\/diffusion_pytorch_model.safetensors/tests/fixtures/vae_tiny.safetensors}
     rest=$line line=""
     while [[ $rest =~ ([^ ]+)/checkpoints/[0-9]{7}\.safetensors ]]; do  # left to right, each once
         r=${BASH_REMATCH[1]} s=$(newest_step "${BASH_REMATCH[1]}")
@@ -120,6 +124,8 @@ while IFS= read -r cmd; do
         if [[ $line == *--resume* ]]; then extra="--iters $it --threads 2"; kinds[resume]=1
         else extra="--iters $it --batch 2 --limit 64 --sample-every 0 --log-every 1 --threads 2"; kinds[train]=1; fi
         [[ $line != *--epochs* ]] || extra=${extra/--iters $it/--epochs 1}
+        [[ ! $line =~ --model\ [A-Za-z]+-(B|L|XL|H)(/|\ |$) ]] || extra="$extra --dry-run"
+        [[ $line != *--eval-every* ]] || extra="$extra --eval-images 4 --eval-steps 2"
         ;;
     sample)
         extra="--steps 2 --batch 2 --threads 2"

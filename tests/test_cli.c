@@ -1032,6 +1032,55 @@ START_TEST(test_precision_flag) {
 }
 END_TEST
 
+// Issue 37 item 4: --eval-every evaluates the EMA weights at every multiple (training images, or
+// steps with the s suffix) and at the end: evals.csv (append-only; points already evaluated are
+// not again after --resume), fd.png, best.json and best.safetensors outside checkpoints/, and the
+// TensorBoard scalars; the settings travel in run.eval.
+#define EV "--limit 16 --eval-images 6 --eval-steps 2"
+START_TEST(test_train_eval_every) {
+    tu_make_tmpdir("cli");
+    RUN_OK("eval stats --features fmnist --data fashion-mnist-test --limit 100 --out %s", tp("ref.npz"));
+    RUN_OK("train " TINY " " EV " --iters 4 --eval-every 8 --eval-ref %s --out %s", tp("ref.npz"), tp("run"));
+    char csv[4096];
+    slurp(tp("run/evals.csv"), csv, sizeof csv);
+    ck_assert_msg(!strncmp(csv, "images,step,train_s,fd,class_acc,eval_s\n8,2,", 44) && strstr(csv, "\n16,4,"),
+                  "%s", csv);
+    ck_assert(exists(tp("run/fd.png")) && exists(tp("run/best.json")) && exists(tp("run/best.safetensors")));
+    ck_assert(!exists(tp("run/checkpoints/best.safetensors")));
+    char json[512];
+    slurp(tp("run/best.json"), json, sizeof json);
+    ck_assert_msg(strstr(json, "\"fd\":") && strstr(json, "\"class_acc\":") && strstr(json, "best.safetensors"),
+                  "%s", json);
+    RUN_OK("info %s", tp("run/best.safetensors"));  // a checkpoint mala reads
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -q eval/class_acc %s/events.out.tfevents.*", tp("run"));
+    ck_assert_msg(system(cmd) == 0, "no eval scalars in the event file");
+
+    // resumed with its stored settings, counting steps now: 3s passes at step 6, and step 7 ends
+    RUN_OK("train --resume --out %s --iters 7 --eval-every 3s --threads 2", tp("run"));
+    char csv2[4096];
+    slurp(tp("run/evals.csv"), csv2, sizeof csv2);
+    ck_assert_msg(!strncmp(csv2, csv, strlen(csv)), "rows rewritten:\n%s\n%s", csv, csv2);  // append-only
+    ck_assert_msg(strstr(csv2, "\n24,6,") && strstr(csv2, "\n28,7,") && !strstr(csv2, "\n20,5,"), "%s", csv2);
+    ck_assert_msg(strstr(g_err, "6 images, ddim 2 steps"), "%s", g_err);  // --eval-images/--eval-steps kept
+    RUN_OK("train --resume --out %s --iters 8 --eval-every 0 --threads 2", tp("run"));  // off
+    slurp(tp("run/evals.csv"), csv, sizeof csv);
+    ck_assert_str_eq(csv, csv2);
+
+    expect_error(run("train " TINY " --eval-every 10x --out %s", tp("r2")), "--eval-every 10x", "--eval-every",
+                 "Ns");
+    expect_error(run("train " TINY " --eval-every 8 --eval-sampler nope --out %s", tp("r2")), "--eval-sampler nope",
+                 "--eval-sampler", "ddim");
+    expect_error(run("train " TINY " " EV " --eval-every 8 --eval-ref %s --out %s", tp("none.npz"), tp("r3")),
+                 "a missing --eval-ref", "none.npz", NULL);
+    make_folder(tp("rgb"), 2, 2, 3, 16);  // 16x16: not the classifier's size, refused before training
+    ck_assert_int_eq(run("train " TINY " --data %s --image-size 16 --iters 1 --eval-every 4 --eval-ref %s --out %s",
+                         tp("rgb"), tp("ref.npz"), tp("r4")), 1);
+    ck_assert_msg(strstr(g_err, "takes 32x32 or 28x28 images"), "%s", g_err);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1059,6 +1108,7 @@ int main(void) {
     tcase_add_test(t37, test_train_accum);
     tcase_add_test(t37, test_train_unconditional);
     tcase_add_test(t37, test_train_init);
+    tcase_add_test(t37, test_train_eval_every);
     suite_add_tcase(s, t37);
     return tu_run(s);
 }

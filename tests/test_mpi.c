@@ -420,6 +420,33 @@ START_TEST(accumulation_over_ranks) {
 }
 END_TEST
 
+// Issue 37 item 4: --eval-every under mpirun: every rank samples a share of the images from its
+// EMA weights, rank 0 runs the features and writes evals.csv; the numbers are one process's.
+START_TEST(eval_every_shares_the_sampling) {
+    tu_make_tmpdir("mpi");
+    char ref[600], a[4096], b[4096];
+    snprintf(ref, sizeof ref, "%s/ref.npz", tu_tmp);
+    RUN_OK(0, "eval stats --features fmnist --data fashion-mnist-test --limit 100 --out %s", ref);
+#define EVF " --iters 4 --eval-every 16 --eval-images 70 --eval-steps 2 --eval-ref %s --out %s/%s"
+    RUN_OK(2, TINY EVF, ref, tu_tmp, "two");
+    RUN_OK(0, TINY EVF, ref, tu_tmp, "one");
+#undef EVF
+    snprintf(ref, sizeof ref, "cut -d, -f1,2,4,5 %s/two/evals.csv", tu_tmp);
+    FILE *p = popen(ref, "r");
+    size_t n = fread(a, 1, sizeof a - 1, p);
+    a[n] = 0;
+    pclose(p);
+    snprintf(ref, sizeof ref, "cut -d, -f1,2,4,5 %s/one/evals.csv", tu_tmp);
+    p = popen(ref, "r");
+    n = fread(b, 1, sizeof b - 1, p);
+    b[n] = 0;
+    pclose(p);
+    ck_assert_msg(strstr(a, "\n16,2,") && strstr(a, "\n32,4,"), "%s", a);
+    ck_assert_str_eq(a, b);  // images, step, fd, class_acc
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     if (system("command -v mpirun >/dev/null 2>&1") != 0) {
         printf("test_mpi: skipped (mpirun not found: install openmpi-bin, tools/install_deps.sh)\n");
@@ -447,6 +474,7 @@ int main(void) {
     TCase *ta = tcase_create("accum");
     tcase_set_timeout(ta, 600);
     tcase_add_test(ta, accumulation_over_ranks);
+    tcase_add_test(ta, eval_every_shares_the_sampling);
     suite_add_tcase(s, ta);
     return tu_run(s);
 }
