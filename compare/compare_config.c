@@ -72,8 +72,9 @@ static const char *const OWN_FLAGS[] = {"--out", "--results-dir", "--resume", "-
                                         "--backbone", "--attn", "--data", "--data-path", "--lr", "--sample-every",
                                         "--log-every", "--ckpt-every", "--threads", "--device", "--precision"};
 // Flags a comparison cannot take: its budgets count images as steps x batch (--accum would break
-// that), and every arm starts from its own initialisation (--init).
-static const char *const UNSUPPORTED_FLAGS[] = {"--accum", "--init"};
+// that), every arm starts from its own initialisation (--init), and it writes the runs' evals.csv
+// itself (--eval-every would write another into the same file).
+static const char *const UNSUPPORTED_FLAGS[] = {"--accum", "--init", "--eval-every"};
 
 static void defaults(CompareConfig *c) {
     memset(c, 0, sizeof *c);
@@ -135,7 +136,8 @@ static int check_flags(char **argv, int n, const char *where, const char *name, 
             size_t l = strlen(UNSUPPORTED_FLAGS[k]);
             if (!strncmp(argv[i], UNSUPPORTED_FLAGS[k], l) && (argv[i][l] == 0 || argv[i][l] == '='))
                 return mala_errf(err, "%s:%d: %s: mala compare does not take %s (its budgets count images as steps x "
-                                 "batch, and every run starts from its own initialisation)", name, line, where,
+                                 "batch, every run starts from its own initialisation, and it evaluates the runs "
+                                 "itself)", name, line, where,
                                  UNSUPPORTED_FLAGS[k]);
         }
     return 0;
