@@ -1003,6 +1003,10 @@ START_TEST(test_train_init) {
                  NULL);
     ck_assert_msg(!exists(tp("x")), "a refused --init created its run directory");
 #undef FT
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // Issue 35 item 2: --precision bf16 on the CPU (oneDNN builds; refused with a one-line error
 // without oneDNN), fp32 the default, an unknown precision refused; bench's JSON names it, and a
 // bf16 train and sample run end to end.
