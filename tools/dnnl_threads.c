@@ -70,6 +70,7 @@ int main(int argc, char **argv) {
     products(1024, 384, 1152);  // DiT-S/2 on 4 images of 16x16 tokens: qkv
     products(1024, 1536, 384);  // its MLP's second layer
     products(256, 128, 384);    // DiT-T's small ones
+    products(16384, 128, 384);  // DiT-T/4 at batch 256 (64 tokens an image)
     products(16384, 32, 32);    // a long reduction onto a small output (dw: K = 16384), where splitting K pays
     conv(be, (ConvShape){8, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1});   // a DiC-S 3x3 block
     conv(be, (ConvShape){8, 4, 32, 32, 128, 2, 2, 2, 0, 0, 0, 0});  // a patch embedding
