@@ -476,7 +476,7 @@ int cmd_train(int argc, char **argv) {
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
                "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
-               "With --resume the model and optimiser settings, the data and the logging settings come\n"
+               "With --resume the model and optimiser settings, the data, the logging settings and the precision come\n"
                "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
                "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.\n"
                "--classes 0 trains an unconditional model, --init FILE fine-tunes a model (docs/train.md).",

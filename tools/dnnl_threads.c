@@ -42,8 +42,9 @@ static void products(int N, int Din, int Dout) {
     cpu_sgemm(0, 1, N, Dout, Din, 1.0f, x, Din, w, Din, 0.0f, y, Dout);    // y = x W^T
     cpu_sgemm(0, 0, N, Din, Dout, 1.0f, dy, Dout, w, Din, 0.0f, dx, Din);  // dx = dy W
     cpu_sgemm(1, 0, Dout, Din, N, 1.0f, dy, Dout, x, Din, 0.0f, dw, Din);  // dw = dy^T x (sum over N)
-    printf("matmul %dx%dx%d fwd %016llx dx %016llx dw %016llx\n", N, Din, Dout, (unsigned long long)fnv(y, (size_t)N * Dout),
-           (unsigned long long)fnv(dx, (size_t)N * Din), (unsigned long long)fnv(dw, (size_t)Dout * Din));
+    printf("matmul %dx%dx%d fwd %016llx dx %016llx dw %016llx\n", N, Din, Dout,
+           (unsigned long long)fnv(y, (size_t)N * Dout), (unsigned long long)fnv(dx, (size_t)N * Din),
+           (unsigned long long)fnv(dw, (size_t)Dout * Din));
     free(x), free(w), free(dy), free(y), free(dx), free(dw);
 }
 
