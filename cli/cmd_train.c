@@ -248,16 +248,11 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     return found;
 }
 
-// --resume: without --precision the run goes on in the precision it trained in (run.precision), where
-// this device has it; --precision given may change it (checkpoints hold fp32 either way). A note says
+// --resume: without --precision the run goes on in the precision it trained in (run.precision; tf32
+// is fp32 on the CPU); --precision given may change it (checkpoints hold fp32 either way). A note says
 // which when they differ.
 static void resume_precision(const Backend *be, const char *device, const char *given, const char *run, int lead) {
     if (!*run || !strcmp(run, be->precision())) return;  // (an older file has none: the flag's or the default)
-    if (!given && strcmp(run, "bf16") == 0 && be != backend_cpu()) {
-        if (lead) fprintf(stderr, "note: the run trained in bf16, which the %s backend lacks: it goes on in %s\n",
-                          be->name, be->precision());
-        return;
-    }
     if (!given) {
         backend_select(device, run);  // the same backend, set to the run's precision
         be->weights_changed();
