@@ -41,7 +41,7 @@ static const Backend *select_device(const char *name) {
 // The set_precision mode (backend.h's PREC_*) of --precision on this backend.
 static int precision_mode(const Backend *be, const char *precision) {
     const int cpu = be == backend_cpu();
-    if (!precision) return cpu ? PREC_FP32 : PREC_TF32;  // the defaults: fp32 on the CPU (today's numbers), TF32 on CUDA
+    if (!precision) return cpu ? PREC_FP32 : PREC_TF32;  // the defaults: the CPU's numbers as before, CUDA's TF32
     if (!strcmp(precision, "fp32")) return PREC_FP32;
     if (!strcmp(precision, "tf32")) return cpu ? PREC_FP32 : PREC_TF32;  // (the CPU has no TF32: fp32)
     return PREC_BF16;  // the CPU: oneDNN; CUDA: cuBLAS with bf16 inputs (ops_bf16.cu)

@@ -11,7 +11,8 @@
 //   caller's `work`, sized by conv2d_workspace_floats. The only memory the backend owns is the
 //   cuBLAS handle's workspace, 1024 doubles for the sumsq partials, a vector of 2^20
 //   ones for the bias-gradient GEMVs and 2^18 floats for the RMSNorm-gate weight-gradient
-//   partials, all created once in backend_cuda().
+//   partials, all created once in backend_cuda(); and, in bf16 only, ops_bf16.cu's two conversion
+//   buffers, which grow to the largest product met in the first steps.
 // - Ordering. Everything (kernels, cuBLAS, memsets, device-to-device copies) is issued on the
 //   legacy default stream, so ops run in call order; the host waits only in to_host, sumsq and
 //   sync.
@@ -22,9 +23,9 @@
 //   Qr KV and their four backward products, and softmax attention's Q K^T, P V and its four
 //   backward products. TF32 tensor-core math is on by default; cuda_set_precision_fp32(1) turns
 //   it off (the parity test does); --precision bf16 (set_precision(PREC_BF16)) sends every product
-//   through gemm_rm_bf16 (ops_bf16.cu: bf16 inputs, fp32 accumulation and output). conv2d's products are cuBLAS GEMMs too: W times a chunk's
-//   im2col column matrices (one strided batched call per chunk) and the backward's W^T dout and
-//   dout col^T.
+//   through gemm_rm_bf16 (ops_bf16.cu: bf16 inputs, fp32 accumulation and output). conv2d's
+//   products are cuBLAS GEMMs too: W times a chunk's im2col column matrices (one strided batched
+//   call per chunk) and the backward's W^T dout and dout col^T.
 // - Custom kernels, one small file per family, all fp32, with the per-element math of ops_math.h
 //   shared with the CPU: bias add and column sums (ops_dense.cu); LayerNorm, RMSNorm with swish
 //   gate, modulate, gated residual (ops_norm.cu); GELU (tanh and exact), SiLU, SwiGLU, add, mul, ELU+1,
