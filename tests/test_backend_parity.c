@@ -2,7 +2,8 @@
 // and backward, on the same random inputs, compared by normalised error (tu_nerr: max |gpu - cpu|
 // over max |cpu|). Backward ops start from random gradient buffers, so the accumulate-into rule is
 // checked too; attention backward runs twice, which also checks that its scratch leaves the
-// forward cache intact. The GPU runs in full fp32 (TF32 off, set_precision(1)).
+// forward cache intact. The GPU runs in full fp32 (TF32 off, set_precision(1)), except in
+// test_linear_tf32 and test_bf16_products (--precision bf16: tolerances there).
 //
 // Tolerances (fp32 on both sides; differences come from summation order, FMA contraction and
 // 1-2 ulp libm differences):
