@@ -150,6 +150,11 @@ $(BUILD)/bench_precision: tools/bench_precision.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
+# Whether products and convolutions give the same bits at 1 and 2 threads (docs/performance.md, "Determinism").
+$(BUILD)/dnnl_threads: tools/dnnl_threads.c $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
+
 $(BUILD)/blas_core: tools/blas_core_main.c cpu/blas_core.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^

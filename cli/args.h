@@ -48,7 +48,7 @@ void args_check_memory(const char *flag, long long value, double bytes, const ch
 #define OPT_DEVICE(var) {"--device", OPT_STR, (var), "cpu|cuda", "op backend (default: cuda if present)"}
 #define OPT_PRECISION(var)                                                                                         \
     {"--precision", OPT_STR, (var), "fp32|bf16|tf32",                                                              \
-     "matrix products: CPU fp32 or bf16 (oneDNN), CUDA tf32 tensor cores or fp32 "                                 \
+     "matrix products: CPU fp32 or bf16 (oneDNN), CUDA tf32 tensor cores, bf16 or fp32 "                           \
      "(default: fp32 on the CPU, tf32 on CUDA)"}
 
 

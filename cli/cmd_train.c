@@ -159,11 +159,12 @@ typedef struct {
     double elapsed;                  // training seconds before this process started (from log.csv)
     char channels_from[16], classes_from[16];  // "data" or the flag that set them
     int tensorboard;                 // 1: the TensorBoard event file
+    char precision[8];               // what the products ran in: be->precision() of the writing process
     InitMeta init;                   // --init: where the run started (run.init*)
     EvalEvery eval;                  // --eval-every and its settings (run.eval)
 } RunSettings;
 
-enum { RUN_INTS = 9, RUN_KEYS = 6 + RUN_INTS };  // 4 strings, the integers, run.iters, run.eval
+enum { RUN_INTS = 9, RUN_KEYS = 7 + RUN_INTS };  // 5 strings, the integers, run.iters, run.eval
 
 // The integer settings: key, flag range (as the flag accepts them).
 static const struct { const char *key; int lo, hi; } RUN_INT_KEYS[RUN_INTS] = {
@@ -188,15 +189,16 @@ typedef struct {
 // steps and settings goes in (no clock), so a resumed run's checkpoints stay byte-identical to a
 // straight one's.
 static void run_meta_fill(RunMeta *m, RunSettings *r) {
-    static const char *keys[4] = {"run.data", "run.channels_from", "run.classes_from", "run.vae"};
+    static const char *keys[5] = {"run.data", "run.channels_from", "run.classes_from", "run.vae", "run.precision"};
     snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
     snprintf(m->val[1], sizeof m->val[0], "%s", r->channels_from);
     snprintf(m->val[2], sizeof m->val[0], "%s", r->classes_from);
     snprintf(m->val[3], sizeof m->val[0], "%s", r->vae ? r->vae : "");
-    for (int i = 0; i < 4; i++) m->kv[2 * i] = keys[i];
+    snprintf(m->val[4], sizeof m->val[0], "%s", r->precision);
+    for (int i = 0; i < 5; i++) m->kv[2 * i] = keys[i];
     for (int i = 0; i < RUN_INTS; i++) {
-        snprintf(m->val[4 + i], sizeof m->val[0], "%d", *run_ints(r, i));
-        m->kv[2 * (4 + i)] = RUN_INT_KEYS[i].key;
+        snprintf(m->val[5 + i], sizeof m->val[0], "%d", *run_ints(r, i));
+        m->kv[2 * (5 + i)] = RUN_INT_KEYS[i].key;
     }
     m->kv[2 * RUN_KEYS - 4] = "run.iters";
     snprintf(m->val[RUN_KEYS - 2], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
@@ -245,10 +247,25 @@ static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap
     const char *ev = st_meta(&f, "run.eval");
     if (ev && *ev && eval_every_meta_read(ev, &r->eval)) FATAL("%s: metadata 'run.eval' is malformed", path);
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
+    const char *prec = st_meta(&f, "run.precision");  // (absent in older files: "")
+    snprintf(r->precision, sizeof r->precision, "%s", prec ? prec : "");
     if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
     if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
     st_close(&f);
     return found;
+}
+
+// --resume: without --precision the run goes on in the precision it trained in (run.precision; tf32
+// is fp32 on the CPU); --precision given may change it (checkpoints hold fp32 either way). A note says
+// which when they differ.
+static void resume_precision(const Backend *be, const char *device, const char *given, const char *run, int lead) {
+    if (!*run || !strcmp(run, be->precision())) return;  // (an older file has none: the flag's or the default)
+    if (!given) {
+        backend_select(device, run);  // the same backend, set to the run's precision
+        be->weights_changed();
+    }
+    if (lead) fprintf(stderr, "note: the run trained in %s; it goes on in %s%s\n", run, be->precision(),
+                      given ? " (--precision)" : " (the run's; --precision changes it)");
 }
 
 // Files in dir (0 when it does not exist).
@@ -474,7 +491,7 @@ int cmd_train(int argc, char **argv) {
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
     args_parse("usage: mala train [flags]\n\nTrains a class-conditional DiT (DiT's recipe: AdamW lr 1e-4, EMA 0.9999,\n"
                "batch 256, label dropout 0.1). Channels, classes and class names come from the data.\n"
-               "With --resume the model and optimiser settings, the data and the logging settings come\n"
+               "With --resume the model and optimiser settings, the data, the logging settings and the precision come\n"
                "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
                "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.\n"
                "--classes 0 trains an unconditional model, --init FILE fine-tunes a model (docs/train.md).",
@@ -582,6 +599,7 @@ int cmd_train(int argc, char **argv) {
         if (GIVEN(rs.eval.images)) rs.eval.images = fl.images;
         if (GIVEN(rs.eval.steps)) rs.eval.steps = fl.steps;
         if (GIVEN(rs.eval.cfg_scale)) rs.eval.cfg_scale = fl.cfg_scale;
+        resume_precision(be, device, precision, r.precision, lead);
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
@@ -738,6 +756,7 @@ int cmd_train(int argc, char **argv) {
     if (lead && rs.tensorboard && (tfev_open_dir(&tb, out, &err) ||
                                    (resume && tfev_session_start(&tb, (int64_t)tr->step + 1, &err))))
         FATAL("%s", err.msg);
+    snprintf(rs.precision, sizeof rs.precision, "%s", be->precision());
     TrainEval *tev = NULL;  // --eval-every (collective)
     if (rs.eval.every && tr->step < iters &&
         !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr)))) {

@@ -51,6 +51,9 @@ typedef struct {
     int pt, pb, pl, pr;  // zero padding: top, bottom, left, right
 } ConvShape;
 
+// Backend.set_precision's modes (0 and 1 as before: reduced and full fp32).
+enum { PREC_REDUCED = 0, PREC_FP32 = 1, PREC_BF16 = 2, PREC_TF32 = 3 };
+
 struct Backend {
     const char *name;
 
@@ -65,7 +68,9 @@ struct Backend {
     // Matrix products (and the CPU's convolutions) in the backend's reduced precision (fp32 = 0: TF32 on
     // CUDA, its default; bf16 inputs with fp32 accumulation on the CPU, which needs oneDNN) or in full fp32
     // (1, the CPU's default).
-    void (*set_precision)(int fp32);
+    // The argument is a mode: PREC_FP32 (1), PREC_REDUCED (0: the reduced precision last chosen; TF32
+    // on CUDA until PREC_BF16 chooses bf16 there), PREC_BF16 (2) or PREC_TF32 (3: fp32 on the CPU).
+    void (*set_precision)(int mode);
     const char *(*precision)(void);  // "tf32", "bf16" or "fp32": what the products run in now
     // GFLOP/s of this backend's matrix product (cpu_sgemm: oneDNN or OpenBLAS; cuBLAS in the current precision)
     // on a DiT-S/2-shaped product (8192x384 times 384x1152): the ceiling `mala bench train` reports.

@@ -38,14 +38,13 @@ static const Backend *select_device(const char *name) {
     FATAL("--device %s: unknown device (expected cpu or cuda)", name);
 }
 
-// fp32 = 1 for full fp32, 0 for the device's reduced precision (CUDA's TF32, the CPU's bf16).
-static int wants_fp32(const Backend *be, const char *precision) {
+// The set_precision mode (backend.h's PREC_*) of --precision on this backend.
+static int precision_mode(const Backend *be, const char *precision) {
     const int cpu = be == backend_cpu();
-    if (!precision) return cpu;  // the defaults: fp32 on the CPU (today's numbers), TF32 on CUDA
-    if (!strcmp(precision, "fp32")) return 1;
-    if (!strcmp(precision, "tf32")) return cpu;  // (the CPU has no TF32: fp32, as before bf16 came)
-    if (!cpu) FATAL("--precision bf16: the CUDA backend has tf32 and fp32 only (use --device cpu for bf16)");
-    return 0;
+    if (!precision) return cpu ? PREC_FP32 : PREC_TF32;  // the defaults: the CPU's numbers as before, CUDA's TF32
+    if (!strcmp(precision, "fp32")) return PREC_FP32;
+    if (!strcmp(precision, "tf32")) return cpu ? PREC_FP32 : PREC_TF32;  // (the CPU has no TF32: fp32)
+    return PREC_BF16;  // the CPU: oneDNN; CUDA: cuBLAS with bf16 inputs (ops_bf16.cu)
 }
 
 const Backend *backend_select(const char *device, const char *precision) {
@@ -53,6 +52,6 @@ const Backend *backend_select(const char *device, const char *precision) {
         FATAL("--precision %s: unknown precision (expected fp32, tf32 or bf16)", precision);
     const Backend *be = select_device(device);
     backend_check(be);
-    be->set_precision(wants_fp32(be, precision));
+    be->set_precision(precision_mode(be, precision));
     return be;
 }

@@ -43,7 +43,8 @@ static const char *bf16_refusal(void) {
 }
 
 // Without native bf16 dot products (avx512_bf16) oneDNN emulates them: it runs, slower, and says so.
-static void cpu_set_precision(int fp32) {
+static void cpu_set_precision(int mode) {
+    const int fp32 = mode == PREC_FP32 || mode == PREC_TF32;  // (PREC_REDUCED and PREC_BF16: bf16)
     if (fp32 || cpu_gemm_precision() == GEMM_BF16) {
         cpu_gemm_set_precision(fp32 ? GEMM_F32 : GEMM_BF16);
         return;

@@ -11,7 +11,8 @@
 //   caller's `work`, sized by conv2d_workspace_floats. The only memory the backend owns is the
 //   cuBLAS handle's workspace, 1024 doubles for the sumsq partials, a vector of 2^20
 //   ones for the bias-gradient GEMVs and 2^18 floats for the RMSNorm-gate weight-gradient
-//   partials, all created once in backend_cuda().
+//   partials, all created once in backend_cuda(); and, in bf16 only, ops_bf16.cu's two conversion
+//   buffers, which grow to the largest product met in the first steps.
 // - Ordering. Everything (kernels, cuBLAS, memsets, device-to-device copies) is issued on the
 //   legacy default stream, so ops run in call order; the host waits only in to_host, sumsq and
 //   sync.
@@ -21,9 +22,10 @@
 //   qkr, L*H in out, so it is one call per head): MALA's and linear attention's KV = Kr^T V,
 //   Qr KV and their four backward products, and softmax attention's Q K^T, P V and its four
 //   backward products. TF32 tensor-core math is on by default; cuda_set_precision_fp32(1) turns
-//   it off (the parity test does). conv2d's products are cuBLAS GEMMs too: W times a chunk's
-//   im2col column matrices (one strided batched call per chunk) and the backward's W^T dout and
-//   dout col^T.
+//   it off (the parity test does); --precision bf16 (set_precision(PREC_BF16)) sends every product
+//   through gemm_rm_bf16 (ops_bf16.cu: bf16 inputs, fp32 accumulation and output). conv2d's
+//   products are cuBLAS GEMMs too: W times a chunk's im2col column matrices (one strided batched
+//   call per chunk) and the backward's W^T dout and dout col^T.
 // - Custom kernels, one small file per family, all fp32, with the per-element math of ops_math.h
 //   shared with the CPU: bias add and column sums (ops_dense.cu); LayerNorm, RMSNorm with swish
 //   gate, modulate, gated residual (ops_norm.cu); GELU (tanh and exact), SiLU, SwiGLU, add, mul, ELU+1,
@@ -50,15 +52,24 @@
 // cuBLAS handle and precision
 
 static cublasHandle_t g_blas;
-static int g_fp32 = 0;  // 0: TF32 products (default), 1: full fp32
+static int g_fp32 = 0;  // 0: the reduced precision (g_bf16's), 1: full fp32
+static int g_bf16 = 0;  // the reduced precision: 0 TF32 (default), 1 bf16 inputs (ops_bf16.cu)
 
 static void apply_math_mode(void) {
-    if (g_blas) CUBLAS_CHECK(cublasSetMathMode(g_blas, g_fp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
+    if (g_blas) CUBLAS_CHECK(cublasSetMathMode(g_blas, g_fp32 || g_bf16 ? CUBLAS_DEFAULT_MATH
+                                                                         : CUBLAS_TF32_TENSOR_OP_MATH));
 }
 
 extern "C" void cuda_set_precision_fp32(int on) {
     g_fp32 = on ? 1 : 0;
     apply_math_mode();
+}
+
+// Backend.set_precision's modes (backend.h): PREC_BF16 / PREC_TF32 also choose the reduced precision
+// that PREC_REDUCED returns to.
+static void cuda_set_precision(int mode) {
+    if (mode == PREC_BF16 || mode == PREC_TF32) g_bf16 = mode == PREC_BF16;
+    cuda_set_precision_fp32(mode == PREC_FP32);
 }
 
 cublasHandle_t cuda_blas(void) { return g_blas; }
@@ -69,6 +80,10 @@ void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
              const float *B, int ldb, long long sB, float beta, float *C, int ldc, long long sC, int batch) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
     const cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (!g_fp32 && g_bf16) {
+        gemm_rm_bf16(g_blas, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+        return;
+    }
     if (batch == 1)
         CUBLAS_CHECK(cublasSgemm(g_blas, opB, opA, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
     else
@@ -76,7 +91,7 @@ void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
                                                C, ldc, sC, batch));
 }
 
-static const char *cuda_precision(void) { return g_fp32 ? "fp32" : "tf32"; }
+static const char *cuda_precision(void) { return g_fp32 ? "fp32" : g_bf16 ? "bf16" : "tf32"; }
 
 extern "C" double cuda_gemm_gflops(void) {
     const int M = 8192, K = 384, N = 1152, reps = 20;
@@ -187,7 +202,7 @@ static void fill_table(Backend *t) {
     t->rand_normal = cuda_rand_normal; t->rand_bits = cuda_rand_bits;
     t->diffusion_prepare = cuda_diffusion_prepare; t->diffusion_loss = cuda_diffusion_loss;
     t->sampler_step = cuda_sampler_step;
-    t->set_precision = cuda_set_precision_fp32;
+    t->set_precision = cuda_set_precision;
     t->precision = cuda_precision;
     t->gemm_gflops = cuda_gemm_gflops;
     t->weights_changed = cuda_weights_changed;

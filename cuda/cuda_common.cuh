@@ -81,6 +81,12 @@ cublasHandle_t cuda_blas(void);
 void gemm_rm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, long long sA,
              const float *B, int ldb, long long sB, float beta, float *C, int ldc, long long sC, int batch);
 
+// ---- ops_bf16.cu ----
+// gemm_rm with both operands rounded to bf16 (nearest even), fp32 accumulation and output (--precision bf16).
+void gemm_rm_bf16(cublasHandle_t h, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  long long sA, const float *B, int ldb, long long sB, float beta, float *C, int ldc, long long sC,
+                  int batch);
+
 // ---- ops_dense.cu ----
 // dst[b*dstride + c] (=|+=) alpha * sum_{r < rows} src[b*sstride + r*ld + c], c < cols, b < batch.
 void cuda_colsum(float *dst, long long dstride, const float *src, int rows, int cols, int ld,

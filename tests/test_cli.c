@@ -1081,6 +1081,41 @@ START_TEST(test_train_eval_every) {
 }
 END_TEST
 
+// Issue 35 item 4: checkpoints hold fp32 tensors whatever the precision and record it
+// (run.precision, shown by mala info); --resume follows it, --precision changes it. A bf16 run
+// resumed without the flag is byte-identical to a straight bf16 run (same device and threads); a
+// bf16 run goes on in fp32 and an fp32 run in bf16.
+START_TEST(test_resume_precision) {
+#ifdef MALA_DNNL
+    tu_make_tmpdir("cli");
+#define PR "train " TINY " --device cpu --limit 16 --ckpt-every 2"
+    RUN_OK(PR " --precision bf16 --iters 4 --out %s", tp("straight"));
+    RUN_OK(PR " --precision bf16 --iters 2 --out %s", tp("res"));
+    RUN_OK("train --resume --iters 4 --threads 2 --out %s", tp("res"));
+    ck_assert_msg(strstr(g_err, "note: the run trained in bf16; it goes on in bf16 (the run's"), "%s", g_err);
+    ck_assert_msg(same_bytes(tp("straight/checkpoints/0000004.safetensors"), tp("res/checkpoints/0000004.safetensors")),
+                  "a bf16 resume is not bit-exact");
+    RUN_OK("info %s --tensors", tp("res/checkpoints/0000004.safetensors"));
+    ck_assert_msg(strstr(g_out, "precision bf16") && strstr(g_out, " F32 ") && !strstr(g_out, "BF16"), "%s", g_out);
+    RUN_OK("train --resume --iters 6 --precision fp32 --threads 2 --out %s", tp("res"));  // bf16 -> fp32
+    ck_assert_msg(strstr(g_err, "note: the run trained in bf16; it goes on in fp32 (--precision)"), "%s", g_err);
+    RUN_OK("info %s", tp("res/checkpoints/0000006.safetensors"));
+    ck_assert_msg(strstr(g_out, "precision fp32"), "%s", g_out);
+    RUN_OK(PR " --iters 2 --out %s", tp("f32"));  // fp32 -> bf16
+    RUN_OK("info %s", tp("f32/checkpoints/0000002.safetensors"));
+    ck_assert_msg(strstr(g_out, "precision fp32"), "%s", g_out);
+    RUN_OK("train --resume --iters 4 --precision bf16 --threads 2 --out %s", tp("f32"));
+    ck_assert_msg(strstr(g_err, "note: the run trained in fp32; it goes on in bf16 (--precision)"), "%s", g_err);
+    RUN_OK("info %s", tp("f32/checkpoints/0000004.safetensors"));
+    ck_assert_msg(strstr(g_out, "precision bf16"), "%s", g_out);
+#undef PR
+    tu_rm_tmpdir();
+#else
+    printf("test_resume_precision: skipped, this build has no oneDNN (no bf16)\n");
+#endif
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1096,6 +1131,7 @@ int main(void) {
     tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
     tcase_add_test(tc, test_precision_flag);
+    tcase_add_test(tc, test_resume_precision);
     suite_add_tcase(s, tc);
     TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
     tcase_set_timeout(names, 600);

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """PyTorch eager peer of `mala bench inception` (eval_cli.c: cmd_bench_inception): the FID Inception-v3 forward (bilinear resize to
 299, 2x-1, the network with pytorch-fid's FID blocks, pool3 and the 1008 logits) on the same batch
-shape and thread count. Prints one JSON line.
+shape and thread count, after --warmup untimed runs, under torch.inference_mode(); --precision bf16
+runs it under torch.autocast("cpu", torch.bfloat16) (where autocast raises: "autocast-bf16 failed: ..."
+on stderr and a JSON line with "error"). Prints one JSON line.
 
     /usr/bin/python3 tools/bench_inception_torch.py --batch 16 --threads 2 --size 32
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -25,7 +28,9 @@ def main():
     ap.add_argument("--size", type=int, default=32, help="input S x S, resized to 299 inside")
     ap.add_argument("--channels", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="0 = torch's default")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16: under torch.autocast")
     args = ap.parse_args()
+    ac = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.precision == "bf16" else contextlib.nullcontext
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     model = fid_inception_v3()  # random init: speed does not depend on the values
@@ -34,16 +39,28 @@ def main():
     if args.channels == 1:
         x = x.repeat(1, 3, 1, 1)
     with torch.inference_mode():
-        for _ in range(args.warmup):
-            fid_forward(model, x)
+        try:
+            for _ in range(args.warmup):
+                with ac():
+                    fid_forward(model, x)
+        except RuntimeError as e:
+            if args.precision != "bf16":
+                raise
+            msg = str(e).strip().splitlines()[0]
+            print(f"autocast-bf16 failed: the FID Inception (torch {torch.__version__}): {msg}", file=sys.stderr)
+            print(json.dumps({"bench": "inception", "impl": "torch-eager", "torch": torch.__version__,
+                              "precision": "bf16", "error": "autocast: " + msg}))
+            return
         times = []
         for _ in range(args.iters):
             t0 = time.perf_counter()
-            fid_forward(model, x)
+            with ac():
+                fid_forward(model, x)
             times.append(time.perf_counter() - t0)
     total = sum(times)
     print(json.dumps({
-        "bench": "inception", "impl": "torch-eager", "torch": torch.__version__, "batch": args.batch,
+        "bench": "inception", "impl": "torch-eager", "torch": torch.__version__, "precision": args.precision,
+        "batch": args.batch,
         "threads": torch.get_num_threads(), "input": "%dx%dx%d" % (args.channels, args.size, args.size),
         "iters": args.iters, "img_per_s": round(args.batch * args.iters / total, 3),
         "best_img_per_s": round(args.batch / min(times), 3),

@@ -10,14 +10,16 @@ As the C bench (cli/cmd_bench.c): a randomly initialised model (docs/design.md ย
 shape, linear betas T = 1000 respaced to --steps (ADM space_timesteps), n images from a fixed
 random batch (seed 2); one run without guidance (w = 1: one pass of n per step) and one with
 --cfg-scale (one pass of 2n per step: [x; x] with [y; null], eps guided on all channels,
-variance from the conditional half), each timed from start to end with no warm-up run; clip on,
-DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's ddim_sample / p_sample in
-float32 under torch.inference_mode(). Model flags (--backbone dit|dig|dic included), --threads,
---device, --precision and --compile as in tools/bench_train_torch.py (with --compile, an untimed
-one-step run of each kind compiles first); DiG is tools/ref_dig.DiG and DiC tools/ref_dic.DiC, each
-with its official init.
+variance from the conditional half), each timed from start to end after an untimed one-step run of
+each kind (the warm-up); clip on, DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's
+ddim_sample / p_sample in float32 under torch.inference_mode(); --precision bf16 runs the model's
+forward under torch.autocast(device, torch.bfloat16) (PyTorch at its best: issue 35 item 6).
+Model flags (--backbone dit|dig|dic included), --threads, --device, --precision and --compile as
+in tools/bench_train_torch.py (with --compile, the warm-up compiles); DiG is tools/ref_dig.DiG and
+DiC tools/ref_dic.DiC, each with its official init.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -38,13 +40,15 @@ def extract(arr, i, n, dev):
     return torch.full((n, 1, 1, 1), float(arr[i]), dtype=torch.float32, device=dev)
 
 
-def sample_loop(model, d, x, y, w, kind, eta=0.0, clip=True):
+def sample_loop(model, d, x, y, w, kind, eta=0.0, clip=True, ac=None):
     """ADM p_sample_loop / ddim_sample_loop over the respaced process d, guidance as in docs/design.md ยง3."""
     n, C = x.shape[0], x.shape[1]
     dev = x.device
     for i in reversed(range(d.T)):
         t = torch.full((n,), float(d.timestep_map[i]), device=dev)  # original timestep
-        out = model.forward_with_cfg(x, t, y, w) if w != 1.0 else model(x, t, y)
+        with ac if ac is not None else contextlib.nullcontext():
+            out = model.forward_with_cfg(x, t, y, w) if w != 1.0 else model(x, t, y)
+        out = out.float()  # (bf16 under autocast) the sampler's update in fp32
         eps = out[:, :C]
         px0 = extract(d.sqrt_recip_alphas_cumprod, i, n, dev) * x - \
             extract(d.sqrt_recipm1_alphas_cumprod, i, n, dev) * eps
@@ -90,20 +94,24 @@ def main():
     d = ref_diffusion.respaced(base, a.steps)
     rates = []
     with torch.inference_mode():
-        if a.compile:  # untimed: one step of each kind compiles its graph (batch n, and 2n guided)
+        try:  # warm-up, untimed: one step of each kind (and with --compile, the one that compiles its graph)
             for w in (1.0, a.cfg_scale):
                 x, y = btt.random_batch(a.n, a.channels, a.image_size, a.classes, 2, dev)
-                sample_loop(model, ref_diffusion.respaced(base, 1), x, y, w, a.sampler)
+                sample_loop(model, ref_diffusion.respaced(base, 1), x, y, w, a.sampler, ac=btt.autocast(a, dev))
+        except RuntimeError as e:
+            if a.precision != "bf16":
+                raise
+            btt.autocast_failed(a, "sample", e)
         for w in (1.0, a.cfg_scale):
             x, y = btt.random_batch(a.n, a.channels, a.image_size, a.classes, 2, dev)
             btt.sync(dev)
             t0 = time.perf_counter()
-            sample_loop(model, d, x, y, w, a.sampler)
+            sample_loop(model, d, x, y, w, a.sampler, ac=btt.autocast(a, dev))
             btt.sync(dev)
             rates.append(a.n / (time.perf_counter() - t0))
     print(json.dumps({
         "bench": "sample", "impl": btt.impl(a), "torch": torch.__version__, "backbone": a.backbone,
-        "model": a.model, "attn": btt.mixer(a), "device": a.device, "precision": a.precision if a.device == "cuda" else "fp32",
+        "model": a.model, "attn": btt.mixer(a), "device": a.device, "precision": btt.precision_name(a),
         "threads": torch.get_num_threads(), "sampler": a.sampler,
         "steps": a.steps, "n": a.n, "image_size": a.image_size, "channels": a.channels,
         "img_per_s": round(rates[0], 3), "img_per_s_cfg": round(rates[1], 3), "cfg_scale": a.cfg_scale,

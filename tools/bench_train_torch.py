@@ -19,10 +19,14 @@ the same presets and defaults as the C program (cli/model_opts.c, model/dit_conf
 presets ref_dig.PRESETS; --attn, --rope, --lepe and --gate do not apply); with --backbone dic it
 is tools/ref_dic.DiC (official DiC initialisation, presets ref_dic.PRESETS: DiC-{T,S,B,XL,H},
 multipliers [1,2,4,2,1], skip stride 3; the DiT attention flags do not apply).
+--precision bf16 runs the forward under torch.autocast(device, torch.bfloat16) (the loss, backward's
+fp32 accumulation into fp32 weights, AdamW and EMA as autocast leaves them); where autocast raises on a
+reference module it prints "autocast-bf16 failed: ..." on stderr and a JSON line with "error", exit 0.
 One warm-up step (with --compile, the one that compiles), then --steps timed steps. Like ./mala (cli/main.c), OMP_WAIT_POLICY defaults to
 passive unless the environment sets it. Prints one JSON line.
 """
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -74,8 +78,9 @@ def add_model_args(p):
     p.add_argument("--learn-sigma", type=parse_bool, default=True)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--precision", default="tf32", choices=["tf32", "fp32"],
-                   help="CUDA matrix products and convolutions on TF32 tensor cores (mala's default) or in fp32")
+    p.add_argument("--precision", default="tf32", choices=["tf32", "fp32", "bf16"],
+                   help="CUDA matrix products and convolutions on TF32 tensor cores (mala's default) or in fp32; "
+                        "bf16: the forward under torch.autocast(device, torch.bfloat16) (CPU and CUDA)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model's forward (the first, untimed run compiles it)")
 
@@ -172,6 +177,30 @@ def setup(a):
     return torch.device(a.device)
 
 
+def autocast(a, dev):
+    """--precision bf16: PyTorch's mixed precision (autocast runs linear layers, matmuls and convolutions on
+    bf16 inputs; weights, optimiser and the rest stay fp32), as a PyTorch user turns it on."""
+    if a.precision == "bf16":
+        return torch.autocast(dev.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def precision_name(a):
+    return a.precision if a.device == "cuda" or a.precision == "bf16" else "fp32"
+
+
+def autocast_failed(a, bench, e):
+    """autocast raising on a reference module (PyTorch 1.13's CPU autocast on DiC): one clear line on stderr
+    and the JSON line with the error, so that a table says so instead of showing a number."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    print(f"autocast-bf16 failed: {a.backbone} {a.model} on {a.device} (torch {torch.__version__}): {msg}",
+          file=sys.stderr)
+    print(json.dumps({"bench": bench, "impl": impl(a), "torch": torch.__version__, "backbone": a.backbone,
+                      "model": a.model, "device": a.device, "precision": "bf16", "error": "autocast: " + msg},
+                     separators=(",", ":")))
+    sys.exit(0)
+
+
 def compile_forward(model, a):
     """--compile: the forward pass through torch.compile (one static graph per batch size), set on
     the instance so that forward_with_cfg and the training step call it; the module, its parameter
@@ -208,14 +237,16 @@ def update_ema(ema, model, decay=0.9999):
         ema_params[name].mul_(decay).add_(param.data, alpha=1 - decay)
 
 
-def train_step(model, ema, opt, diff, x, y, learned):
+def train_step(model, ema, opt, diff, x, y, learned, ac=None):
     B = x.shape[0]
     t = torch.randint(0, diff.T, (B,), device=x.device)
     noise = torch.randn_like(x)
     tc = t.cpu()
     xt = ref_diffusion.ext(diff.sqrt_alphas_cumprod, tc, x.dtype).to(x.device) * x + \
         ref_diffusion.ext(diff.sqrt_one_minus_alphas_cumprod, tc, x.dtype).to(x.device) * noise
-    out = model(xt, t, y)  # label dropout happens inside (train mode), as in DiT
+    with ac if ac is not None else contextlib.nullcontext():
+        out = model(xt, t, y)  # label dropout happens inside (train mode), as in DiT
+    out = out.float()  # (bf16 under autocast) the loss in fp32, as autocast's recipe and mala do
     if x.device.type == "cpu":
         terms = ref_diffusion.training_losses(diff, out, x, noise, tc, xt, x.dtype, learned)
     else:  # ref_diffusion gathers tables on the CPU
@@ -250,18 +281,23 @@ def main():
     diff = ref_diffusion.Diffusion(ref_diffusion.named_betas("linear", 1000))
     x, y = random_batch(a.batch, a.channels, a.image_size, a.classes, 1, dev)
 
-    train_step(model, ema, opt, diff, x, y, a.learn_sigma)  # warm-up
+    try:
+        train_step(model, ema, opt, diff, x, y, a.learn_sigma, autocast(a, dev))  # warm-up
+    except RuntimeError as e:
+        if a.precision != "bf16":
+            raise
+        autocast_failed(a, "train", e)
     sync(dev)
     t0 = time.perf_counter()
     for _ in range(a.steps):
-        loss, gn = train_step(model, ema, opt, diff, x, y, a.learn_sigma)
+        loss, gn = train_step(model, ema, opt, diff, x, y, a.learn_sigma, autocast(a, dev))
     sync(dev)
     dt = (time.perf_counter() - t0) / a.steps
     fl = 3.0 * flops_per_image(a, kw)
     params = sum(q.numel() for q in model.parameters() if q.requires_grad)
     print(json.dumps({
         "bench": "train", "impl": impl(a), "torch": torch.__version__, "backbone": a.backbone,
-        "model": a.model, "attn": mixer(a), "device": a.device, "precision": a.precision if a.device == "cuda" else "fp32",
+        "model": a.model, "attn": mixer(a), "device": a.device, "precision": precision_name(a),
         "threads": torch.get_num_threads(), "batch": a.batch,
         "image_size": a.image_size, "channels": a.channels, "params": params,
         "img_per_s": round(a.batch / dt, 3), "s_per_step": round(dt, 4),

@@ -2,11 +2,15 @@
 """PyTorch eager peer of `mala bench vae` (cli/cmd_vae.c: cmd_bench_vae): tools/ref_vae.py's
 AutoencoderKL (diffusers' architecture, sd-vae-ft-ema's config, random weights; or --tiny for the
 test config) timed on encode (posterior mean and clamped logvar) and decode of scaled latents, on
-the same batch, image size and thread count. Prints one JSON line.
+the same batch, image size and thread count, each after an untimed warm-up run, under
+torch.inference_mode(); --precision bf16 runs them under torch.autocast("cpu", torch.bfloat16)
+(where autocast raises: "autocast-bf16 failed: ..." on stderr and a JSON line with "error").
+Prints one JSON line.
 
     /usr/bin/python3 tools/bench_vae_torch.py --batch 4 --size 256 --threads 2
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -33,7 +37,9 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0, help="0 = torch's default")
     ap.add_argument("--tiny", action="store_true", help="the test config (channels 4 8 16 16, 2 groups)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16: under torch.autocast")
     args = ap.parse_args()
+    ac = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.precision == "bf16" else contextlib.nullcontext
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     if args.tiny:
@@ -46,10 +52,20 @@ def main():
     g = torch.Generator().manual_seed(0)
     x = torch.rand(args.batch, 3, args.size, args.size, generator=g) * 2 - 1
     z = torch.randn(args.batch, model.config["latent_channels"], args.size // f, args.size // f, generator=g)
-    with torch.inference_mode():
-        te = timed(lambda: model.encode(x), args.reps)
-        td = timed(lambda: model.decode(z / SCALE), args.reps)
-    print(json.dumps({"bench": "vae_torch", "threads": torch.get_num_threads(), "batch": args.batch,
+    with torch.inference_mode(), ac():
+        try:
+            te = timed(lambda: model.encode(x), args.reps)
+            td = timed(lambda: model.decode(z / SCALE), args.reps)
+        except RuntimeError as e:
+            if args.precision != "bf16":
+                raise
+            msg = str(e).strip().splitlines()[0]
+            print(f"autocast-bf16 failed: the VAE (torch {torch.__version__}): {msg}", file=sys.stderr)
+            print(json.dumps({"bench": "vae_torch", "precision": "bf16", "error": "autocast: " + msg,
+                              "torch": torch.__version__}))
+            return
+    print(json.dumps({"bench": "vae_torch", "precision": args.precision, "threads": torch.get_num_threads(),
+                      "batch": args.batch,
                       "image_size": args.size, "encode_img_per_s": round(args.batch / te, 4),
                       "decode_img_per_s": round(args.batch / td, 4), "torch": torch.__version__}))
 

@@ -24,6 +24,13 @@ typedef enum {
     CUBLAS_TF32_TENSOR_OP_MATH = 3,
 } cublasMath_t;
 
+// library_types.h and cublas_api.h's values, for the Ex GEMMs (--precision bf16: bf16 inputs, fp32
+// compute and output; the bf16 values are widened exactly, so only the rounding of the inputs,
+// done by the caller's kernel, and the double accumulation remain).
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
 cublasStatus_t cublasCreate(cublasHandle_t *handle);
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
 const char *cublasGetStatusString(cublasStatus_t status);
@@ -34,6 +41,15 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          int n, int k, const float *alpha, const float *A, int lda, long long sA,
                                          const float *B, int ldb, long long sB, const float *beta, float *C,
                                          int ldc, long long sC, int batch);
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                          int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                                          long long sA, const void *B, cudaDataType Btype, int ldb, long long sB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc, long long sC,
+                                          int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo);
 cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float *alpha,
                            const float *A, int lda, const float *x, int incx, const float *beta, float *y, int incy);
 

@@ -53,6 +53,13 @@ static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) {
 static inline float2 make_float2(float x, float y) { return {x, y}; }
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
+// ---- bit casts ----
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
 extern uint3 threadIdx, blockIdx;
 extern dim3 blockDim, gridDim;
 enum { warpSize = 32 };

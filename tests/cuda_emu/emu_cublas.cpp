@@ -1,5 +1,6 @@
 // The CUDA emulator's cuBLAS (declared in cublas_v2.h): column-major SGEMM, single and strided
-// batched, and SGEMV, as packed double-precision loops.
+// batched, SGEMV, and GemmEx / GemmStridedBatchedEx with bf16 or fp32 inputs, as packed
+// double-precision loops.
 #include <cstdarg>
 #include <vector>
 
@@ -128,4 +129,59 @@ cublasStatus_t cublasSgemv(cublasHandle_t handle, cublasOperation_t trans, int m
     const int rows = trans == CUBLAS_OP_N ? m : n, len = trans == CUBLAS_OP_N ? n : m;  // of y, of x
     return gemm(handle, false, trans, CUBLAS_OP_N, rows, 1, len, alpha, A, lda, 0, x, len > 1 ? len : 1, 0, beta, y,
                 rows > 1 ? rows : 1, 0, 1);
+}
+
+// The Ex GEMMs: bf16 (CUDA_R_16BF) or fp32 inputs, fp32 output and compute. A bf16 operand's span is
+// widened exactly (bf16 is fp32's top half) into a temporary device buffer at the same offsets, and
+// the product runs as the fp32 GEMM without TF32 rounding.
+static float *widen(const void *X, int rows, int cols, int ld, long long s, int batch, bool *ok) {
+    const size_t n = (size_t)(cols - 1) * ld + rows + (size_t)(batch - 1) * (size_t)s;
+    *ok = emu_is_device(X, n * sizeof(uint16_t));
+    float *w = nullptr;
+    if (!*ok || cudaMalloc((void **)&w, n * sizeof(float)) != cudaSuccess) return nullptr;
+    const uint16_t *x = (const uint16_t *)X;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(&w[i], &u, sizeof u);
+    }
+    return w;
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                          int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                                          long long sA, const void *B, cudaDataType Btype, int ldb, long long sB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc, long long sC,
+                                          int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    if (Atype != Btype || (Atype != CUDA_R_16BF && Atype != CUDA_R_32F) || Ctype != CUDA_R_32F ||
+        compute != CUBLAS_COMPUTE_32F || algo != CUBLAS_GEMM_DEFAULT)
+        return failed(CUBLAS_STATUS_INVALID_VALUE, "cuBLAS GemmEx: types %d %d %d compute %d algo %d (emulated: bf16 "
+                      "or fp32 inputs, fp32 output and compute, the default algorithm)", (int)Atype, (int)Btype,
+                      (int)Ctype, (int)compute, (int)algo);
+    const float *al = (const float *)alpha, *be = (const float *)beta;
+    if (Atype == CUDA_R_32F || !m || !n || !batch || k <= 0)
+        return gemm(handle, Atype == CUDA_R_32F, ta, tb, m, n, k, al, (const float *)A, lda, sA, (const float *)B,
+                    ldb, sB, be, (float *)C, ldc, sC, batch);
+    const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
+    if (lda < ar || ldb < br)
+        return gemm(handle, false, ta, tb, m, n, k, al, nullptr, lda, sA, nullptr, ldb, sB, be, (float *)C, ldc, sC,
+                    batch);  // (its message)
+    bool oka, okb;
+    float *a = widen(A, ar, ta == CUBLAS_OP_N ? k : m, lda, sA, batch, &oka);
+    float *b = widen(B, br, tb == CUBLAS_OP_N ? n : k, ldb, sB, batch, &okb);
+    cublasStatus_t st = !oka || !okb ? failed(CUBLAS_STATUS_INVALID_VALUE, "cuBLAS GemmEx: bf16 matrix %s reaches "
+                                              "outside device memory", !oka ? "A" : "B")
+                        : !a || !b ? failed(CUBLAS_STATUS_ALLOC_FAILED, "cuBLAS GemmEx: no memory to widen bf16")
+                                   : gemm(handle, false, ta, tb, m, n, k, al, a, lda, sA, b, ldb, sB, be, (float *)C,
+                                          ldc, sC, batch);
+    if (a) cudaFree(a);
+    if (b) cudaFree(b);
+    return st;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    return cublasGemmStridedBatchedEx(handle, ta, tb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C,
+                                      Ctype, ldc, 0, 1, compute, algo);
 }
