@@ -680,6 +680,7 @@ int cmd_train(int argc, char **argv) {
         net_param_floats(&c, &trainable);
         if (lead) printf("{\"params\":%zu,\"gflop_per_img\":%.9g,\"classes\":%d,\"image_size\":%d,\"channels\":%d}\n",
                          trainable, net_flops_per_image(&c) / 1e9, c.num_classes, c.image_size, c.in_channels);
+        class_names_free(&cn);
         dataset_close(ds);
         dist_finalize();
         return 0;
