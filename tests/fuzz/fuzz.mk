@@ -17,7 +17,7 @@ FUZZ_S         ?= 60
 FUZZ_REGRESS_S ?= 10
 FUZZ_OUT       ?= build-fuzz
 FUZZ_SAN        = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter $(FUZZ_SAN) \
+FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter -MMD -MP $(FUZZ_SAN) \
                   -I. -I/usr/include/stb
 FUZZ_LIB_SRC    = core/common.c core/half.c formats/json.c formats/npy.c formats/safetensors.c formats/image_io.c \
                   formats/atomic_file.c formats/png_text.c formats/st_meta.c core/rng.c formats/torch_legacy.c formats/idx.c \
@@ -81,3 +81,6 @@ fuzz-regress: $(FUZZ_BINS)
 	  grep -h "stat::number_of_executed_units" $(FUZZ_OUT)/short_$$n.log | sed "s/^/   fuzz_$$n /"; \
 	done; echo "fuzz-regress: every committed input passes, no findings"
 .SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_NET_OBJ)
+
+# Header dependencies (a changed header, e.g. core/backend.h's op table, rebuilds what includes it).
+-include $(shell find $(FUZZ_OUT) -name '*.d' 2>/dev/null)
