@@ -24,6 +24,7 @@
 #include "cpu/cpu_gemm.h"
 #include "model/net.h"
 #include "testutil.h"
+#include "conv_ref.h"
 #include "train/trainer.h"
 
 #define EPS24 5.9604645e-8  // 2^-24
@@ -222,32 +223,6 @@ END_TEST
 
 // ---- convolutions ----
 
-static void conv_ref(ConvShape s, const float *x, const float *w, const float *bias, const float *g, double *ro,
-                     double *mo, double *rx, double *mx, double *rw, double *mw) {
-    const int Ho = conv_out_h(s), Wo = conv_out_w(s);
-    const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, nw = (size_t)s.Cout * s.Cin * s.kh * s.kw;
-    memset(rx, 0, nx * 8), memset(mx, 0, nx * 8), memset(rw, 0, nw * 8), memset(mw, 0, nw * 8);
-    for (int b = 0; b < s.B; b++)
-        for (int o = 0; o < s.Cout; o++)
-            for (int i = 0; i < Ho; i++)
-                for (int j = 0; j < Wo; j++) {
-                    const size_t oi = (((size_t)b * s.Cout + o) * Ho + i) * Wo + j;
-                    double acc = bias ? bias[o] : 0, m = bias ? fabs(bias[o]) : 0;
-                    for (int c = 0; c < s.Cin; c++)
-                        for (int p = 0; p < s.kh; p++)
-                            for (int q = 0; q < s.kw; q++) {
-                                const int h = i * s.stride - s.pt + p, ww = j * s.stride - s.pl + q;
-                                if (h < 0 || h >= s.H || ww < 0 || ww >= s.W) continue;
-                                const size_t xi = (((size_t)b * s.Cin + c) * s.H + h) * s.W + ww;
-                                const size_t wi = (((size_t)o * s.Cin + c) * s.kh + p) * s.kw + q;
-                                acc += (double)x[xi] * w[wi], m += fabs((double)x[xi] * w[wi]);
-                                rx[xi] += (double)g[oi] * w[wi], mx[xi] += fabs((double)g[oi] * w[wi]);
-                                rw[wi] += (double)g[oi] * x[xi], mw[wi] += fabs((double)g[oi] * x[xi]);
-                            }
-                    ro[oi] = acc, mo[oi] = m;
-                }
-}
-
 static const ConvShape CONVS[] = {
     {2, 8, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1},   // 3x3, pad 1
     {3, 16, 7, 9, 8, 3, 3, 2, 1, 0, 1, 0},   // stride 2, uneven padding
@@ -268,8 +243,9 @@ static void conv_case(ConvShape s, int k) {
     for (int i = 0; i < 3; i++)
         r[i] = own(malloc(len[i] * 8)), r[i + 3] = own(malloc(len[i] * 8)), q[i] = own(malloc(len[i] * 8)),
         q[i + 3] = own(malloc(len[i] * 8));
-    conv_ref(s, x, w, bias, G, r[0], r[3], r[1], r[4], r[2], r[5]);  // (value, |terms|) of out, dx, dw
-    conv_ref(s, rounded(x, nx), rounded(w, nw), bias, rounded(G, no), q[0], q[3], q[1], q[4], q[2], q[5]);
+    conv_ref(s, x, w, bias, G, NULL, NULL, r[0], r[3], r[1], r[4], r[2], r[5]);  // (value, |terms|) of out, dx, dw
+    conv_ref(s, rounded(x, nx), rounded(w, nw), bias, rounded(G, no), NULL, NULL, q[0], q[3], q[1], q[4], q[2],
+             q[5]);
     const size_t nwork = be->conv2d_workspace_floats(s);
     float *work = own(calloc(nwork ? nwork : 1, sizeof(float)));
     be->conv2d_fwd(out, x, w, bias, s, work, nwork);
@@ -285,8 +261,9 @@ static void conv_case(ConvShape s, int k) {
     // new weights (a load): the forward follows them
     tu_fill(w, nw, -1, 1, 25 + k);
     be->weights_changed();
-    conv_ref(s, rounded(x, nx), rounded(w, nw), bias, rounded(G, no), q[0], q[3], q[1], q[4], q[2], q[5]);
-    conv_ref(s, x, w, bias, G, r[0], r[3], r[1], r[4], r[2], r[5]);
+    conv_ref(s, rounded(x, nx), rounded(w, nw), bias, rounded(G, no), NULL, NULL, q[0], q[3], q[1], q[4], q[2],
+             q[5]);
+    conv_ref(s, x, w, bias, G, NULL, NULL, r[0], r[3], r[1], r[4], r[2], r[5]);
     be->conv2d_fwd(out, x, w, bias, s, work, nwork);
     snprintf(what, sizeof what, "conv %d out, new weights", k);
     check_both(what, out, q[0], q[3], r[0], r[3], no, s.Cin * s.kh * s.kw + 1);

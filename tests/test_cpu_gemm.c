@@ -14,6 +14,7 @@
 #include "cpu/conv_plan.h"
 #include "cpu/cpu_gemm.h"
 #include "testutil.h"
+#include "conv_ref.h"
 
 static void *owned[64];
 static int nowned;
@@ -151,35 +152,6 @@ START_TEST(test_gemm_in_region) {
 END_TEST
 
 // ---- convolutions ----
-
-// out, dx, dw of s (dout = G) in double with their sums of |terms|; dx and dw start from dx0, dw0.
-static void conv_ref(ConvShape s, const float *x, const float *w, const float *bias, const float *G,
-                     const float *dx0, const float *dw0, double *out, double *mo, double *dx, double *mx, double *dw,
-                     double *mw) {
-    const int Ho = conv_out_h(s), Wo = conv_out_w(s);
-    const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, nw = (size_t)s.Cout * s.Cin * s.kh * s.kw;
-    for (size_t i = 0; i < nx; i++) dx[i] = dx0[i], mx[i] = fabs(dx0[i]);
-    for (size_t i = 0; i < nw; i++) dw[i] = dw0[i], mw[i] = fabs(dw0[i]);
-    for (int b = 0; b < s.B; b++)
-        for (int co = 0; co < s.Cout; co++)
-            for (int oy = 0; oy < Ho; oy++)
-                for (int ox = 0; ox < Wo; ox++) {
-                    const size_t o = (((size_t)b * s.Cout + co) * Ho + oy) * Wo + ox;
-                    double acc = bias ? bias[co] : 0, m = bias ? fabs(bias[co]) : 0;
-                    for (int ci = 0; ci < s.Cin; ci++)
-                        for (int ky = 0; ky < s.kh; ky++)
-                            for (int kx = 0; kx < s.kw; kx++) {
-                                const int iy = oy * s.stride - s.pt + ky, ix = ox * s.stride - s.pl + kx;
-                                if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-                                const size_t xi = (((size_t)b * s.Cin + ci) * s.H + iy) * s.W + ix;
-                                const size_t wi = (((size_t)co * s.Cin + ci) * s.kh + ky) * s.kw + kx;
-                                acc += (double)w[wi] * x[xi], m += fabs((double)w[wi] * x[xi]);
-                                dx[xi] += (double)w[wi] * G[o], mx[xi] += fabs((double)w[wi] * G[o]);
-                                dw[wi] += (double)G[o] * x[xi], mw[wi] += fabs((double)G[o] * x[xi]);
-                            }
-                    out[o] = acc, mo[o] = m;
-                }
-}
 
 // Strided with uneven padding, 3x3 "same", 1x1 direct, odd sizes, a DiC-like block, 5x5.
 static const ConvShape CONV_SHAPES[] = {
