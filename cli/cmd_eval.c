@@ -626,7 +626,7 @@ int cmd_eval(int argc, char **argv) {
 // ---------------------------------------------------------------------------------------------
 int cmd_bench_inception(int argc, char **argv) {
     int batch = 16, iters = 3, warmup = 1, size = 32, channels = 3, threads = 0;
-    const char *weights = "random", *device = NULL;
+    const char *weights = "random", *device = NULL, *precision = NULL;
     Opt opts[] = {
         {"--batch", OPT_INT, &batch, "N", "images per forward", ARG_MIN(1)},
         {"--iters", OPT_INT, &iters, "N", "timed forwards", ARG_MIN(1)},
@@ -636,6 +636,7 @@ int cmd_bench_inception(int argc, char **argv) {
         OPT_THREADS(&threads),
         {"--inception", OPT_STR, &weights, "FILE", "weights file, or 'random'"},
         OPT_DEVICE(&device),
+        OPT_PRECISION(&precision),
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse("usage: mala bench inception [flags]\n\nFID Inception-v3 forward throughput (resize, pool3 and logits), one JSON line.\n"
@@ -647,7 +648,7 @@ int cmd_bench_inception(int argc, char **argv) {
     }
     args_check_memory("--batch", batch, (double)batch * channels * size * size * sizeof(float), "the input images");
     set_threads(threads);
-    const Backend *be = backend_select(device, NULL);
+    const Backend *be = backend_select(device, precision);  // (eval's FID keeps fp32: this times what bf16 would give)
     Inception *m = strcmp(weights, "random") ? NULL : inception_random(be, batch);
     if (!m) {
         MalaErr err;
@@ -673,11 +674,11 @@ int cmd_bench_inception(int argc, char **argv) {
     fprintf(stderr, "FID Inception forward on %s: %.2f img/s median (%.2f .. %.2f; batch %d, %d threads, %dx%dx%d "
             "input), %.1f GFLOP/s\n", be->name, batch / sp.median, batch / sp.max, batch / sp.min, batch, num_threads(),
             channels, size, size, gflop * batch / sp.median);
-    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"device\":\"%s\",\"batch\":%d,\"threads\":%d,"
+    if (json_printf_line(stdout, &err, "{\"bench\":\"inception\",\"impl\":\"mala-c\",\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"threads\":%d,"
            "\"input\":\"%dx%dx%d\",\"iters\":%d,"
            "\"img_per_s\":%.3f,\"img_per_s_min\":%.3f,\"img_per_s_max\":%.3f,\"best_img_per_s\":%.3f,"
            "\"gflop_per_image\":%.3f,\"gflop_per_s\":%.2f,\"peak_rss_mb\":%.0f}",
-           be->name, batch, num_threads(), channels, size, size, iters, batch / sp.median, batch / sp.max, batch / sp.min,
+           be->name, be->precision(), batch, num_threads(), channels, size, size, iters, batch / sp.median, batch / sp.max, batch / sp.min,
            batch / sp.min, gflop, gflop * batch / sp.median, peak_rss_bytes() / 1048576.0)) {
         fprintf(stderr, "error: %s\n", err.msg);
         rc = 1;

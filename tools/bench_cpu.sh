@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# docs/performance.md's CPU figures: mala vs PyTorch eager on the same configs and thread count, one JSON
-# line each into bench-cpu.jsonl, every benchmark run REPEATS times (default 3), then a summary:
-# the median of the runs with their min and max (each run's own line holds the spread of its
-# repeated steps). Figures are ratios within one run of this script.
+# docs/performance.md's CPU table (issue 35 item 7): mala in fp32 and in bf16 (--precision bf16)
+# against PyTorch eager in fp32 and under torch.autocast("cpu", torch.bfloat16), on the same
+# configs and thread count: DiT-S/2 MALA and softmax, DiG-S/2 and DiC-S at 32x32x4 (training at
+# batch 32, guided and plain DDIM-10 sampling of 8 images), the SD-VAE at 256x256 (batch 1) and the
+# FID Inception (batch 16). ROUNDS rounds (default 3), each running every command once in the same
+# order, so the runs of one benchmark are interleaved with the others'; one JSON line per run into
+# bench-cpu.jsonl, then bench-cpu.md: the median over the rounds with [min .. max], the ratios of
+# the medians, GFLOP/s and the fraction of the same-precision GEMM rate that `mala bench train`
+# measures in its own process (oneDNN's matmul in a oneDNN build).
 #
 # The machine must be idle: two-thread runs lose tens of percent to a busy neighbour. Before
 # starting, the 1-minute load average must be below MAX_LOAD (default 0.5) and the processes
@@ -10,24 +15,31 @@
 # not counted) below MAX_RUNNABLE (default 0.5) on average; the same sampling runs before every
 # benchmark. A busy machine stops the script, unless --force is given: then it warns, runs, and
 # marks the lines "busy". (This project's sandbox reads ~0.7 runnable when idle: MAX_RUNNABLE=1.5.)
-#   usage: tools/bench_cpu.sh [--force]      (env: THREADS, REPEATS, MAX_LOAD, MAX_RUNNABLE, PYTHON)
+# A run that fails or passes RUN_TIMEOUT seconds (default 900) is recorded with its error.
+#   usage: tools/bench_cpu.sh [--force] [--only REGEX]
+#   env: THREADS (2), ROUNDS (3), MAX_LOAD, MAX_RUNNABLE, RUN_TIMEOUT, PYTHON (/usr/bin/python3), MALA (./mala)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FORCE=0
-for a in "$@"; do
-    case "$a" in
+FORCE=0 ONLY=.
+while [ $# -gt 0 ]; do
+    case "$1" in
         --force) FORCE=1 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-        *) echo "bench_cpu.sh: unknown argument '$a' (--force)" >&2; exit 2 ;;
+        --only) ONLY=${2:?--only needs a regular expression}; shift ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) echo "bench_cpu.sh: unknown argument '$1' (--force, --only REGEX)" >&2; exit 2 ;;
     esac
+    shift
 done
 T=${THREADS:-2}
-R=${REPEATS:-3}
+R=${ROUNDS:-${REPEATS:-3}}
 MAX_LOAD=${MAX_LOAD:-0.5}
 MAX_RUNNABLE=${MAX_RUNNABLE:-0.5}
+RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 PY=${PYTHON:-/usr/bin/python3}
+MALA=${MALA:-./mala}
 out=bench-cpu.jsonl
 busy=false
+[ -x "$MALA" ] || { echo "bench_cpu.sh: $MALA not found: run make first" >&2; exit 1; }
 
 # Average number of other runnable processes over a second (/proc/loadavg field 4: running/total;
 # the awk that reads it is running itself).
@@ -69,53 +81,56 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x build/blas_core ]; then
 fi
 echo "bench_cpu.sh: OpenBLAS kernels: ${OPENBLAS_CORETYPE:-the library default}, for mala and PyTorch" >&2
 
-check_idle start
-: > "$out"
-run() {
-    local i line
-    for i in $(seq 1 "$R"); do
-        check_idle "run $i of: $*"
-        echo "\$ $*" >&2
-        line=$("$@" | tail -n 1)
-        line="${line%\}}"  # the closing brace: the line gets the run's number, busy flag and command
-        line="$line,\"run\":$i,\"busy\":$busy,\"cmd\":\"$*\"}"
-        echo "$line" | tee -a "$out"
+# One benchmark per line: CASE|WHO|PRECISION|COMMAND (WHO mala or torch; the command gets
+# --precision PRECISION, PyTorch's bf16 being its autocast).
+cases() {
+    local m a f p
+    for m in "DiT-S/2 mala" "DiT-S/2 softmax" "DiG-S/2 -" "DiC-S -"; do
+        a=${m#* }; m=${m%% *}
+        f="--model $m --channels 4 --threads $T"
+        local lab=$m
+        [ "$a" != - ] && f="$f --attn $a" && lab="$m $a"
+        local tb=""
+        case $m in DiG-*) tb="--backbone dig" ;; DiC-*) tb="--backbone dic" ;; esac
+        for p in fp32 bf16; do
+            echo "train $lab|mala|$p|$MALA bench train $f --batch 32 --steps 2 --device cpu"
+            echo "train $lab|torch|$p|$PY tools/bench_train_torch.py $tb $f --batch 32 --steps 2"
+        done
+        for p in fp32 bf16; do
+            echo "sample $lab|mala|$p|$MALA bench sample $f --sampler ddim --steps 10 --n 8 --repeats 1 --device cpu"
+            echo "sample $lab|torch|$p|$PY tools/bench_sample_torch.py $tb $f --sampler ddim --steps 10 --n 8"
+        done
+    done
+    for p in fp32 bf16; do
+        echo "vae 256|mala|$p|$MALA bench vae --image-size 256 --batch 1 --reps 1 --threads $T --device cpu"
+        echo "vae 256|torch|$p|$PY tools/bench_vae_torch.py --size 256 --batch 1 --reps 1 --threads $T"
+    done
+    for p in fp32 bf16; do
+        echo "inception|mala|$p|$MALA bench inception --batch 16 --iters 2 --threads $T --device cpu"
+        echo "inception|torch|$p|$PY tools/bench_inception_torch.py --batch 16 --iters 2 --threads $T"
     done
 }
-run ./mala bench train --model DiT-S/2 --attn mala --batch 32 --steps 3 --threads "$T"
-run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn mala --batch 32 --steps 3 --threads "$T"
-run ./mala bench train --model DiT-S/2 --attn softmax --batch 32 --steps 3 --threads "$T"
-run ./mala bench sample --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 8 --threads "$T"
-run "$PY" tools/bench_sample_torch.py --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 8 --threads "$T"
-# MALA against softmax at 256 tokens and batch 1 (one image, DDIM 10 steps)
-run ./mala bench sample --model DiT-S/2 --attn mala --sampler ddim --steps 10 --n 1 --repeats 5 --threads "$T"
-run ./mala bench sample --model DiT-S/2 --attn softmax --sampler ddim --steps 10 --n 1 --repeats 5 --threads "$T"
-# the paper's comparison at latent size (32x32x4): DiT-S/2 mala and softmax, DiG-S/2, DiC-S
-run ./mala bench train --model DiT-S/2 --attn mala --channels 4 --batch 32 --steps 3 --threads "$T"
-run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn mala --channels 4 --batch 32 --steps 3 --threads "$T"
-run ./mala bench train --model DiT-S/2 --attn softmax --channels 4 --batch 32 --steps 3 --threads "$T"
-run "$PY" tools/bench_train_torch.py --model DiT-S/2 --attn softmax --channels 4 --batch 32 --steps 3 --threads "$T"
-run ./mala bench train --model DiG-S/2 --channels 4 --batch 32 --steps 3 --threads "$T"
-run "$PY" tools/bench_train_torch.py --backbone dig --model DiG-S/2 --channels 4 --batch 32 --steps 3 --threads "$T"
-run ./mala bench train --model DiC-S --channels 4 --batch 32 --steps 3 --threads "$T"
-run "$PY" tools/bench_train_torch.py --backbone dic --model DiC-S --channels 4 --batch 32 --steps 3 --threads "$T"
-run ./mala bench vae --image-size 256 --batch 1 --reps 2 --threads "$T"
-run "$PY" tools/bench_vae_torch.py --size 256 --batch 1 --reps 2 --threads "$T"
-run ./mala bench inception --batch 16 --iters 3 --threads "$T"
-run "$PY" tools/bench_inception_torch.py --batch 16 --iters 3 --threads "$T"
 
-# Summary: per command, the median of the runs' img/s with the min and max.
-"$PY" - "$out" <<'EOF'
-import json, statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    j = json.loads(line)
-    runs.setdefault(j["cmd"], []).append(j)
-print("\nimg/s over the runs: median [min .. max]" + (" (BUSY machine)" if any(
-    j["busy"] for v in runs.values() for j in v) else ""))
-for cmd, js in runs.items():
-    for key in ("img_per_s", "img_per_s_cfg", "encode_img_per_s", "decode_img_per_s"):
-        v = [j[key] for j in js if key in j]
-        if v:
-            print(f"  {statistics.median(v):9.3f} [{min(v):.3f} .. {max(v):.3f}]  {key:13s} {cmd}")
-EOF
+check_idle start
+: > "$out"
+n=0
+for r in $(seq 1 "$R"); do
+    while IFS='|' read -r case who prec cmd; do
+        [[ "$case $who $prec" =~ $ONLY ]] || continue
+        check_idle "round $r: $case $who $prec"
+        echo "\$ $cmd --precision $prec   (round $r of $R)" >&2
+        err=$(mktemp)
+        line=$(timeout "$RUN_TIMEOUT" $cmd --precision "$prec" 2>"$err" | grep '^{' | tail -n 1) || true
+        if [ -z "$line" ]; then  # a failed run: its last line of stderr is its result
+            msg=$(tail -n 1 "$err" | tr -d '"\\' | cut -c1-200)
+            line="{\"error\":\"${msg:-no output (timeout $RUN_TIMEOUT s?)}\"}"
+        fi
+        rm -f "$err"
+        line="${line%\}}"
+        line="$line,\"case\":\"$case\",\"who\":\"$who\",\"prec\":\"$prec\",\"round\":$r,\"busy\":$busy,\"cmd\":\"$cmd --precision $prec\"}"
+        echo "$line" | tee -a "$out"
+        n=$((n + 1))
+    done < <(cases)
+done
+[ "$n" -gt 0 ] || { echo "bench_cpu.sh: --only '$ONLY' matched no benchmark" >&2; exit 2; }
+"$PY" tools/bench_cpu_table.py "$out" | tee bench-cpu.md
