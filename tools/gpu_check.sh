@@ -11,9 +11,10 @@
 #   dist     NCCL on one GPU (tools/nccl_check.c: mala's NCCL calls on a 1-rank communicator),
 #            then `mpirun -np 2 mala train` with and without --zero 1 (same weights), or a
 #            skip that says why (no nccl.h, no mpirun, a mala without MPI)
-#   bench    mala bench train (tf32, and fp32 at the first size) and sample: DiT-S/2 mala and
+#   bench    mala bench train (tf32, and fp32 and bf16 at the first size) and sample (tf32, and
+#            bf16 at the first size; PyTorch's bf16 is its autocast): DiT-S/2 mala and
 #            softmax, DiG-S/2, at 32x32x4 and 64x64x4, batch 64
-#   gemm     PyTorch's fp32 and TF32 matrix-product rates on this GPU
+#   gemm     PyTorch's fp32, TF32 and bf16 matrix-product rates on this GPU
 #   torch    the PyTorch eager peers of those runs (tools/bench_*_torch.py --device cuda)
 #   compile  the same with torch.compile (--compile), in the time left
 # The last lines printed are one table (also $OUT/summary.txt); everything else goes to $OUT
@@ -316,8 +317,9 @@ bench_specs() {
         for m in $MODELS; do
             a=${m#*:}; m=${m%%:*}
             echo "train $m $a $s tf32"
-            [ $first = 1 ] && echo "train $m $a $s fp32"
+            [ $first = 1 ] && echo "train $m $a $s fp32" && echo "train $m $a $s bf16"
             echo "sample $m $a $s tf32"
+            [ $first = 1 ] && echo "sample $m $a $s bf16"
         done
         first=0
     done
@@ -362,10 +364,11 @@ dump = lambda r: print(json.dumps(r, separators=(",", ":")), flush=True)
 if sys.argv[1] == "gemm":
     dev = sys.argv[2]
     shapes = [(8192, 384, 1152), (8192, 8192, 8192)] if dev == "cuda" else [(512, 384, 1152)]
-    for prec in (["fp32", "tf32"] if dev == "cuda" else ["fp32"]):
+    for prec in (["fp32", "tf32", "bf16"] if dev == "cuda" else ["fp32"]):
         torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+        dt_in = torch.bfloat16 if prec == "bf16" else torch.float32
         for m, k, n in shapes:
-            a, b = torch.randn(m, k, device=dev), torch.randn(k, n, device=dev)
+            a, b = torch.randn(m, k, device=dev, dtype=dt_in), torch.randn(k, n, device=dev, dtype=dt_in)
             reps = max(3, int(3e12 / (2 * m * k * n))) if dev == "cuda" else 3
             for r in range(reps + 3):
                 if r == 3:
@@ -471,18 +474,18 @@ bench_rows() {
         set -- $spec
         [ "$5" = fp32 ] && continue
         k=$(spec_key $spec); a=$3; [ "$a" = - ] && a=""
-        what="$1 $2${a:+ $a} ${4}x${4}x4"
+        what="$1 $2${a:+ $a} ${4}x${4}x4 $5"
         m=${RES[mala:$k]:-}; e=${RES[torch:$k]:-}; c=${RES[compile:$k]:-}
         [ -z "$m$e$c" ] && continue
         if [ "$1" = train ]; then
-            f=${RES[mala:$(spec_key $1 $2 $3 $4 fp32)]:-}
-            BROWS+=("$(printf '  %-29s mala %s%s%s | eager %s%s | compile %s%s' "$what" \
-                "$(val "$m" img_per_s)" "$(pct "$(val "$m" fraction_of_sgemm)" tf32)" \
+            f=""; [ "$5" = tf32 ] && f=${RES[mala:$(spec_key $1 $2 $3 $4 fp32)]:-}
+            BROWS+=("$(printf '  %-34s mala %s%s%s | eager %s%s | compile %s%s' "$what" \
+                "$(val "$m" img_per_s)" "$(pct "$(val "$m" fraction_of_sgemm)" "$5")" \
                 "${f:+; fp32 $(val "$f" img_per_s)$(pct "$(val "$f" fraction_of_sgemm)" fp32)}" \
                 "$(val "$e" img_per_s)" "$(ratio "$(val "$m" img_per_s)" "$(val "$e" img_per_s)")" \
                 "$(val "$c" img_per_s)" "$(ratio "$(val "$m" img_per_s)" "$(val "$c" img_per_s)")")")
         else
-            BROWS+=("$(printf '  %-29s mala %s | eager %s%s | compile %s%s' "$what" "$(pair "$m")" \
+            BROWS+=("$(printf '  %-34s mala %s | eager %s%s | compile %s%s' "$what" "$(pair "$m")" \
                 "$(pair "$e")" "$(ratio "$(val "$m" img_per_s_cfg)" "$(val "$e" img_per_s_cfg)")" \
                 "$(pair "$c")" "$(ratio "$(val "$m" img_per_s_cfg)" "$(val "$c" img_per_s_cfg)")")")
         fi
