@@ -43,14 +43,6 @@ static void on_signal(int sig) { stop_signal = sig; }
 static int child_threads = 0;
 static int pool_child = 0;  // this process is one of run_point_pool's (its parent reports a stop)
 
-static const char *self_exe(void) {
-    static char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) return "/proc/self/exe";
-    buf[n] = 0;
-    return buf;
-}
-
 // ---- child processes ----
 
 typedef struct { char *v[128]; int n; char store[128][640]; } Argv;
@@ -87,7 +79,11 @@ static pid_t spawn(Argv *a, const char *out_path, const char *err_path) {
         int in = open("/dev/null", O_RDONLY);
         if (o < 0 || e < 0 || in < 0) _exit(127);
         dup2(in, 0); dup2(o, 1); dup2(e, 2);
-        execv(self_exe(), a->v);
+        // The harness's own image: /proc/self/exe still executes when the file it was started from
+        // has been replaced or deleted (a rebuild while a comparison runs), so every child runs the
+        // same program as the harness.
+        execv("/proc/self/exe", a->v);
+        dprintf(2, "error: compare: cannot start mala again (/proc/self/exe): %s\n", strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
