@@ -142,12 +142,11 @@ while IFS= read -r cmd; do
         sample) extra="--n 1 --steps 1 --threads 2" ;;
         inception) extra="--batch 1 --iters 1 --warmup 0 --threads 2" ;;
         esac ;;
-    compare)  # the long comparison's command runs the tiny config into the tiny one's DIR; --report
-              # on the committed results rewrites them from their files (no training)
+    compare)  # the long comparisons' commands (configs/compare-fmnist*.ini) run the tiny config into
+              # the tiny one's DIR; --report on the committed results rewrites them from their files
         if [[ $line != *--report* ]]; then
-            line=${line//configs\/compare-fmnist.ini/configs/compare-tiny.ini}
-            line=${line//results\/compare-fmnist/runs/compare-tiny}
-            line=${line//runs\/compare-fmnist/runs/compare-tiny}
+            line=$(sed -E 's#configs/compare-fmnist(-[A-Za-z0-9]+)?\.ini#configs/compare-tiny.ini#g
+                           s#(results|runs)/compare-fmnist(-[A-Za-z0-9]+)?#runs/compare-tiny#g' <<<"$line")
         fi ;;
     export) kinds[export]=1 ;;
     info) kinds[info]=1 ;;
