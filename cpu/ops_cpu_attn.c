@@ -11,11 +11,14 @@
 //
 // Parallelism: the linear attentions (MALA, linear) and the depthwise conv run in one OpenMP
 // region over (batch, head) / (batch, channel block), the linear attentions' token products as
-// single-threaded cpu_sgemm calls inside it; softmax attention calls the (multi-threaded) cpu_sgemm
-// (oneDNN or OpenBLAS) sequentially per head, never from inside an OpenMP region. Calls below ~64K
-// multiply-adds stay on the calling thread. Nothing is allocated per call: scratch lives on the
-// stack (the linear attentions' backward: d^2 + 2 d + 128 d floats per thread; softmax backward:
-// at most max(16K, L) floats on the calling thread; dwconv: 2 k^2 * 32 floats).
+// single-threaded cpu_sgemm calls inside it; softmax attention likewise, one (batch, head) per task
+// (its per-head products, 256 x 256 x 64 in DiT-S/2, are too small to split over threads: run one
+// after another, each on all threads, with the row loops between them on one, DiT-S/2's softmax
+// training step took twice as long at 2 threads). Each head is computed by one thread, with the
+// same bits as before that change. Calls below ~64K multiply-adds stay on the calling thread. Nothing is
+// allocated per call: scratch lives on the stack (the linear attentions' backward: d^2 + 2 d +
+// 128 d floats per thread; softmax backward: at most max(16K, L) floats per thread; dwconv:
+// 2 k^2 * 32 floats).
 #include "cpu/ops_cpu.h"
 
 #include "cpu/cpu_gemm.h"
@@ -406,30 +409,26 @@ void cpu_softmax_fwd(float *out, float *cache, const float *qkv, const float *qk
     const int B = s.B, L = s.L, H = s.H, nh = s.heads, d = H / nh;
     const float sc = 1.0f / sqrtf((float)d);
     const size_t LL = (size_t)L * L;
-    for (int bh = 0; bh < B * nh; bh++) {
-        HeadIn in = head_in(qkv, qkr, s, bh / nh, bh % nh);
-        cpu_sgemm(0, 1, L, L, d, sc, in.qr, (int)in.ldr, in.kr, (int)in.ldr, 0.0f, cache + (size_t)bh * LL, L);
-    }
-    const long rows = (long)B * nh * L;
-    #pragma omp parallel for schedule(static) if (small_work((size_t)rows * L) == 0)
-    for (long r = 0; r < rows; r++) {
-        float *p = cache + (size_t)r * L;
-        float mx = p[0], sum = 0.0f;
-        #pragma omp simd reduction(max:mx)
-        for (int j = 1; j < L; j++) mx = p[j] > mx ? p[j] : mx;
-        #pragma omp simd
-        for (int j = 0; j < L; j++) p[j] = exp_f(p[j] - mx);
-        #pragma omp simd reduction(+:sum)
-        for (int j = 0; j < L; j++) sum += p[j];
-        const float inv = 1.0f / sum;
-        #pragma omp simd
-        for (int j = 0; j < L; j++) p[j] *= inv;
-    }
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * nh * LL * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
-        cpu_sgemm(0, 0, L, d, L, 1.0f, cache + (size_t)bh * LL, L, in.v, (int)in.ld, 0.0f,
-                  out + (size_t)b * L * H + (size_t)h * d, H);
+        float *P = cache + (size_t)bh * LL;
+        cpu_sgemm(0, 1, L, L, d, sc, in.qr, (int)in.ldr, in.kr, (int)in.ldr, 0.0f, P, L);
+        for (int r = 0; r < L; r++) {
+            float *p = P + (size_t)r * L;
+            float mx = p[0], sum = 0.0f;
+            #pragma omp simd reduction(max:mx)
+            for (int j = 1; j < L; j++) mx = p[j] > mx ? p[j] : mx;
+            #pragma omp simd
+            for (int j = 0; j < L; j++) p[j] = exp_f(p[j] - mx);
+            #pragma omp simd reduction(+:sum)
+            for (int j = 0; j < L; j++) sum += p[j];
+            const float inv = 1.0f / sum;
+            #pragma omp simd
+            for (int j = 0; j < L; j++) p[j] *= inv;
+        }
+        cpu_sgemm(0, 0, L, d, L, 1.0f, P, L, in.v, (int)in.ld, 0.0f, out + (size_t)b * L * H + (size_t)h * d, H);
     }
 }
 
@@ -445,8 +444,9 @@ void cpu_softmax_bwd(float *dqkv, float *dqkr, const float *dout, const float *q
     const size_t LL = (size_t)L * L;
     int rb = SOFTMAX_SCRATCH / L;
     rb = rb < 1 ? 1 : rb > L ? L : rb;
-    float scr[(size_t)rb * L];
+    #pragma omp parallel for schedule(static) if (small_work((size_t)B * nh * LL * d) == 0)
     for (int bh = 0; bh < B * nh; bh++) {
+        float scr[(size_t)rb * L];  // (this thread's)
         const int b = bh / nh, h = bh % nh;
         HeadIn in = head_in(qkv, qkr, s, b, h);
         HeadGrad g = head_grad(dqkv, dqkr, qkr != NULL, s, b, h);
