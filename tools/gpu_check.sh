@@ -334,7 +334,7 @@ spec_flags() {  # the flags mala and the PyTorch scripts share for spec $1..$5
 spec_key() { echo "$1/$2/$3/$4/$5"; }
 declare -A RES
 sec_bench() {
-    begin bench 120
+    begin bench 180  # 21 runs: tf32 and bf16 (and fp32 training) at the first size, tf32 at the second
     have_mala || return
     local spec n=0 bad=0 dev first=""
     while read -r spec; do
