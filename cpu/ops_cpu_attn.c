@@ -12,11 +12,8 @@
 // Parallelism: the linear attentions (MALA, linear) and the depthwise conv run in one OpenMP
 // region over (batch, head) / (batch, channel block), the linear attentions' token products as
 // single-threaded cpu_sgemm calls inside it; softmax attention likewise, one (batch, head) per task
-// (its per-head products, 256 x 256 x 64 in DiT-S/2, are too small to split over threads: run one
-// after another, each on all threads, with the row loops between them on one, DiT-S/2's softmax
-// training step took twice as long at 2 threads). Each head is computed by one thread, with the
-// same bits as before that change. Calls below ~64K multiply-adds stay on the calling thread. Nothing is
-// allocated per call: scratch lives on the stack (the linear attentions' backward: d^2 + 2 d +
+// (its per-head products, 256 x 256 x 64 in DiT-S/2, are too small to split well over threads).
+// Calls below ~64K multiply-adds stay on the calling thread. Nothing is allocated per call: scratch lives on the stack (the linear attentions' backward: d^2 + 2 d +
 // 128 d floats per thread; softmax backward: at most max(16K, L) floats per thread; dwconv:
 // 2 k^2 * 32 floats).
 #include "cpu/ops_cpu.h"
