@@ -236,15 +236,6 @@ int cmd_sample(int argc, char **argv) {
     // rank 0 writes the same bytes one process writes.
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
-    if (lead) {  // before any work: nothing is computed for an output that cannot be written
-        const char *const files[3][2] = {{"--out", out}, {"--save-npz", npz}, {"--save-npy", npy}};
-        for (int i = 0; i < 3; i++)
-            if (files[i][1]) out_check_file(files[i][0], files[i][1], force, NULL);
-        if (out_dir) {
-            int removed = out_check_dir("--out-dir", out_dir, force, is_sample_png);
-            if (removed) fprintf(stderr, "--force: removed %d images of an earlier run from %s\n", removed, out_dir);
-        }
-    }
     const Backend *be = backend_select(device, precision);
     if (!ckpt) ckpt = default_model_path();
     NetConfig pc;
@@ -328,6 +319,17 @@ int cmd_sample(int argc, char **argv) {
         npy_free(&a);
     } else {
         generator_noise(&g, x, seed, 0, n);
+    }
+    // After every flag and input is validated (their errors say more than "exists") and before any
+    // work: nothing is computed for an output that cannot be written.
+    if (lead) {
+        const char *const files[3][2] = {{"--out", out}, {"--save-npz", npz}, {"--save-npy", npy}};
+        for (int i = 0; i < 3; i++)
+            if (files[i][1]) out_check_file(files[i][0], files[i][1], force, NULL);
+        if (out_dir) {
+            int removed = out_check_dir("--out-dir", out_dir, force, is_sample_png);
+            if (removed) fprintf(stderr, "--force: removed %d images of an earlier run from %s\n", removed, out_dir);
+        }
     }
     sample_init_load(&si, &g, n, strength, resample);
 

@@ -140,6 +140,17 @@ START_TEST(test_flags) {
     expect_error(run("bench train --batch 100000000 --model DiT-S/2"), "bench --batch 1e8", "--batch 100000000",
                  "of memory");
     expect_error(run("sample --n 1000000000"), "sample --n 1e9", "--n 1000000000", "of memory");
+    {  // a flag's own error comes before "--out exists" (make demo leaves samples.png behind)
+        char png[300];
+        snprintf(png, sizeof png, "%s/earlier.png", tu_tmp);
+        FILE *f = fopen(png, "wb");
+        ck_assert_ptr_nonnull(f);
+        fputs("an earlier result", f);
+        fclose(f);
+        expect_error(run("sample --n 1000000000 --out %s", png), "sample --n 1e9 over an existing --out",
+                     "--n 1000000000", "of memory");
+        expect_error(run("sample --n 1 --out %s", png), "existing --out", "exists", NULL);
+    }
     expect_error(run("bench foo"), "bench foo", "'foo'", "unknown");
     expect_error(run("bench trian"), "bench trian", "did you mean train?", NULL);
     expect_error(run("trian"), "mala trian", "did you mean train?", NULL);
