@@ -34,14 +34,15 @@ for s in setup parity ddim smoke dist bench gemm torch compile; do
     case $s in gemm|torch|compile) [ $has_torch = 1 ] || ok='SKIP +[0-9.]+ +no python3 with torch$' ;; esac
     grep -Eq "^$s +$ok" "$tmp/out/summary.txt" || fail "section $s: $(grep "^$s " "$tmp/out/summary.txt" || echo 'no row')"
 done
-# rows, in tf32 and in bf16: mala's train and its three samples, and the PyTorch peers' two other
-# trains when they ran
-rows=$((has_torch ? 12 : 8))  # tf32 and bf16 of each
-[ "$(grep -c '^  \(train\|sample\) ' "$tmp/out/summary.txt")" = $rows ] || fail "expected $rows benchmark rows"
+# rows, in tf32 and in bf16: mala's train, its four samples and the VAE, and the PyTorch peers'
+# three other trains when they ran
+rows=$((has_torch ? 18 : 12))  # tf32 and bf16 of each
+[ "$(grep -c '^  \(train\|sample\|vae\) ' "$tmp/out/summary.txt")" = $rows ] || fail "expected $rows benchmark rows"
 grep -Eq '^  train DiT-T/4 mala 8x8x4 tf32 +mala [0-9.]+ \(' "$tmp/out/summary.txt" || fail "train row without mala's rate"
 eager='eager [0-9.]+/[0-9.]+ \('
 [ $has_torch = 1 ] || { eager='eager - '; echo "(no python3 with torch here: the PyTorch sections must say they were skipped)"; }
 grep -Eq "^  sample DiG-T/4 8x8x4 bf16 +mala [0-9.]+/[0-9.]+ \| $eager" "$tmp/out/summary.txt" || fail "sample row without rates"
+grep -Eq "^  vae decode 8x8x3 tf32 enc/dec +mala [0-9.]+/[0-9.]+ \| ${eager%\\(}" "$tmp/out/summary.txt" || fail "vae row without rates"
 budget=$(sed -n 's/.*: \([0-9.]*\)s of the \([0-9]*\)s budget$/\1 \2/p' "$tmp/out/summary.txt")
 awk -v b="$budget" 'BEGIN {split(b, x, " "); exit !(x[1] > 0 && x[1] < x[2])}' || fail "over the dry run's budget: $budget"
 for f in log.txt env.txt build.txt parity.txt bench.jsonl smoke-log.csv; do

@@ -11,9 +11,10 @@
 #   dist     NCCL on one GPU (tools/nccl_check.c: mala's NCCL calls on a 1-rank communicator),
 #            then `mpirun -np 2 mala train` with and without --zero 1 (same weights), or a
 #            skip that says why (no nccl.h, no mpirun, a mala without MPI)
-#   bench    mala bench train (tf32, and fp32 and bf16 at the first size) and sample (tf32, and
-#            bf16 at the first size; PyTorch's bf16 is its autocast): DiT-S/2 mala and
-#            softmax, DiG-S/2, at 32x32x4 and 64x64x4, batch 64
+#   bench    mala bench train (batch 256) and sample (batch 64) in tf32 and bf16 (PyTorch's bf16
+#            is its autocast) at 32x32x4: DiT-S/2 mala and softmax, DiG-S/2, DiC-S, DiT-XL/2
+#            mala and softmax (DiT-S/2 mala also in fp32); mala bench vae (SD-VAE at 256, batch
+#            8); then DiT-S/2 and DiG-S/2 at 64x64x4 in tf32, as time allows
 #   gemm     PyTorch's fp32, TF32 and bf16 matrix-product rates on this GPU
 #   torch    the PyTorch eager peers of those runs (tools/bench_*_torch.py --device cuda)
 #   compile  the same with torch.compile (--compile), in the time left
@@ -40,14 +41,18 @@ JSONL=$OUT/bench.jsonl
 for f in summary.txt log.txt env.txt build.txt parity.txt bench.jsonl smoke-log.csv; do : > "$OUT/$f"; done
 
 if [ "$DRY" = 1 ]; then
-    MODELS="DiT-T/4:mala DiT-T/4:softmax DiG-T/4:-"; SIZES="8"; BATCH=2; TRAIN_STEPS=1; SAMPLE_STEPS=2
+    MODELS="DiT-T/4:mala DiT-T/4:softmax DiG-T/4:- DiC-T:-"; SIZE1=8; MODELS2=""; SIZE2=""
+    TRAIN_BATCH=2; SAMPLE_BATCH=2; TRAIN_STEPS=1; SAMPLE_STEPS=2; VAE_SIZE=8; VAE_BATCH=1
     DDIM_LABELS=0,3; DDIM_STEPS=3
     SMOKE_N=4; SMOKE_STEPS=2; SMOKE_SIZE=16; SMOKE_BATCH=4; SMOKE_ITERS=6; SMOKE_LOG=2; SMOKE_DROP=1.0
     DIST_ITERS=2
     BENCH_TRAIN_DEV=cpu; TORCH_DEV=cpu; THREADS="--threads 2"
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 else
-    MODELS="DiT-S/2:mala DiT-S/2:softmax DiG-S/2:-"; SIZES="32 64"; BATCH=64; TRAIN_STEPS=10; SAMPLE_STEPS=20
+    # issue 40: training at batch 256, sampling at batch 64, as DiT's paper measures
+    MODELS="DiT-S/2:mala DiT-S/2:softmax DiG-S/2:- DiC-S:- DiT-XL/2:mala DiT-XL/2:softmax"; SIZE1=32
+    MODELS2="DiT-S/2:mala DiT-S/2:softmax DiG-S/2:-"; SIZE2=64
+    TRAIN_BATCH=256; SAMPLE_BATCH=64; TRAIN_STEPS=10; SAMPLE_STEPS=20; VAE_SIZE=256; VAE_BATCH=8
     DDIM_LABELS=0,3,7,9; DDIM_STEPS=20
     SMOKE_N=64; SMOKE_STEPS=10; SMOKE_SIZE=32; SMOKE_BATCH=64; SMOKE_ITERS=300; SMOKE_LOG=25; SMOKE_DROP=0.7
     DIST_ITERS=10
@@ -310,31 +315,42 @@ sec_dist() {
 }
 
 # ---- bench: mala, then the PyTorch peers of the same runs ----------------------------------
-# One spec per run: KIND MODEL ATTN SIZE PRECISION (ATTN - for DiG, which has none).
+# One spec per run: KIND MODEL ATTN SIZE PRECISION (ATTN - for DiG and DiC, which have none), in
+# order of value (a section out of time drops the last): every model at the first size in tf32 and
+# bf16 (and the first in fp32, for its fraction of the fp32 GEMM rate), the VAE decode, then the
+# second size in tf32.
 bench_specs() {
-    local m a s first=1
-    for s in $SIZES; do
-        for m in $MODELS; do
-            a=${m#*:}; m=${m%%:*}
-            echo "train $m $a $s tf32"
-            [ $first = 1 ] && echo "train $m $a $s fp32" && echo "train $m $a $s bf16"
-            echo "sample $m $a $s tf32"
-            [ $first = 1 ] && echo "sample $m $a $s bf16"
-        done
+    local m a first=1
+    for m in $MODELS; do
+        a=${m#*:}; m=${m%%:*}
+        echo "train $m $a $SIZE1 tf32"
+        [ $first = 1 ] && echo "train $m $a $SIZE1 fp32"
+        echo "train $m $a $SIZE1 bf16"
+        echo "sample $m $a $SIZE1 tf32"
+        echo "sample $m $a $SIZE1 bf16"
         first=0
+    done
+    echo "vae SD-VAE - $VAE_SIZE tf32"
+    echo "vae SD-VAE - $VAE_SIZE bf16"
+    for m in $MODELS2; do
+        a=${m#*:}; m=${m%%:*}
+        echo "train $m $a $SIZE2 tf32"
+        echo "sample $m $a $SIZE2 tf32"
     done
 }
 spec_flags() {  # the flags mala and the PyTorch scripts share for spec $1..$5
-    local f="--model $2 --image-size $4 --channels 4 --precision $5"
+    local f="--image-size $4 --precision $5"
+    [ "$1" = vae ] && { echo "$f --batch $VAE_BATCH --reps 2"; return; }
+    f="--model $2 $f --channels 4"
     [ "$3" != - ] && f="$f --attn $3"
-    case $2 in DiG-*) f="$f --backbone dig" ;; esac
-    if [ "$1" = train ]; then f="$f --batch $BATCH --steps $TRAIN_STEPS"; else f="$f --n $BATCH --steps $SAMPLE_STEPS"; fi
+    case $2 in DiG-*) f="$f --backbone dig" ;; DiC-*) f="$f --backbone dic" ;; esac
+    if [ "$1" = train ]; then f="$f --batch $TRAIN_BATCH --steps $TRAIN_STEPS"; else f="$f --n $SAMPLE_BATCH --steps $SAMPLE_STEPS"; fi
     echo "$f"
 }
 spec_key() { echo "$1/$2/$3/$4/$5"; }
 declare -A RES
 sec_bench() {
-    begin bench 180  # 21 runs: tf32 and bf16 (and fp32 training) at the first size, tf32 at the second
+    begin bench 200  # 33 runs: tf32 and bf16 (and one fp32 training) at the first size, the VAE, tf32 at the second
     have_mala || return
     local spec n=0 bad=0 dev first=""
     while read -r spec; do
@@ -342,6 +358,7 @@ sec_bench() {
         dev=cuda; [ "$1" = train ] && dev=$BENCH_TRAIN_DEV
         # dry run: bench train on the first model only (on the CPU each run measures sgemm for 3 s)
         first=${first:-$2$3}; [ "$DRY" = 1 ] && [ "$1" = train ] && [ "$2$3" != "$first" ] && continue
+        [ "$DRY" = 1 ] && [ "$1" = vae ] && dev=cpu  # the full-width VAE on the emulator: minutes
         step 45 "${MALA[@]}" bench $1 --device $dev $THREADS $(spec_flags $spec)
         n=$((n + 1))
         if [ $STEP_RC = 0 ] && grep -q '^{' "$WORK/step.out"; then
@@ -380,7 +397,8 @@ if sys.argv[1] == "gemm":
             dump({"bench": "gemm", "impl": "torch", "precision": prec, "m": m, "k": k, "n": n,
                   "gflops": round(2 * m * k * n * reps / dt / 1e9, 1)})
     sys.exit(0)
-import bench_train_torch, bench_sample_torch
+import bench_train_torch, bench_sample_torch, bench_vae_torch
+benches = {"train": bench_train_torch, "sample": bench_sample_torch, "vae": bench_vae_torch}
 deadline, per = time.time() + float(sys.argv[2]), float(sys.argv[3])
 class Late(Exception): pass
 def late(*_): raise Late()
@@ -397,16 +415,22 @@ for spec in sys.argv[4:]:
         signal.alarm(max(1, int(min(per, left))))
         try:
             with contextlib.redirect_stdout(buf):
-                (bench_train_torch if kind == "train" else bench_sample_torch).main()
-            rec.update(json.loads(buf.getvalue().strip().splitlines()[-1]))
+                benches[kind].main()
         except Late:
             rec["error"] = "TIMEOUT after %ds" % min(per, left)
         except SystemExit as e:
-            rec["error"] = str(e.code)
+            if e.code:  # sys.exit(0) after a JSON line (an autocast failure) is that line
+                rec["error"] = str(e.code)
         except Exception as e:
             rec["error"] = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:160]
         finally:
             signal.alarm(0)
+        lines = [l for l in buf.getvalue().splitlines() if l.startswith("{")]
+        if "error" not in rec:
+            if lines:
+                rec.update(json.loads(lines[-1]))
+            else:
+                rec["error"] = "no JSON line"
         if hasattr(torch, "_dynamo"):
             torch._dynamo.reset()
         if torch.cuda.is_available():
@@ -435,29 +459,34 @@ sec_gemm() {
         done | sed 's/; $//')"
 }
 sec_torch() {  # $1 = torch (the eager peers) | compile
-    local name=$1 flag="" per=60 lim=120 specs=() spec l key ok=0 bad=0 rc
+    local name=$1 flag="" per=60 lim=140 specs=() spec l key ok=0 bad=0 na=0 rc dev
     [ "$name" = compile ] && { flag=" --compile"; per=150; lim=$BUDGET; }
     begin "$name" "$lim"
     pick_python || { finish SKIP "no python3 with torch"; return; }
     while read -r spec; do
         set -- $spec
         [ "$5" = fp32 ] && continue  # the fp32 runs are for mala's fraction of the fp32 GEMM rate
-        specs+=("$(spec_key $spec);$1;$(spec_flags $spec) --device $TORCH_DEV $THREADS$flag")
+        [ "$1" = vae ] && [ -n "$flag" ] && continue  # bench_vae_torch.py has no --compile
+        dev=$TORCH_DEV; [ "$DRY" = 1 ] && [ "$1" = vae ] && dev=cpu
+        specs+=("$(spec_key $spec);$1;$(spec_flags $spec) --device $dev $THREADS$flag")
     done < <(bench_specs)
     step "$lim" env PYTHONUNBUFFERED=1 "$PY" -c "$TORCH_DRIVER" peers "$(( $(left_of "$SEC_END") - 8 ))" $per "${specs[@]}"
     rc=$STEP_RC
     while read -r l; do
         key=$name:$(jget key <<< "$l")
         if grep -q '"error"' <<< "$l"; then  # the table says a word; the message is in log.txt
-            case $l in *TIMEOUT*) RES[$key]=timeout ;; *"not run"*) RES[$key]="not run" ;; *"needs PyTorch 2"*) RES[$key]=n/a ;; *) RES[$key]=error ;; esac
+            case $l in
+                *'"error":"autocast: '*) RES[$key]="autocast raises"; na=$((na + 1)); continue ;;  # a finding, not a failure
+                *TIMEOUT*) RES[$key]=timeout ;; *"not run"*) RES[$key]="not run" ;; *"needs PyTorch 2"*) RES[$key]=n/a ;; *) RES[$key]=error ;; esac
             bad=$((bad + 1))
         else RES[$key]=$l; ok=$((ok + 1)); echo "$l" >> "$JSONL"; fi
     done < <(grep '^{' "$WORK/step.out")
-    local total=${#specs[@]}
+    local total=$((${#specs[@]} - na)) nas=""
+    [ $na -gt 0 ] && nas="; PyTorch's autocast raises on $na"
     if [ $ok = 0 ] && grep -q 'needs PyTorch 2' "$WORK/step.out"; then
         finish n/a "torch $("$PY" -c 'import importlib.metadata as m; print(m.version("torch"))') has no torch.compile ($PY)"
     elif [ $ok = 0 ]; then finish "$(bad_word $rc)" "no run finished: $(grep -v '^{' "$WORK/step.out" | tail -1 | cut -c1-100)"
-    elif [ $ok = "$total" ]; then finish ok "$total runs ($PY)"
+    elif [ $ok = "$total" ]; then finish ok "$total runs ($PY)$nas"
     elif [ "$name" = compile ]; then finish partial "$ok of $total runs in the time left (log.txt)"
     else finish "$(bad_word $rc)" "$ok of $total runs done (log.txt)"; fi
 }
@@ -467,6 +496,7 @@ sec_torch() {  # $1 = torch (the eager peers) | compile
 val() { if [ "${1:0:1}" = "{" ]; then jget "$2" <<< "$1"; else echo "${1:--}"; fi; }
 pct() { awk -v x="$1" -v p="$2" 'BEGIN {if (x + 0 > 0) printf " (%.0f%% of the %s GEMM rate)", 100 * x, p}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a + 0 > 0 && b + 0 > 0) printf " (%.2fx)", a / b}'; }
+vae_pair() { if [ "${1:0:1}" = "{" ]; then echo "$(val "$1" encode_img_per_s)/$(val "$1" decode_img_per_s)"; else echo "${1:--}"; fi; }
 pair() { if [ "${1:0:1}" = "{" ]; then echo "$(val "$1" img_per_s)/$(val "$1" img_per_s_cfg)"; else echo "${1:--}"; fi; }
 bench_rows() {
     local spec k m e c f what a
@@ -474,10 +504,13 @@ bench_rows() {
         set -- $spec
         [ "$5" = fp32 ] && continue
         k=$(spec_key $spec); a=$3; [ "$a" = - ] && a=""
-        what="$1 $2${a:+ $a} ${4}x${4}x4 $5"
+        what="$1 $2${a:+ $a} ${4}x${4}x4 $5"; [ "$1" = vae ] && what="vae decode ${4}x${4}x3 $5"
         m=${RES[mala:$k]:-}; e=${RES[torch:$k]:-}; c=${RES[compile:$k]:-}
         [ -z "$m$e$c" ] && continue
-        if [ "$1" = train ]; then
+        if [ "$1" = vae ]; then  # encode/decode img/s; the ratios are the decode's
+            BROWS+=("$(printf '  %-34s mala %s | eager %s%s' "$what enc/dec" "$(vae_pair "$m")" "$(vae_pair "$e")" \
+                "$(ratio "$(val "$m" decode_img_per_s)" "$(val "$e" decode_img_per_s)")")")
+        elif [ "$1" = train ]; then
             f=""; [ "$5" = tf32 ] && f=${RES[mala:$(spec_key $1 $2 $3 $4 fp32)]:-}
             BROWS+=("$(printf '  %-34s mala %s%s%s | eager %s%s | compile %s%s' "$what" \
                 "$(val "$m" img_per_s)" "$(pct "$(val "$m" fraction_of_sgemm)" "$5")" \
