@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         net_config_describe(&c, desc, sizeof desc);
         (void)net_flops_per_image(&c);
         (void)net_mixer_name(&c);
-        (void)class_names_find(&cn, cn.names[cn.n - 1]);
+        if (cn.n > 0) (void)class_names_find(&cn, cn.names[cn.n - 1]);  // num_classes 0: no names
         // the table's host memory grows with the block count, the arena with every size: a real
         // model of this project is far above a fuzz input's reach, so only small ones are built
         if (blocks(&c) <= 32 && (size_t)c.image_size * c.image_size * c.in_channels <= ((size_t)1 << 16)) {

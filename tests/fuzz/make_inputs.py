@@ -114,6 +114,11 @@ def checkpoint_files():
             "hidden": "1000000", "depths": "[1,1,1,1,1]", "multipliers": "[100000,100000,100000,100000,100000]",
             "skip_stride": "1"}
     put("checkpoint", "dic_width_overflow.safetensors", safetensors_bytes(meta, {}))
+    # An unconditional model (num_classes 0) with an empty class_names list: the harness read the
+    # last class name, names[-1] (ASan heap-buffer-overflow in fuzz_checkpoint.c; CI's short run).
+    meta = {"backbone": "dit", "image_size": "32", "in_channels": "1", "num_classes": "0", "class_names": "[]",
+            "depth": "1", "hidden": "8", "heads": "2", "patch": "8", "attn": "mala"}
+    put("checkpoint", "unconditional_no_names.safetensors", safetensors_bytes(meta, {}))
 
 
 def seed(harness, name, data):
