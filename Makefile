@@ -181,11 +181,13 @@ sanitize:
 	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 GPU_DRY_RUN=0 test
 
 # The README's first command: the viewer on the bundled model when a display is present,
-# otherwise a grid of samples (8 per class) in samples.png. DEMO_FLAGS are appended to the
-# sample command (tests/readme_test.sh shortens it).
+# otherwise a grid of samples (8 per class) in samples.png, or samples-2.png, samples-3.png, ...
+# when that exists (an earlier file is never replaced). DEMO_FLAGS are appended to the sample
+# command (tests/readme_test.sh shortens it).
 demo: $(MALA_BIN)
 	@if [ -n "$$DISPLAY" ] || [ -n "$$WAYLAND_DISPLAY" ]; then ./mala view; \
-	else ./mala sample --sampler ddim --steps 50 --out samples.png --force $(DEMO_FLAGS) && echo "no display: wrote samples.png"; fi
+	else out=samples.png; k=1; while [ -e "$$out" ]; do k=$$((k + 1)); out=samples-$$k.png; done; \
+	  ./mala sample --sampler ddim --steps 50 --out "$$out" $(DEMO_FLAGS) && echo "no display: wrote $$out"; fi
 
 # On a machine with an NVIDIA GPU: parity suite, DDIM CPU vs GPU, training smoke test, benchmarks
 # against PyTorch (< 8 min; docs/gpu.md says how to run it on a bare CUDA machine).

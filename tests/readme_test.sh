@@ -65,7 +65,13 @@ else
 fi
 make -s -o mala demo DEMO_FLAGS="--n 2 --steps 2 --threads 2" >"$tmp/demo.log" 2>&1 || { cat "$tmp/demo.log"; fail "make demo"; }
 [ -s samples.png ] || fail "make demo without a display wrote no samples.png"
-echo "ok: tools/install_deps.sh (dry run) && make demo (no display: samples.png)"
+# run again: the first grid stays, the second goes to samples-2.png
+cp samples.png "$tmp/first.png"
+make -s -o mala demo DEMO_FLAGS="--n 2 --steps 2 --threads 2 --seed 1" >"$tmp/demo.log" 2>&1 || { cat "$tmp/demo.log"; fail "make demo, again"; }
+cmp -s samples.png "$tmp/first.png" || fail "make demo, run again, replaced samples.png"
+[ -s samples-2.png ] && grep -q "wrote samples-2.png" "$tmp/demo.log" || fail "make demo, run again, wrote no samples-2.png: $(cat "$tmp/demo.log")"
+rm -f samples-2.png
+echo "ok: tools/install_deps.sh (dry run) && make demo (no display: samples.png, then samples-2.png)"
 
 # ---- the ./mala lines ----
 # A small RGB image folder for /data/imagenet/train: 3 classes of 6 images from the bundled model.
