@@ -17,6 +17,8 @@
 #ifndef MALA_COMPARE_H
 #define MALA_COMPARE_H
 
+#include <stdio.h>
+
 #include "compare/compare_config.h"
 
 typedef struct {
@@ -70,9 +72,13 @@ void compare_run_schedule(const CompareConfig *c, CompareRun *r, double gflop);
 // or the nominal TFLOP of the run's point it is at (budget_tflop); 0 for a row at no point of the
 // current schedule (a changed config's, or a wall-time cap's: its images only).
 double compare_row_point(const CompareConfig *c, const CompareRun *r, const EvalRow *e);
+// The evaluation of run r at the shared point pt (compare_row_point; NULL when it has none).
+const EvalRow *compare_eval_at_point(const CompareConfig *c, const CompareRun *r, double pt);
 
 // results.md / .csv / .json and the plots in out (every run's state as it is now).
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);
+// results.md's rankings of the arms by FD (compare_ranking.c).
+void compare_write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns);
 // compare.png: the runs' grids one under the other, each named on the left (runs without a grid are left out).
 void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *out);
 

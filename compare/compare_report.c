@@ -61,13 +61,6 @@ static const EvalRow *at(const CompareRun *r, int64_t images) {
     return NULL;
 }
 
-// The evaluation of run r at the shared point pt (compare_row_point; NULL when it has none).
-static const EvalRow *at_point(const CompareConfig *c, const CompareRun *r, double pt) {
-    for (int i = r->nev - 1; i >= 0 && pt > 0; i--)
-        if (compare_row_point(c, r, &r->ev[i]) == pt) return &r->ev[i];
-    return NULL;
-}
-
 // Training TFLOP of a run at `images` (NAN while its GFLOP/img is unknown).
 static double run_tflop(const CompareRun *r, int64_t images) {
     return r->gflop > 0 ? compare_tflop(images, r->gflop) : NAN;
@@ -144,122 +137,6 @@ static void md_num(FILE *f, double v, const char *fmt) {
     fputs(" |", f);
 }
 
-// Orders arms by value (ascending; NAN last) into idx.
-static void order(const double *v, int n, int *idx) {
-    for (int i = 0; i < n; i++) idx[i] = i;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0; j--) {
-            double a = v[idx[j - 1]], b = v[idx[j]];
-            if (!(isnan(a) && !isnan(b)) && !(a > b)) break;
-            int t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t;
-        }
-}
-
-// FD as results.md prints it (4 significant digits): arms equal at that precision are a tie.
-static double printed_fd(double v) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%#.4g", v);
-    return strtod(buf, NULL);
-}
-
-// Prints the arms with a result in order (v: printed_fd values; '=' between a tie); returns how
-// many had one.
-static int print_order(FILE *f, const CompareConfig *c, const double *v, const int *idx) {
-    int n = 0, tie = 0;
-    for (int i = 0; i < c->narms; i++)
-        if (isfinite(v[idx[i]])) {
-            const int eq = n && v[idx[i]] == v[idx[i - 1]];
-            tie |= eq;
-            fprintf(f, "%s %s", !n++ ? "" : eq ? " =" : " <", c->arms[idx[i]].name);
-        }
-    fprintf(f, "%s%s.\n", n < c->narms ? (n ? " (the other arms have no result yet)" : " no results yet") : "",
-            tie ? " (=: a tie, the same FD to 4 digits)" : "");
-    return n;
-}
-
-static int sign(double a, double b) { return (a > b) - (a < b); }
-
-// The largest shared point (images seen, or TFLOP with budget_tflop) at which every run with
-// results has an evaluation (0 if none):
-// the one budget at which the arms compare, whatever order the runs were trained in (--runs).
-// *with: how many runs have results.
-static double shared_point(const CompareConfig *c, const CompareRun *runs, int nruns, int *with) {
-    double best = 0;
-    const CompareRun *r0 = NULL;
-    *with = 0;
-    for (int i = 0; i < nruns; i++)
-        if (runs[i].nev) { (*with)++; if (!r0) r0 = &runs[i]; }
-    for (int e = 0; r0 && e < r0->nev; e++) {
-        const double pt = compare_row_point(c, r0, &r0->ev[e]);
-        int all = pt > 0;
-        for (int j = 0; j < nruns && all; j++) all = !runs[j].nev || at_point(c, &runs[j], pt);
-        if (all && pt > best) best = pt;
-    }
-    return best;
-}
-
-// A shared point in words: "640000 images seen" or "1.5 training TFLOP".
-static const char *point_words(const CompareConfig *c, double pt, char *buf, size_t cap) {
-    if (c->budget_images) snprintf(buf, cap, "%lld images seen", (long long)pt);
-    else snprintf(buf, cap, "%g training TFLOP", pt);
-    return buf;
-}
-
-// The arms ranked by mean FD, and by each seed's FD, at the point every run with results has
-// reached: whether the seeds agree (on the arms every seed has; a tie is an order of its own) is
-// the check that the budget is large enough for the ranking to be stable.
-static void write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
-    double v[COMPARE_MAX_SEEDS + 1][COMPARE_MAX_ARMS];  // [0]: the mean; [1 + s]: seed s
-    int idx[COMPARE_MAX_ARMS], with;
-    const double pt = shared_point(c, runs, nruns, &with);
-    char words[64];
-    if (!pt) {
-        fprintf(f, "\nRanking by FD: no point that every run with results has reached yet.\n");
-        return;
-    }
-    for (int s = -1; s < c->nseeds; s++) {  // -1: the mean over seeds
-        double *vs = v[s + 1];
-        for (int a = 0; a < c->narms; a++) {
-            double sum = 0;
-            int n = 0;
-            for (int i = 0; i < nruns; i++)
-                if (runs[i].arm_index == a && runs[i].nev && (s < 0 || runs[i].seed == c->seeds[s]))
-                    sum += at_point(c, &runs[i], pt)->fd, n++;
-            vs[a] = n ? printed_fd(sum / n) : NAN;
-        }
-        order(vs, c->narms, idx);
-        if (s < 0)
-            fprintf(f, "\nRanking by FD (lower is better) at %s, the last point every run with results "
-                       "has reached (%d of %d runs), mean over seeds:", point_words(c, pt, words, sizeof words), with,
-                    nruns);
-        else
-            fprintf(f, "Seed %llu:", (unsigned long long)c->seeds[s]);
-        print_order(f, c, vs, idx);
-        if (c->nseeds < 2) return;
-    }
-    int common[COMPARE_MAX_ARMS], nc = 0, agree = 1;  // the arms every seed has
-    for (int a = 0; a < c->narms; a++) {
-        int all = 1;
-        for (int s = 0; s < c->nseeds; s++) all &= isfinite(v[1 + s][a]);
-        if (all) common[nc++] = a;
-    }
-    for (int i = 0; i < nc; i++)
-        for (int j = i + 1; j < nc; j++)
-            for (int s = 1; s < c->nseeds; s++)
-                agree &= sign(v[1][common[i]], v[1][common[j]]) == sign(v[1 + s][common[i]], v[1 + s][common[j]]);
-    if (nc < 2) {
-        fprintf(f, "Whether the seeds agree: not known yet (fewer than two arms have every seed).\n");
-        return;
-    }
-    fprintf(f, "The seeds %s on the order", agree ? "agree" : "DISAGREE");
-    if (nc < c->narms) {
-        fprintf(f, " of the arms every seed has (");
-        for (int i = 0; i < nc; i++) fprintf(f, "%s%s", i ? ", " : "", c->arms[common[i]].name);
-        fprintf(f, ")");
-    }
-    fprintf(f, ".\n");
-}
-
 // Every run's FD / class accuracy at every evaluation point any run reached (columns by images
 // seen, ascending): the metric along each run, where the arm rows give only the last shared point.
 static void write_points(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
@@ -291,7 +168,7 @@ static void write_points(FILE *f, const CompareConfig *c, const CompareRun *runs
     for (int i = 0; i < nruns; i++) {
         fprintf(f, "| %s |", runs[i].name);
         for (int k = 0; k < np; k++) {
-            const EvalRow *e = at_point(c, &runs[i], pts[k]);
+            const EvalRow *e = compare_eval_at_point(c, &runs[i], pts[k]);
             if (!e || !isfinite(e->fd)) { fputs(" - |", f); continue; }
             fprintf(f, " %#.4g / %.3f |", e->fd, e->class_acc);
         }
@@ -344,7 +221,7 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         md_stat(f, r.is, "%#.4g");
         fputc('\n', f);
     }
-    write_ranking(f, c, runs, nruns);
+    compare_write_ranking(f, c, runs, nruns);
     fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train TFLOP | "
                "train time (s) | FD | class acc | FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nruns; i++) {

@@ -1,5 +1,6 @@
 // defines: compare_read_evals, compare_append_eval, compare_read_log, compare_log_free,
-//          compare_newest_ckpt, compare_run_size, compare_run_schedule, compare_row_point
+//          compare_newest_ckpt, compare_run_size, compare_run_schedule, compare_row_point,
+//          compare_eval_at_point
 // The files a comparison keeps per run, read back on every invocation (this is what makes it
 // resumable): evals.csv (ours, append-only), model.csv, and train's log.csv and checkpoints.
 #include <errno.h>
@@ -159,4 +160,10 @@ double compare_row_point(const CompareConfig *c, const CompareRun *r, const Eval
     for (int i = 0; i < r->npoints; i++)
         if (r->point[i] == e->images) return r->point_tflop[i];
     return 0;
+}
+
+const EvalRow *compare_eval_at_point(const CompareConfig *c, const CompareRun *r, double pt) {
+    for (int i = r->nev - 1; i >= 0 && pt > 0; i--)
+        if (compare_row_point(c, r, &r->ev[i]) == pt) return &r->ev[i];
+    return NULL;
 }

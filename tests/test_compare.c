@@ -737,6 +737,56 @@ START_TEST(test_report_ranking) {
 }
 END_TEST
 
+// The rankings on the three axes: each run's FD read off its own evaluations at the largest value
+// every run has reached. mala costs 1 GFLOP/img and trains slowly, softmax 2 GFLOP/img and fast:
+// mala leads at equal images and equal compute, softmax at equal time (softmax-s2 read between
+// its two evaluations there: log FD linear, 2 x 0.75^(5/7) = 1.628).
+static void put_model(const char *dir, const char *run, double gflop) {
+    char path[700], text[128];
+    snprintf(path, sizeof path, "%s/runs/%s/model.csv", dir, run);
+    snprintf(text, sizeof text, "params,gflop_per_img,classes\n1000,%g,10\n", gflop);
+    write_text(path, text);
+}
+
+START_TEST(test_report_axes) {
+    tu_make_tmpdir("compare_axes");
+    char *t = set_key(read_text(TINY), "seeds", "1, 2");
+    write_text(tp("two.ini"), t);
+    char out[512], runs[600];
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    mkdir(out, 0755);
+    snprintf(runs, sizeof runs, "%s/runs", out);
+    mkdir(runs, 0755);
+    write_text(tp("cmp/config.ini"), t);
+    free(t);
+    // images,step,train_s,fd,class_acc,...
+    put_evals(out, "mala-s1", "32,4,10,4.0,0.2,,,,1,0\n64,8,20,1.0,0.6,,,,1,0\n");
+    put_evals(out, "mala-s2", "32,4,10,4.0,0.2,,,,1,0\n64,8,20,1.0,0.4,,,,1,0\n");
+    put_evals(out, "softmax-s1", "32,4,5,2.0,0.3,,,,1,0\n64,8,10,1.5,0.5,,,,1,0\n");
+    put_evals(out, "softmax-s2", "32,4,5,2.0,0.3,,,,1,0\n64,8,12,1.5,0.5,,,,1,0\n");
+    put_model(out, "mala-s1", 1.0); put_model(out, "mala-s2", 1.0);
+    put_model(out, "softmax-s1", 2.0); put_model(out, "softmax-s2", 2.0);
+    int rc = run("compare --config %s --out %s --report", tp("two.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("cmp/results.md"));
+    const char *want[] = {
+        "| arm | at 64 images seen | at 0.064 training TFLOP | at 10 s of training |\n|---|---:|---:|---:|\n",
+        "| mala | 1.000 ± 0.000 / 0.500 | 1.000 ± 0.000 / 0.500 | 4.000 ± 0.000 / 0.200 |\n",
+        "| softmax | 1.500 ± 0.000 / 0.500 | 2.000 ± 0.000 / 0.300 | 1.564 ± 0.09086 / 0.471 |\n",
+        "| dig | - | - | - |\n",
+        "\nAt equal images seen (64), by FD, mean over seeds: mala < softmax (the other arms have no result yet).\n",
+        "\nAt equal training compute (0.064 TFLOP), by FD, mean over seeds: mala < softmax (the other arms have no "
+        "result yet).\n",
+        "\nAt equal training time (10 s), by FD, mean over seeds: softmax < mala (the other arms have no result "
+        "yet).\nSeed 1: softmax < mala (the other arms have no result yet).\nSeed 2: softmax < mala (the other arms "
+        "have no result yet).\nThe seeds agree on the order of the arms every seed has (mala, softmax).\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(md, want[i]), "results.md lacks '%s':\n%s", want[i], md);
+    free(md);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // ---- plots: round ticks ----
 
 // Tick values for a range are round (whole multiples of the step, a 1, 2 or 5 times a power of
@@ -982,6 +1032,7 @@ int main(void) {
     tcase_add_test(tc, test_shipped_config_tiny);
     tcase_add_test(tc, test_runs_subset);
     tcase_add_test(tc, test_report_ranking);
+    tcase_add_test(tc, test_report_axes);
     tcase_add_test(tc, test_plot_ticks);
     tcase_add_test(tc, test_report_tie_and_labels);
     tcase_add_test(tc, test_config_drift);
