@@ -690,19 +690,24 @@ static void put_evals(const char *dir, const char *run, const char *rows) {
     write_text(path, text);
 }
 
-START_TEST(test_report_ranking) {
-    tu_make_tmpdir("compare_rank");
+// A comparison's DIR with no run trained (tmp/cmp, its config.ini the tiny config at seeds 1 and
+// 2, also in tmp/two.ini) for --report on hand-made evaluation rows; its path in out.
+static void two_seed_dir(char *out, size_t cap) {
     char *t = set_key(read_text(TINY), "seeds", "1, 2");
     write_text(tp("two.ini"), t);
-    free(t);
-    char out[512], runs[600];
-    snprintf(out, sizeof out, "%s", tp("cmp"));
+    snprintf(out, cap, "%s", tp("cmp"));
     mkdir(out, 0755);
+    char runs[600];
     snprintf(runs, sizeof runs, "%s/runs", out);
     mkdir(runs, 0755);
-    t = read_text(tp("two.ini"));
     write_text(tp("cmp/config.ini"), t);  // what the harness keeps in a comparison's DIR
     free(t);
+}
+
+START_TEST(test_report_ranking) {
+    tu_make_tmpdir("compare_rank");
+    char out[512];
+    two_seed_dir(out, sizeof out);
     // images,step,train_s,fd,class_acc,...: dig-s1 is half way, dig-s2 has not started
     put_evals(out, "mala-s1", "32,4,1,5.0,0.1,,,,1,0\n64,8,2,3.0,0.2,,,,1,0\n");
     put_evals(out, "softmax-s1", "32,4,1,6.0,0.1,,,,1,0\n64,8,2,4.0,0.2,,,,1,0\n");
@@ -750,15 +755,8 @@ static void put_model(const char *dir, const char *run, double gflop) {
 
 START_TEST(test_report_axes) {
     tu_make_tmpdir("compare_axes");
-    char *t = set_key(read_text(TINY), "seeds", "1, 2");
-    write_text(tp("two.ini"), t);
-    char out[512], runs[600];
-    snprintf(out, sizeof out, "%s", tp("cmp"));
-    mkdir(out, 0755);
-    snprintf(runs, sizeof runs, "%s/runs", out);
-    mkdir(runs, 0755);
-    write_text(tp("cmp/config.ini"), t);
-    free(t);
+    char out[512];
+    two_seed_dir(out, sizeof out);
     // images,step,train_s,fd,class_acc,...
     put_evals(out, "mala-s1", "32,4,10,4.0,0.2,,,,1,0\n64,8,20,1.0,0.6,,,,1,0\n");
     put_evals(out, "mala-s2", "32,4,10,4.0,0.2,,,,1,0\n64,8,20,1.0,0.4,,,,1,0\n");
