@@ -75,6 +75,11 @@ double compare_row_point(const CompareConfig *c, const CompareRun *r, const Eval
 // The evaluation of run r at the shared point pt (compare_row_point; NULL when it has none).
 const EvalRow *compare_eval_at_point(const CompareConfig *c, const CompareRun *r, double pt);
 
+// Mean and sample standard deviation over the finite values of v (n: how many were finite; sd NAN
+// below two).
+typedef struct { double mean, sd; int n; } CompareStat;
+CompareStat compare_stat(const double *v, int n);
+
 // results.md / .csv / .json and the plots in out (every run's state as it is now).
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);
 // results.md's rankings of the arms by FD (compare_ranking.c).

@@ -193,17 +193,15 @@ static void write_axes(FILE *f, const CompareConfig *c, const CompareRun *runs, 
     for (int a = 0; a < c->narms; a++) {
         fprintf(f, "| %s |", c->arms[a].name);
         for (int ax = 0; ax < AX_N; ax++) {
-            double sum = 0, sq = 0, sa = 0;
+            double vf[COMPARE_MAX_SEEDS], va[COMPARE_MAX_SEEDS];
             int n = 0;
             for (int i = 0; i < nruns; i++)
-                if (runs[i].arm_index == a && isfinite(fd[ax][i])) sum += fd[ax][i], sa += acc[ax][i], n++;
+                if (runs[i].arm_index == a && isfinite(fd[ax][i])) vf[n] = fd[ax][i], va[n++] = acc[ax][i];
             if (!n) { fputs(" - |", f); continue; }
-            const double mean = sum / n;
-            for (int i = 0; i < nruns; i++)
-                if (runs[i].arm_index == a && isfinite(fd[ax][i])) sq += (fd[ax][i] - mean) * (fd[ax][i] - mean);
-            fprintf(f, " %#.4g", mean);
-            if (n > 1) fprintf(f, " ± %#.4g", sqrt(sq / (n - 1)));
-            fprintf(f, " / %.3f |", sa / n);
+            const CompareStat sf = compare_stat(vf, n);
+            fprintf(f, " %#.4g", sf.mean);
+            if (n > 1) fprintf(f, " ± %#.4g", sf.sd);
+            fprintf(f, " / %.3f |", compare_stat(va, n).mean);
         }
         fputc('\n', f);
     }

@@ -15,21 +15,6 @@
 #include "eval/line_plot.h"
 #include "formats/npy.h"
 
-typedef struct { double mean, sd; int n; } Stat;
-
-static Stat stat_of(const double *v, int n) {
-    Stat s = {NAN, NAN, 0};
-    double sum = 0, sq = 0;
-    for (int i = 0; i < n; i++)
-        if (isfinite(v[i])) { sum += v[i]; s.n++; }
-    if (!s.n) return s;
-    s.mean = sum / s.n;
-    for (int i = 0; i < n; i++)
-        if (isfinite(v[i])) sq += (v[i] - s.mean) * (v[i] - s.mean);
-    s.sd = s.n > 1 ? sqrt(sq / (s.n - 1)) : NAN;
-    return s;
-}
-
 static double median(double *v, int n) {
     if (!n) return NAN;
     for (int i = 1; i < n; i++)
@@ -88,7 +73,7 @@ typedef struct {
     const CompareArm *arm;
     int64_t images;
     double params, gflop, train_img_s, sample_img_s, train_s, tflop;
-    Stat fd, acc, fid, is;
+    CompareStat fd, acc, fid, is;
     int seeds;
 } ArmRow;
 
@@ -114,15 +99,15 @@ static ArmRow arm_row(const CompareConfig *c, const CompareRun *runs, int nruns,
         n++;
     }
     row.seeds = n;
-    row.fd = stat_of(fd, n); row.acc = stat_of(acc, n); row.fid = stat_of(fid, n); row.is = stat_of(is, n);
-    row.train_img_s = stat_of(tr, n).mean;
-    row.sample_img_s = stat_of(sm, n).mean;
-    row.train_s = stat_of(ts, n).mean;
+    row.fd = compare_stat(fd, n); row.acc = compare_stat(acc, n); row.fid = compare_stat(fid, n); row.is = compare_stat(is, n);
+    row.train_img_s = compare_stat(tr, n).mean;
+    row.sample_img_s = compare_stat(sm, n).mean;
+    row.train_s = compare_stat(ts, n).mean;
     row.tflop = row.images && row.gflop > 0 ? compare_tflop(row.images, row.gflop) : NAN;
     return row;
 }
 
-static void md_stat(FILE *f, Stat s, const char *fmt) {
+static void md_stat(FILE *f, CompareStat s, const char *fmt) {
     if (!s.n) { fputs(" - |", f); return; }
     fputc(' ', f);
     fprintf(f, fmt, s.mean);
@@ -287,7 +272,7 @@ static void json_num(JsonBuf *b, const char *key, double v) {
     else json_buf_printf(b, ",\"%s\":null", key);
 }
 
-static void json_stat(JsonBuf *b, const char *key, Stat s) {
+static void json_stat(JsonBuf *b, const char *key, CompareStat s) {
     json_buf_printf(b, ",\"%s\":{\"n\":%d", key, s.n);
     json_num(b, "mean", s.mean);
     json_num(b, "sd", s.sd);
