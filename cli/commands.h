@@ -33,15 +33,17 @@ void vae_peek(const char *path, VaeConfig *c);
 Vae *vae_open_for(const char *path, const Backend *be, int batch, int n, int h, int w, int *batch_out);
 
 // Model-shape flags shared by train and bench: --model, --attn, --rope, --lepe, --gate,
-// --image-size, --channels, --classes, --learn-sigma, --backbone. The attention flags are DiT's.
+// --image-size, --channels, --classes, --learn-sigma, --backbone, --cpe, --ffn-dwconv. The attention
+// flags (--attn to --gate, --cpe, --ffn-dwconv) are DiT's.
 typedef struct {
     const char *preset, *default_preset, *attn, *backbone;
     char preset_buf[64];
     int rope, lepe, gate;      // -1 = the attention kind's default
+    int cpe, ffn_dwconv;       // -1 = the attention kind's default
     int image_size, channels, classes, learn_sigma;
 } ModelOpts;
 
-#define MODEL_OPTS_N 10
+#define MODEL_OPTS_N 12
 void model_opts_default(ModelOpts *mo, const char *preset);
 void model_opts_table(ModelOpts *mo, Opt *out);  // fills MODEL_OPTS_N entries
 // Builds the configuration; exits with a one-line error on a bad preset or combination.

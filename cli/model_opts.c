@@ -11,7 +11,7 @@ void model_opts_default(ModelOpts *mo, const char *preset) {
     mo->preset = mo->default_preset = preset;
     mo->backbone = NULL;
     mo->attn = "mala";
-    mo->rope = mo->lepe = mo->gate = -1;
+    mo->rope = mo->lepe = mo->gate = mo->cpe = mo->ffn_dwconv = -1;
     mo->image_size = 32;
     mo->channels = 1;
     mo->classes = 10;
@@ -20,7 +20,8 @@ void model_opts_default(ModelOpts *mo, const char *preset) {
 
 void model_opts_table(ModelOpts *mo, Opt *o) {
     o[0] = (Opt){"--model", OPT_STR, &mo->preset, "PRESET", backbone_presets()};
-    o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "DiT's attention: mala, softmax or linear"};
+    o[1] = (Opt){"--attn", OPT_STR, &mo->attn, "KIND", "DiT's attention: " DIT_ATTN_SETTINGS
+                 " (MALA with every part of its authors' block: gate 1, cpe 3, ffn-dwconv 3)"};
     o[2] = (Opt){"--rope", OPT_INT, &mo->rope, "0|1", "2-D RoPE (default: on for mala and linear)", ARG_MIN(-1), ARG_MAX(1)};
     o[3] = (Opt){"--lepe", OPT_INT, &mo->lepe, "K", "LePE kernel, 0 = off (default: 5 for mala and linear)", ARG_MIN(-1),
                  ARG_MAX(31)};
@@ -31,6 +32,10 @@ void model_opts_table(ModelOpts *mo, Opt *o) {
                  ARG_ALIAS("--num-classes")};
     o[8] = (Opt){"--learn-sigma", OPT_BOOL, &mo->learn_sigma, "BOOL", "learned variance (2C outputs)"};
     o[9] = (Opt){"--backbone", OPT_STR, &mo->backbone, backbone_names(), "backbone (default: the --model preset's)"};
+    o[10] = (Opt){"--cpe", OPT_INT, &mo->cpe, "K", "conditional position encoding x + dwconv(x) before each attention, "
+                  "kernel K, 0 = off (default: off; 3 for mala-authors)", ARG_MIN(-1), ARG_MAX(31)};
+    o[11] = (Opt){"--ffn-dwconv", OPT_INT, &mo->ffn_dwconv, "K", "depthwise conv h + dwconv(h) inside the MLP, kernel K, "
+                  "0 = off (default: off; 3 for mala-authors)", ARG_MIN(-1), ARG_MAX(31)};
 }
 
 void model_opts_config(ModelOpts *mo, NetConfig *c) {
@@ -58,15 +63,16 @@ void model_opts_config(ModelOpts *mo, NetConfig *c) {
         FATAL("--backbone %s contradicts --model %s (a %s preset)", mo->backbone, mo->preset, backbone_name(c->backbone));
     if (c->backbone == BACKBONE_DIT) {
         DitConfig *d = &c->dit;
-        AttnKind k;
-        if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
-        dit_config_attn_defaults(d, k);
+        if (dit_config_attn_setting(d, mo->attn)) FATAL("--attn %s: expected " DIT_ATTN_SETTINGS, mo->attn);
         if (mo->rope >= 0) d->rope = mo->rope != 0;
         if (mo->lepe >= 0) d->lepe = mo->lepe;
         if (mo->gate >= 0) d->gate = mo->gate != 0;
-    } else if (strcmp(mo->attn, "mala") || mo->rope >= 0 || mo->lepe >= 0 || mo->gate >= 0) {
-        FATAL("--attn, --rope, --lepe and --gate set DiT's attention; --model %s is a %s model", mo->preset,
-              backbone_name(c->backbone));
+        if (mo->cpe >= 0) d->cpe = mo->cpe;
+        if (mo->ffn_dwconv >= 0) d->ffn_dwconv = mo->ffn_dwconv;
+    } else if (strcmp(mo->attn, "mala") || mo->rope >= 0 || mo->lepe >= 0 || mo->gate >= 0 || mo->cpe >= 0 ||
+               mo->ffn_dwconv >= 0) {
+        FATAL("--attn, --rope, --lepe, --gate, --cpe and --ffn-dwconv set DiT's attention block; --model %s is a %s model",
+              mo->preset, backbone_name(c->backbone));
     }
     c->image_size = mo->image_size;
     c->in_channels = mo->channels;
@@ -95,15 +101,21 @@ void model_opts_apply_given(const ModelOpts *mo, const Opt *o, const NetConfig *
         FATAL("%s: --backbone %s contradicts the checkpoint's model (%s)", what, mo->backbone, desc);
     if (g.backbone == BACKBONE_DIT) {
         if (o[1].given) {
-            AttnKind k;
-            if (attn_kind_parse(mo->attn, &k)) FATAL("--attn %s: expected mala, softmax or linear", mo->attn);
-            g.dit.attn = k;
+            DitConfig d = g.dit;
+            if (dit_config_attn_setting(&d, mo->attn)) FATAL("--attn %s: expected " DIT_ATTN_SETTINGS, mo->attn);
+            g.dit.attn = d.attn;
+            if (!strcmp(mo->attn, "mala-authors"))  // the setting names the parts too
+                g.dit.rope = d.rope, g.dit.lepe = d.lepe, g.dit.gate = d.gate, g.dit.cpe = d.cpe,
+                g.dit.ffn_dwconv = d.ffn_dwconv;
         }
         if (o[2].given && mo->rope >= 0) g.dit.rope = mo->rope != 0;
         if (o[3].given && mo->lepe >= 0) g.dit.lepe = mo->lepe;
         if (o[4].given && mo->gate >= 0) g.dit.gate = mo->gate != 0;
-    } else if (o[1].given || o[2].given || o[3].given || o[4].given) {
-        FATAL("%s: --attn, --rope, --lepe and --gate set DiT's attention; the checkpoint's model is %s", what, desc);
+        if (o[10].given && mo->cpe >= 0) g.dit.cpe = mo->cpe;
+        if (o[11].given && mo->ffn_dwconv >= 0) g.dit.ffn_dwconv = mo->ffn_dwconv;
+    } else if (o[1].given || o[2].given || o[3].given || o[4].given || o[10].given || o[11].given) {
+        FATAL("%s: --attn, --rope, --lepe, --gate, --cpe and --ffn-dwconv set DiT's attention block; the checkpoint's "
+              "model is %s", what, desc);
     }
     if (o[5].given) g.image_size = mo->image_size;
     if (o[6].given) g.in_channels = mo->channels;

@@ -2,6 +2,7 @@
 //          compare_tflop, compare_tflop_steps, compare_arm_points, compare_arm_budget,
 //          compare_config_drift
 #include "compare/compare_config.h"
+#include "model/net.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -253,8 +254,9 @@ static int validate(CompareConfig *c, const char *name, MalaErr *err) {
             return mala_errf(err, "%s:%d: [arm %s] backbone %s: expected dit, dig or dic", name, a->line, a->name, a->backbone);
         if (!strcmp(a->backbone, "dit")) {
             if (!a->attention[0]) snprintf(a->attention, sizeof a->attention, "mala");
-            if (!one_of(a->attention, "mala", "softmax", "linear"))
-                return mala_errf(err, "%s:%d: [arm %s] attention %s: expected mala, softmax or linear", name, a->line,
+            DitConfig probe;
+            if (dit_config_attn_setting(&probe, a->attention))
+                return mala_errf(err, "%s:%d: [arm %s] attention %s: expected " DIT_ATTN_SETTINGS, name, a->line,
                                  a->name, a->attention);
         } else if (a->attention[0]) {
             return mala_errf(err, "%s:%d: [arm %s] attention is DiT's; a %s arm has none", name, a->line, a->name, a->backbone);

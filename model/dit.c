@@ -14,6 +14,7 @@
 // Per-block activations kept for backward (in inference mode all blocks share one set).
 struct BlockActs {
     float *ada;           // [B, 6H] shift/scale/gate for attention and MLP
+    float *xc;            // [BL, H] the block's input, before the CPE (cpe only)
     float *xhat1, *rstd1; // LayerNorm before attention
     float *qkv;           // [BL, 3H]; q, k hold phi(q), phi(k) for mala/linear
     float *qkr;           // [BL, 2H] roped q', k' (rope only)
@@ -71,8 +72,19 @@ static void dit_build(Net *n) {
         BLK(fc1_b, "mlp.fc1.bias", 4 * H);
         BLK(fc2_w, "mlp.fc2.weight", H, 4 * H);
         BLK(fc2_b, "mlp.fc2.bias", H);
+        // the authors' parts in PyTorch's registration order: the MLP's dwconv last in the MLP, the
+        // block's pos last in the block
+        b->dw_w = b->dw_b = b->pos_w = b->pos_b = ABSENT;
+        if (c->ffn_dwconv) {
+            BLK(dw_w, "mlp.dwconv.weight", 4 * H, 1, c->ffn_dwconv, c->ffn_dwconv);
+            BLK(dw_b, "mlp.dwconv.bias", 4 * H);
+        }
         BLK(ada_w, "adaLN_modulation.1.weight", 6 * H, H);
         BLK(ada_b, "adaLN_modulation.1.bias", 6 * H);
+        if (c->cpe) {
+            BLK(pos_w, "pos.weight", H, 1, c->cpe, c->cpe);
+            BLK(pos_b, "pos.bias", H);
+        }
 #undef BLK
     }
     dit_embed_params_out(n, &m->e);
@@ -103,6 +115,7 @@ static void dit_layout(Net *n, Arena *a) {
     for (int i = 0; i < nb; i++) {
         BlockActs *b = &A->blk[i];
         b->ada = arena_take(a, B * 6 * H);
+        b->xc = c->cpe ? arena_take(a, BL * H) : NULL;
         b->xhat1 = arena_take(a, BL * H); b->rstd1 = arena_take(a, BL);
         b->qkv = arena_take(a, BL * 3 * H);
         b->qkr = c->rope ? arena_take(a, BL * 2 * H) : NULL;
@@ -124,6 +137,7 @@ static void dit_layout(Net *n, Arena *a) {
     A->xm = arena_take(a, BL * H);
     A->y = c->gate ? arena_take(a, BL * H) : NULL;
     A->h2 = arena_take(a, BL * 4 * H);
+    A->h3 = c->ffn_dwconv ? arena_take(a, BL * 4 * H) : NULL;
     if (train) {
         A->dx = arena_take(a, BL * H);
         A->dxm = m->e.dxm;
@@ -167,6 +181,18 @@ static void attention_forward(Net *n, BlockActs *b, const BlockOffsets *o, int B
                        s.gw, s.H);
 }
 
+// fc2's input: h2, or h3 = h2 + dwconv(h2) (the authors' FeedForwardNetwork with subconv).
+static const float *ffn_dwconv_forward(Net *n, const BlockOffsets *o, int B) {
+    const DitConfig *c = &n->cfg.dit;
+    Dit *m = n->impl;
+    DitActs *A = &m->acts;
+    if (!c->ffn_dwconv) return A->h2;
+    int C = 4 * c->hidden;
+    n->be->copy(A->h3, A->h2, (size_t)B * m->T * C * sizeof(float));
+    n->be->dwconv_fwd(A->h3, A->h2, C, n->w + o->dw_w, n->w + o->dw_b, c->ffn_dwconv, B, m->gh, m->gh, C);
+    return A->h3;
+}
+
 static void block_forward(Net *n, int i, int B) {
     const Backend *be = n->be;
     const DitConfig *c = &n->cfg.dit;
@@ -180,6 +206,10 @@ static void block_forward(Net *n, int i, int B) {
     const int train = n->mode == NET_TRAIN;  // LN(x) is kept for the backward
 
     be->linear_fwd(ada, m->e.sc, W + o->ada_w, W + o->ada_b, B, H, 6 * H);
+    if (c->cpe) {  // x = x + pos(x): the authors' conditional position encoding, a depthwise conv
+        be->copy(b->xc, A->x, (size_t)BL * H * sizeof(float));
+        be->dwconv_fwd(A->x, b->xc, H, W + o->pos_w, W + o->pos_b, c->cpe, B, m->gh, m->gh, H);
+    }
     // x = x + gate_msa * attn(modulate(LN(x), shift_msa, scale_msa))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat1 : NULL, b->rstd1, A->x, ada, ada + H, B, L, H, 6 * H);
     be->linear_fwd(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
@@ -202,7 +232,7 @@ static void block_forward(Net *n, int i, int B) {
                                6 * H);
     be->linear_fwd(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
-    be->linear_fwd(b->mo, A->h2, W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
+    be->linear_fwd(b->mo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
     be->gate_residual_fwd(A->x, b->mo, ada + 5 * H, B, L, H, 6 * H);
 }
 
@@ -252,7 +282,14 @@ static void block_backward(Net *n, float *G, int i, int B) {
     be->gate_residual_bwd(A->dmo, dada + 5 * H, A->dx, b->mo, ada + 5 * H, B, L, H, 6 * H);
     be->modulate_fwd(A->xm, b->xhat2, ada + 3 * H, ada + 4 * H, B, L, H, 6 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
-    be->linear_bwd(A->dh2, G + o->fc2_w, G + o->fc2_b, A->dmo, A->h2, W + o->fc2_w, BL, 4 * H, H, 0.0f);
+    be->linear_bwd(A->dh2, G + o->fc2_w, G + o->fc2_b, A->dmo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, BL,
+                   4 * H, H, 0.0f);
+    if (c->ffn_dwconv) {  // d h2 = d h3 + dwconv^T(d h3); h3's buffer holds d h3, free after fc2's backward
+        size_t n4 = (size_t)BL * 4 * H;
+        be->copy(A->h3, A->dh2, n4 * sizeof(float));
+        be->dwconv_bwd(A->dh2, G + o->dw_w, G + o->dw_b, A->h3, A->h2, 4 * H, W + o->dw_w, c->ffn_dwconv, B, m->gh,
+                       m->gh, 4 * H);
+    }
     be->gelu_bwd(A->h2, A->dh2, b->h1, (size_t)BL * 4 * H);  // h2 reused as d(fc1 output)
     be->linear_bwd(A->dxm, G + o->fc1_w, G + o->fc1_b, A->h2, A->xm, W + o->fc1_w, BL, H, 4 * H, 0.0f);
     be->modulate_bwd(A->dxhat, dada + 3 * H, dada + 4 * H, A->dxm, b->xhat2, ada + 4 * H, B, L, H, 6 * H);
@@ -275,6 +312,10 @@ static void block_backward(Net *n, float *G, int i, int B) {
                    c->gate ? 1.0f : 0.0f);  // the gate's projection wrote dxm first
     be->modulate_bwd(A->dxhat, dada, dada + H, A->dxm, b->xhat1, ada + H, B, L, H, 6 * H);
     be->layernorm_bwd(A->dx, A->dxhat, b->xhat1, b->rstd1, BL, H);
+    if (c->cpe) {  // d xc = dx + pos^T(dx); dmo is free scratch by now
+        be->copy(A->dmo, A->dx, nBLH);
+        be->dwconv_bwd(A->dx, G + o->pos_w, G + o->pos_b, A->dmo, b->xc, H, W + o->pos_w, c->cpe, B, m->gh, m->gh, H);
+    }
     // adaLN: ada = Linear(SiLU(c))
     be->linear_bwd(m->e.dsc, G + o->ada_w, G + o->ada_b, dada, m->e.sc, W + o->ada_w, B, H, 6 * H, 1.0f);
 }

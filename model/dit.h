@@ -12,6 +12,7 @@
 typedef struct {
     size_t qkv_w, qkv_b, proj_w, proj_b, lepe_w, lepe_b, gate_w, gate_b;
     size_t fc1_w, fc1_b, fc2_w, fc2_b, ada_w, ada_b;
+    size_t dw_w, dw_b, pos_w, pos_b;  // mlp.dwconv (ffn_dwconv), pos (cpe)
 } BlockOffsets;
 
 typedef struct BlockActs BlockActs;
@@ -21,6 +22,7 @@ typedef struct {
     BlockActs *blk;
     float *x;               // [BL, H] residual stream
     float *xm, *y, *h2;     // shared scratch
+    float *h3;              // [BL, 4H] h2 + dwconv(h2) (ffn_dwconv only; shared scratch)
     // backward (training only); dxm, dxhat are the embedder's (DitEmbed) scratch
     float *dx, *dxm, *dxhat, *dmo, *dh2, *dao, *dy, *do_, *dg, *dqkv, *dqkr, *dada;
 } DitActs;

@@ -1,7 +1,7 @@
 // DiT configuration: defaults, presets, validation, metadata, names, FLOPs.
 // defines: dit_config_default, dit_config_preset, dit_config_validate, attn_kind_name,
 //          attn_kind_parse, dit_config_describe, dit_config_attn_defaults, dit_read_meta,
-//          dit_write_meta, dit_flops_per_image
+//          dit_write_meta, dit_flops_per_image, dit_config_attn_setting
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +28,17 @@ void dit_config_attn_defaults(DitConfig *c, AttnKind k) {
     c->rope = k != ATTN_SOFTMAX;
     c->lepe = k != ATTN_SOFTMAX ? 5 : 0;
     c->gate = 0;
+    c->cpe = c->ffn_dwconv = 0;
+}
+
+int dit_config_attn_setting(DitConfig *c, const char *s) {
+    AttnKind k;
+    int authors = !strcmp(s, "mala-authors");
+    if (authors) k = ATTN_MALA;
+    else if (attn_kind_parse(s, &k)) return -1;
+    dit_config_attn_defaults(c, k);
+    if (authors) c->gate = 1, c->cpe = c->ffn_dwconv = 3;
+    return 0;
 }
 
 int dit_config_preset(NetConfig *nc, const char *preset, MalaErr *err) {
@@ -66,6 +77,10 @@ int dit_config_validate(const NetConfig *nc, MalaErr *err) {
         return mala_errf(err, "model: image size %d is not a multiple of patch %d", nc->image_size, c->patch);
     if (c->lepe < 0 || (c->lepe && c->lepe % 2 == 0))
         return mala_errf(err, "model: LePE kernel %d must be odd (or 0 = off)", c->lepe);
+    if (c->cpe < 0 || (c->cpe && c->cpe % 2 == 0))
+        return mala_errf(err, "model: CPE kernel %d must be odd (or 0 = off)", c->cpe);
+    if (c->ffn_dwconv < 0 || (c->ffn_dwconv && c->ffn_dwconv % 2 == 0))
+        return mala_errf(err, "model: FFN depthwise kernel %d must be odd (or 0 = off)", c->ffn_dwconv);
     if (c->attn < ATTN_MALA || c->attn > ATTN_LINEAR) return mala_errf(err, "model: unknown attention kind");
     return 0;
 }
@@ -84,8 +99,12 @@ int attn_kind_parse(const char *s, AttnKind *k) {
 
 void dit_config_describe(const NetConfig *nc, char *buf, size_t n) {
     const DitConfig *c = &nc->dit;
-    snprintf(buf, n, "depth %d, hidden %d, heads %d, patch %d, attn %s%s%s, lepe %d", c->depth, c->hidden,
-             c->heads, c->patch, attn_kind_name(c->attn), c->rope ? " +rope" : "", c->gate ? " +gate" : "", c->lepe);
+    int k = snprintf(buf, n, "depth %d, hidden %d, heads %d, patch %d, attn %s%s%s, lepe %d", c->depth, c->hidden,
+                     c->heads, c->patch, attn_kind_name(c->attn), c->rope ? " +rope" : "", c->gate ? " +gate" : "",
+                     c->lepe);
+    if (k < 0 || (size_t)k >= n) return;
+    if (c->cpe) k += snprintf(buf + k, n - (size_t)k, ", cpe %d", c->cpe);
+    if (c->ffn_dwconv && k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ", ffn dwconv %d", c->ffn_dwconv);
 }
 
 const char *dit_mixer(const NetConfig *c) { return attn_kind_name(c->dit.attn); }
@@ -101,7 +120,8 @@ int dit_read_meta(const StFile *f, NetConfig *nc, MalaErr *err) {
         return mala_errf(err, "%s: metadata 'attn' = '%s' (expected mala, softmax or linear)", f->path, attn);
     dit_config_attn_defaults(c, k);
     if (st_meta_bool(f, "rope", &c->rope, err) < 0 || st_meta_bool(f, "gate", &c->gate, err) < 0 ||
-        st_meta_int(f, "lepe", &c->lepe, err) < 0)
+        st_meta_int(f, "lepe", &c->lepe, err) < 0 || st_meta_int(f, "cpe", &c->cpe, err) < 0 ||
+        st_meta_int(f, "ffn_dwconv", &c->ffn_dwconv, err) < 0)
         return -1;
     return 0;
 }
@@ -116,6 +136,9 @@ void dit_write_meta(StWriter *w, const NetConfig *nc) {
     st_writer_meta_bool(w, "rope", c->rope);
     st_writer_meta_bool(w, "gate", c->gate);
     st_writer_meta(w, "attn", attn_kind_name(c->attn));
+    // written only when on, so files of models without them keep their metadata byte for byte
+    if (c->cpe) st_writer_meta_int(w, "cpe", c->cpe);
+    if (c->ffn_dwconv) st_writer_meta_int(w, "ffn_dwconv", c->ffn_dwconv);
 }
 
 // Counts multiply-adds of the forward pass (x2 for FLOPs); elementwise work is ignored.
@@ -128,6 +151,8 @@ double dit_flops_per_image(const NetConfig *nc) {
     if (c->attn == ATTN_SOFTMAX) per_block += 2 * T * T * H;
     else per_block += 2 * T * d * H;  // K^T V and Q (KV) per head: 2 T d^2 x heads
     if (c->lepe) per_block += T * H * c->lepe * c->lepe;
+    if (c->cpe) per_block += T * H * c->cpe * c->cpe;
+    if (c->ffn_dwconv) per_block += T * 4 * H * c->ffn_dwconv * c->ffn_dwconv;
     double mac = c->depth * per_block + T * p2 * nc->in_channels * H + (DIT_FREQ_DIM * H + H * H)
                  + 2 * H * H + T * H * p2 * cout;
     return 2.0 * mac;

@@ -23,6 +23,10 @@ void dit_init_weights(const Net *n, float *w, uint64_t seed) {
         if (c->gate) init_xavier_uniform(&r, w + b->gate_w, H, H, 1.0);
         init_xavier_uniform(&r, w + b->fc1_w, 4 * H, H, 1.0);
         init_xavier_uniform(&r, w + b->fc2_w, H, 4 * H, 1.0);
+        // the authors' parts keep the authors' init (qhfan/MALA _init_weights: trunc_normal std 0.02,
+        // whose +-2 bounds are 100 std away, and zero bias), so each starts close to identity
+        if (c->ffn_dwconv) init_normal(&r, w + b->dw_w, 4 * H * c->ffn_dwconv * c->ffn_dwconv, 0.02f);
+        if (c->cpe) init_normal(&r, w + b->pos_w, H * c->cpe * c->cpe, 0.02f);
         // adaLN_modulation and its bias stay zero (adaLN-Zero)
     }
 }

@@ -22,6 +22,9 @@ typedef struct {
     int depth, hidden, heads, patch;
     AttnKind attn;
     int rope, gate, lepe;  // lepe = kernel size, 0 = off
+    // The MALA authors' block parts, depthwise kernels (0 = off): cpe, x = x + dwconv(x) before each
+    // attention; ffn_dwconv, h = h + dwconv(h) between the MLP's GELU and fc2.
+    int cpe, ffn_dwconv;
 } DitConfig;
 
 // DiG's own settings (docs/design.md §7): the DiT keys it shares; the rest is fixed by the official preset
@@ -216,5 +219,10 @@ const char *attn_kind_name(AttnKind k);
 int attn_kind_parse(const char *s, AttnKind *k);
 // Default attention flags for a kind: mala rope on + lepe 5; softmax none; linear rope on + lepe 5.
 void dit_config_attn_defaults(DitConfig *c, AttnKind k);
+// The --attn setting s: a kind's defaults, or "mala-authors", MALA with every part of its authors'
+// block (qhfan/MALA AddLinearAttention and Block): RoPE, LePE 5, the output gate, CPE 3 and the
+// FFN's 3x3 depthwise conv. -1 for an unknown name.
+int dit_config_attn_setting(DitConfig *c, const char *s);
+#define DIT_ATTN_SETTINGS "mala, softmax, linear or mala-authors"
 
 #endif

@@ -153,9 +153,9 @@ END_TEST
 
 // The shipped configs parse.
 START_TEST(test_parse_shipped) {
-    const char *files[] = {TINY_TFLOP, TINY, "configs/compare-fmnist.ini"};
+    const char *files[] = {TINY_TFLOP, TINY, "configs/compare-fmnist-256-ablation.ini", "configs/compare-fmnist.ini"};
     CompareConfig *c = malloc(sizeof *c);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         MalaErr err;
         ck_assert_msg(compare_config_load(files[i], c, &err) == 0, "%s", err.msg);
         ck_assert_str_eq(c->features, "fmnist");
@@ -234,8 +234,10 @@ END_TEST
 // counts it (net_flops_per_image); it writes nothing.
 START_TEST(test_dry_run_gflop) {
     tu_make_tmpdir("compare_dry");
-    static const struct { const char *flags; int rope, lepe; } CASES[] = {{"", 1, 5}, {" --rope 0 --lepe 0", 0, 0}};
-    for (int i = 0; i < 2; i++) {
+    static const struct { const char *flags; int rope, lepe, gate, cpe, ffn_dwconv; } CASES[] = {
+        {"", 1, 5, 0, 0, 0}, {" --rope 0 --lepe 0", 0, 0, 0, 0, 0}, {" --cpe 5 --ffn-dwconv 3", 1, 5, 0, 5, 3},
+        {" --attn mala-authors --cpe 0", 1, 5, 1, 0, 3}};
+    for (int i = 0; i < 4; i++) {
         int rc = run("train --dry-run --model DiT-T/4 --attn mala --data fashion-mnist --limit 64 --batch 8 --out %s%s",
                      tp("run"), CASES[i].flags);
         ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
@@ -246,6 +248,9 @@ START_TEST(test_dry_run_gflop) {
         dit_config_attn_defaults(&nc.dit, ATTN_MALA);
         nc.dit.rope = CASES[i].rope;
         nc.dit.lepe = CASES[i].lepe;
+        nc.dit.gate = CASES[i].gate;
+        nc.dit.cpe = CASES[i].cpe;
+        nc.dit.ffn_dwconv = CASES[i].ffn_dwconv;
         nc.image_size = 32;
         nc.in_channels = 1;
         nc.num_classes = 10;
@@ -263,7 +268,8 @@ START_TEST(test_dry_run_gflop) {
     int rc = run("compare --config %s --out %s", tp("bad.ini"), tp("cmp"));
     char want[700];
     snprintf(want, sizeof want, "error: %s:6: [arm x]: mala train --dry-run (its GFLOP/img for budget_tflop) failed "
-                                "with status 1: error: --attn, --rope, --lepe and --gate set DiT's attention", tp("bad.ini"));
+                                "with status 1: error: --attn, --rope, --lepe, --gate, --cpe and --ffn-dwconv set DiT's "
+                                "attention block", tp("bad.ini"));
     ck_assert_msg(rc == 1 && !strncmp(g_err, want, strlen(want)) && count_char(g_err, '\n') == 1, "%s", g_err);
     ck_assert_msg(stat(tp("cmp/runs/x-s0/checkpoints"), &st) != 0, "the arm trained");
     tu_rm_tmpdir();

@@ -69,6 +69,7 @@ static const char *FIXTURES[] = {
     "tests/fixtures/dig_t4.safetensors",        "tests/fixtures/dig_init.safetensors",
     "tests/fixtures/dic_t1.safetensors",        "tests/fixtures/dic_t2.safetensors",
     "tests/fixtures/dic_t3.safetensors",        "tests/fixtures/dic_init.safetensors",
+    "tests/fixtures/dit_mala_authors.safetensors",
 };
 #define NFIX ((int)(sizeof FIXTURES / sizeof FIXTURES[0]))
 
@@ -145,6 +146,75 @@ START_TEST(test_init_and_table) {
     ck_assert(strstr(err.msg, "unknown preset") != NULL);
     ck_assert_int_ne(net_config_preset(&c, "DiT-S/3", &err), 0);
     net_free(m);
+}
+END_TEST
+
+// --attn mala-authors: every part of the MALA authors' block, with their names, shapes and init
+// (N(0, 0.02) convs, zero bias); the parts survive a save/load; an even kernel is refused; the
+// adaLN-Zero output stays exactly 0 at init.
+START_TEST(test_mala_authors_block) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    MalaErr err;
+    ck_assert_int_eq(net_config_preset(&c, "DiT-T/4", &err), 0);
+    double base_flops = net_flops_per_image(&c);
+    ck_assert_int_eq(dit_config_attn_setting(&c.dit, "mala-authors"), 0);
+    ck_assert(c.dit.attn == ATTN_MALA && c.dit.rope && c.dit.lepe == 5 && c.dit.gate && c.dit.cpe == 3 &&
+              c.dit.ffn_dwconv == 3);
+    ck_assert_int_ne(dit_config_attn_setting(&c.dit, "mala-author"), 0);
+    ck_assert_int_eq(net_config_validate(&c, &err), 0);
+    // FLOPs: + gate T H^2, + CPE T H 9, + FFN dwconv T 4H 9 per block (T 64, H 128, depth 4), x2
+    double extra = 2.0 * 4 * 64 * (128.0 * 128 + 128 * 9 + 512 * 9);
+    ck_assert_msg(fabs(net_flops_per_image(&c) - base_flops - extra) < 1, "%.0f", net_flops_per_image(&c) - base_flops);
+    Net *m = net_create(&c, backend_cpu(), 2, NET_INFER);
+    net_init_weights(m, 1);
+    const ParamInfo *pos = net_find_param(m, "blocks.2.pos.weight"), *dw = net_find_param(m, "blocks.2.mlp.dwconv.weight");
+    ck_assert(pos && dw && net_find_param(m, "blocks.2.pos.bias") && net_find_param(m, "blocks.2.mlp.dwconv.bias"));
+    ck_assert(pos->ndim == 4 && pos->shape[0] == 128 && pos->shape[1] == 1 && pos->shape[2] == 3 && pos->shape[3] == 3);
+    ck_assert(dw->shape[0] == 512 && dw->shape[2] == 3);
+    // PyTorch's registration order: ... mlp.fc2, mlp.dwconv, adaLN_modulation, pos
+    ck_assert(net_find_param(m, "blocks.2.mlp.fc2.bias") + 1 == net_find_param(m, "blocks.2.mlp.dwconv.weight"));
+    ck_assert(net_find_param(m, "blocks.2.mlp.dwconv.bias") + 1 == net_find_param(m, "blocks.2.adaLN_modulation.1.weight"));
+    ck_assert(net_find_param(m, "blocks.2.adaLN_modulation.1.bias") + 1 == pos);
+    double s2 = 0;
+    for (size_t i = 0; i < dw->numel; i++) s2 += (double)m->w[dw->offset + i] * m->w[dw->offset + i];
+    double sd = sqrt(s2 / (double)dw->numel);
+    ck_assert_msg(sd > 0.018 && sd < 0.022, "dwconv init std %.4f (want 0.02)", sd);
+    const ParamInfo *pb = net_find_param(m, "blocks.2.pos.bias");
+    for (size_t i = 0; i < pb->numel; i++) ck_assert(m->w[pb->offset + i] == 0.0f);
+    float x[2 * 32 * 32], t[2] = {10, 900}, out[2 * 2 * 32 * 32];
+    int32_t y[2] = {3, 10};
+    tu_fill(x, 2 * 32 * 32, -1, 1, 5);
+    net_forward(m, out, x, t, y, 2);
+    for (int i = 0; i < 2 * 2 * 32 * 32; i++) ck_assert(out[i] == 0.0f);
+
+    char dir[] = "/tmp/mala_authors_XXXXXX", path[256];
+    ck_assert(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    ClassNames cn, cn2;
+    class_names_default(&cn, 10);
+    ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, path, &err) == 0, "%s", err.msg);
+    Net *m2 = ckpt_load_model(path, backend_cpu(), 1, &cn2, &err);
+    ck_assert_msg(m2 != NULL, "%s", err.msg);
+    ck_assert(m2->cfg.dit.cpe == 3 && m2->cfg.dit.ffn_dwconv == 3 && m2->cfg.dit.gate == 1);
+    ck_assert_int_eq(memcmp(m2->w, m->w, m->n_floats * sizeof(float)), 0);
+    char desc[256];
+    net_config_describe(&m2->cfg, desc, sizeof desc);
+    ck_assert_msg(strstr(desc, "+gate") && strstr(desc, "cpe 3") && strstr(desc, "ffn dwconv 3"), "%s", desc);
+    net_free(m2);
+    class_names_free(&cn2);
+    class_names_free(&cn);
+    unlink(path);
+    rmdir(dir);
+    net_free(m);
+
+    c.dit.cpe = 4;
+    ck_assert_int_ne(net_config_validate(&c, &err), 0);
+    ck_assert_msg(strstr(err.msg, "CPE kernel 4"), "%s", err.msg);
+    c.dit.cpe = 3;
+    c.dit.ffn_dwconv = 2;
+    ck_assert_int_ne(net_config_validate(&c, &err), 0);
+    ck_assert_msg(strstr(err.msg, "FFN depthwise kernel 2"), "%s", err.msg);
 }
 END_TEST
 
@@ -415,6 +485,7 @@ int main(void) {
     tcase_add_test(tc, test_forward_repeatable);
     tcase_add_test(tc, test_init_and_table);
     tcase_add_test(tc, test_model_file_round_trip);
+    tcase_add_test(tc, test_mala_authors_block);
     tcase_add_loop_test(tc, test_names_vs_official, 0, 2);
     tcase_add_test(tc, test_dig_init);
     tcase_add_test(tc, test_dic_init);

@@ -198,13 +198,32 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    def __init__(self, dim, hidden):
+    """fc1 -> GELU [-> h + dwconv(h) over the token grid] -> fc2; the depthwise conv (kernel
+    `dwconv`, 0 = none) is the MALA authors' FeedForwardNetwork 'subconv'."""
+
+    def __init__(self, dim, hidden, grid=None, dwconv=0):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
+        self.grid = grid
+        self.dwconv = None
+        if dwconv:
+            assert dwconv % 2 == 1, "FFN depthwise kernel must be odd"
+            self.dwconv = nn.Conv2d(hidden, hidden, dwconv, padding=dwconv // 2, groups=hidden, bias=True)
 
     def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+        h = F.gelu(self.fc1(x), approximate="tanh")
+        if self.dwconv is not None:
+            h = h + grid_conv(self.dwconv, h, self.grid)
+        return self.fc2(h)
+
+
+def grid_conv(conv, x, grid):
+    """A convolution over the token grid of x [B, L, C] (token l at row l // gw, col l % gw)."""
+    B, L, C = x.shape
+    gh, gw = grid
+    img = x.transpose(1, 2).reshape(B, C, gh, gw)
+    return conv(img).flatten(2).transpose(1, 2)
 
 
 class PatchEmbed(nn.Module):
@@ -257,13 +276,23 @@ class LabelEmbedder(nn.Module):
 
 
 class DiTBlock(nn.Module):
-    def __init__(self, hidden, heads, grid, mlp_ratio=4.0, **attn_kw):
+    """DiT's block; cpe (kernel, 0 = none) adds the MALA authors' conditional position encoding,
+    x = x + pos(x) with a depthwise conv over the token grid, before the attention branch."""
+
+    def __init__(self, hidden, heads, grid, mlp_ratio=4.0, cpe=0, ffn_dwconv=0, **attn_kw):
         super().__init__()
+        self.grid = grid
         self.attn = Attention(hidden, heads, grid, **attn_kw)
-        self.mlp = Mlp(hidden, int(hidden * mlp_ratio))
+        self.mlp = Mlp(hidden, int(hidden * mlp_ratio), grid, ffn_dwconv)
         self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(hidden, 6 * hidden))
+        self.pos = None
+        if cpe:
+            assert cpe % 2 == 1, "CPE kernel must be odd"
+            self.pos = nn.Conv2d(hidden, hidden, cpe, padding=cpe // 2, groups=hidden, bias=True)
 
     def forward(self, x, c):
+        if self.pos is not None:
+            x = x + grid_conv(self.pos, x, self.grid)
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.adaLN_modulation(c).chunk(6, dim=1)
         x = x + gate_msa.unsqueeze(1) * self.attn(modulate(layer_norm(x), shift_msa, scale_msa))
         x = x + gate_mlp.unsqueeze(1) * self.mlp(modulate(layer_norm(x), shift_mlp, scale_mlp))
@@ -289,7 +318,8 @@ _ATTN_DEFAULTS = {"mala": dict(rope=True, lepe=5, gate=False),
 class DiT(nn.Module):
     def __init__(self, input_size=32, patch_size=2, in_channels=4, hidden_size=1152, depth=28,
                  num_heads=16, mlp_ratio=4.0, class_dropout_prob=0.1, num_classes=1000,
-                 learn_sigma=True, attn="mala", rope=None, lepe=None, gate=None, class_names=None):
+                 learn_sigma=True, attn="mala", rope=None, lepe=None, gate=None, class_names=None,
+                 cpe=0, ffn_dwconv=0):
         super().__init__()
         dflt = _ATTN_DEFAULTS[attn]
         rope = dflt["rope"] if rope is None else bool(rope)
@@ -299,6 +329,7 @@ class DiT(nn.Module):
         self.cfg = dict(depth=depth, hidden=hidden_size, heads=num_heads, patch=patch_size,
                         image_size=input_size, in_channels=in_channels, num_classes=num_classes,
                         learn_sigma=learn_sigma, rope=rope, gate=gate, lepe=lepe, attn=attn,
+                        cpe=int(cpe), ffn_dwconv=int(ffn_dwconv),
                         class_names=list(class_names) if class_names else [str(i) for i in range(num_classes)])
         self.learn_sigma = learn_sigma
         self.in_channels = in_channels
@@ -314,7 +345,8 @@ class DiT(nn.Module):
         pe = get_2d_sincos_pos_embed(hidden_size, g)
         self.pos_embed = nn.Parameter(torch.from_numpy(pe).float().unsqueeze(0), requires_grad=False)
         self.blocks = nn.ModuleList([
-            DiTBlock(hidden_size, num_heads, self.grid, mlp_ratio, kind=attn, rope=rope, lepe=lepe, gate=gate)
+            DiTBlock(hidden_size, num_heads, self.grid, mlp_ratio, cpe=cpe, ffn_dwconv=ffn_dwconv, kind=attn,
+                     rope=rope, lepe=lepe, gate=gate)
             for _ in range(depth)])
         self.final_layer = FinalLayer(hidden_size, patch_size, self.out_channels)
         initialize_weights(self)
@@ -328,7 +360,8 @@ class DiT(nn.Module):
                    depth=int(meta["depth"]), num_heads=int(meta["heads"]),
                    num_classes=int(meta["num_classes"]), learn_sigma=tf(meta["learn_sigma"]),
                    attn=meta["attn"], rope=tf(meta["rope"]), lepe=int(meta["lepe"]),
-                   gate=tf(meta["gate"]), class_names=json.loads(meta.get("class_names", "null")))
+                   gate=tf(meta["gate"]), class_names=json.loads(meta.get("class_names", "null")),
+                   cpe=int(meta.get("cpe", 0)), ffn_dwconv=int(meta.get("ffn_dwconv", 0)))
 
     def metadata(self):
         c = self.cfg
@@ -336,6 +369,9 @@ class DiT(nn.Module):
         m = {k: s(c[k]) for k in ("depth", "hidden", "heads", "patch", "image_size", "in_channels",
                                   "num_classes", "learn_sigma", "rope", "gate", "lepe", "attn")}
         m["class_names"] = json.dumps(c["class_names"], separators=(",", ":"))
+        for k in ("cpe", "ffn_dwconv"):  # written only when on, as the C program does
+            if c[k]:
+                m[k] = str(c[k])
         return m
 
     def unpatchify(self, x):
@@ -369,7 +405,8 @@ def initialize_weights(model):
     """docs/design.md §2 initialisation (DiT's adaLN-Zero): Xavier-uniform Linears, zero bias; patch conv
     Xavier on its flattened weight, zero bias; label table and both t-MLP weights N(0, 0.02);
     zero adaLN output layers and final Linear; LePE keeps PyTorch's default conv init; gate is
-    Xavier like every Linear; pos_embed the fixed sin-cos table."""
+    Xavier like every Linear; CPE and the FFN's dwconv N(0, 0.02) with zero bias, as the MALA authors'
+    _init_weights (its trunc_normal bounds, +-2, are 100 std away); pos_embed the fixed sin-cos table."""
     for m in model.modules():
         if isinstance(m, nn.Linear):
             nn.init.xavier_uniform_(m.weight)
@@ -384,6 +421,11 @@ def initialize_weights(model):
     nn.init.normal_(model.t_embedder.mlp[0].weight, std=0.02)
     nn.init.normal_(model.t_embedder.mlp[2].weight, std=0.02)
     for blk in model.blocks:
+        # the MALA authors' convs keep their init (trunc_normal std 0.02, zero bias)
+        for conv in (blk.pos, blk.mlp.dwconv):
+            if conv is not None:
+                nn.init.normal_(conv.weight, std=0.02)
+                nn.init.zeros_(conv.bias)
         nn.init.zeros_(blk.adaLN_modulation[-1].weight)
         nn.init.zeros_(blk.adaLN_modulation[-1].bias)
     nn.init.zeros_(model.final_layer.adaLN_modulation[-1].weight)
@@ -409,7 +451,7 @@ def fixture_init(model, gen):
             normal(p, 0.5 / math.sqrt(H))
         elif name == "y_embedder.embedding_table.weight":
             normal(p, 0.5)
-        elif name.endswith("attn.lepe.weight"):
+        elif name.endswith("attn.lepe.weight") or name.endswith(".pos.weight") or name.endswith("mlp.dwconv.weight"):
             normal(p, 0.6 / p.shape[-1])
         else:  # Linear / patch conv: Xavier-normal on the flattened [out, in] weight
             fan_out, fan_in = p.shape[0], p[0].numel()
@@ -447,6 +489,13 @@ CONFIGS = {
                               rope=True, lepe=5, gate=True,
                               class_names=["zero", "one", "two", "three", "four"]),
                       y=[4, 5, 0], t=[999, 0, 123]),
+    # --attn mala-authors: every part of the MALA authors' block (gate, CPE 3, FFN dwconv 3) on a
+    # 4x4 token grid, so the 3x3 convs see both borders and an interior
+    "mala_authors": dict(kw=dict(depth=2, hidden_size=32, num_heads=2, patch_size=2, input_size=8,
+                                 in_channels=2, num_classes=3, learn_sigma=True, attn="mala",
+                                 rope=True, lepe=5, gate=True, cpe=3, ffn_dwconv=3,
+                                 class_names=["a", "b", "c"]),
+                         y=[2, 3], t=[700, 5]),
 }
 
 
@@ -533,7 +582,7 @@ def self_checks():
         assert torch.autograd.gradcheck(att, (xin,)), kind
     # gradcheck a tiny full model w.r.t. its input
     tiny = DiT(input_size=4, patch_size=2, in_channels=1, hidden_size=16, depth=1, num_heads=2,
-               num_classes=2, attn="mala", rope=True, lepe=3, gate=True).double()
+               num_classes=2, attn="mala", rope=True, lepe=3, gate=True, cpe=3, ffn_dwconv=3).double()
     fixture_init(tiny, torch.Generator().manual_seed(1))
     tiny.eval()  # no label dropout
     xin = torch.randn(2, 1, 4, 4, dtype=dt, requires_grad=True)
