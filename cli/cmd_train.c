@@ -28,6 +28,7 @@
 
 #include "formats/atomic_file.h"  // defines: atomic_remove_stale
 #include "cli/commands.h"
+#include "core/dir_lock.h"
 #include "train/data.h"
 #include "core/dist.h"
 #include "pipeline/generate.h"
@@ -44,11 +45,29 @@
 #include "cli/train_eval.h"
 #include "cli/train_init.h"
 
-static volatile sig_atomic_t stop_requested = 0;
-// The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
+static volatile sig_atomic_t stop_requested = 0, signals_seen = 0, signal_says = 0;
+// The first SIGINT / SIGTERM asks for a clean stop: the step, sample grid or evaluation under way
+// ends within one sampling step, then a checkpoint is written and the run exits. A second signal
+// is answered and still writes the checkpoint (it is what keeps the run resumable); a third exits
+// at once. signal_says: this process speaks for the run (rank 0).
 static void on_signal(int sig) {
-    if (stop_requested) { signal(sig, SIG_DFL); raise(sig); }
-    stop_requested = sig;
+    static const char first[] = "\nstopping: writing a checkpoint (a third signal exits at once, without it)\n",
+                      second[] = "\nstopping: still writing the checkpoint; one more signal exits at once without it\n";
+    int n = ++signals_seen;
+    if (n >= 3) { signal(sig, SIG_DFL); raise(sig); return; }
+    if (n == 1) stop_requested = sig;
+    if (signal_says) {
+        ssize_t w = n == 1 ? write(2, first, sizeof first - 1) : write(2, second, sizeof second - 1);
+        (void)w;
+    }
+}
+
+// Rank 0 holds --out's writer lock (core/dir_lock.h) from before it reads the run until it exits:
+// a second `mala train` on the same directory, fresh or --resume, is refused naming this process.
+static DirLock run_lock = {-1};
+static void lock_run(const char *out) {
+    MalaErr err;
+    if (run_lock.fd < 0 && dir_lock_take(&run_lock, out, "mala train", &err)) FATAL("%s", err.msg);
 }
 
 // The loss history of the run (for the curve), re-read from log.csv on resume: keeps the rows up
@@ -306,15 +325,35 @@ static void refuse_existing_run(const char *out, const char *dir, const char *cs
     free(steps);
 }
 
-// --resume with no complete checkpoint: says whether there is anything to resume at all.
+// --resume with no complete checkpoint. A run that logged steps or wrote grids before it was killed
+// (a checkpoint is written every --ckpt-every steps, and a third signal exits without one) starts
+// over from step 0: its earlier files move to DIR/restart-N/, nothing is deleted, and the caller
+// trains as a fresh start with the flags given (the run's settings are stored only in checkpoints).
+// Otherwise it says that there is nothing to resume.
 static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
     int rows = run_log_rows(csv);
+    char samples[4200];
+    snprintf(samples, sizeof samples, "%s/samples", out);
     if (files) FATAL("--resume: no complete checkpoint in %s", dir);
-    if (rows > 0)
-        FATAL("--resume: %s has no checkpoint (its log.csv has %d row%s, but training continues only from a "
-              "checkpoint): train into a fresh --out directory", out, rows, rows == 1 ? "" : "s");
-    FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
-          rows == 0 ? ", and log.csv has no rows" : "");
+    if (rows <= 0 && !count_files(samples))
+        FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
+              rows == 0 ? ", and log.csv has no rows" : "");
+    char aside[4200], from[4300], to[4400];
+    for (int k = 1;; k++) {
+        snprintf(aside, sizeof aside, "%s/restart-%d", out, k);
+        if (!mkdir(aside, 0755)) break;
+        if (errno != EEXIST) FATAL("--resume: cannot create %s: %s", aside, strerror(errno));
+    }
+    static const char *const EARLIER[] = {"log.csv", "loss.png", "samples", "evals.csv", "fd.png", "best.json",
+                                          "best.safetensors"};
+    for (size_t i = 0; i < sizeof EARLIER / sizeof *EARLIER; i++) {
+        snprintf(from, sizeof from, "%s/%s", out, EARLIER[i]);
+        snprintf(to, sizeof to, "%s/%s", aside, EARLIER[i]);
+        if (rename(from, to) && errno != ENOENT) FATAL("--resume: cannot move %s to %s: %s", from, to, strerror(errno));
+    }
+    fprintf(stderr, "note: --resume: %s has no checkpoint (log.csv had %d row%s): starting the run over from step 0 "
+            "with the flags given (a run's settings are stored only in its checkpoints); the earlier start's files "
+            "are in %s\n", out, rows > 0 ? rows : 0, rows == 1 ? "" : "s", aside);
 }
 
 // The absolute path `p` names, existing or not: the realpath of its longest existing prefix, then
@@ -508,6 +547,7 @@ int cmd_train(int argc, char **argv) {
     if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
+    signal_says = lead;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
     signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
     set_threads(threads);
@@ -525,6 +565,8 @@ int cmd_train(int argc, char **argv) {
     Trainer *tr = NULL;
     char resume_path[4200] = "";
     int iters_stored = 0;  // the checkpoint's run.iters was read
+    struct stat out_st;
+    if (lead && !dry_run && !stat(out, &out_st) && S_ISDIR(out_st.st_mode)) lock_run(out);  // before reading the run
     if (resume) {
         uint64_t *steps;
         int n = run_list_checkpoints(out, &steps);
@@ -556,7 +598,12 @@ int cmd_train(int argc, char **argv) {
             }
         }
         free(steps);
-        if (!tr) no_checkpoint_to_resume(out, dir, csv, n);
+        if (!tr) {
+            if (lead) no_checkpoint_to_resume(out, dir, csv, n);  // or an error
+            dist_barrier();
+            resume = 0;  // a fresh start from here on
+            goto fresh;
+        }
         model_opts_check_resumed(&mo, opts, &c);
         if (GIVEN(to.seed) && to.seed != saved.seed)
             FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
@@ -605,6 +652,7 @@ int cmd_train(int argc, char **argv) {
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
         if (!dry_run) refuse_existing_run(out, dir, csv);
     }
+fresh:
     if (!dry_run) refuse_out_in_data(out, rs.data);
     if (eval_every && eval_every_parse(eval_every, &rs.eval, &err)) FATAL("%s", err.msg);
     if (eval_sampler) snprintf(rs.eval.sampler, sizeof rs.eval.sampler, "%s", eval_sampler);
@@ -730,6 +778,10 @@ int cmd_train(int argc, char **argv) {
     dist_barrier();
     if (lead) {
         make_dirs(dir);
+        if (run_lock.fd < 0) {  // --out is new: it is locked now that it exists, and checked again under the lock
+            lock_run(out);
+            refuse_existing_run(out, dir, csv);
+        }
         int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
         if (stale > 0)
             fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
@@ -759,7 +811,7 @@ int cmd_train(int argc, char **argv) {
         FATAL("%s", err.msg);
     snprintf(rs.precision, sizeof rs.precision, "%s", be->precision());
     TrainEval *tev = NULL;  // --eval-every (collective)
-    if (rs.eval.every && tr->step < iters &&
+    if (rs.eval.every && tr->step <= iters &&  // (at the target: its last point may be due, a stop cut it)
         !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr)))) {
         dist_finalize();  // its error line is out
         return 1;
@@ -812,6 +864,9 @@ int cmd_train(int argc, char **argv) {
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, stderr);
+    // a point whose evaluation a stop cut short (its checkpoint is this step's) is evaluated first
+    if (tev && tr->step > 0 && !dist_any(stop_requested) && train_eval_due(tev, tr->step, iters))
+        t_log += train_eval_run(tev, tr, rs.elapsed, &tb, &stop_requested);
     while (tr->step < iters && !dist_any(stop_requested)) {
         for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
         StepStats st = trainer_step(tr, x, y);
@@ -879,7 +934,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (tev && train_eval_due(tev, tr->step, iters)) {
             progress_break(&pg);
-            t_log += train_eval_run(tev, tr, rs.elapsed + (now_seconds() - t_start), &tb);
+            t_log += train_eval_run(tev, tr, rs.elapsed + (now_seconds() - t_start), &tb, &stop_requested);
         }
     }
     progress_break(&pg);
