@@ -325,19 +325,10 @@ static void refuse_existing_run(const char *out, const char *dir, const char *cs
     free(steps);
 }
 
-// --resume with no complete checkpoint. A run that logged steps or wrote grids before it was killed
-// (a checkpoint is written every --ckpt-every steps, and a third signal exits without one) starts
-// over from step 0: its earlier files move to DIR/restart-N/, nothing is deleted, and the caller
-// trains as a fresh start with the flags given (the run's settings are stored only in checkpoints).
-// Otherwise it says that there is nothing to resume.
-static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
+// A run started over from step 0 (below): the earlier start's files move to DIR/restart-N/, so that
+// nothing of it is lost or mixed into the new start's; how says with what settings it starts.
+static void move_earlier_start(const char *out, const char *csv, const char *how) {
     int rows = run_log_rows(csv);
-    char samples[4200];
-    snprintf(samples, sizeof samples, "%s/samples", out);
-    if (files) FATAL("--resume: no complete checkpoint in %s", dir);
-    if (rows <= 0 && !count_files(samples))
-        FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
-              rows == 0 ? ", and log.csv has no rows" : "");
     char aside[4200], from[4300], to[4400];
     for (int k = 1;; k++) {
         snprintf(aside, sizeof aside, "%s/restart-%d", out, k);
@@ -352,8 +343,64 @@ static void no_checkpoint_to_resume(const char *out, const char *dir, const char
         if (rename(from, to) && errno != ENOENT) FATAL("--resume: cannot move %s to %s: %s", from, to, strerror(errno));
     }
     fprintf(stderr, "note: --resume: %s has no checkpoint (log.csv had %d row%s): starting the run over from step 0 "
-            "with the flags given (a run's settings are stored only in its checkpoints); the earlier start's files "
-            "are in %s\n", out, rows > 0 ? rows : 0, rows == 1 ? "" : "s", aside);
+            "with %s; the earlier start's files are in %s\n", out, rows > 0 ? rows : 0, rows == 1 ? "" : "s", how,
+            aside);
+}
+
+// --resume with no complete checkpoint and no stored command line (a run an older mala started):
+// a run that logged steps or wrote grids starts over from step 0 with the flags given (its earlier
+// files moved aside); otherwise there is nothing to resume.
+static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
+    int rows = run_log_rows(csv);
+    char samples[4200];
+    snprintf(samples, sizeof samples, "%s/samples", out);
+    if (files) FATAL("--resume: no complete checkpoint in %s", dir);
+    if (rows <= 0 && !count_files(samples))
+        FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
+              rows == 0 ? ", and log.csv has no rows" : "");
+    move_earlier_start(out, csv, "the flags given (it has no stored command line, DIR/train.args)");
+}
+
+// DIR/train.args: a fresh run's command line (its arguments, each ended by a NUL), so that a run
+// killed before its first checkpoint starts over with --resume alone, as it was started.
+static void args_save(const char *out, int argc, char **argv) {
+    size_t len = 0;
+    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *buf = xmalloc(len ? len : 1), p[4200];
+    len = 0;
+    for (int i = 0; i < argc; i++) {
+        size_t l = strlen(argv[i]) + 1;
+        memcpy(buf + len, argv[i], l);
+        len += l;
+    }
+    snprintf(p, sizeof p, "%s/train.args", out);
+    MalaErr err;
+    if (atomic_write_file(p, buf, len, &err)) FATAL("%s", err.msg);
+    free(buf);
+}
+
+// For --resume in a directory without a checkpoint: DIR/train.args, then the arguments given now
+// but --resume (a flag given again wins: the parser keeps the last). NULL when nothing is stored.
+static char **args_for_restart(const char *out, int argc, char **argv, int *n_out) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/train.args", out);
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    char *buf = xmalloc(1 << 16);
+    size_t len = fread(buf, 1, 1 << 16, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (!len || more || buf[len - 1]) {  // empty, too long, or cut short: not a command line
+        free(buf);
+        return NULL;
+    }
+    char **v = xcalloc(len + (size_t)argc + 1, sizeof *v);
+    int n = 0;
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1) v[n++] = buf + i;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--resume")) v[n++] = argv[i];
+    *n_out = n;
+    return v;  // (buf lives as long as the run: its strings are the options' values)
 }
 
 // The absolute path `p` names, existing or not: the realpath of its longest existing prefix, then
@@ -545,6 +592,15 @@ int cmd_train(int argc, char **argv) {
     // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
     const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
     if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
+    static int restarting = 0;  // a --resume without a checkpoint, started over from train.args
+    if (resume && !dry_run && !restarting && run_newest_checkpoint(out) < 0) {
+        int sargc;
+        char **sargv = args_for_restart(out, argc, argv, &sargc);
+        if (sargv) {
+            restarting = 1;
+            return cmd_train(sargc, sargv);
+        }
+    }
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
     signal_says = lead;
@@ -650,7 +706,8 @@ int cmd_train(int argc, char **argv) {
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
-        if (!dry_run) refuse_existing_run(out, dir, csv);
+        if (!dry_run && restarting && lead) move_earlier_start(out, csv, "its stored command line (DIR/train.args)");
+        else if (!dry_run && !restarting) refuse_existing_run(out, dir, csv);
     }
 fresh:
     if (!dry_run) refuse_out_in_data(out, rs.data);
@@ -800,6 +857,7 @@ fresh:
                                    : "--iters' default: the checkpoint stores no target");
         if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
+        if (lead && !restarting) args_save(out, argc, argv);
         FILE *f = lead ? fopen(csv, "w") : NULL;
         if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
             FATAL("%s: cannot write: %s", csv, strerror(errno));

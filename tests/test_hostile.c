@@ -481,10 +481,12 @@ START_TEST(test_second_and_third_signal) {
     write_file("run/checkpoints/0000002.safetensors.tmp", "partial", 7);
     rc = run(TRAIN " --iters 4 --ckpt-every 2 --out %s/run", tu_tmp);
     ck_assert_msg(rc == 1 && strstr(g_err, "already holds a run"), "%s", err_tail());
-    rc = run(TRAIN " --iters 4 --ckpt-every 2 --resume --out %s/run", tu_tmp);
+    rc = run("train --resume --out %s/run", tu_tmp);  // the stored command line gives the run's settings
     expect_ok(rc, "--resume of a run without a checkpoint");
-    ck_assert_msg(strstr(g_err, "has no checkpoint (log.csv had 2 rows): starting the run over from step 0") &&
-                  strstr(g_err, "restart-1") && strstr(g_err, "done: step 4"), "%s", err_tail());
+    ck_assert_msg(strstr(g_err, "has no checkpoint (log.csv had 2 rows): starting the run over from step 0 with "
+                                "its stored command line") &&
+                  strstr(g_err, "restart-1") && strstr(g_err, "DiT-T/8") && strstr(g_err, "done: step 4"), "%s",
+                  err_tail());
     path_in(p, sizeof p, "run/restart-1/log.csv");
     ck_assert_int_eq(run_log_rows(p), 2);
     path_in(p, sizeof p, "run/log.csv");
