@@ -25,6 +25,18 @@ static int is_exported_model(const char *path) {
     return ok;
 }
 
+// A training checkpoint: a safetensors file holding the EMA weights or the optimiser's state.
+static int is_training_checkpoint(const char *path) {
+    MalaErr err;
+    StFile f;
+    if (st_open(&f, path, &err)) return 0;
+    int found = 0;
+    for (int i = 0; !found && i < f.n; i++)
+        found = !strncmp(f.tensors[i].name, "ema.", 4) || !strncmp(f.tensors[i].name, "opt.", 4);
+    st_close(&f);
+    return found;
+}
+
 enum { PROVENANCE_MAX = 64 };
 
 // The metadata that says where the weights come from (kv: key, value, ...); returns the entries.
@@ -52,7 +64,8 @@ int cmd_export(int argc, char **argv) {
     };
     args_parse("usage: mala export --ckpt CHECKPOINT --out MODEL.safetensors [--dtype f16]\n\n"
                "Writes the EMA weights (the plain ones when the file has no EMA) for sampling. An earlier\n"
-               "exported model at --out is replaced; any other existing file needs --force.",
+               "exported model at --out is replaced; any other existing file needs --force, and a training\n"
+               "checkpoint at --out is never replaced.",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (!ckpt || !out) FATAL("mala export needs --ckpt and --out (see --help)");
     StDtype dt;
@@ -63,6 +76,9 @@ int cmd_export(int argc, char **argv) {
     struct stat a, b;
     if (!stat(ckpt, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         FATAL("--out %s: the same file as --ckpt; choose another name", out);
+    if (is_training_checkpoint(out))
+        FATAL("--out %s: is a training checkpoint (it holds ema.*/opt.* tensors); export never replaces one, "
+              "with or without --force: choose another name", out);
     out_check_file("--out", out, force, is_exported_model);
     MalaErr err;
     ClassNames cn;

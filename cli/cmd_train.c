@@ -28,6 +28,7 @@
 
 #include "formats/atomic_file.h"  // defines: atomic_remove_stale
 #include "cli/commands.h"
+#include "core/dir_lock.h"
 #include "train/data.h"
 #include "core/dist.h"
 #include "pipeline/generate.h"
@@ -44,11 +45,29 @@
 #include "cli/train_eval.h"
 #include "cli/train_init.h"
 
-static volatile sig_atomic_t stop_requested = 0;
-// The first SIGINT / SIGTERM asks for a clean stop (a checkpoint, then exit); a second one kills.
+static volatile sig_atomic_t stop_requested = 0, signals_seen = 0, signal_says = 0;
+// The first SIGINT / SIGTERM asks for a clean stop: the step, sample grid or evaluation under way
+// ends within one sampling step, then a checkpoint is written and the run exits. A second signal
+// is answered and still writes the checkpoint (it is what keeps the run resumable); a third exits
+// at once. signal_says: this process speaks for the run (rank 0).
 static void on_signal(int sig) {
-    if (stop_requested) { signal(sig, SIG_DFL); raise(sig); }
-    stop_requested = sig;
+    static const char first[] = "\nstopping: writing a checkpoint (a third signal exits at once, without it)\n",
+                      second[] = "\nstopping: still writing the checkpoint; one more signal exits at once without it\n";
+    int n = ++signals_seen;
+    if (n >= 3) { signal(sig, SIG_DFL); raise(sig); return; }
+    if (n == 1) stop_requested = sig;
+    if (signal_says) {
+        ssize_t w = n == 1 ? write(2, first, sizeof first - 1) : write(2, second, sizeof second - 1);
+        (void)w;
+    }
+}
+
+// Rank 0 holds --out's writer lock (core/dir_lock.h) from before it reads the run until it exits:
+// a second `mala train` on the same directory, fresh or --resume, is refused naming this process.
+static DirLock run_lock = {-1};
+static void lock_run(const char *out) {
+    MalaErr err;
+    if (run_lock.fd < 0 && dir_lock_take(&run_lock, out, "mala train", &err)) FATAL("%s", err.msg);
 }
 
 // The loss history of the run (for the curve), re-read from log.csv on resume: keeps the rows up
@@ -306,15 +325,82 @@ static void refuse_existing_run(const char *out, const char *dir, const char *cs
     free(steps);
 }
 
-// --resume with no complete checkpoint: says whether there is anything to resume at all.
+// A run started over from step 0 (below): the earlier start's files move to DIR/restart-N/, so that
+// nothing of it is lost or mixed into the new start's; how says with what settings it starts.
+static void move_earlier_start(const char *out, const char *csv, const char *how) {
+    int rows = run_log_rows(csv);
+    char aside[4200], from[4300], to[4400];
+    for (int k = 1;; k++) {
+        snprintf(aside, sizeof aside, "%s/restart-%d", out, k);
+        if (!mkdir(aside, 0755)) break;
+        if (errno != EEXIST) FATAL("--resume: cannot create %s: %s", aside, strerror(errno));
+    }
+    static const char *const EARLIER[] = {"log.csv", "loss.png", "samples", "evals.csv", "fd.png", "best.json",
+                                          "best.safetensors"};
+    for (size_t i = 0; i < sizeof EARLIER / sizeof *EARLIER; i++) {
+        snprintf(from, sizeof from, "%s/%s", out, EARLIER[i]);
+        snprintf(to, sizeof to, "%s/%s", aside, EARLIER[i]);
+        if (rename(from, to) && errno != ENOENT) FATAL("--resume: cannot move %s to %s: %s", from, to, strerror(errno));
+    }
+    fprintf(stderr, "note: --resume: %s has no checkpoint (log.csv had %d row%s): starting the run over from step 0 "
+            "with %s; the earlier start's files are in %s\n", out, rows > 0 ? rows : 0, rows == 1 ? "" : "s", how,
+            aside);
+}
+
+// --resume with no complete checkpoint and no stored command line (a run an older mala started):
+// a run that logged steps or wrote grids starts over from step 0 with the flags given (its earlier
+// files moved aside); otherwise there is nothing to resume.
 static void no_checkpoint_to_resume(const char *out, const char *dir, const char *csv, int files) {
     int rows = run_log_rows(csv);
+    char samples[4200];
+    snprintf(samples, sizeof samples, "%s/samples", out);
     if (files) FATAL("--resume: no complete checkpoint in %s", dir);
-    if (rows > 0)
-        FATAL("--resume: %s has no checkpoint (its log.csv has %d row%s, but training continues only from a "
-              "checkpoint): train into a fresh --out directory", out, rows, rows == 1 ? "" : "s");
-    FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
-          rows == 0 ? ", and log.csv has no rows" : "");
+    if (rows <= 0 && !count_files(samples))
+        FATAL("--resume: nothing to resume in %s (no checkpoint%s): drop --resume to start the run", out,
+              rows == 0 ? ", and log.csv has no rows" : "");
+    move_earlier_start(out, csv, "the flags given (it has no stored command line, DIR/train.args)");
+}
+
+// DIR/train.args: a fresh run's command line (its arguments, each ended by a NUL), so that a run
+// killed before its first checkpoint starts over with --resume alone, as it was started.
+static void args_save(const char *out, int argc, char **argv) {
+    size_t len = 0;
+    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *buf = xmalloc(len ? len : 1), p[4200];
+    len = 0;
+    for (int i = 0; i < argc; i++) {
+        size_t l = strlen(argv[i]) + 1;
+        memcpy(buf + len, argv[i], l);
+        len += l;
+    }
+    snprintf(p, sizeof p, "%s/train.args", out);
+    MalaErr err;
+    if (atomic_write_file(p, buf, len, &err)) FATAL("%s", err.msg);
+    free(buf);
+}
+
+// For --resume in a directory without a checkpoint: DIR/train.args, then the arguments given now
+// but --resume (a flag given again wins: the parser keeps the last). NULL when nothing is stored.
+static char **args_for_restart(const char *out, int argc, char **argv, int *n_out) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/train.args", out);
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    char *buf = xmalloc(1 << 16);
+    size_t len = fread(buf, 1, 1 << 16, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (!len || more || buf[len - 1]) {  // empty, too long, or cut short: not a command line
+        free(buf);
+        return NULL;
+    }
+    char **v = xcalloc(len + (size_t)argc + 1, sizeof *v);
+    int n = 0;
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1) v[n++] = buf + i;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--resume")) v[n++] = argv[i];
+    *n_out = n;
+    return v;  // (buf lives as long as the run: its strings are the options' values)
 }
 
 // The absolute path `p` names, existing or not: the realpath of its longest existing prefix, then
@@ -506,8 +592,18 @@ int cmd_train(int argc, char **argv) {
     // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
     const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
     if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
+    static int restarting = 0;  // a --resume without a checkpoint, started over from train.args
+    if (resume && !dry_run && !restarting && run_newest_checkpoint(out) < 0) {
+        int sargc;
+        char **sargv = args_for_restart(out, argc, argv, &sargc);
+        if (sargv) {
+            restarting = 1;
+            return cmd_train(sargc, sargv);
+        }
+    }
     dist_init(&argc, &argv);
     const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
+    signal_says = lead;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
     signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
     set_threads(threads);
@@ -525,6 +621,8 @@ int cmd_train(int argc, char **argv) {
     Trainer *tr = NULL;
     char resume_path[4200] = "";
     int iters_stored = 0;  // the checkpoint's run.iters was read
+    struct stat out_st;
+    if (lead && !dry_run && !stat(out, &out_st) && S_ISDIR(out_st.st_mode)) lock_run(out);  // before reading the run
     if (resume) {
         uint64_t *steps;
         int n = run_list_checkpoints(out, &steps);
@@ -556,7 +654,12 @@ int cmd_train(int argc, char **argv) {
             }
         }
         free(steps);
-        if (!tr) no_checkpoint_to_resume(out, dir, csv, n);
+        if (!tr) {
+            if (lead) no_checkpoint_to_resume(out, dir, csv, n);  // or an error
+            dist_barrier();
+            resume = 0;  // a fresh start from here on
+            goto fresh;
+        }
         model_opts_check_resumed(&mo, opts, &c);
         if (GIVEN(to.seed) && to.seed != saved.seed)
             FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
@@ -603,8 +706,10 @@ int cmd_train(int argc, char **argv) {
     } else {
         struct stat st;
         if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
-        if (!dry_run) refuse_existing_run(out, dir, csv);
+        if (!dry_run && restarting && lead) move_earlier_start(out, csv, "its stored command line (DIR/train.args)");
+        else if (!dry_run && !restarting) refuse_existing_run(out, dir, csv);
     }
+fresh:
     if (!dry_run) refuse_out_in_data(out, rs.data);
     if (eval_every && eval_every_parse(eval_every, &rs.eval, &err)) FATAL("%s", err.msg);
     if (eval_sampler) snprintf(rs.eval.sampler, sizeof rs.eval.sampler, "%s", eval_sampler);
@@ -730,6 +835,10 @@ int cmd_train(int argc, char **argv) {
     dist_barrier();
     if (lead) {
         make_dirs(dir);
+        if (run_lock.fd < 0) {  // --out is new: it is locked now that it exists, and checked again under the lock
+            lock_run(out);
+            refuse_existing_run(out, dir, csv);
+        }
         int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
         if (stale > 0)
             fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
@@ -748,6 +857,7 @@ int cmd_train(int argc, char **argv) {
                                    : "--iters' default: the checkpoint stores no target");
         if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
     } else {
+        if (lead && !restarting) args_save(out, argc, argv);
         FILE *f = lead ? fopen(csv, "w") : NULL;
         if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
             FATAL("%s: cannot write: %s", csv, strerror(errno));
@@ -759,7 +869,7 @@ int cmd_train(int argc, char **argv) {
         FATAL("%s", err.msg);
     snprintf(rs.precision, sizeof rs.precision, "%s", be->precision());
     TrainEval *tev = NULL;  // --eval-every (collective)
-    if (rs.eval.every && tr->step < iters &&
+    if (rs.eval.every && tr->step <= iters &&  // (at the target: its last point may be due, a stop cut it)
         !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr)))) {
         dist_finalize();  // its error line is out
         return 1;
@@ -812,6 +922,9 @@ int cmd_train(int argc, char **argv) {
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, stderr);
+    // a point whose evaluation a stop cut short (its checkpoint is this step's) is evaluated first
+    if (tev && tr->step > 0 && !dist_any(stop_requested) && train_eval_due(tev, tr->step, iters))
+        t_log += train_eval_run(tev, tr, rs.elapsed, &tb, &stop_requested);
     while (tr->step < iters && !dist_any(stop_requested)) {
         for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
         StepStats st = trainer_step(tr, x, y);
@@ -879,7 +992,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (tev && train_eval_due(tev, tr->step, iters)) {
             progress_break(&pg);
-            t_log += train_eval_run(tev, tr, rs.elapsed + (now_seconds() - t_start), &tb);
+            t_log += train_eval_run(tev, tr, rs.elapsed + (now_seconds() - t_start), &tb, &stop_requested);
         }
     }
     progress_break(&pg);

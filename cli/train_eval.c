@@ -238,11 +238,13 @@ static int record(TrainEval *t, uint64_t step, double train_s, double fd, double
     return 1;
 }
 
-double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb) {
+double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb, const volatile int *stop) {
     double t0 = now_seconds();
     tr->be->copy(t->gen.net->w, tr->ema, tr->net->n_floats * sizeof(float));
+    uint64_t done_before = t->done;
     t->done = point_of(t, tr->step);
-    int best = 0;
+    t->sp.cancel = stop;
+    int best = 0, cancelled = 0;
     if (t->lead) {
         fprintf(stderr, "[eval] step %llu: FD of the EMA weights, %d images, %s %d steps, guidance %g "
                 "(--eval-every, --eval-images, --eval-sampler, --eval-steps, --eval-cfg-scale)\n",
@@ -252,7 +254,11 @@ double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents 
         MalaErr err;
         double fd = NAN;
         FidStats *s = eval_stats_of_path(&t->m, "the EMA weights", &t->sp, t->sp.batch, t->e.images, 0, &r, &spatial);
-        if (!s || fid_from_stats(s, t->ref, &fd, &err)) {
+        if (!s && r.cancelled) {
+            cancelled = 1;
+            fprintf(stderr, "[eval] step %llu: stopped by the signal; the run evaluates this point again when it "
+                    "resumes\n", (unsigned long long)tr->step);
+        } else if (!s || fid_from_stats(s, t->ref, &fd, &err)) {
             if (s) fprintf(stderr, "error: %s\n", err.msg);
             if (dist_world() > 1)  // the other processes would wait for it
                 FATAL("--eval-every: the evaluation at step %llu failed", (unsigned long long)tr->step);
@@ -274,9 +280,12 @@ double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents 
         MalaErr err;
         sharded_gen_init(&sg, &t->gen, &t->sp.opts, t->sp.seed, t->e.images, t->sp.batch);
         sg.labels = t->sp.labels;
-        if (sharded_gen_serve(&sg, &err)) FATAL("%s", err.msg);
+        sg.cancel = stop;
+        if (sharded_gen_serve(&sg, &err) && !sg.cancelled) FATAL("%s", err.msg);
+        cancelled = sg.cancelled;
         sharded_gen_free(&sg);
     }
+    if (cancelled) t->done = done_before;  // still due
     dist_bcast(&best, sizeof best, 0);
     if (best && (t->lead || tr->zero)) {  // ZeRO: the save gathers the moments
         MalaErr err;

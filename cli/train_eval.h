@@ -47,8 +47,9 @@ TrainEval *train_eval_open(const EvalEvery *e, const NetConfig *c, const ClassNa
 int train_eval_due(const TrainEval *t, uint64_t step, uint64_t last_step);
 // Collective: evaluates tr's EMA weights at its step (train_s: the run's training seconds so far),
 // writes the results (rank 0; tb may be NULL) and best.safetensors when the FD is the lowest yet.
-// The seconds it took; -1 after an error line (the run goes on).
-double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb);
+// stop (a signal handler's flag) cancels the sampling within one step: nothing is recorded and the
+// point stays due (train_eval_due), so a resumed run evaluates it again. The seconds it took.
+double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb, const volatile int *stop);
 void train_eval_free(TrainEval *t);
 
 #endif

@@ -132,6 +132,10 @@ int eval_run_source(Extractor *m, const char *path, const SampleSpec *sp, int ba
     }
     progress_break(&pg);
     r->seconds = now_seconds() - t0;
+    if (!rc && s.gen && r->n < total) {  // the sampler stopped early: no statistics of a part of the run
+        r->cancelled = s.shard.cancelled;
+        rc = -1;  // its error line (if not cancelled) is out
+    }
     if (!rc && s.skipped) fprintf(stderr, "[eval] %s: %d unreadable files skipped\n", path, s.skipped);
     if (!rc && r->n == 0) {
         fprintf(stderr, "error: %s: no images could be read\n", path);
@@ -186,9 +190,12 @@ FidStats *eval_stats_of_path(Extractor *m, const char *path, const SampleSpec *s
         return s;
     }
     FidStats *s = fid_stats_new(m->dim), *sp_stats = m->inc ? fid_stats_new(INCEPTION_SPATIAL_DIM) : NULL;
-    if (eval_run_source(m, path, sp, batch, limit, s, sp_stats, want_logits, r) || fid_stats_finalize(s, &err) ||
-        (sp_stats && fid_stats_finalize(sp_stats, &err))) {
-        if (r->n) fprintf(stderr, "error: %s: %s\n", path, err.msg);
+    int bad = eval_run_source(m, path, sp, batch, limit, s, sp_stats, want_logits, r);
+    if (!bad && (fid_stats_finalize(s, &err) || (sp_stats && fid_stats_finalize(sp_stats, &err)))) {
+        fprintf(stderr, "error: %s: %s\n", path, err.msg);
+        bad = 1;
+    }
+    if (bad) {
         fid_stats_free(s);
         fid_stats_free(sp_stats);
         free(r->logits);

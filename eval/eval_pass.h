@@ -30,6 +30,7 @@ typedef struct {
     float *logits;      // [n, classes] when asked for (IS)
     FeatRows feats;     // the first EVAL_KEEP_FEATS feature rows (precision/recall, KID)
     long labelled, correct;  // fmnist: images with a label, and those the classifier assigns it to
+    int cancelled;      // sampling stopped by SampleSpec.cancel (no error line: the caller says it)
 } RunResult;
 
 // The FID Inception's weights: given, $MALA_INCEPTION, ./, ./assets/, then pytorch-fid's torch.hub

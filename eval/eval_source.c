@@ -41,6 +41,7 @@ int source_open_sampler(Source *s, const SampleSpec *sp, MalaErr *err) {
     s->gopts = &sp->opts;
     s->label_mode = sp->labels;
     s->store = sp->store;
+    s->cancel = sp->cancel;
     s->seed = sp->seed;
     s->n = sp->num;
     s->c = generator_out_channels(s->gen);  // a latent model's decoded images
@@ -160,9 +161,10 @@ static float *sampler_next(Source *s, int max, int *n, int *c, int *h, int *w) {
         sharded_gen_init(&s->shard, s->gen, s->gopts, s->seed, s->n, k);
         s->shard.labels = s->label_mode;
         s->shard.store = s->store;
+        s->shard.cancel = s->cancel;
     }
     if ((k = sharded_gen_next(&s->shard, s->x, k, &err)) < 0) {
-        fprintf(stderr, "error: %s\n", err.msg);
+        if (!s->shard.cancelled) fprintf(stderr, "error: %s\n", err.msg);
         return NULL;
     }
     float *b = batch_buf(s, max, s->c, s->h, s->w);

@@ -36,6 +36,7 @@ typedef struct {
     float *x;              // [gen batch, C, H, W] samples in [-1, 1]
     int32_t *y;
     ShardedGen shard;      // the generator's batches (over the processes under mpirun)
+    const volatile int *cancel;  // SampleSpec.cancel
     int32_t *labels;       // npz arr_1 [n], dataset labels [batch]; NULL: unlabelled
     const int32_t *batch_labels;  // the labels of the last batch, or NULL
 } Source;
@@ -51,6 +52,7 @@ typedef struct {
     BatchStore *store;     // NULL, or where the sampled batches are kept (pipeline/batch_store.h)
     Generator *gen;        // NULL, or an open generator to sample from instead of ckpt (its weights as they are,
                            // its VAE attached; the caller's: not closed; ckpt then only names it in messages)
+    const volatile int *cancel;  // NULL, or a flag that ends the sampling within a step (ShardedGen.cancel)
 } SampleSpec;
 
 // Opens a file or folder (or fashion-mnist[-test][:DIR]); -1 with err.

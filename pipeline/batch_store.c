@@ -24,27 +24,34 @@ static void batch_path(const BatchStore *bs, int j, char *p, size_t cap) {
 
 // Only the files this module writes (and their .tmp leftovers): nothing else is removed.
 static int is_ours(const char *name) {
-    return !strncmp(name, "batch-", 6) || !strncmp(name, "settings.json", 13);
+    return !strncmp(name, "batch-", 6) || !strncmp(name, "settings.json", 13) || !strcmp(name, ".lock");
 }
 
-static void remove_dir(const char *dir) {
+// Our files in dir; with_lock: the lock file too (the folder is done with).
+static void remove_ours(const char *dir, int with_lock) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     char p[4400];
     while ((e = readdir(d)))
-        if (is_ours(e->d_name)) {
+        if (is_ours(e->d_name) && (with_lock || strcmp(e->d_name, ".lock"))) {
             snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
             unlink(p);
         }
     closedir(d);
-    rmdir(dir);
 }
+
+// A partial run discarded: its batches and settings go, the folder and its lock (ours) stay.
+static void remove_batches(const char *dir) { remove_ours(dir, 0); }
 
 // Rank 0: a new folder with the settings, or the partial run's checked against them.
 static void open_lead(BatchStore *bs, const Manifest *settings, int force, const char *flag) {
     char sp[4200];
     snprintf(sp, sizeof sp, "%s/settings.json", bs->dir);
+    if (mkdir(bs->dir, 0777) && errno != EEXIST) FATAL("%s: cannot create %s: %s", flag, bs->dir, strerror(errno));
+    MalaErr lerr;  // one process at a time: a second one would mix its batches in, or lose the folder under it
+    if (dir_lock_take(&bs->lock, bs->dir, "mala writing the partial run's batches", &lerr))
+        FATAL("%s: %s", flag, lerr.msg);
     struct stat st;
     if (!stat(sp, &st)) {
         MalaErr err;
@@ -58,13 +65,12 @@ static void open_lead(BatchStore *bs, const Manifest *settings, int force, const
                   "--force (or removing the folder) to start over", flag, bs->dir, diff);
         if (diff[0]) {
             fprintf(stderr, "--force: discarding the partial run in %s (other settings)\n", bs->dir);
-            remove_dir(bs->dir);
+            remove_batches(bs->dir);
         }
         int same = !diff[0];
         free(diff);
         if (same) return;
     }
-    if (mkdir(bs->dir, 0777) && errno != EEXIST) FATAL("%s: cannot create %s: %s", flag, bs->dir, strerror(errno));
     MalaErr err;
     if (manifest_write(settings, sp, &err)) FATAL("%s", err.msg);
 }
@@ -72,6 +78,7 @@ static void open_lead(BatchStore *bs, const Manifest *settings, int force, const
 void batch_store_open(BatchStore *bs, const char *dir, const Manifest *settings, int n, int batch, size_t per,
                       int force, const char *flag) {
     memset(bs, 0, sizeof *bs);
+    bs->lock.fd = -1;
     snprintf(bs->dir, sizeof bs->dir, "%s", dir);
     bs->n = n;
     bs->batch = batch;
@@ -114,5 +121,10 @@ void batch_store_save(BatchStore *bs, int j, const float *x, int nb) {
 }
 
 void batch_store_finish(BatchStore *bs) {
-    if (bs->dir[0]) remove_dir(bs->dir);
+    if (!bs->dir[0]) return;  // never opened
+    if (dist_rank() == 0) {
+        remove_ours(bs->dir, 1);
+        rmdir(bs->dir);
+    }
+    dir_lock_release(&bs->lock);
 }

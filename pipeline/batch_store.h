@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "core/dir_lock.h"
 #include "pipeline/manifest.h"
 
 typedef struct {
@@ -28,12 +29,13 @@ typedef struct {
     int kept;              // images in the batches found on disk when opened
     int saved;             // batches this process wrote
     int stop_after;        // MALA_TEST_STOP_AFTER (0: never)
+    DirLock lock;          // rank 0: the folder's writer lock (core/dir_lock.h), held until finished
 } BatchStore;
 
 // Collective (every rank calls it): rank 0 creates DIR with settings.json, or checks the partial
 // run there. A run with other settings exits with an error naming the differences (flag: the
 // option that named the output), unless force, which discards it. Then every rank counts the kept
-// batches.
+// batches. A folder another process is writing (its lock, DIR/.lock) is refused naming that process.
 void batch_store_open(BatchStore *bs, const char *dir, const Manifest *settings, int n, int batch, size_t per,
                       int force, const char *flag);
 // 1 with x [nb images] filled when batch j is kept, else 0.

@@ -26,6 +26,11 @@ void sharded_gen_free(ShardedGen *s) {
     memset(s, 0, sizeof *s);
 }
 
+static int cancel_step(void *ctx, int i, int n, const float *x0) {
+    const ShardedGen *s = ctx;
+    return *s->cancel != 0;
+}
+
 // Round r: this rank samples batch r * world + rank (if the run has it) into its place of buf,
 // then rank 0 gathers the round's batches. Returns the round's first image.
 static int run_round(ShardedGen *s, int r, MalaErr *err) {
@@ -37,9 +42,16 @@ static int run_round(ShardedGen *s, int r, MalaErr *err) {
         gen_labels(s->y, s->labels, s->seed, first, nb, K);
         if (!s->store || !batch_store_load(s->store, first / s->batch, x, nb)) {
             generator_noise(s->g, x, s->seed, first, nb);
-            if (generator_run(s->g, &s->o, x, s->y, nb, s->seed, first, NULL, NULL, err)) return -1;
-            if (s->store) batch_store_save(s->store, first / s->batch, x, nb);
+            int rc = generator_run(s->g, &s->o, x, s->y, nb, s->seed, first, s->cancel ? cancel_step : NULL, s, err);
+            if (rc < 0) return -1;
+            if (rc == SAMPLER_CANCELLED) s->cancelled = 1;
+            else if (s->store) batch_store_save(s->store, first / s->batch, x, nb);
         }
+    }
+    if (s->cancel && dist_any(s->cancelled || *s->cancel)) {  // every rank votes once a round
+        s->cancelled = 1;
+        mala_errf(err, "the sampling was cancelled");
+        return -1;
     }
     dist_gather_f32(s->buf, (size_t)s->batch * per, 0);
     return r * s->world * s->batch;

@@ -23,6 +23,11 @@ typedef struct {
     int round_n;
     float *buf;        // rank 0: [world * batch] images of a round; the others: [batch]
     int32_t *y;        // [batch]
+    // NULL, or a flag (a signal handler's) that cancels the run: the sampling stops within one step
+    // on the process that sees it set, every process learns of it at the end of the round (one vote
+    // a round, so none waits for a batch never sent), and next / serve return -1 with cancelled 1.
+    const volatile int *cancel;
+    int cancelled;
 } ShardedGen;
 
 // batch <= g->max_batch. Collective use follows: rank 0 calls sharded_gen_next, the others

@@ -699,6 +699,18 @@ START_TEST(test_info_export_vae) {
     ck_assert_msg(strstr(g_out, want), "%s", g_out);
     ck_assert_msg(strstr(g_out, "run: data fashion-mnist") && strstr(g_out, "hflip the data's default"), "%s", g_out);
     ck_assert_msg(!strstr(g_out, "hflip -1") && !strstr(g_out, "vae"), "%s", g_out);
+    // a training checkpoint is never an export's --out, with or without --force; its bytes stay
+    size_t n0, n1;
+    char *before = tu_read_file(tp("run/checkpoints/0000002.safetensors"), &n0);
+    for (int force = 0; force < 2; force++) {
+        expect_error(run("export --ckpt %s --out %s%s", tp("m.safetensors"), tp("run/checkpoints/0000002.safetensors"),
+                         force ? " --force" : ""),
+                     "export onto a checkpoint", "is a training checkpoint", "never replaces one");
+        char *after = tu_read_file(tp("run/checkpoints/0000002.safetensors"), &n1);
+        ck_assert(n0 == n1 && !memcmp(before, after, n0));
+        free(after);
+    }
+    free(before);
 
     // latent: the recorded VAE when it can be read, also after export; an error naming it when not
     make_latent_model(tp("lat.safetensors"), "tests/fixtures/vae_tiny.safetensors");

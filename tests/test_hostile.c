@@ -22,6 +22,7 @@
 #include "formats/json.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
+#include "train/run_dir.h"
 
 #define REG "tests/fuzz/regress/"
 #define FMNIST "/usr/share/datasets/fashion-mnist"
@@ -313,7 +314,11 @@ static unsigned char *signal_during_save(const char *tmp, const char *args, int 
     pid_t pid = spawn(ep, args);
     struct pollfd pf = {fd, POLLIN, 0};
     ck_assert_msg(poll(&pf, 1, 300000) == 1 && (pf.revents & POLLIN), "the checkpoint write never started");
-    ck_assert_int_eq(kill(pid, sig), 0);
+    const char *times = getenv("MALA_TEST_SIGNALS");  // how many signals (default 1)
+    for (int k = 0; k < (times ? atoi(times) : 1); k++) {
+        if (k) usleep(200000);  // a handler runs per signal: pending duplicates would merge
+        ck_assert_int_eq(kill(pid, sig), 0);
+    }
     size_t cap = 1 << 20;
     unsigned char *data = malloc(cap);
     *n = 0;
@@ -386,6 +391,106 @@ START_TEST(test_sigint_then_resume_to_iters) {
     ck_assert_msg(strstr(g_err, "done: step 5,"), "%s", err_tail());
     path_in(p, sizeof p, "run/checkpoints/0000005.safetensors");
     ck_assert_msg(access(p, F_OK) == 0, "no checkpoint at step 5:\n%s", err_tail());
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Waits (at most a minute) until the file errfile holds `what`; 1 when it does.
+static int wait_for_text(const char *errfile, const char *what) {
+    double t0 = now_seconds();
+    while (now_seconds() - t0 < 60) {
+        slurp(errfile, g_err, sizeof g_err);
+        if (strstr(g_err, what)) return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+// A SIGINT during an evaluation of --eval-every (1,500 images: half a minute if it ran to the end)
+// stops it within a sampling step: "stopping: writing a checkpoint" at once, the checkpoint of the
+// evaluation's step, no row for that point in evals.csv, exit 130; --resume evaluates that point
+// first, then trains on.
+START_TEST(test_sigint_during_evaluation) {
+    tu_make_tmpdir("hostile");
+    char ep[300], args[1024], p[400];
+    path_in(ep, sizeof ep, "stderr");
+    snprintf(args, sizeof args, TRAIN " --iters 4 --ckpt-every 100 --eval-every 2s --eval-images 1500 --eval-steps 5 "
+             "--threads 1 --out %s/run", tu_tmp);
+    pid_t pid = spawn(ep, args);
+    ck_assert_msg(wait_for_text(ep, "[eval] step 2: FD of"), "no evaluation started:\n%s", err_tail());
+    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    int rc = wait_status(pid);
+    slurp(ep, g_err, sizeof g_err);
+    ck_assert_msg(rc == 130, "SIGINT during an evaluation: exit %d:\n%s", rc, err_tail());
+    ck_assert_msg(strstr(g_err, "stopping: writing a checkpoint") &&
+                  strstr(g_err, "[eval] step 2: stopped by the signal; the run evaluates this point again") &&
+                  strstr(g_err, "stopped by signal 2 at step 2; wrote"), "%s", g_err);
+    path_in(p, sizeof p, "run/checkpoints/0000002.safetensors");
+    ck_assert_msg(access(p, F_OK) == 0, "no checkpoint at the evaluation's step");
+    path_in(p, sizeof p, "run/evals.csv");
+    slurp(p, g_out, sizeof g_out);
+    ck_assert_msg(!strstr(g_out, ",2,"), "the cut evaluation was recorded:\n%s", g_out);
+    rc = run("train --resume --out %s/run --eval-images 20 --threads 1", tu_tmp);
+    expect_ok(rc, "--resume after a stop during an evaluation");
+    ck_assert_msg(strstr(g_err, "[eval] step 2: FD") && strstr(g_err, "[eval] step 4: FD") &&
+                  strstr(g_err, "done: step 4"), "%s", err_tail());
+    ck_assert_msg(strstr(g_err, "[eval] step 2: FD") < strstr(g_err, "step 3/4"), "the point was not evaluated first");
+    slurp(p, g_out, sizeof g_out);
+    ck_assert_msg(strstr(g_out, ",2,") && strstr(g_out, ",4,"), "%s", g_out);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// A second signal while the checkpoint is written is answered and the save completes (the run stays
+// resumable); a third exits at once, without it. The folder it leaves (log rows, no checkpoint)
+// is not stuck: --resume starts the run over from step 0, the earlier start's files moved aside.
+START_TEST(test_second_and_third_signal) {
+    tu_make_tmpdir("hostile");
+    mkdirs("run/checkpoints");
+    char args[1024], p[400];
+    snprintf(args, sizeof args, TRAIN " --iters 4 --ckpt-every 2 --out %s/run", tu_tmp);
+    size_t n;
+    int rc;
+    // two signals (the FIFO holds the save until both have landed): the checkpoint is still written
+    setenv("MALA_TEST_SIGNALS", "2", 1);
+    unsigned char *data = signal_during_save("run/checkpoints/0000002.safetensors.tmp", args, SIGINT, &n, &rc);
+    ck_assert_msg(rc == 130 && strstr(g_err, "still writing the checkpoint") &&
+                  strstr(g_err, "stopped by signal 2 at step 2; the last checkpoint is"), "exit %d:\n%s", rc, g_err);
+    // the save went through the FIFO, renamed into place: its bytes are the checkpoint
+    write_file("written.safetensors", data, n);
+    free(data);
+    StFile f;
+    MalaErr err;
+    path_in(p, sizeof p, "written.safetensors");
+    ck_assert_msg(st_open(&f, p, &err) == 0, "the checkpoint after two signals: %s", err.msg);
+    st_close(&f);
+    // three: killed by the third, no checkpoint of its own and nothing said after it
+    tu_rm_tmpdir();
+    tu_make_tmpdir("hostile");
+    mkdirs("run/checkpoints");
+    snprintf(args, sizeof args, TRAIN " --iters 4 --ckpt-every 2 --out %s/run", tu_tmp);
+    setenv("MALA_TEST_SIGNALS", "3", 1);
+    data = signal_during_save("run/checkpoints/0000002.safetensors.tmp", args, SIGINT, &n, &rc);
+    unsetenv("MALA_TEST_SIGNALS");
+    free(data);
+    ck_assert_msg(rc == 130 && !strstr(g_err, "stopped by signal"), "exit %d:\n%s", rc, g_err);
+    path_in(p, sizeof p, "run/checkpoints/0000002.safetensors");
+    ck_assert_msg(access(p, F_OK) != 0, "a checkpoint after the third signal");
+    path_in(p, sizeof p, "run/checkpoints/0000002.safetensors.tmp");  // a kill leaves a cut file, not a FIFO
+    ck_assert_int_eq(unlink(p), 0);
+    write_file("run/checkpoints/0000002.safetensors.tmp", "partial", 7);
+    rc = run(TRAIN " --iters 4 --ckpt-every 2 --out %s/run", tu_tmp);
+    ck_assert_msg(rc == 1 && strstr(g_err, "already holds a run"), "%s", err_tail());
+    rc = run("train --resume --out %s/run", tu_tmp);  // the stored command line gives the run's settings
+    expect_ok(rc, "--resume of a run without a checkpoint");
+    ck_assert_msg(strstr(g_err, "has no checkpoint (log.csv had 2 rows): starting the run over from step 0 with "
+                                "its stored command line") &&
+                  strstr(g_err, "restart-1") && strstr(g_err, "DiT-T/8") && strstr(g_err, "done: step 4"), "%s",
+                  err_tail());
+    path_in(p, sizeof p, "run/restart-1/log.csv");
+    ck_assert_int_eq(run_log_rows(p), 2);
+    path_in(p, sizeof p, "run/log.csv");
+    ck_assert_int_eq(run_log_rows(p), 4);
     tu_rm_tmpdir();
 }
 END_TEST
@@ -470,6 +575,8 @@ int main(void) {
     tcase_add_test(tc, test_sigterm_during_startup);
     tcase_add_test(tc, test_sigterm_during_checkpoint_write);
     tcase_add_test(tc, test_sigint_then_resume_to_iters);
+    tcase_add_test(tc, test_sigint_during_evaluation);
+    tcase_add_test(tc, test_second_and_third_signal);
     tcase_add_test(tc, test_is_with_peaked_logits_is_finite);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/dir_lock.h"
 #include "pipeline/manifest.h"
 #include "core/sha256.h"
 #include "testutil.h"
@@ -132,6 +133,23 @@ START_TEST(test_sample_resumes) {
     RUN_OK("%s --steps 5 --seed 3 --force", cmd);
     ck_assert_msg(strstr(g_err, "discarding the partial run") && !strstr(g_err, "kept"), "%s", g_err);
     ck_assert(!exists(tp("e.npz.partial")));
+
+    // a partial folder another process is writing (its lock held, here by this test) is refused
+    // naming that process, and nothing of it is touched; once the lock is gone the run continues
+    snprintf(cmd, sizeof cmd, SAMPLE " --save-npz %s", tp("f.npz"));
+    run_stopped(1, cmd);
+    DirLock held;
+    MalaErr err;
+    ck_assert_msg(dir_lock_take(&held, tp("f.npz.partial"), "mala sample (the test)", &err) == 0, "%s", err.msg);
+    rc = run("%s", cmd);
+    char pid[96];
+    snprintf(pid, sizeof pid, "process %ld (mala sample (the test))", (long)getpid());
+    ck_assert_msg(rc == 1 && strstr(g_err, "error: --save-npz: ") && strstr(g_err, "f.npz.partial is in use by") &&
+                  strstr(g_err, pid), "%d:\n%s", rc, g_err);
+    ck_assert(exists(tp("f.npz.partial/batch-0000000.f32")) && !exists(tp("f.npz")));
+    dir_lock_release(&held);
+    RUN_OK("%s", cmd);
+    ck_assert_msg(strstr(g_err, "kept 3 of 11 images") && !exists(tp("f.npz.partial")), "%s", g_err);
     tu_rm_tmpdir();
 }
 END_TEST
