@@ -87,7 +87,7 @@ endif
 # Folders by role, lowest layer first (docs/design.md §0). libmala.a holds the library layers; the
 # command line (cli/) and the viewer (viewer/) are linked into mala only, and tests reach them
 # through the binary.
-LIB_DIRS = core formats cpu model sampler pipeline train eval compare
+LIB_DIRS = core formats cpu model sampler pipeline train eval compare api
 LIB_SRC  = $(wildcard $(LIB_DIRS:%=%/*.c))
 CLI_SRC  = $(wildcard cli/*.c)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -97,7 +97,7 @@ VIEW_OBJ = $(VIEW_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test sanitize clean gpu-check gpu-bundle fixtures demo
+.PHONY: all test sanitize clean gpu-check gpu-bundle fixtures demo lib install uninstall
 MALA_BIN ?= mala
 all: $(MALA_BIN)
 
@@ -107,6 +107,50 @@ $(MALA_BIN): $(CLI_OBJ) $(VIEW_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
 $(BUILD)/libmala.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# ---- the shared library (include/mala.h; docs/library.md) ----
+# Its own position-independent objects under $(BUILD)/pic/, so mala and libmala.a keep their code
+# as it was; hidden visibility, and api/exports.map keeps the dynamic symbols to mala_* (the CUDA
+# objects, already -fPIC, come through the map too). The soname carries MALA_API_VERSION.
+MALA_API := $(shell sed -n 's/^\#define MALA_API_VERSION \([0-9]*\).*/\1/p' include/mala.h)
+PIC_OBJ   = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+SO_NAME   = libmala.so.$(MALA_API)
+lib: $(BUILD)/libmala.a $(BUILD)/$(SO_NAME)
+
+$(BUILD)/$(SO_NAME): $(PIC_OBJ) $(CU_OBJ) api/exports.map
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=api/exports.map -Wl,--no-undefined \
+	  -o $@ $(PIC_OBJ) $(CU_OBJ) $(LDLIBS)
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/pic/core/version.o: $(BUILD)/version.txt
+$(BUILD)/pic/core/version.o: CFLAGS += -DMALA_VERSION='"$(MALA_VERSION)"'
+$(BUILD)/pic/formats/image_io.o: CFLAGS += -fno-sanitize=shift
+ifeq ($(MPI),1)
+  $(BUILD)/pic/core/dist.o: CFLAGS += -DMALA_MPI $(MPI_CFLAGS)
+endif
+
+# make install PREFIX=DIR (default /usr/local; DESTDIR for packagers): bin/mala, include/mala.h,
+# lib/libmala.a, lib/libmala.so.N (+ libmala.so), lib/pkgconfig/mala.pc. make uninstall removes them.
+PREFIX ?= /usr/local
+INST = $(DESTDIR)$(PREFIX)
+install: $(MALA_BIN) lib
+	install -d $(INST)/bin $(INST)/include $(INST)/lib/pkgconfig
+	install -m 755 $(MALA_BIN) $(INST)/bin/mala
+	install -m 644 include/mala.h $(INST)/include/mala.h
+	install -m 644 $(BUILD)/libmala.a $(INST)/lib/libmala.a
+	install -m 755 $(BUILD)/$(SO_NAME) $(INST)/lib/$(SO_NAME)
+	ln -sf $(SO_NAME) $(INST)/lib/libmala.so
+	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: mala' 'Description: mala-dit: class-conditional diffusion models (DiT with MALA attention) in C' \
+	  'Version: $(MALA_API).0' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lmala' \
+	  'Libs.private: $(strip $(LDLIBS))' > $(INST)/lib/pkgconfig/mala.pc
+
+uninstall:
+	rm -f $(INST)/bin/mala $(INST)/include/mala.h $(INST)/lib/libmala.a $(INST)/lib/$(SO_NAME) \
+	  $(INST)/lib/libmala.so $(INST)/lib/pkgconfig/mala.pc
 
 $(BUILD)/viewer/%.o: viewer/%.c
 	@mkdir -p $(dir $@)
