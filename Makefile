@@ -206,9 +206,11 @@ $(BUILD)/blas_core: tools/blas_core_main.c cpu/blas_core.c
 # Each suite runs from the repository root so fixture paths are stable. The suites call OpenBLAS
 # directly, so they get the kernel family mala picks for itself (cpu/blas_core.h). GPU_DRY_RUN=0
 # leaves out tools/gpu_check.sh's dry run on the emulator (make sanitize does: it checks the
-# script, not memory).
+# script, not memory). LIB_TEST=0 leaves out tests/test_library.sh (make sanitize does: a program
+# without ASan cannot load a sanitized libmala.so).
 GPU_DRY_RUN ?= 1
-test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
+LIB_TEST ?= 1
+test: $(MALA_BIN) $(if $(filter 1,$(LIB_TEST)),lib) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
 	@set -e; core=$$(./$(BUILD)/blas_core); [ -z "$$OPENBLAS_CORETYPE" ] && [ -n "$$core" ] && export OPENBLAS_CORETYPE=$$core; \
 	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; \
 	echo "== tools/check_layers.sh (no include climbs a layer, docs/design.md §0)"; tools/check_layers.sh; \
@@ -218,11 +220,13 @@ test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/b
 	  MALA_BIN=./$(MALA_BIN) MALA_EMU_BIN=./$(EMU_MALA) ./$(EMU_CLI_TEST); \
 	if [ "$(GPU_DRY_RUN)" = 1 ]; then echo "== tests/gpu_check_dry.sh (tools/gpu_check.sh on the emulator)"; \
 	  OMP_NUM_THREADS=2 GPU_CHECK_MALA=./$(EMU_MALA) GPU_CHECK_PARITY=./$(EMU_TEST) tests/gpu_check_dry.sh; fi; \
+	if [ "$(LIB_TEST)" = 1 ]; then echo "== tests/test_library.sh (make install, examples/, python/)"; \
+	  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) tests/test_library.sh; fi; \
 	echo "== tests/readme_test.sh (the README's commands in a fresh copy of the tree)"; tests/readme_test.sh ./$(MALA_BIN); \
 	echo "all suites passed"
 
 sanitize:
-	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 GPU_DRY_RUN=0 test
+	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 GPU_DRY_RUN=0 LIB_TEST=0 test
 
 # The README's first command: the viewer on the bundled model when a display is present,
 # otherwise a grid of samples (8 per class) in samples.png, or samples-2.png, samples-3.png, ...

@@ -10,8 +10,10 @@
 
 #include <mala.h>
 
+// After every step: preview is the predicted clean batch (a viewer would draw it).
 static int step(void *user, int first, int n, int i, int steps, const float *preview) {
-    fprintf(stderr, "\rimages %d-%d: step %d/%d", first + 1, first + n, i + 1, steps);
+    (void)user;
+    fprintf(stderr, "\rimages %d-%d: step %d/%d (x0[0] %+.3f)", first + 1, first + n, i + 1, steps, preview[0]);
     return 0;  // non-zero cancels
 }
 

@@ -8,7 +8,7 @@
 
 #include <mala.h>
 
-enum { N = 4, FLOATS = N * 28 * 28 };
+enum { N = 4, FLOATS = N * 32 * 32 };  // the bundled model: 32 x 32 x 1
 typedef struct { const char *model; int cls; float img[FLOATS]; int rc; } Job;
 
 static void *run(void *arg) {
@@ -19,6 +19,9 @@ static void *run(void *arg) {
     mala_context *ctx = mala_context_new(&o, NULL, 0);
     mala_model *m = NULL;
     j->rc = !ctx || mala_model_load(ctx, j->model, NULL, &m);
+    mala_model_info info;
+    if (!j->rc && (mala_model_get_info(m, &info) || (size_t)N * info.out_channels * info.out_size * info.out_size != FLOATS))
+        j->rc = 1;  // (a model other than the bundled one)
     mala_gen_params p = mala_gen_params_default();
     p.sampler = "ddim";
     p.steps = 4;
@@ -32,6 +35,7 @@ static void *run(void *arg) {
 }
 
 int main(int argc, char **argv) {
+    if (argc != 2) return fprintf(stderr, "usage: api_threads MODEL\n"), 2;
     static Job alone[2], together[2];
     for (int k = 0; k < 2; k++) {
         alone[k] = (Job){.model = argv[1], .cls = 3 + 4 * k};

@@ -6,7 +6,8 @@
 #    same writer, only mala sample's text chunk differs);
 #  - tests/api_threads.c: two threads on separate contexts and models make what one thread makes;
 #  - python/mala.py makes what `mala sample --save-npy` makes, bit for bit (tests/test_python.py;
-#    SKIP where no python3 has numpy).
+#    SKIP where no python3 has numpy);
+#  - make uninstall removes what make install put there.
 # usage: tests/test_library.sh [MAKE ARGS...]   (from the repository root; MALA_BIN: the mala binary)
 set -euo pipefail
 mala=${MALA_BIN:-./mala}
@@ -57,4 +58,8 @@ else
     "$mala" sample "${args[@]}" --save-npy "$tmp/cli.npy" 2>/dev/null
     MALA_LIB=$lib/libmala.so.1 "$py" tests/test_python.py "$tmp/cli.npy" || fail "tests/test_python.py"
 fi
+make -s uninstall PREFIX="$tmp/prefix" "$@" >/dev/null
+left=$(find "$tmp/prefix" -type f -o -type l)
+[ -z "$left" ] || fail "make uninstall left: $left"
+echo "ok: make uninstall removed every file make install put there"
 echo "all library checks passed"

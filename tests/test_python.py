@@ -12,16 +12,16 @@ import mala  # noqa: E402
 ref = np.load(sys.argv[1])
 ctx = mala.Context(device="cpu")
 m = ctx.load("assets/mala-dit-fmnist.safetensors")
-assert m.classes[7] == "Sneaker" and m.out_channels == 1 and m.out_size == 28, (m.classes, m.out_size)
+assert m.classes[7] == "Sneaker" and m.out_channels == 1 and m.out_size == 32, (m.classes, m.out_size)
 steps = []
 img = m.generate(cls="Sneaker", count=16, sampler="ddim", steps=8, seed=5,
                  on_step=lambda first, n, i, k, x0: steps.append((first, n, i, k, x0.shape)))
 if img.shape != ref.shape or not np.array_equal(img.view(np.uint32), ref.view(np.uint32)):
     sys.exit("FAIL: mala.py's images differ from mala sample's (max |diff| %g)" % np.abs(img - ref).max())
-assert steps[-1] == (0, 16, 7, 8, (16, 1, 28, 28)), steps[-1]
+assert steps[-1] == (0, 16, 7, 8, (16, 1, 32, 32)), steps[-1]
 u8 = m.generate(cls=7, count=16, sampler="ddim", steps=8, seed=5, dtype="uint8")
 want = np.clip(np.float32(127.5) * ref + np.float32(128), 0, 255).astype(np.uint8).transpose(0, 2, 3, 1)
-assert u8.shape == (16, 28, 28, 1) and np.array_equal(u8, want), "uint8 images"  # (image_io.h's rounding)
+assert u8.shape == (16, 32, 32, 1) and np.array_equal(u8, want), "uint8 images"  # (image_io.h's rounding)
 for bad, word in ((lambda: m.generate(cls="Giraffe"), "unknown class"),
                   (lambda: m.generate(count=2, steps=3, on_step=lambda *a: True), "cancelled")):
     try:
