@@ -15,6 +15,7 @@
 #endif
 
 #include "core/backend.h"
+#include "cpu/cpu_gemm.h"
 #include "cpu/cpu_threads.h"
 #include "eval/fid.h"
 #include "eval/inception.h"
@@ -24,6 +25,7 @@
 
 struct mala_context {
     const Backend *be;
+    int serial;            // 1 on CUDA: calls hold cuda_lock
     char device[8], precision[8];
     int threads;
     pthread_mutex_t lock;  // err (calls from several threads may create handles from one context)
@@ -42,6 +44,10 @@ struct mala_vae {
     MalaErr err;
 };
 struct mala_fid_stats { FidStats *s; };
+
+// The CUDA backend keeps one cuBLAS handle and stream for the process (cuda/backend_cuda.cu):
+// calls on CUDA contexts take turns.
+static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
 // Live contexts and their precision: two contexts may not ask for different ones at once.
 static pthread_mutex_t prec_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,14 +73,24 @@ mala_context *mala_context_new(const mala_context_options *opt, char *err, size_
         snprintf(msg, sizeof msg, "precision %s: unknown precision (expected fp32, tf32 or bf16)", o.precision);
         return copy_err(err, cap, msg), NULL;
     }
+    if (o.threads < 0) return copy_err(err, cap, "threads: must be 0 (every core) or more"), NULL;
+    pthread_mutex_lock(&prec_lock);  // (also around the CUDA backend's first, unlocked, start-up)
     const char *why = NULL;
     const int want_cuda = o.device && !strcmp(o.device, "cuda");
     if (want_cuda && !backend_cuda(&why)) {
         snprintf(msg, sizeof msg, "device cuda: %s", why);
+        pthread_mutex_unlock(&prec_lock);
         return copy_err(err, cap, msg), NULL;
     }
-    if (o.threads < 0) return copy_err(err, cap, "threads: must be 0 (every core) or more"), NULL;
-    pthread_mutex_lock(&prec_lock);
+    if (o.precision && !strcmp(o.precision, "bf16") && !want_cuda && !backend_cuda(NULL)) {
+        // (backend_select exits where the CPU cannot run bf16: ask first, and put fp32 back)
+        const int ok = cpu_gemm_set_precision(GEMM_BF16);
+        if (!prec_users || strcmp(prec_name, "bf16")) cpu_gemm_set_precision(GEMM_F32);
+        if (!ok) {
+            pthread_mutex_unlock(&prec_lock);
+            return copy_err(err, cap, "precision bf16: this build or CPU cannot run bf16 products (oneDNN); use fp32"), NULL;
+        }
+    }
     const Backend *be = backend_select(o.device, o.precision);  // (validated above: it does not exit)
     const char *prec = be->precision();
     if (prec_users && strcmp(prec_name, prec)) {
@@ -90,6 +106,7 @@ mala_context *mala_context_new(const mala_context_options *opt, char *err, size_
     mala_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return copy_err(err, cap, "out of memory"), NULL;
     ctx->be = be;
+    ctx->serial = be != backend_cpu();
     ctx->threads = o.threads;
     snprintf(ctx->device, sizeof ctx->device, "%s", be->name);
     snprintf(ctx->precision, sizeof ctx->precision, "%s", prec);
@@ -123,23 +140,29 @@ static int ctx_fail(mala_context *ctx, const char *msg) {
     return MALA_ERROR;
 }
 
-// The context's thread count for the calling thread's parallel regions (OpenMP's is per thread;
-// the BLAS library's is per process: the last call's).
-static void ctx_threads(const mala_context *ctx) { set_threads(ctx->threads); }
+// Around every call that computes or frees backend memory: the thread count (OpenMP's is per
+// calling thread; the BLAS library's is per process: the last call's), and CUDA's turn.
+static void begin(const mala_context *ctx) {
+    if (ctx->serial) pthread_mutex_lock(&cuda_lock);
+    set_threads(ctx->threads);
+}
+static int end(const mala_context *ctx, int rc) {
+    if (ctx->serial) pthread_mutex_unlock(&cuda_lock);
+    return rc;
+}
 
 // ---- models ----
 
 #define DEFAULT_BATCH 16
 
-int mala_model_load(mala_context *ctx, const char *path, const char *vae, mala_model **out) {
+static int model_load(mala_context *ctx, const char *path, const char *vae, mala_model **out) {
     *out = NULL;
     if (!path) return ctx_fail(ctx, "mala_model_load: no path");
     mala_model *m = calloc(1, sizeof *m);
     if (!m) return ctx_fail(ctx, "out of memory");
     m->ctx = ctx;
     MalaErr err;
-    ctx_threads(ctx);
-    if (generator_open(&m->g, path, ctx->be, DEFAULT_BATCH, &err)) {
+        if (generator_open(&m->g, path, ctx->be, DEFAULT_BATCH, &err)) {
         free(m);
         return ctx_fail(ctx, err.msg);
     }
@@ -157,7 +180,7 @@ int mala_model_load(mala_context *ctx, const char *path, const char *vae, mala_m
     return MALA_OK;
 }
 
-void mala_model_free(mala_model *m) {
+static void model_free(mala_model *m) {
     if (!m) return;
     generator_close(&m->g);
     free(m);
@@ -265,14 +288,13 @@ static int ensure_batch(mala_model *m, int batch) {
     return MALA_OK;
 }
 
-int mala_generate(mala_model *m, const mala_gen_params *p, float *out) {
+static int generate(mala_model *m, const mala_gen_params *p, float *out) {
     GenOpts o;
     int32_t *y = NULL;
     if (gen_setup(m, p, &o, &y)) return MALA_ERROR;
     int batch = p->batch > 0 ? p->batch : DEFAULT_BATCH;
     if (batch > p->count) batch = p->count;
-    ctx_threads(m->ctx);
-    if (ensure_batch(m, batch)) return free(y), MALA_ERROR;
+        if (ensure_batch(m, batch)) return free(y), MALA_ERROR;
     const size_t per = generator_image_floats(&m->g), oper = generator_out_floats(&m->g);
     float *x = malloc(sizeof(float) * per * batch);
     if (!x) return free(y), model_fail(m, "out of memory");
@@ -292,13 +314,13 @@ int mala_generate(mala_model *m, const mala_gen_params *p, float *out) {
     return rc;
 }
 
-int mala_generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out) {
+static int generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out) {
     const int C = generator_out_channels(&m->g), S = generator_out_size(&m->g);
     const size_t oper = generator_out_floats(&m->g);
     if (p->count < 1) return model_fail(m, "count %d: expected 1 or more", p->count);
     float *x = malloc(sizeof(float) * oper * p->count);
     if (!x) return model_fail(m, "out of memory");
-    int rc = mala_generate(m, p, x);
+    int rc = generate(m, p, x);
     for (int i = 0; rc == MALA_OK && i < p->count; i++)  // NCHW floats -> HWC bytes (image_io.h's rounding)
         for (int c = 0; c < C; c++)
             for (size_t k = 0; k < (size_t)S * S; k++)
@@ -320,14 +342,13 @@ int mala_write_png_grid(mala_context *ctx, const char *path, const float *images
 
 // ---- VAE ----
 
-int mala_vae_load(mala_context *ctx, const char *path, int max_batch, int max_size, mala_vae **out) {
+static int vae_load_h(mala_context *ctx, const char *path, int max_batch, int max_size, mala_vae **out) {
     *out = NULL;
     if (max_batch < 1 || max_size < 1) return ctx_fail(ctx, "mala_vae_load: max_batch and max_size must be 1 or more");
     mala_vae *v = calloc(1, sizeof *v);
     if (!v) return ctx_fail(ctx, "out of memory");
     MalaErr err;
-    ctx_threads(ctx);
-    if (!(v->v = vae_load(path, ctx->be, max_batch, max_size, max_size, &err))) {
+        if (!(v->v = vae_load(path, ctx->be, max_batch, max_size, max_size, &err))) {
         free(v);
         return ctx_fail(ctx, err.msg);
     }
@@ -337,7 +358,7 @@ int mala_vae_load(mala_context *ctx, const char *path, int max_batch, int max_si
     return MALA_OK;
 }
 
-void mala_vae_free(mala_vae *v) {
+static void vae_free_h(mala_vae *v) {
     if (!v) return;
     vae_free(v->v);
     free(v);
@@ -353,26 +374,23 @@ int mala_vae_dims(const mala_vae *v, int *channels, int *latent, int *factor) {
     return MALA_OK;
 }
 
-int mala_vae_encode(mala_vae *v, const float *images, int n, int h, int w, float *mean, float *logvar) {
-    ctx_threads(v->ctx);
+static int vae_encode_h(mala_vae *v, const float *images, int n, int h, int w, float *mean, float *logvar) {
     return vae_encode(v->v, images, n, h, w, mean, logvar, &v->err) ? MALA_ERROR : MALA_OK;
 }
 
-int mala_vae_decode(mala_vae *v, const float *z, int n, int h, int w, float *images) {
-    ctx_threads(v->ctx);
+static int vae_decode_h(mala_vae *v, const float *z, int n, int h, int w, float *images) {
     return vae_decode(v->v, z, n, h, w, images, &v->err) ? MALA_ERROR : MALA_OK;
 }
 
 // ---- FID ----
 
-int mala_fid_stats_images(mala_context *ctx, const char *inception, const float *images, int n, int c, int h, int w,
+static int fid_stats_images(mala_context *ctx, const char *inception, const float *images, int n, int c, int h, int w,
                           mala_fid_stats **out) {
     *out = NULL;
     if (n < 2 || (c != 1 && c != 3) || h < 1 || w < 1)
         return ctx_fail(ctx, "mala_fid_stats_images: needs n >= 2 images of 1 or 3 channels");
     MalaErr err;
-    ctx_threads(ctx);
-    Inception *net = inception_load(inception, ctx->be, 0, &err);
+        Inception *net = inception_load(inception, ctx->be, 0, &err);
     if (!net) return ctx_fail(ctx, err.msg);
     const int B = inception_max_batch(net);
     const size_t per = (size_t)c * h * w;
@@ -422,8 +440,57 @@ void mala_fid_stats_free(mala_fid_stats *s) {
     free(s);
 }
 
-int mala_fid(mala_context *ctx, const mala_fid_stats *a, const mala_fid_stats *b, double *fid) {
+static int fid(mala_context *ctx, const mala_fid_stats *a, const mala_fid_stats *b, double *fid) {
     MalaErr err;
-    ctx_threads(ctx);
-    return fid_from_stats(a->s, b->s, fid, &err) ? ctx_fail(ctx, err.msg) : MALA_OK;
+        return fid_from_stats(a->s, b->s, fid, &err) ? ctx_fail(ctx, err.msg) : MALA_OK;
+}
+
+// ---- the calls that compute, each between begin and end ----
+
+int mala_model_load(mala_context *ctx, const char *path, const char *vae, mala_model **out) {
+    begin(ctx);
+    return end(ctx, model_load(ctx, path, vae, out));
+}
+void mala_model_free(mala_model *m) {
+    if (!m) return;
+    mala_context *ctx = m->ctx;
+    begin(ctx);
+    model_free(m);
+    end(ctx, 0);
+}
+int mala_generate(mala_model *m, const mala_gen_params *p, float *out) {
+    begin(m->ctx);
+    return end(m->ctx, generate(m, p, out));
+}
+int mala_generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out) {
+    begin(m->ctx);
+    return end(m->ctx, generate_u8(m, p, out));
+}
+int mala_vae_load(mala_context *ctx, const char *path, int max_batch, int max_size, mala_vae **out) {
+    begin(ctx);
+    return end(ctx, vae_load_h(ctx, path, max_batch, max_size, out));
+}
+void mala_vae_free(mala_vae *v) {
+    if (!v) return;
+    mala_context *ctx = v->ctx;
+    begin(ctx);
+    vae_free_h(v);
+    end(ctx, 0);
+}
+int mala_vae_encode(mala_vae *v, const float *images, int n, int h, int w, float *mean, float *logvar) {
+    begin(v->ctx);
+    return end(v->ctx, vae_encode_h(v, images, n, h, w, mean, logvar));
+}
+int mala_vae_decode(mala_vae *v, const float *z, int n, int h, int w, float *images) {
+    begin(v->ctx);
+    return end(v->ctx, vae_decode_h(v, z, n, h, w, images));
+}
+int mala_fid_stats_images(mala_context *ctx, const char *inception, const float *images, int n, int c, int h, int w,
+                          mala_fid_stats **out) {
+    begin(ctx);
+    return end(ctx, fid_stats_images(ctx, inception, images, n, c, h, w, out));
+}
+int mala_fid(mala_context *ctx, const mala_fid_stats *a, const mala_fid_stats *b, double *out) {
+    begin(ctx);
+    return end(ctx, fid(ctx, a, b, out));
 }
