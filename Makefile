@@ -133,12 +133,14 @@ ifeq ($(MPI),1)
 endif
 
 # make install PREFIX=DIR (default /usr/local; DESTDIR for packagers): bin/mala, include/mala.h,
-# lib/libmala.a, lib/libmala.so.N (+ libmala.so), lib/pkgconfig/mala.pc. make uninstall removes them.
+# lib/libmala.a, lib/libmala.so.N (+ libmala.so), lib/pkgconfig/mala.pc, and the bundled model in
+# share/mala/ (where an installed mala finds it). make uninstall removes them.
 PREFIX ?= /usr/local
 INST = $(DESTDIR)$(PREFIX)
 install: $(MALA_BIN) lib
-	install -d $(INST)/bin $(INST)/include $(INST)/lib/pkgconfig
+	install -d $(INST)/bin $(INST)/include $(INST)/lib/pkgconfig $(INST)/share/mala
 	install -m 755 $(MALA_BIN) $(INST)/bin/mala
+	install -m 644 assets/mala-dit-fmnist.safetensors $(INST)/share/mala/mala-dit-fmnist.safetensors
 	install -m 644 include/mala.h $(INST)/include/mala.h
 	install -m 644 $(BUILD)/libmala.a $(INST)/lib/libmala.a
 	install -m 755 $(BUILD)/$(SO_NAME) $(INST)/lib/$(SO_NAME)
@@ -150,7 +152,8 @@ install: $(MALA_BIN) lib
 
 uninstall:
 	rm -f $(INST)/bin/mala $(INST)/include/mala.h $(INST)/lib/libmala.a $(INST)/lib/$(SO_NAME) \
-	  $(INST)/lib/libmala.so $(INST)/lib/pkgconfig/mala.pc
+	  $(INST)/lib/libmala.so $(INST)/lib/pkgconfig/mala.pc $(INST)/share/mala/mala-dit-fmnist.safetensors
+	-rmdir $(INST)/share/mala 2>/dev/null
 
 $(BUILD)/viewer/%.o: viewer/%.c
 	@mkdir -p $(dir $@)

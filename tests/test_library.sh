@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The installed library (docs/library.md): `make install PREFIX=` into a temporary folder, then
+#  - the installed mala samples from the bundled model it installed (share/mala/);
 #  - libmala.so's soname carries the API version and its dynamic symbols are mala_* only;
 #  - examples/generate.c builds with `pkg-config --cflags --libs mala` alone and runs, and its PNG
 #    holds the same pixels as `mala sample` with the same parameters (the PNGs' IDAT bytes: the
@@ -23,6 +24,8 @@ soname=$(objdump -p "$lib/libmala.so" | awk '/SONAME/ {print $2}')
 [ "$soname" = libmala.so.1 ] || fail "libmala.so's soname is '$soname', expected libmala.so.1"
 others=$(nm -D --defined-only "$lib/libmala.so" | awk '{print $3}' | grep -v '^mala_' || true)
 [ -z "$others" ] || fail "libmala.so exports more than mala_*: $(echo $others | head -c 300)"
+(cd "$tmp" && prefix/bin/mala sample --n 1 --steps 2 --sampler ddim --out one.png 2>/dev/null) ||
+    fail "the installed mala does not find its bundled model (share/mala/)"
 echo "ok: make install; soname $soname; $(nm -D --defined-only "$lib/libmala.so" | wc -l) exported symbols, all mala_*"
 
 export PKG_CONFIG_PATH=$lib/pkgconfig
