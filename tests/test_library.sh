@@ -6,7 +6,7 @@
 #    holds the same pixels as `mala sample` with the same parameters (the PNGs' IDAT bytes: the
 #    same writer, only mala sample's text chunk differs);
 #  - tests/api_threads.c: two threads on separate contexts and models make what one thread makes;
-#  - python/mala.py makes what `mala sample --save-npy` makes, bit for bit (tests/test_python.py;
+#  - python/mala.py makes what `mala sample --save-npy` and `mala vae` make, bit for bit (tests/test_python.py;
 #    SKIP where no python3 has numpy);
 #  - make uninstall removes what make install put there.
 # usage: tests/test_library.sh [MAKE ARGS...]   (from the repository root; MALA_BIN: the mala binary)
@@ -59,7 +59,7 @@ if [ -z "$py" ]; then
     echo "SKIP: python/mala.py (no python3 with numpy here; Debian: apt-get install python3-numpy)"
 else
     "$mala" sample "${args[@]}" --save-npy "$tmp/cli.npy" 2>/dev/null
-    MALA_LIB=$lib/libmala.so.1 "$py" tests/test_python.py "$tmp/cli.npy" || fail "tests/test_python.py"
+    MALA_BIN=$mala MALA_LIB=$lib/libmala.so.1 "$py" tests/test_python.py "$tmp/cli.npy" || fail "tests/test_python.py"
 fi
 make -s uninstall PREFIX="$tmp/prefix" "$@" >/dev/null
 left=$(find "$tmp/prefix" -type f -o -type l)

@@ -31,3 +31,34 @@ for bad, word in ((lambda: m.generate(cls="Giraffe"), "unknown class"),
         assert word in str(e), str(e)
 print("ok: python/mala.py (%s) makes mala sample's images bit for bit; uint8, step callback, cancel, errors"
       % sys.executable)
+
+# The VAE against `mala vae encode` / `decode` on the same inputs (tests/fixtures/vae_tiny.safetensors),
+# bit for bit; FID of a statistics file with itself is 0.
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+
+mala_bin = os.environ.get("MALA_BIN", "./mala")
+VAE = "tests/fixtures/vae_tiny.safetensors"
+v = ctx.vae(VAE, max_batch=2, max_size=16)
+x = np.random.default_rng(0).uniform(-1, 1, (2, v.channels, 16, 16)).astype(np.float32)
+with tempfile.TemporaryDirectory() as d:
+    np.save(os.path.join(d, "x.npy"), x)
+    subprocess.run([mala_bin, "vae", "encode", "--vae", VAE, "--in", os.path.join(d, "x.npy"), "--out",
+                    os.path.join(d, "m.npz"), "--device", "cpu"], check=True, capture_output=True)
+    mean = v.encode(x)
+    want = np.load(os.path.join(d, "m.npz"))["mean"]
+    assert mean.shape == want.shape and np.array_equal(mean, want), "VAE encode differs from mala vae encode"
+    z = mean * np.float32(0.18215)
+    np.save(os.path.join(d, "z.npy"), z)
+    subprocess.run([mala_bin, "vae", "decode", "--vae", VAE, "--in", os.path.join(d, "z.npy"), "--out",
+                    os.path.join(d, "y.npy"), "--device", "cpu"], check=True, capture_output=True)
+    y = v.decode(z)
+    assert y.shape == x.shape and np.array_equal(y, np.load(os.path.join(d, "y.npy"))), "VAE decode differs"
+s = ctx.load_fid_stats("tests/fixtures/npy_stats.npz")
+assert abs(ctx.fid(s, s)) < 1e-6, ctx.fid(s, s)
+try:
+    ctx.load_fid_stats("tests/fixtures/vae_tiny.safetensors")
+    sys.exit("FAIL: expected an error loading a non-npz as statistics")
+except mala.Error as e:
+    assert "vae_tiny" in str(e), str(e)
+print("ok: python/mala.py's VAE encode / decode = mala vae encode / decode, bit for bit; FID of stats with themselves 0")
