@@ -7,7 +7,7 @@
 #    same writer, only mala sample's text chunk differs);
 #  - tests/api_threads.c: two threads on separate contexts and models make what one thread makes;
 #  - python/mala.py makes what `mala sample --save-npy` and `mala vae` make, bit for bit (tests/test_python.py;
-#    SKIP where no python3 has numpy);
+#    SKIP where no python3 has numpy; MALA_PYTHON: the interpreters to try, default python3 /usr/bin/python3);
 #  - make uninstall removes what make install put there.
 # usage: tests/test_library.sh [MAKE ARGS...]   (from the repository root; MALA_BIN: the mala binary)
 set -euo pipefail
@@ -52,7 +52,7 @@ cc -std=c11 -Wall -Wextra -Werror tests/api_threads.c -o "$tmp/api_threads" -lpt
 "$tmp/api_threads" assets/mala-dit-fmnist.safetensors || fail "tests/api_threads.c"
 
 py=
-for p in python3 /usr/bin/python3; do
+for p in ${MALA_PYTHON:-python3 /usr/bin/python3}; do
     if command -v "$p" >/dev/null && "$p" -c 'import numpy' 2>/dev/null; then py=$p; break; fi
 done
 if [ -z "$py" ]; then
