@@ -13,7 +13,8 @@
 
        cc prog.c $(pkg-config --cflags --libs mala)      (PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig)
 
-   links the shared library (`pkg-config --static` lists what the static one needs).
+   links the shared library; the static one: -Wl,-Bstatic -lmala -Wl,-Bdynamic followed by
+   `pkg-config --static --libs mala` (what libmala.a needs: BLAS, oneDNN, CUDA, MPI as built).
 
    USAGE
    - Every call returns MALA_OK (0) or MALA_ERROR (-1); the reason is the handle's last error:
