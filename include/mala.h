@@ -19,7 +19,8 @@
    USAGE
    - Every call returns MALA_OK (0) or MALA_ERROR (-1); the reason is the handle's last error:
      mala_model_error(model) for calls on a model, mala_context_error(ctx) for calls that create
-     a handle (each a one-line message naming the file or parameter). Nothing calls exit().
+     a handle (each a one-line message naming the file or parameter). Bad input or a bad file is
+     an error, never an exit (running out of memory still ends the process).
    - Handles are opaque: a context (the device, precision and thread count; there is no state
      beyond it) and the models, VAEs and FID statistics made from it. Free each with its _free,
      the context last.
