@@ -87,7 +87,7 @@ endif
 # Folders by role, lowest layer first (docs/design.md §0). libmala.a holds the library layers; the
 # command line (cli/) and the viewer (viewer/) are linked into mala only, and tests reach them
 # through the binary.
-LIB_DIRS = core formats cpu model sampler pipeline train eval compare
+LIB_DIRS = core formats cpu model sampler pipeline train eval compare api
 LIB_SRC  = $(wildcard $(LIB_DIRS:%=%/*.c))
 CLI_SRC  = $(wildcard cli/*.c)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -97,7 +97,7 @@ VIEW_OBJ = $(VIEW_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(wildcard tests/test_*.c)
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test sanitize clean gpu-check gpu-bundle fixtures demo
+.PHONY: all test sanitize clean gpu-check gpu-bundle fixtures demo lib install uninstall
 MALA_BIN ?= mala
 all: $(MALA_BIN)
 
@@ -107,6 +107,53 @@ $(MALA_BIN): $(CLI_OBJ) $(VIEW_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
 $(BUILD)/libmala.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# ---- the shared library (include/mala.h; docs/library.md) ----
+# Its own position-independent objects under $(BUILD)/pic/, so mala and libmala.a keep their code
+# as it was; hidden visibility, and api/exports.map keeps the dynamic symbols to mala_* (the CUDA
+# objects, already -fPIC, come through the map too). The soname carries MALA_API_VERSION.
+MALA_API := $(shell sed -n 's/^\#define MALA_API_VERSION \([0-9]*\).*/\1/p' include/mala.h)
+PIC_OBJ   = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+SO_NAME   = libmala.so.$(MALA_API)
+lib: $(BUILD)/libmala.a $(BUILD)/$(SO_NAME)
+
+$(BUILD)/$(SO_NAME): $(PIC_OBJ) $(CU_OBJ) api/exports.map
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=api/exports.map -Wl,--no-undefined \
+	  -o $@ $(PIC_OBJ) $(CU_OBJ) $(LDLIBS)
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/pic/core/version.o: $(BUILD)/version.txt
+$(BUILD)/pic/core/version.o: CFLAGS += -DMALA_VERSION='"$(MALA_VERSION)"'
+$(BUILD)/pic/formats/image_io.o: CFLAGS += -fno-sanitize=shift
+ifeq ($(MPI),1)
+  $(BUILD)/pic/core/dist.o: CFLAGS += -DMALA_MPI $(MPI_CFLAGS)
+endif
+
+# make install PREFIX=DIR (default /usr/local; DESTDIR for packagers): bin/mala, include/mala.h,
+# lib/libmala.a, lib/libmala.so.N (+ libmala.so), lib/pkgconfig/mala.pc, and the bundled model in
+# share/mala/ (where an installed mala finds it). make uninstall removes them.
+PREFIX ?= /usr/local
+INST = $(DESTDIR)$(PREFIX)
+install: $(MALA_BIN) lib
+	install -d $(INST)/bin $(INST)/include $(INST)/lib/pkgconfig $(INST)/share/mala
+	install -m 755 $(MALA_BIN) $(INST)/bin/mala
+	install -m 644 assets/mala-dit-fmnist.safetensors $(INST)/share/mala/mala-dit-fmnist.safetensors
+	install -m 644 include/mala.h $(INST)/include/mala.h
+	install -m 644 $(BUILD)/libmala.a $(INST)/lib/libmala.a
+	install -m 755 $(BUILD)/$(SO_NAME) $(INST)/lib/$(SO_NAME)
+	ln -sf $(SO_NAME) $(INST)/lib/libmala.so
+	printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: mala' 'Description: mala-dit: class-conditional diffusion models (DiT with MALA attention) in C' \
+	  'Version: $(MALA_API).0' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lmala' \
+	  'Libs.private: $(strip $(LDLIBS))' > $(INST)/lib/pkgconfig/mala.pc
+
+uninstall:
+	rm -f $(INST)/bin/mala $(INST)/include/mala.h $(INST)/lib/libmala.a $(INST)/lib/$(SO_NAME) \
+	  $(INST)/lib/libmala.so $(INST)/lib/pkgconfig/mala.pc $(INST)/share/mala/mala-dit-fmnist.safetensors
+	-rmdir $(INST)/share/mala 2>/dev/null
 
 $(BUILD)/viewer/%.o: viewer/%.c
 	@mkdir -p $(dir $@)
@@ -162,9 +209,11 @@ $(BUILD)/blas_core: tools/blas_core_main.c cpu/blas_core.c
 # Each suite runs from the repository root so fixture paths are stable. The suites call OpenBLAS
 # directly, so they get the kernel family mala picks for itself (cpu/blas_core.h). GPU_DRY_RUN=0
 # leaves out tools/gpu_check.sh's dry run on the emulator (make sanitize does: it checks the
-# script, not memory).
+# script, not memory). LIB_TEST=0 leaves out tests/test_library.sh (make sanitize does: a program
+# without ASan cannot load a sanitized libmala.so).
 GPU_DRY_RUN ?= 1
-test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
+LIB_TEST ?= 1
+test: $(MALA_BIN) $(if $(filter 1,$(LIB_TEST)),lib) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
 	@set -e; core=$$(./$(BUILD)/blas_core); [ -z "$$OPENBLAS_CORETYPE" ] && [ -n "$$core" ] && export OPENBLAS_CORETYPE=$$core; \
 	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; \
 	echo "== tools/check_layers.sh (no include climbs a layer, docs/design.md §0)"; tools/check_layers.sh; \
@@ -174,11 +223,13 @@ test: $(MALA_BIN) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/b
 	  MALA_BIN=./$(MALA_BIN) MALA_EMU_BIN=./$(EMU_MALA) ./$(EMU_CLI_TEST); \
 	if [ "$(GPU_DRY_RUN)" = 1 ]; then echo "== tests/gpu_check_dry.sh (tools/gpu_check.sh on the emulator)"; \
 	  OMP_NUM_THREADS=2 GPU_CHECK_MALA=./$(EMU_MALA) GPU_CHECK_PARITY=./$(EMU_TEST) tests/gpu_check_dry.sh; fi; \
+	if [ "$(LIB_TEST)" = 1 ]; then echo "== tests/test_library.sh (make install, examples/, python/)"; \
+	  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) tests/test_library.sh; fi; \
 	echo "== tests/readme_test.sh (the README's commands in a fresh copy of the tree)"; tests/readme_test.sh ./$(MALA_BIN); \
 	echo "all suites passed"
 
 sanitize:
-	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 GPU_DRY_RUN=0 test
+	$(MAKE) BUILD=build-san MALA_BIN=build-san/mala OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" CUDA=0 GPU_DRY_RUN=0 LIB_TEST=0 test
 
 # The README's first command: the viewer on the bundled model when a display is present,
 # otherwise a grid of samples (8 per class) in samples.png, or samples-2.png, samples-3.png, ...

@@ -141,6 +141,9 @@ const char *default_model_path(void) {
             *slash = 0;
             snprintf(path, sizeof path, "%s/%s", exe, rel);
             if (access(path, R_OK) == 0) return path;
+            // an installed mala (make install): PREFIX/bin/mala and PREFIX/share/mala/
+            snprintf(path, sizeof path, "%s/../share/mala/%s", exe, rel + strlen("assets/"));
+            if (access(path, R_OK) == 0) return path;
         }
     }
     return rel;

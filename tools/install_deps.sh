@@ -24,7 +24,9 @@ packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev
           libstb-dev libjpeg62-turbo-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
           clang-14 libclang-rt-14-dev llvm-14
           openmpi-bin libopenmpi-dev  # MPI: multi-process training (docs/design.md §9)
+          python3-numpy  # tests/test_python.py: python/mala.py, the ctypes binding (numpy arrays in and out)
           python3-protobuf protobuf-compiler)  # test_tfevents: our event files read by Google's protobuf
+          # (python3-numpy: tests/test_python.py, python/mala.py)
 run() {
     if [ "$dry" = 1 ]; then echo "$*"; else "$@"; fi
 }

@@ -1,0 +1,180 @@
+/* mala.h: the public C API of mala-dit (libmala).
+
+   ABOUT
+   Class-conditional diffusion models (DiT with Magnitude-Aware Linear Attention, DiG, DiC) from a
+   C program: load a model file, generate images (classifier-free guidance, class blends, DDPM /
+   DDIM / DPM-Solver++), encode and decode with a VAE, compute FID statistics and FID. The same
+   code that runs `mala sample` and `mala eval`: with the same parameters the images are the same
+   bits. This header is the only one a program needs; libmala exports only mala_* symbols.
+
+   BUILDING
+   In the source tree: `make install PREFIX=$HOME/.local` installs this header, libmala.a,
+   libmala.so and lib/pkgconfig/mala.pc. Then
+
+       cc prog.c $(pkg-config --cflags --libs mala)      (PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig)
+
+   links the shared library; the static one: -Wl,-Bstatic -lmala -Wl,-Bdynamic followed by
+   `pkg-config --static --libs mala` (what libmala.a needs: BLAS, oneDNN, CUDA, MPI as built).
+
+   USAGE
+   - Every call returns MALA_OK (0) or MALA_ERROR (-1); the reason is the handle's last error:
+     mala_model_error(model) for calls on a model, mala_context_error(ctx) for calls that create
+     a handle (each a one-line message naming the file or parameter). Bad input or a bad file is
+     an error, never an exit (running out of memory still ends the process).
+   - Handles are opaque: a context (the device, precision and thread count; there is no state
+     beyond it) and the models, VAEs and FID statistics made from it. Free each with its _free,
+     the context last.
+   - Threads: calls on separate handles may run at the same time from several threads; one handle
+     is used by one thread at a time. Contexts share the process's CPU matrix-product precision:
+     two live contexts with different precisions are refused.
+   - Images are float NCHW in [-1, 1] (the model's output range), or RGB8 / gray8 HWC from
+     mala_generate_u8.
+
+   EXAMPLE (examples/generate.c is this, complete)
+
+       mala_context *ctx = mala_context_new(NULL, NULL, 0);
+       mala_model *m;
+       if (mala_model_load(ctx, "mala-dit-fmnist.safetensors", NULL, &m)) {
+           fprintf(stderr, "%s\n", mala_context_error(ctx)); return 1;
+       }
+       mala_gen_params p = mala_gen_params_default();
+       p.class_id = mala_model_class_find(m, "Sneaker");
+       p.sampler = "ddim"; p.steps = 50; p.count = 16;
+       mala_model_info info; mala_model_get_info(m, &info);
+       float *img = malloc(sizeof(float) * p.count * info.out_channels * info.out_size * info.out_size);
+       if (mala_generate(m, &p, img) || mala_write_png_grid(ctx, "sneakers.png", img, p.count,
+               info.out_channels, info.out_size, 8)) ...
+       mala_model_free(m); mala_context_free(ctx);
+
+   Training runs have no API yet: they come when the training loop moves out of the command line.
+*/
+#ifndef MALA_H
+#define MALA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MALA_BUILD_LIB) && defined(__GNUC__)
+#define MALA_EXPORT __attribute__((visibility("default")))
+#else
+#define MALA_EXPORT
+#endif
+
+/* The API's version: raised when a declaration here changes incompatibly (it is the shared
+   library's soname: libmala.so.MALA_API_VERSION). mala_api_version() is the library's. */
+#define MALA_API_VERSION 1
+MALA_EXPORT int mala_api_version(void);
+
+#define MALA_OK 0
+#define MALA_ERROR (-1)
+
+typedef struct mala_context mala_context;
+typedef struct mala_model mala_model;
+typedef struct mala_vae mala_vae;
+typedef struct mala_fid_stats mala_fid_stats;
+
+/* ---- context ---- */
+typedef struct {
+    const char *device;    /* "cpu", "cuda" or NULL (CUDA when this build and machine have it, else the CPU) */
+    const char *precision; /* NULL (the device's default: fp32 on the CPU, tf32 on CUDA), "fp32", "tf32", "bf16" */
+    int threads;           /* CPU threads of this context's calls; 0: every core */
+} mala_context_options;
+MALA_EXPORT mala_context_options mala_context_options_default(void);
+/* opt NULL: the defaults. NULL on failure, with the reason in err (cap bytes; err may be NULL). */
+MALA_EXPORT mala_context *mala_context_new(const mala_context_options *opt, char *err, size_t cap);
+MALA_EXPORT void mala_context_free(mala_context *ctx);
+/* The last error of a call that created a handle from ctx ("" if none). The text stays valid
+   until the next such call from the calling thread (each thread has its own copy). */
+MALA_EXPORT const char *mala_context_error(mala_context *ctx);
+/* "cpu" or "cuda", and "fp32", "tf32" or "bf16": what the context runs on. */
+MALA_EXPORT const char *mala_context_device(const mala_context *ctx);
+MALA_EXPORT const char *mala_context_precision(const mala_context *ctx);
+
+/* ---- models ---- */
+/* Any model file mala reads (a model file or a training checkpoint, .safetensors; EMA weights when
+   present). vae: a latent model's VAE (diffusers .safetensors), NULL for a pixel model or to use
+   the one its training run recorded. */
+MALA_EXPORT int mala_model_load(mala_context *ctx, const char *path, const char *vae, mala_model **out);
+MALA_EXPORT void mala_model_free(mala_model *m);
+MALA_EXPORT const char *mala_model_error(const mala_model *m);
+
+typedef struct {
+    const char *backbone;          /* "dit", "dig", "dic" */
+    int num_classes;               /* 0: an unconditional model */
+    int channels, image_size;      /* what the network samples (latents for a latent model) */
+    int out_channels, out_size;    /* the images it makes (decoded through the VAE for a latent model) */
+    int latent;                    /* 1 for a latent model */
+} mala_model_info;
+MALA_EXPORT int mala_model_get_info(const mala_model *m, mala_model_info *info);
+/* Class k's name (NULL when out of range); the class given by name (case-insensitive) or number, or -1. */
+MALA_EXPORT const char *mala_model_class_name(const mala_model *m, int k);
+MALA_EXPORT int mala_model_class_find(const mala_model *m, const char *name);
+
+/* ---- generation ---- */
+/* Called after every sampling step of every batch: step 0..steps-1; preview is the predicted clean
+   sample x0 of the batch's images first..first+n-1, float [n, channels, image_size, image_size] in
+   the model's space (latents for a latent model), valid during the call. Return non-zero to cancel:
+   mala_generate then fails with the error "cancelled". */
+typedef int (*mala_step_fn)(void *user, int first, int n, int step, int steps, const float *preview);
+
+typedef struct {
+    const char *sampler;   /* "ddpm", "ddim", "dpm++2m" (DPM-Solver++(2M)) */
+    int steps;             /* sampling steps, respaced from 1000 (1..1000) */
+    float cfg_scale;       /* classifier-free guidance (1: none; an unconditional model takes only 1) */
+    float eta;             /* DDIM noise (0: deterministic) */
+    int clip;              /* clip the predicted x0 to [-1, 1] (latent models never clip) */
+    int class_id;          /* every image's class; -1: the classes in equal blocks (as `mala sample`) */
+    const int32_t *labels; /* one class per image, or NULL (then class_id) */
+    int blend;             /* 1: every image's label embedding is (1 - blend_w) e_a + blend_w e_b */
+    int blend_a, blend_b;
+    float blend_w;
+    uint64_t seed;         /* image i's noise depends only on (seed, i) */
+    int count;             /* images */
+    int batch;             /* images per forward pass (at most the count; 0: 16) */
+    mala_step_fn on_step;  /* may be NULL */
+    void *user;
+} mala_gen_params;
+/* `mala sample`'s defaults: DDPM, 250 steps, guidance 4, clip on, class -1, seed 0, 16 images, batch 16. */
+MALA_EXPORT mala_gen_params mala_gen_params_default(void);
+/* out: count x out_channels x out_size x out_size floats (NCHW in [-1, 1]). */
+MALA_EXPORT int mala_generate(mala_model *m, const mala_gen_params *p, float *out);
+/* out: count x out_size x out_size x out_channels bytes (HWC; RGB8 for a 3-channel model, gray8 for 1). */
+MALA_EXPORT int mala_generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out);
+
+/* n images [n, c, s, s] in [-1, 1] as one PNG grid of nrow images per row with 2 pixels of
+   padding (torchvision's make_grid; `mala sample --out`'s pixels), written atomically. */
+MALA_EXPORT int mala_write_png_grid(mala_context *ctx, const char *path, const float *images, int n, int c, int s,
+                                    int nrow);
+
+/* ---- VAE (diffusers AutoencoderKL .safetensors) ---- */
+/* Planned for up to max_batch images of at most max_size x max_size pixels (multiples of the factor). */
+MALA_EXPORT int mala_vae_load(mala_context *ctx, const char *path, int max_batch, int max_size, mala_vae **out);
+MALA_EXPORT void mala_vae_free(mala_vae *v);
+MALA_EXPORT const char *mala_vae_error(const mala_vae *v);
+/* The image channels, latent channels and downsampling factor. */
+MALA_EXPORT int mala_vae_dims(const mala_vae *v, int *channels, int *latent, int *factor);
+/* images [n, channels, h, w] in [-1, 1] -> the posterior mean [n, latent, h/f, w/f] (unscaled) and
+   logvar (either may be NULL). */
+MALA_EXPORT int mala_vae_encode(mala_vae *v, const float *images, int n, int h, int w, float *mean, float *logvar);
+/* scaled latents z [n, latent, h, w] (mean x 0.18215) -> images [n, channels, h f, w f]. */
+MALA_EXPORT int mala_vae_decode(mala_vae *v, const float *z, int n, int h, int w, float *images);
+
+/* ---- FID (pytorch-fid's Inception features and statistics) ---- */
+/* inception: pytorch-fid's weights (pt_inception-2015-12-05-6726825d.pth, or .safetensors);
+   images [n, c, h, w] float in [-1, 1], c = 1 or 3, n >= 2. */
+MALA_EXPORT int mala_fid_stats_images(mala_context *ctx, const char *inception, const float *images, int n, int c,
+                                      int h, int w, mala_fid_stats **out);
+/* A .npz with mu and sigma (pytorch-fid's and the ADM reference batches' format). */
+MALA_EXPORT int mala_fid_stats_load(mala_context *ctx, const char *path, mala_fid_stats **out);
+MALA_EXPORT int mala_fid_stats_save(mala_context *ctx, const mala_fid_stats *s, const char *path);
+MALA_EXPORT void mala_fid_stats_free(mala_fid_stats *s);
+MALA_EXPORT int mala_fid(mala_context *ctx, const mala_fid_stats *a, const mala_fid_stats *b, double *fid);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
