@@ -1,0 +1,183 @@
+// PyTorch's zip checkpoint format (formats/torch_legacy.h, torch_file_*): files torch.save wrote
+// (tools/make_torch_zip_fixtures.py) read bit for bit against numpy's copy of the same tensors,
+// training checkpoints (ema / model / args), Half / BFloat16 / Double storages, strided views, and
+// hostile files refused with one line: a pickle calling os.system, a huge declared storage,
+// deflated members, every truncation.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "core/half.h"
+#include "formats/npy.h"
+#include "formats/torch_legacy.h"
+
+#define FIX "tests/fixtures/"
+#define REF FIX "torchzip_ref.npz"
+
+static TorchLegacy *open_ok(const char *path, const char *weights) {
+    MalaErr err = {{0}};
+    TorchLegacy *t = torch_file_open(path, weights, &err);
+    ck_assert_msg(t != NULL, "%s: %s", path, err.msg);
+    ck_assert(torch_file_is_zip(t));
+    return t;
+}
+
+static float *read_f32(TorchLegacy *t, const TorchTensor *x) {
+    MalaErr err = {{0}};
+    float *out = xmalloc((size_t)torch_tensor_numel(x) * sizeof(float) + 1);
+    ck_assert_msg(torch_legacy_read_f32(t, x, out, &err) == 0, "%s", err.msg);
+    return out;
+}
+
+static float *ref_f32(const char *key, int64_t numel) {
+    MalaErr err = {{0}};
+    NpyArray a;
+    ck_assert_msg(npz_load(REF, key, &a, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(npy_numel(&a), numel);
+    float *f;
+    ck_assert(npy_to_f32(&a, &f, key, &err) == 0);
+    npy_free(&a);
+    return f;
+}
+
+// Every tensor of `path` equals the reference after `map` (bit for bit); returns the count.
+static int check_all(const char *path, const char *weights, float (*map)(float)) {
+    TorchLegacy *t = open_ok(path, weights);
+    int n = torch_legacy_count(t);
+    for (int i = 0; i < n; i++) {
+        const TorchTensor *x = torch_legacy_tensor(t, i);
+        int64_t numel = torch_tensor_numel(x);
+        float *got = read_f32(t, x), *want = ref_f32(x->name, numel);
+        for (int64_t k = 0; k < numel; k++) {
+            float w = map ? map(want[k]) : want[k];
+            ck_assert_msg(memcmp(&got[k], &w, 4) == 0, "%s %s[%lld]: %g != %g", path, x->name, (long long)k,
+                          got[k], w);
+        }
+        free(got);
+        free(want);
+    }
+    torch_legacy_close(t);
+    return n;
+}
+
+static float plus_one(float x) { return x + 1.0f; }
+static float to_half(float x) { return half_to_f32(f32_to_half(x)); }
+
+START_TEST(bare_state_dict) {
+    int n = check_all(FIX "torchzip_sd.pt", NULL, NULL);
+    ck_assert_int_gt(n, 10);
+    TorchLegacy *t = open_ok(FIX "torchzip_sd.pt", NULL);
+    ck_assert_ptr_null(torch_file_weights(t));
+    const TorchTensor *y = torch_legacy_find(t, "y_embedder.embedding_table.weight");
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(y->ndim, 2);
+    ck_assert_int_eq(y->shape[0], 5);   // 4 classes and the null row
+    ck_assert_int_eq(y->shape[1], 16);
+    ck_assert_str_eq(y->storage_type, "FloatStorage");
+    torch_legacy_close(t);
+}
+END_TEST
+
+START_TEST(training_checkpoint) {
+    int n = check_all(FIX "torchzip_sd.pt", NULL, NULL);
+    // ema by default, as DiT's find_model; the optimizer's tensors are not among them
+    ck_assert_int_eq(check_all(FIX "torchzip_ckpt.pt", NULL, plus_one), n);
+    ck_assert_int_eq(check_all(FIX "torchzip_ckpt.pt", "ema", plus_one), n);
+    ck_assert_int_eq(check_all(FIX "torchzip_ckpt.pt", "model", NULL), n);
+    TorchLegacy *t = open_ok(FIX "torchzip_ckpt.pt", NULL);
+    ck_assert_str_eq(torch_file_weights(t), "ema");
+    ck_assert_str_eq(torch_file_arg(t, "model"), "DiT-T/2");
+    ck_assert_str_eq(torch_file_arg(t, "results_dir"), "results");
+    ck_assert_ptr_null(torch_file_arg(t, "image_size"));  // an int, not a string
+    ck_assert_ptr_null(torch_file_arg(t, "nope"));
+    torch_legacy_close(t);
+    MalaErr err = {{0}};
+    ck_assert_ptr_null(torch_file_open(FIX "torchzip_ckpt.pt", "opt_ema", &err));
+    ck_assert_str_eq(err.msg, FIX "torchzip_ckpt.pt: no 'opt_ema' weights in this checkpoint");
+}
+END_TEST
+
+START_TEST(half_storages) {
+    ck_assert_int_gt(check_all(FIX "torchzip_f16.pt", NULL, to_half), 10);
+    TorchLegacy *t = open_ok(FIX "torchzip_f16.pt", NULL);
+    ck_assert_str_eq(torch_legacy_tensor(t, 0)->storage_type, "HalfStorage");
+    torch_legacy_close(t);
+}
+END_TEST
+
+START_TEST(views_and_dtypes) {
+    TorchLegacy *t = open_ok(FIX "torchzip_views.pt", NULL);
+    const char *keys[] = {"t", "s", "e", "b", "d"};
+    for (int i = 0; i < 5; i++) {
+        const TorchTensor *x = torch_legacy_find(t, keys[i]);
+        ck_assert_ptr_nonnull(x);
+        char rk[16];
+        snprintf(rk, sizeof rk, "view.%s", keys[i]);
+        int64_t numel = torch_tensor_numel(x);
+        float *got = read_f32(t, x), *want = ref_f32(rk, numel);
+        ck_assert_msg(memcmp(got, want, (size_t)numel * 4) == 0, "view %s", keys[i]);
+        free(got);
+        free(want);
+    }
+    ck_assert_int_eq(torch_legacy_find(t, "s")->offset, 8);
+    ck_assert_int_eq(torch_legacy_find(t, "t")->stride[1], 6);
+    ck_assert_str_eq(torch_legacy_find(t, "b")->storage_type, "BFloat16Storage");
+    ck_assert_str_eq(torch_legacy_find(t, "d")->storage_type, "DoubleStorage");
+    torch_legacy_close(t);
+}
+END_TEST
+
+static void refused(const char *path, const char *what) {
+    MalaErr err = {{0}};
+    ck_assert_ptr_null(torch_file_open(path, NULL, &err));
+    ck_assert_msg(strstr(err.msg, path) == err.msg && strstr(err.msg, what) && !strchr(err.msg, '\n'), "%s", err.msg);
+}
+
+START_TEST(hostile_files) {
+    unlink("/tmp/mala_torchzip_pwned");
+    refused(FIX "torchzip_os_system.pt", "refuses to call posix.system");
+    ck_assert_int_ne(access("/tmp/mala_torchzip_pwned", F_OK), 0);
+    refused(FIX "torchzip_huge.pt", "claims 1099511627776 elements");
+    refused(FIX "torchzip_deflate.pt", "compressed");
+}
+END_TEST
+
+// Every prefix of a real file (and one flipped byte per step) is refused or read, never a crash.
+START_TEST(truncated_files) {
+    FILE *f = fopen(FIX "torchzip_sd.pt", "rb");
+    ck_assert_ptr_nonnull(f);
+    struct stat st;
+    fstat(fileno(f), &st);
+    size_t len = (size_t)st.st_size;
+    unsigned char *buf = xmalloc(len);
+    ck_assert_uint_eq(fread(buf, 1, len, f), len);
+    fclose(f);
+    for (size_t n = 0; n < len; n += 61) {
+        MalaErr err = {{0}};
+        TorchLegacy *t = torch_file_open_mem(buf, n, "cut.pt", NULL, &err);
+        ck_assert_msg(t == NULL, "prefix %zu accepted", n);
+        ck_assert_msg(strncmp(err.msg, "cut.pt: ", 8) == 0 && !strchr(err.msg, '\n'), "%s", err.msg);
+    }
+    MalaErr err = {{0}};
+    TorchLegacy *t = torch_file_open_mem(buf, len, "whole.pt", NULL, &err);
+    ck_assert_msg(t != NULL, "%s", err.msg);
+    torch_legacy_close(t);
+    free(buf);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("torch_zip");
+    TCase *tc = tcase_create("torch_zip");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, bare_state_dict);
+    tcase_add_test(tc, training_checkpoint);
+    tcase_add_test(tc, half_storages);
+    tcase_add_test(tc, views_and_dtypes);
+    tcase_add_test(tc, hostile_files);
+    tcase_add_test(tc, truncated_files);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(suite()); }
