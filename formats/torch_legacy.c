@@ -1,4 +1,4 @@
-// defines: torch_file_open, torch_file_open_mem, torch_file_is_zip, torch_file_weights, torch_file_arg,
+// defines: torch_file_open, torch_file_open_mem, torch_file_is_zip, torch_file_name, torch_file_weights, torch_file_arg,
 //          torch_legacy_open, torch_legacy_open_mem, torch_legacy_close, torch_legacy_count,
 //          torch_legacy_tensor, torch_legacy_find, torch_tensor_numel, torch_legacy_read_f32,
 //          torch_legacy_serialize, torch_legacy_save
@@ -878,6 +878,7 @@ TorchLegacy *torch_legacy_open_mem(const void *buf, size_t len, const char *name
 TorchLegacy *torch_legacy_open(const char *path, MalaErr *err) { return torch_file_open(path, NULL, err); }
 
 int torch_file_is_zip(const TorchLegacy *tl) { return tl->is_zip; }
+const char *torch_file_name(const TorchLegacy *tl) { return tl->name; }
 const char *torch_file_weights(const TorchLegacy *tl) { return tl->weights; }
 
 const char *torch_file_arg(const TorchLegacy *tl, const char *field) {

@@ -72,6 +72,8 @@ typedef struct TorchLegacy TorchLegacy;
 TorchLegacy *torch_file_open(const char *path, const char *weights, MalaErr *err);
 TorchLegacy *torch_file_open_mem(const void *buf, size_t len, const char *name, const char *weights, MalaErr *err);
 int torch_file_is_zip(const TorchLegacy *t);
+// The path (or the name given to the _mem opener), for messages.
+const char *torch_file_name(const TorchLegacy *t);
 // The sub-dict the tensors came from ("ema", "model", ...), or NULL for the top-level dict.
 const char *torch_file_weights(const TorchLegacy *t);
 // A string field of the checkpoint's `args` record (argparse.Namespace), e.g. "model" -> "DiT-XL/2";

@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "formats/npy.h"
 #include "formats/torch_legacy.h"
+#include "model/torch_config.h"
 
 #define FIX "tests/fixtures/"
 #define REF FIX "torchzip_ref.npz"
@@ -166,6 +167,94 @@ START_TEST(truncated_files) {
 }
 END_TEST
 
+START_TEST(infer_tiny_config) {
+    TorchLegacy *t = open_ok(FIX "torchzip_sd.pt", NULL);
+    NetConfig c;
+    MalaErr err = {{0}};
+    ck_assert_int_ne(torch_infer_config(t, 0, &c, &err), 0);  // hidden 16: no DiT preset
+    ck_assert_msg(strstr(err.msg, "hidden size 16 is none of DiT's presets") && strstr(err.msg, "--heads"), "%s", err.msg);
+    ck_assert_msg(torch_infer_config(t, 2, &c, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.backbone, BACKBONE_DIT);
+    ck_assert_int_eq(c.dit.depth, 1);
+    ck_assert_int_eq(c.dit.hidden, 16);
+    ck_assert_int_eq(c.dit.heads, 2);
+    ck_assert_int_eq(c.dit.patch, 2);
+    ck_assert_int_eq(c.dit.attn, ATTN_SOFTMAX);
+    ck_assert_int_eq(c.in_channels, 4);
+    ck_assert_int_eq(c.num_classes, 4);
+    ck_assert_int_eq(c.image_size, 8);
+    ck_assert_int_eq(c.learn_sigma, 1);
+    torch_legacy_close(t);
+}
+END_TEST
+
+// A state dict with DiT-XL/2's names and shapes at 256x256 (32x32x4 latents), each tensor a
+// stride-0 view of a one-element storage, so the file is a few kilobytes.
+START_TEST(infer_xl2_config) {
+    enum { H = 1152, D = 28, MAXT = 8 + 10 * D };
+    static int64_t shapes[MAXT][4], zero[4];
+    static char names[MAXT][64], keys[MAXT][8];
+    TorchSaveTensor ts[MAXT];
+    float one = 0.5f;
+    int n = 0;
+#define ADD(nm, nd, a, b, c_, d)                                                                   \
+    do {                                                                                            \
+        snprintf(names[n], 64, "%s", nm);                                                           \
+        int64_t s_[4] = {a, b, c_, d};                                                              \
+        memcpy(shapes[n], s_, sizeof s_);                                                           \
+        snprintf(keys[n], 8, "%d", n);                                                              \
+        ts[n] = (TorchSaveTensor){names[n], nd, shapes[n], zero, keys[n], 1, &one};                 \
+        n++;                                                                                        \
+    } while (0)
+    ADD("pos_embed", 3, 1, 256, H, 0);
+    ADD("x_embedder.proj.weight", 4, H, 4, 2, 2);
+    ADD("x_embedder.proj.bias", 1, H, 0, 0, 0);
+    ADD("t_embedder.mlp.0.weight", 2, H, 256, 0, 0);
+    ADD("y_embedder.embedding_table.weight", 2, 1001, H, 0, 0);
+    for (int b = 0; b < D; b++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blocks.%d.attn.qkv.weight", b);
+        ADD(nm, 2, 3 * H, H, 0, 0);
+        snprintf(nm, sizeof nm, "blocks.%d.mlp.fc1.weight", b);
+        ADD(nm, 2, 4 * H, H, 0, 0);
+    }
+    ADD("final_layer.linear.weight", 2, 2 * 2 * 8, H, 0, 0);
+#undef ADD
+    unsigned char *buf;
+    size_t len;
+    MalaErr err = {{0}};
+    ck_assert_msg(torch_legacy_serialize(ts, n, &buf, &len, &err) == 0, "%s", err.msg);
+    ck_assert_uint_lt(len, 1 << 16);
+    TorchLegacy *t = torch_file_open_mem(buf, len, "DiT-XL-2-256x256.pt", NULL, &err);
+    ck_assert_msg(t != NULL, "%s", err.msg);
+    NetConfig c;
+    ck_assert_msg(torch_infer_config(t, 0, &c, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.dit.depth, 28);
+    ck_assert_int_eq(c.dit.hidden, 1152);
+    ck_assert_int_eq(c.dit.heads, 16);
+    ck_assert_int_eq(c.dit.patch, 2);
+    ck_assert_int_eq(c.num_classes, 1000);
+    ck_assert_int_eq(c.image_size * 8, 256);  // 32x32 latents, the SD-VAE's 8x
+    ck_assert_int_eq(c.in_channels, 4);
+    ck_assert_int_eq(c.learn_sigma, 1);
+    ck_assert(c.latent_scale == 0.18215f);
+    ck_assert_msg(torch_infer_config(t, 12, &c, &err) == 0 && c.dit.heads == 12, "--heads wins");
+    torch_legacy_close(t);
+    // a state dict of no backbone: the line names what is missing and the first tensor
+    ts[0].name = "encoder.conv_in.weight";
+    ts[1].name = "encoder.conv_in.bias";
+    free(buf);
+    ck_assert(torch_legacy_serialize(ts, 2, &buf, &len, &err) == 0);
+    t = torch_file_open_mem(buf, len, "vae.pt", NULL, &err);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_ne(torch_infer_config(t, 0, &c, &err), 0);
+    ck_assert_str_eq(err.msg, "vae.pt: fits no backbone: no x_embedder.proj.weight [hidden, C, p, p] (first tensor: "
+                              "encoder.conv_in.weight)");
+    torch_legacy_close(t);
+    free(buf);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("torch_zip");
     TCase *tc = tcase_create("torch_zip");
@@ -176,6 +265,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, views_and_dtypes);
     tcase_add_test(tc, hostile_files);
     tcase_add_test(tc, truncated_files);
+    tcase_add_test(tc, infer_tiny_config);
+    tcase_add_test(tc, infer_xl2_config);
     suite_add_tcase(s, tc);
     return s;
 }
