@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "testcli.h"
 #include "core/half.h"
 #include "formats/npy.h"
 #include "formats/torch_legacy.h"
@@ -294,6 +295,45 @@ START_TEST(network_from_checkpoint) {
 }
 END_TEST
 
+static float *net_host(const Net *m) {
+    float *h = xmalloc(m->n_floats * sizeof(float));
+    m->be->to_host(h, m->w, m->n_floats * sizeof(float));
+    return h;
+}
+
+// mala import: the model file holds the checkpoint's ema weights bit for bit; an existing --out
+// is kept; hostile and unfit files are one error line.
+START_TEST(import_command) {
+    tu_make_tmpdir("torchzip");
+    char out[512];
+    snprintf(out, sizeof out, "%s/m.safetensors", tu_tmp);
+    int rc = run("import " FIX "torchzip_ckpt.pt --out %s --heads 2", out);
+    ck_assert_msg(rc == 0, "%s", g_err);
+    ClassNames cn = {0}, cn2 = {0};
+    MalaErr err = {{0}};
+    Net *a = ckpt_load_model(out, backend_cpu(), 1, &cn, &err);
+    ck_assert_msg(a != NULL, "%s", err.msg);
+    Net *b = torch_load_model(FIX "torchzip_ckpt.pt", NULL, 2, backend_cpu(), 1, NET_INFER, &cn2, &err);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(a->n_floats, b->n_floats);
+    float *ha = net_host(a), *hb = net_host(b);
+    ck_assert(memcmp(ha, hb, a->n_floats * sizeof(float)) == 0);
+    free(ha);
+    free(hb);
+    net_free(a);
+    net_free(b);
+    class_names_free(&cn);
+    class_names_free(&cn2);
+    expect_error(run("import " FIX "torchzip_ckpt.pt --out %s --heads 2", out), "existing --out", "exists", "--force");
+    snprintf(out, sizeof out, "%s/h.safetensors", tu_tmp);
+    expect_error(run("import " FIX "torchzip_os_system.pt --out %s", out), "os.system", "refuses to call posix.system",
+                 NULL);
+    expect_error(run("import " FIX "torchzip_sd.pt --out %s", out), "no preset", "give --heads", NULL);
+    ck_assert_int_ne(access(out, F_OK), 0);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("torch_zip");
     TCase *tc = tcase_create("torch_zip");
@@ -307,6 +347,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, infer_tiny_config);
     tcase_add_test(tc, infer_xl2_config);
     tcase_add_test(tc, network_from_checkpoint);
+    tcase_add_test(tc, import_command);
     suite_add_tcase(s, tc);
     return s;
 }
