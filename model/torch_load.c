@@ -1,9 +1,10 @@
-// defines: torch_file_sniff, torch_load_model
+// defines: torch_file_sniff, torch_class_names, torch_load_model
 #include "model/torch_load.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "model/imagenet_classes.h"
 #include "model/torch_config.h"
 
 int torch_file_sniff(const char *path) {
@@ -17,6 +18,13 @@ int torch_file_sniff(const char *path) {
     size_t n = fread(head, 1, 6, f);
     fclose(f);
     return (n >= 4 && memcmp(head, "PK\3\4", 4) == 0) || (n == 6 && memcmp(head, legacy, 6) == 0);
+}
+
+void torch_class_names(ClassNames *cn, int n) {
+    if (n != IMAGENET_CLASSES) { class_names_default(cn, n); return; }
+    cn->n = n;
+    cn->names = xcalloc((size_t)n, sizeof(char *));
+    for (int i = 0; i < n; i++) cn->names[i] = xstrdup(imagenet_class_names[i]);
 }
 
 static int load_params(const Net *m, TorchLegacy *t, float *host, MalaErr *err) {
@@ -62,6 +70,6 @@ Net *torch_load_model(const char *path, const char *weights, int heads, const Ba
     m->be->weights_changed();
     free(host);
     torch_legacy_close(t);
-    class_names_default(cn, c.num_classes);
+    torch_class_names(cn, c.num_classes);
     return m;
 }

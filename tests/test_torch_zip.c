@@ -334,6 +334,21 @@ START_TEST(import_command) {
 }
 END_TEST
 
+START_TEST(imagenet_names) {
+    ClassNames cn = {0};
+    torch_class_names(&cn, 1000);
+    ck_assert_int_eq(cn.n, 1000);
+    ck_assert_str_eq(cn.names[0], "tench");
+    ck_assert_str_eq(cn.names[207], "golden retriever");
+    ck_assert_str_eq(cn.names[999], "toilet tissue");
+    ck_assert_int_eq(class_names_find(&cn, "Golden Retriever"), 207);
+    class_names_free(&cn);
+    torch_class_names(&cn, 4);
+    ck_assert_str_eq(cn.names[3], "3");
+    class_names_free(&cn);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("torch_zip");
     TCase *tc = tcase_create("torch_zip");
@@ -348,6 +363,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, infer_xl2_config);
     tcase_add_test(tc, network_from_checkpoint);
     tcase_add_test(tc, import_command);
+    tcase_add_test(tc, imagenet_names);
     suite_add_tcase(s, tc);
     return s;
 }
