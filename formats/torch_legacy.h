@@ -32,7 +32,7 @@
 //     per key in that order: int64 element count, then the raw little-endian elements
 //
 // Only the pickle opcodes such files use are understood (plus a few neighbours); anything else,
-// a truncated file, a zip-format file or a foreign pickle is an error naming the file. Offsets and
+// a truncated file or a foreign pickle is an error naming the file. Offsets and
 // strides are honoured: a tensor is copied out as a contiguous row-major (e.g. OIHW) float array
 // whatever its storage order (the FID weights keep conv weights in HWIO storage).
 //
