@@ -12,6 +12,7 @@ int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 int cmd_view(int argc, char **argv);
 // mala compare --config FILE --out DIR (cli/cmd_compare.c).
 int cmd_compare(int argc, char **argv);

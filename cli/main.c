@@ -18,6 +18,7 @@ static const Command COMMANDS[] = {
     {"encode", cmd_encode, "encode an image folder once through the VAE into a latent set for training"},
     {"vae", cmd_vae, "Stable Diffusion's VAE on its own: vae encode (images -> latents) | vae decode"},
     {"export", cmd_export, "write a checkpoint's EMA weights as a small model file for sampling"},
+    {"import", cmd_import, "convert a PyTorch DiT state dict or training checkpoint (.pt) into a model file"},
     {"compare", cmd_compare, "train and evaluate several models at an equal budget; results table and plots"},
     {"info", cmd_info, "print a model file's configuration, parameters, training state and tensors"},
     {"view", cmd_view, "open a window to generate images interactively (SDL2)"},

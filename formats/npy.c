@@ -5,7 +5,7 @@
 //   1. dtype strings and the header dict ("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }")
 //   2. a byte source (plain file range, deflate stream, or memory) that counts and CRCs what it gives
 //   3. reading one .npy from a source (header checks happen before any large allocation)
-//   4. the zip reader (end record, zip64, central directory, local headers)
+//   4. .npz members (the zip directory itself is formats/zip_dir.c)
 //   5. .npy and stored .npz writers (through formats/atomic_file)
 #include "formats/npy.h"
 
@@ -19,10 +19,10 @@
 
 #include "formats/atomic_file.h"  // defines: atomic_open, atomic_put, atomic_commit
 #include "core/half.h"         // defines: half_to_f32
+#include "formats/zip_dir.h"   // defines: zip_open, zip_entry_data, zip_close
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAX_HEADER (1u << 20)        // larger headers are refused as malformed
-#define ZIP_MAX_CD     ((uint64_t)1 << 28) // central directory size limit (256 MiB)
 #ifndef NPY_ZIP64_LIMIT                     // sizes/offsets from here on use zip64 records;
 #define NPY_ZIP64_LIMIT 0xFFFFFFFFu         // -DNPY_ZIP64_LIMIT=64 exercises them on tiny files
 #endif
@@ -333,7 +333,6 @@ static void src_close(Src *s) {
 
 static uint32_t rd16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t rd32(const unsigned char *p) { return rd16(p) | rd16(p + 2) << 16; }
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 // The magic, version and header dict from a source; *head = the bytes before the data. `total` is
 // the entry's full length when known (else UINT64_MAX) so a header cannot make us allocate more
@@ -440,155 +439,15 @@ int npy_parse(const void *buf, size_t len, const char *name, NpyArray *a, MalaEr
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. the zip reader
-
-typedef struct {
-    char *name;
-    int method, flags;
-    uint32_t crc;
-    uint64_t csize, usize, lho;
-} ZipEntry;
-
-typedef struct {
-    FILE *f;
-    uint64_t size;
-    ZipEntry *e;
-    int n;
-} Zip;
-
-static void zip_close(Zip *z) {
-    for (int i = 0; i < z->n; i++) free(z->e[i].name);
-    free(z->e);
-    if (z->f) fclose(z->f);
-    memset(z, 0, sizeof *z);
-}
-
-static int read_at(FILE *f, uint64_t off, void *buf, size_t n) {
-    if (fseeko(f, (off_t)off, SEEK_SET) != 0) return -1;
-    return fread(buf, 1, n, f) == n ? 0 : -1;
-}
-
-static int zip_open(const char *path, Zip *z, MalaErr *err) {
-    memset(z, 0, sizeof *z);
-    if (open_read(path, &z->f, &z->size, err)) return -1;
-    unsigned char head[6] = {0};
-    if (z->size >= 6 && read_at(z->f, 0, head, 6) == 0 && memcmp(head, NPY_MAGIC, 6) == 0) {
-        zip_close(z);
-        return mala_errf(err, "%s: not a .npz archive (it is a .npy file; use npy_load)", path);
-    }
-    if (z->size < 22) { zip_close(z); return mala_errf(err, "%s: not a zip/.npz file (too short)", path); }
-    size_t tail_len = z->size < 22 + 65535 + 20 ? (size_t)z->size : 22 + 65535 + 20;
-    uint64_t tail_off = z->size - tail_len;
-    unsigned char *tail = malloc(tail_len);
-    if (!tail || read_at(z->f, tail_off, tail, tail_len)) {
-        free(tail); zip_close(z);
-        return mala_errf(err, "%s: read error", path);
-    }
-    long eocd = -1;
-    for (long i = (long)tail_len - 22; i >= 0; i--) {
-        if (memcmp(tail + i, "PK\5\6", 4) == 0 && (size_t)i + 22 + rd16(tail + i + 20) <= tail_len) { eocd = i; break; }
-    }
-    if (eocd < 0) {
-        free(tail); zip_close(z);
-        return mala_errf(err, "%s: not a zip/.npz file (no end-of-central-directory record; truncated?)", path);
-    }
-    const unsigned char *E = tail + eocd;
-    uint64_t entries = rd16(E + 10), cd_size = rd32(E + 12), cd_off = rd32(E + 16);
-    uint64_t eocd_abs = tail_off + (uint64_t)eocd, cd_end_limit = eocd_abs;
-    if (rd16(E + 4) != 0 || rd16(E + 6) != 0 || rd16(E + 8) != rd16(E + 10)) {
-        free(tail); zip_close(z);
-        return mala_errf(err, "%s: multi-disk zip archives are not supported", path);
-    }
-    if (eocd >= 20 && memcmp(E - 20, "PK\6\7", 4) == 0) {
-        uint64_t z64off = rd64(E - 20 + 8);
-        unsigned char r[56];
-        if (z64off > z->size || z64off + 56 > eocd_abs - 20 || read_at(z->f, z64off, r, 56) || memcmp(r, "PK\6\6", 4) != 0) {
-            free(tail); zip_close(z);
-            return mala_errf(err, "%s: bad zip64 end-of-central-directory record", path);
-        }
-        entries = rd64(r + 32); cd_size = rd64(r + 40); cd_off = rd64(r + 48);
-        cd_end_limit = z64off;
-    } else if (entries == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
-        free(tail); zip_close(z);
-        return mala_errf(err, "%s: zip64 archive without a zip64 locator", path);
-    }
-    free(tail);
-    if (cd_off > cd_end_limit || cd_size > cd_end_limit - cd_off || cd_size > ZIP_MAX_CD || entries > cd_size / 46 + 1) {
-        zip_close(z);
-        return mala_errf(err, "%s: bad zip central directory (offset %llu size %llu, %llu entries)", path,
-                         (unsigned long long)cd_off, (unsigned long long)cd_size, (unsigned long long)entries);
-    }
-    unsigned char *cd = malloc(cd_size ? (size_t)cd_size : 1);
-    if (!cd || read_at(z->f, cd_off, cd, (size_t)cd_size)) {
-        free(cd); zip_close(z);
-        return mala_errf(err, "%s: cannot read the zip central directory", path);
-    }
-    z->e = calloc(entries ? (size_t)entries : 1, sizeof *z->e);
-    if (!z->e) { free(cd); zip_close(z); return mala_errf(err, "%s: out of memory", path); }
-    size_t p = 0;
-    for (uint64_t k = 0; k < entries; k++) {
-        if (p + 46 > cd_size || memcmp(cd + p, "PK\1\2", 4) != 0) {
-            free(cd); zip_close(z);
-            return mala_errf(err, "%s: corrupt zip central directory (entry %llu)", path, (unsigned long long)k);
-        }
-        const unsigned char *c = cd + p;
-        ZipEntry *e = &z->e[z->n];
-        e->flags = (int)rd16(c + 8); e->method = (int)rd16(c + 10); e->crc = rd32(c + 16);
-        e->csize = rd32(c + 20); e->usize = rd32(c + 24);
-        size_t nl = rd16(c + 28), xl = rd16(c + 30), cl = rd16(c + 32);
-        e->lho = rd32(c + 42);
-        if (p + 46 + nl + xl + cl > cd_size) {
-            free(cd); zip_close(z);
-            return mala_errf(err, "%s: corrupt zip central directory (entry %llu overruns)", path, (unsigned long long)k);
-        }
-        e->name = malloc(nl + 1);
-        if (!e->name) { free(cd); zip_close(z); return mala_errf(err, "%s: out of memory", path); }
-        memcpy(e->name, c + 46, nl); e->name[nl] = 0;
-        z->n++;
-        const unsigned char *x = c + 46 + nl, *xe = x + xl;
-        while (x + 4 <= xe) {
-            unsigned id = rd16(x), sz = rd16(x + 2);
-            const unsigned char *d = x + 4;
-            if (d + sz > xe) break;
-            if (id == 1) {
-                const unsigned char *q = d, *qe = d + sz;
-                int bad = 0;
-                if (e->usize == 0xFFFFFFFFu) { if (q + 8 > qe) bad = 1; else { e->usize = rd64(q); q += 8; } }
-                if (!bad && e->csize == 0xFFFFFFFFu) { if (q + 8 > qe) bad = 1; else { e->csize = rd64(q); q += 8; } }
-                if (!bad && e->lho == 0xFFFFFFFFu) { if (q + 8 > qe) bad = 1; else { e->lho = rd64(q); q += 8; } }
-                if (bad) {   // the message first: zip_close frees e->name
-                    mala_errf(err, "%s: corrupt zip64 extra field for '%s'", path, e->name);
-                    free(cd); zip_close(z);
-                    return -1;
-                }
-            }
-            x = d + sz;
-        }
-        if (memchr(e->name, 0, nl)) {
-            free(cd); zip_close(z);
-            return mala_errf(err, "%s: corrupt zip entry name", path);
-        }
-        p += 46 + nl + xl + cl;
-    }
-    free(cd);
-    return 0;
-}
+// 4. .npz members
 
 // Opens entry e as a source positioned at its data.
 static int zip_entry_src(Zip *z, const char *path, ZipEntry *e, Src *s, const char *name, MalaErr *err) {
     if (e->flags & 1) return mala_errf(err, "%s: encrypted zip entries are not supported", name);
     if (e->method != 0 && e->method != 8)
         return mala_errf(err, "%s: zip compression method %d not supported (stored or deflate only)", name, e->method);
-    unsigned char lh[30];
-    if (e->lho > z->size || z->size - e->lho < 30 || read_at(z->f, e->lho, lh, 30) || memcmp(lh, "PK\3\4", 4) != 0)
-        return mala_errf(err, "%s: bad zip local header (corrupt or truncated archive)", name);
-    uint64_t nl = rd16(lh + 26), xl = rd16(lh + 28);
-    uint64_t data = e->lho + 30 + nl + xl;
-    if (data > z->size || e->csize > z->size - data)
-        return mala_errf(err, "%s: zip entry data runs past the end of the file (truncated archive)", name);
-    if (e->method == 0 && e->csize != e->usize)
-        return mala_errf(err, "%s: stored zip entry with compressed size %llu != size %llu", name,
-                         (unsigned long long)e->csize, (unsigned long long)e->usize);
+    uint64_t data;
+    if (zip_entry_data(z, e, &data, name, err)) return -1;
     if (e->method == 8 && e->usize > e->csize * 1100 + 4096)
         return mala_errf(err, "%s: implausible deflate sizes (corrupt archive)", name);
     if (fseeko(z->f, (off_t)data, SEEK_SET) != 0) return mala_errf(err, "%s: seek failed", name);
@@ -605,6 +464,16 @@ static int zip_entry_src(Zip *z, const char *path, ZipEntry *e, Src *s, const ch
     return 0;
 }
 
+// A zip directory, refusing a bare .npy with a hint.
+static int npz_open(const char *path, Zip *z, MalaErr *err) {
+    FILE *f = fopen(path, "rb");
+    unsigned char head[6] = {0};
+    int is_npy = f && fread(head, 1, 6, f) == 6 && memcmp(head, NPY_MAGIC, 6) == 0;
+    if (f) fclose(f);
+    if (is_npy) return mala_errf(err, "%s: not a .npz archive (it is a .npy file; use npy_load)", path);
+    return zip_open(path, z, err);
+}
+
 static int key_matches(const char *entry, const char *key) {
     size_t kl = strlen(key), el = strlen(entry);
     if (el == kl + 4 && strncmp(entry, key, kl) == 0 && strcmp(entry + kl, ".npy") == 0) return 1;
@@ -614,7 +483,7 @@ static int key_matches(const char *entry, const char *key) {
 int npz_load(const char *path, const char *key, NpyArray *a, MalaErr *err) {
     memset(a, 0, sizeof *a);
     Zip z;
-    if (zip_open(path, &z, err)) return -1;
+    if (npz_open(path, &z, err)) return -1;
     ZipEntry *e = NULL;
     for (int i = 0; i < z.n && !e; i++) if (strcmp(z.e[i].name, key) == 0) e = &z.e[i];
     for (int i = 0; i < z.n && !e; i++) if (key_matches(z.e[i].name, key)) e = &z.e[i];
@@ -649,7 +518,7 @@ int npz_load(const char *path, const char *key, NpyArray *a, MalaErr *err) {
 int npz_keys(const char *path, char ***keys, int *n, MalaErr *err) {
     *keys = NULL; *n = 0;
     Zip z;
-    if (zip_open(path, &z, err)) return -1;
+    if (npz_open(path, &z, err)) return -1;
     char **k = calloc(z.n ? (size_t)z.n : 1, sizeof *k);
     if (!k) { zip_close(&z); return mala_errf(err, "%s: out of memory", path); }
     for (int i = 0; i < z.n; i++) {

@@ -1,4 +1,5 @@
-// defines: torch_legacy_open, torch_legacy_open_mem, torch_legacy_close, torch_legacy_count,
+// defines: torch_file_open, torch_file_open_mem, torch_file_is_zip, torch_file_name, torch_file_weights, torch_file_arg,
+//          torch_legacy_open, torch_legacy_open_mem, torch_legacy_close, torch_legacy_count,
 //          torch_legacy_tensor, torch_legacy_find, torch_tensor_numel, torch_legacy_read_f32,
 //          torch_legacy_serialize, torch_legacy_save
 #include "formats/torch_legacy.h"
@@ -13,6 +14,7 @@
 
 #include "formats/atomic_file.h"  // defines: atomic_write_file
 #include "core/half.h"         // defines: half_to_f32, bf16_to_f32
+#include "formats/zip_dir.h"    // defines: zip_open_mem, zip_entry_data, zip_close
 
 // The magic number pickled as LONG1: little-endian bytes of 0x1950a86a20f9469cfc6c.
 static const unsigned char kMagic[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
@@ -52,7 +54,7 @@ struct PObj {
     PObj **items;              // TUPLE / LIST items; DICT key,value pairs
     int n, cap;                // items in use (DICT: 2 per entry)
     int64_t view_off, view_numel;  // STORAGE: the view's first element in its root and its length
-    PObj *storage;             // TENSOR
+    PObj *storage;             // TENSOR; OBJECT: its BUILD state (a record's fields)
     int64_t offset;
     int ndim;
     int64_t shape[TL_MAX_DIMS], stride[TL_MAX_DIMS];
@@ -75,10 +77,18 @@ struct TorchLegacy {
     int nroots, roots_cap;
     TorchTensor *tensors;
     int ntensors;
+    int is_zip;
+    Zip zip;                   // zip format: the archive's directory
+    char *prefix;              // zip format: "<top folder>/"
+    const char *weights;       // the sub-dict the tensors come from (NULL: the top-level dict)
+    char want[32];             // the sub-dict asked for ("" for the default order)
+    PObj *top;                 // the saved object
 };
 
 typedef struct {
     TorchLegacy *tl;
+    const unsigned char *p;    // the pickle being run (the whole file, or a zip's data.pkl)
+    size_t len;
     size_t pos;
     PObj **stack;
     int sp, scap;
@@ -144,14 +154,14 @@ static const PObj *dict_get(const PObj *d, const char *key) {
 // ---------------------------------------------------------------------------------------------
 static int need(Vm *vm, size_t n) {
     if (vm->failed) return -1;
-    if (n > vm->tl->len - vm->pos)
+    if (n > vm->len - vm->pos)
         return vm_fail(vm, "truncated: needs %zu more bytes at byte %zu but the file has %zu", n, vm->pos,
-                       vm->tl->len);
+                       vm->len);
     return 0;
 }
 static uint64_t rd_le(Vm *vm, int n) {
     uint64_t v = 0;
-    for (int k = n - 1; k >= 0; k--) v = (v << 8) | vm->tl->p[vm->pos + k];
+    for (int k = n - 1; k >= 0; k--) v = (v << 8) | vm->p[vm->pos + k];
     vm->pos += n;
     return v;
 }
@@ -222,7 +232,7 @@ static PObj *new_str(Vm *vm, PoType t, size_t n) {
     if (need(vm, n)) return NULL;
     PObj *o = po_new(vm, t);
     o->s = xmalloc(n + 1);
-    memcpy(o->s, vm->tl->p + vm->pos, n);
+    memcpy(o->s, vm->p + vm->pos, n);
     o->s[n] = 0;
     o->slen = n;
     vm->pos += n;
@@ -255,7 +265,7 @@ static int read_line(Vm *vm, char *out, size_t cap) {
     size_t k = 0;
     for (;;) {
         if (need(vm, 1)) return -1;
-        unsigned char c = vm->tl->p[vm->pos++];
+        unsigned char c = vm->p[vm->pos++];
         if (c == '\n') break;
         if (k + 1 >= cap) return vm_fail(vm, "malformed pickle: GLOBAL name too long at byte %zu", vm->pos);
         out[k++] = (char)c;
@@ -296,6 +306,34 @@ static int find_root(TorchLegacy *tl, const char *key) {
     return -1;
 }
 
+// Zip format: the storage `key` is the stored member "<top>/data/<key>" of at least `bytes` bytes. Its
+// bytes stay in the mapped file until a tensor is read (an optimizer's moments are never touched);
+// compressed members are refused, so no declared size is ever inflated into memory.
+static const unsigned char *zip_storage(Vm *vm, const char *key, int64_t bytes) {
+    TorchLegacy *tl = vm->tl;
+    size_t pl = strlen(tl->prefix);
+    const ZipEntry *e = NULL;
+    for (int i = 0; i < tl->zip.n && !e; i++) {
+        const char *nm = tl->zip.e[i].name;
+        if (strncmp(nm, tl->prefix, pl) == 0 && strncmp(nm + pl, "data/", 5) == 0 && strcmp(nm + pl + 5, key) == 0)
+            e = &tl->zip.e[i];
+    }
+    if (!e) { vm_fail(vm, "storage %s has no member %sdata/%s", key, tl->prefix, key); return NULL; }
+    if (e->method != 0 || (e->flags & 1)) {
+        vm_fail(vm, "storage %s is compressed or encrypted (zip method %d); torch.save stores it plain", key, e->method);
+        return NULL;
+    }
+    uint64_t off;
+    MalaErr *err = vm->err;
+    if (zip_entry_data(&tl->zip, e, &off, tl->name, err)) { vm->failed = 1; return NULL; }
+    if ((uint64_t)bytes > e->usize) {
+        vm_fail(vm, "truncated or corrupt: storage %s claims %lld bytes, its member holds %llu", key, (long long)bytes,
+                (unsigned long long)e->usize);
+        return NULL;
+    }
+    return tl->p + off;
+}
+
 // BINPERSID: ('storage', torch.XStorage, key, location, numel[, view_metadata]) -> STORAGE.
 static PObj *persistent_load(Vm *vm, PObj *pid) {
     if (pid->type != PO_TUPLE || pid->n < 1 || pid->items[0]->type != PO_STR) {
@@ -332,8 +370,10 @@ static PObj *persistent_load(Vm *vm, PObj *pid) {
             if (!rs) FATAL("out of memory reading a torch file");
             tl->roots = rs;
         }
+        const unsigned char *data = NULL;
+        if (tl->is_zip && !(data = zip_storage(vm, key->s, numel->i * kStorage[type].size))) return NULL;
         r = tl->nroots++;
-        tl->roots[r] = (Root){xstrdup(key->s), type, numel->i, NULL};
+        tl->roots[r] = (Root){xstrdup(key->s), type, numel->i, data};
     } else if (tl->roots[r].type != type || tl->roots[r].numel != numel->i) {
         vm_fail(vm, "storage %s is declared twice with different types or sizes", key->s);
         return NULL;
@@ -367,7 +407,7 @@ static int int_tuple(const PObj *t, int64_t *out, int *n) {
 }
 
 // REDUCE / NEWOBJ: the callables a state dict needs; anything else becomes an opaque object.
-static PObj *reduce(Vm *vm, PObj *fn, PObj *args) {
+static PObj *reduce(Vm *vm, PObj *fn, PObj *args, int newobj) {
     if (fn->type != PO_GLOBAL) {
         vm_fail(vm, "malformed pickle: REDUCE on a %s at byte %zu", po_name(fn->type), vm->pos);
         return NULL;
@@ -391,6 +431,12 @@ static PObj *reduce(Vm *vm, PObj *fn, PObj *args) {
     if (strcmp(fn->s, "torch._utils._rebuild_parameter") == 0 && args->type == PO_TUPLE && args->n >= 1 &&
         args->items[0]->type == PO_TENSOR)
         return args->items[0];
+    // NEWOBJ (cls.__new__(cls), e.g. argparse.Namespace) makes an opaque record whose BUILD state can
+    // be read; nothing is constructed. REDUCE would call the global (os.system, eval, ...): refused.
+    if (!newobj) {
+        vm_fail(vm, "refuses to call %s (only tensors, dicts and OrderedDicts are rebuilt; nothing is executed)", fn->s);
+        return NULL;
+    }
     PObj *o = po_new(vm, PO_OBJECT);
     o->s = xstrdup(fn->s);
     return o;
@@ -404,13 +450,13 @@ static PObj *vm_run(Vm *vm) {
     for (;;) {
         if (need(vm, 1)) return NULL;
         size_t at = vm->pos;
-        unsigned char op = vm->tl->p[vm->pos++];
+        unsigned char op = vm->p[vm->pos++];
         PObj *o = NULL, *a, *b, **items = NULL;
         int n = 0;
         switch (op) {
         case 0x80:  // PROTO
             if (need(vm, 1)) return NULL;
-            if (vm->tl->p[vm->pos] > 5) { vm_fail(vm, "unsupported pickle protocol %d", vm->tl->p[vm->pos]); return NULL; }
+            if (vm->p[vm->pos] > 5) { vm_fail(vm, "unsupported pickle protocol %d", vm->p[vm->pos]); return NULL; }
             vm->pos++;
             break;
         case 0x95:  // FRAME
@@ -454,7 +500,7 @@ static PObj *vm_run(Vm *vm) {
         case 'G': {  // BINFLOAT (big-endian)
             if (need(vm, 8)) return NULL;
             uint64_t v = 0;
-            for (int k = 0; k < 8; k++) v = (v << 8) | vm->tl->p[vm->pos + k];
+            for (int k = 0; k < 8; k++) v = (v << 8) | vm->p[vm->pos + k];
             vm->pos += 8;
             o = po_new(vm, PO_FLOAT);
             memcpy(&o->f, &v, 8);
@@ -474,7 +520,7 @@ static PObj *vm_run(Vm *vm) {
         case 0x8d: case 0x8e: {  // BINUNICODE8, BINBYTES8
             if (need(vm, 8)) return NULL;
             uint64_t len = rd_le(vm, 8);
-            if (len > vm->tl->len) { need(vm, vm->tl->len + 1); return NULL; }
+            if (len > vm->len) { need(vm, vm->len + 1); return NULL; }
             if (!(o = new_str(vm, op == 0x8d ? PO_STR : PO_BYTES, (size_t)len))) return NULL;
             push(vm, o);
             break;
@@ -550,11 +596,12 @@ static PObj *vm_run(Vm *vm) {
             push(vm, o);
             break;
         case 'R': case 0x81:  // REDUCE, NEWOBJ
-            if (!(b = pop(vm)) || !(a = pop(vm)) || !(o = reduce(vm, a, b))) return NULL;
+            if (!(b = pop(vm)) || !(a = pop(vm)) || !(o = reduce(vm, a, b, op == 0x81))) return NULL;
             push(vm, o);
             break;
         case 'b':  // BUILD: state on top of the object; state dicts only carry _metadata there
-            if (!(b = pop(vm)) || !top(vm)) return NULL;
+            if (!(b = pop(vm)) || !(a = top(vm))) return NULL;
+            if (a->type == PO_OBJECT && b->type == PO_DICT) a->storage = b;
             break;
         case '0':  // POP
             if (vm->sp > floor_sp(vm)) vm->sp--;
@@ -580,13 +627,79 @@ static PObj *vm_run(Vm *vm) {
 // ---------------------------------------------------------------------------------------------
 static int mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
+// Zip format (torch.save since PyTorch 1.6): "<top>/data.pkl" is the object, "<top>/data/<key>" each
+// storage's raw little-endian bytes, "<top>/byteorder" (if present) "little". Points vm at data.pkl.
+static int zip_pickle(TorchLegacy *tl, Vm *vm, MalaErr *err) {
+    if (zip_open_mem(tl->p, tl->len, tl->name, &tl->zip, err)) return -1;
+    const ZipEntry *pkl = NULL, *order = NULL;
+    for (int i = 0; i < tl->zip.n; i++) {
+        const char *nm = tl->zip.e[i].name, *slash = strchr(nm, '/');
+        if (slash && strcmp(slash + 1, "data.pkl") == 0 && !pkl) {
+            pkl = &tl->zip.e[i];
+            tl->prefix = xmalloc((size_t)(slash - nm) + 2);
+            memcpy(tl->prefix, nm, (size_t)(slash - nm) + 1);
+            tl->prefix[slash - nm + 1] = 0;
+        }
+    }
+    if (!pkl) return mala_errf(err, "%s: a zip archive without <folder>/data.pkl (not written by torch.save)", tl->name);
+    for (int i = 0; i < tl->zip.n; i++) {
+        const char *nm = tl->zip.e[i].name;
+        if (strncmp(nm, tl->prefix, strlen(tl->prefix)) == 0 && strcmp(nm + strlen(tl->prefix), "byteorder") == 0)
+            order = &tl->zip.e[i];
+    }
+    uint64_t off;
+    if (order) {
+        if (order->method != 0 || zip_entry_data(&tl->zip, order, &off, tl->name, err)) {
+            if (order->method != 0) mala_errf(err, "%s: compressed byteorder member", tl->name);
+            return -1;
+        }
+        if (order->usize != 6 || memcmp(tl->p + off, "little", 6) != 0)
+            return mala_errf(err, "%s: big-endian torch files are not supported", tl->name);
+    }
+    if (pkl->method != 0 || (pkl->flags & 1))
+        return mala_errf(err, "%s: %sdata.pkl is compressed or encrypted (zip method %d); torch.save stores it plain",
+                         tl->name, tl->prefix, pkl->method);
+    if (zip_entry_data(&tl->zip, pkl, &off, tl->name, err)) return -1;
+    tl->is_zip = 1;
+    vm->p = tl->p + off;
+    vm->len = (size_t)pkl->usize;
+    vm->pos = 0;
+    return 0;
+}
+
+static int dict_has_tensor(const PObj *d) {
+    for (int k = 0; k + 1 < d->n; k += 2)
+        if (d->items[k + 1]->type == PO_TENSOR) return 1;
+    return 0;
+}
+
+// A training checkpoint ({model, ema, opt, args}) keeps its weights in a sub-dict: `ema` first, as
+// DiT's find_model does, then `model`, then `state_dict`; tl->weights names an explicit choice.
+static int pick_weights(TorchLegacy *tl, PObj **obj, MalaErr *err) {
+    if (tl->want[0]) tl->weights = tl->want;
+    if (!tl->weights && dict_has_tensor(*obj)) return 0;
+    static const char *order[] = {"ema", "model", "state_dict"};
+    for (int k = 0; k < 3; k++) {
+        const char *w = tl->weights ? tl->weights : order[k];
+        const PObj *d = dict_get(*obj, w);
+        if (d && d->type == PO_DICT) {
+            *obj = (PObj *)d;
+            tl->weights = w;
+            return 0;
+        }
+        if (tl->weights) return mala_errf(err, "%s: no '%s' weights in this checkpoint", tl->name, w);
+    }
+    return 0;  // a dict without tensors: zero tensors, the caller says what it missed
+}
+
 static int parse(TorchLegacy *tl, MalaErr *err) {
-    Vm vm = {.tl = tl, .err = err};
+    Vm vm = {.tl = tl, .err = err, .p = tl->p, .len = tl->len};
     int rc = -1;
+    PObj *obj = NULL;
     if (tl->len >= 4 && memcmp(tl->p, "PK\x03\x04", 4) == 0) {
-        mala_errf(err, "%s: a zip archive, not a legacy torch file (torch.save writes zip archives by default since "
-                  "PyTorch 1.6: re-save with torch.save(obj, path, _use_new_zipfile_serialization=False))", tl->name);
-        goto done;
+        if (zip_pickle(tl, &vm, err)) goto done;
+        if (!(obj = vm_run(&vm))) goto done;
+        goto tensors;
     }
     if (tl->len == 0 || tl->p[0] != 0x80) {
         mala_errf(err, "%s: not a legacy torch file (%s)", tl->name, tl->len ? "does not start with a pickle" : "empty file");
@@ -611,7 +724,7 @@ static int parse(TorchLegacy *tl, MalaErr *err) {
         mala_errf(err, "%s: %s", tl->name, sys_info->type != PO_DICT ? "malformed sys_info record" : "big-endian torch files are not supported");
         goto done;
     }
-    PObj *obj = vm_run(&vm);
+    obj = vm_run(&vm);
     if (!obj) goto done;
     if (obj->type != PO_DICT) {
         mala_errf(err, "%s: the saved object is a %s%s%s, not a state dict", tl->name, po_name(obj->type),
@@ -654,7 +767,15 @@ static int parse(TorchLegacy *tl, MalaErr *err) {
     for (int r = 0; r < tl->nroots; r++)
         if (!tl->roots[r].data) { mala_errf(err, "%s: storage %s has no data", tl->name, tl->roots[r].key); goto done; }
 
-    // Tensors of the top-level dict.
+tensors:
+    if (obj->type != PO_DICT) {
+        mala_errf(err, "%s: the saved object is a %s%s%s, not a state dict", tl->name, po_name(obj->type),
+                  obj->s ? " " : "", obj->s ? obj->s : "");
+        goto done;
+    }
+    tl->top = obj;
+    if (pick_weights(tl, &obj, err)) goto done;
+    // Tensors of the chosen dict.
     tl->tensors = xcalloc((size_t)obj->n / 2 + 1, sizeof *tl->tensors);
     for (int k = 0; k + 1 < obj->n; k += 2) {
         const PObj *key = obj->items[k], *val = obj->items[k + 1];
@@ -707,15 +828,20 @@ static TorchLegacy *open_common(TorchLegacy *tl, MalaErr *err) {
     return tl;
 }
 
-TorchLegacy *torch_legacy_open_mem(const void *buf, size_t len, const char *name, MalaErr *err) {
+static void set_want(TorchLegacy *tl, const char *weights) {
+    snprintf(tl->want, sizeof tl->want, "%s", weights ? weights : "");
+}
+
+TorchLegacy *torch_file_open_mem(const void *buf, size_t len, const char *name, const char *weights, MalaErr *err) {
     TorchLegacy *tl = xcalloc(1, sizeof *tl);
+    set_want(tl, weights);
     tl->name = xstrdup(name ? name : "<memory>");
     tl->p = buf;
     tl->len = len;
     return open_common(tl, err);
 }
 
-TorchLegacy *torch_legacy_open(const char *path, MalaErr *err) {
+TorchLegacy *torch_file_open(const char *path, const char *weights, MalaErr *err) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) { mala_errf(err, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat sb;
@@ -725,6 +851,7 @@ TorchLegacy *torch_legacy_open(const char *path, MalaErr *err) {
         return NULL;
     }
     TorchLegacy *tl = xcalloc(1, sizeof *tl);
+    set_want(tl, weights);
     tl->name = xstrdup(path);
     tl->len = (size_t)sb.st_size;
     if (tl->len) {
@@ -745,6 +872,23 @@ TorchLegacy *torch_legacy_open(const char *path, MalaErr *err) {
     return open_common(tl, err);
 }
 
+TorchLegacy *torch_legacy_open_mem(const void *buf, size_t len, const char *name, MalaErr *err) {
+    return torch_file_open_mem(buf, len, name, NULL, err);
+}
+TorchLegacy *torch_legacy_open(const char *path, MalaErr *err) { return torch_file_open(path, NULL, err); }
+
+int torch_file_is_zip(const TorchLegacy *tl) { return tl->is_zip; }
+const char *torch_file_name(const TorchLegacy *tl) { return tl->name; }
+const char *torch_file_weights(const TorchLegacy *tl) { return tl->weights; }
+
+const char *torch_file_arg(const TorchLegacy *tl, const char *field) {
+    const PObj *args = dict_get(tl->top, "args");
+    if (!args) return NULL;
+    const PObj *state = args->type == PO_OBJECT ? args->storage : args->type == PO_DICT ? args : NULL;
+    const PObj *v = dict_get(state, field);
+    return v && v->type == PO_STR ? v->s : NULL;
+}
+
 void torch_legacy_close(TorchLegacy *tl) {
     if (!tl) return;
     if (tl->map) munmap(tl->map, tl->len);
@@ -752,6 +896,8 @@ void torch_legacy_close(TorchLegacy *tl) {
     for (int r = 0; r < tl->nroots; r++) free(tl->roots[r].key);
     free(tl->roots);
     free(tl->tensors);
+    zip_close(&tl->zip);
+    free(tl->prefix);
     free(tl->name);
     free(tl);
 }

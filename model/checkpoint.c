@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "formats/json.h"
+#include "model/torch_load.h"  // defines: torch_file_sniff, torch_load_model
 
 void class_names_default(ClassNames *cn, int n) {
     cn->n = n;
@@ -126,6 +127,7 @@ Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNa
 
 Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, int mode, ClassNames *cn,
                           MalaErr *err) {
+    if (torch_file_sniff(path)) return torch_load_model(path, NULL, 0, be, max_batch, mode, cn, err);
     StFile f;
     if (st_open(&f, path, err)) return NULL;
     NetConfig c;

@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${1:-1000000}
 shift || true
-NAMES=${*:-image npz safetensors torch_legacy json npy idx}
+NAMES=${*:-image npz safetensors torch_legacy torch_zip json npy idx}
 OUT=build-fuzz/campaign
 mkdir -p "$OUT/artifacts"
 for n in $NAMES; do

@@ -19,7 +19,7 @@ FUZZ_OUT       ?= build-fuzz
 FUZZ_SAN        = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter -MMD -MP $(FUZZ_SAN) \
                   -I. -I/usr/include/stb
-FUZZ_LIB_SRC    = core/common.c core/half.c formats/json.c formats/npy.c formats/safetensors.c formats/image_io.c \
+FUZZ_LIB_SRC    = core/common.c core/half.c formats/json.c formats/npy.c formats/zip_dir.c formats/safetensors.c formats/image_io.c \
                   formats/atomic_file.c formats/png_text.c formats/st_meta.c core/rng.c formats/torch_legacy.c formats/idx.c \
                   train/latents.c model/vae_table.c formats/view_settings.c eval/fmnist_table.c
 FUZZ_LIB_SRC   += pipeline/gen_params_parse.c
