@@ -85,11 +85,17 @@ int cmd_export(int argc, char **argv) {
     Net *m = ckpt_load_model(ckpt, backend_cpu(), 1, &cn, &err);
     if (!m) FATAL("%s", err.msg);
     StFile f;
-    if (st_open(&f, ckpt, &err)) FATAL("%s", err.msg);
     const char *kv[2 * PROVENANCE_MAX];
-    int nkv = provenance(ckpt, &f, kv);
+    int nkv, meta = st_open(&f, ckpt, &err) == 0;  // a PyTorch file (it loaded) has no metadata of ours
+    if (meta) {
+        nkv = provenance(ckpt, &f, kv);
+    } else {
+        kv[0] = "exported_from";
+        kv[1] = ckpt;
+        nkv = 1;
+    }
     if (ckpt_save_weights_meta(m, &cn, m->w, dt, kv, nkv, out, &err)) FATAL("%s", err.msg);
-    st_close(&f);
+    if (meta) st_close(&f);
     fprintf(stderr, "wrote %s (%zu parameters, %s)\n", out, m->n_trainable, dtype);
     class_names_free(&cn);
     net_free(m);

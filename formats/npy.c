@@ -423,7 +423,7 @@ static int open_read(const char *path, FILE **f, uint64_t *size, MalaErr *err) {
 
 int npy_load(const char *path, NpyArray *a, MalaErr *err) {
     memset(a, 0, sizeof *a);
-    FILE *f; uint64_t size;
+    FILE *f; uint64_t size = 0;
     if (open_read(path, &f, &size, err)) return -1;
     Src s = { .name = path, .f = f, .in_left = size, .expect = UINT64_MAX };
     int rc = npy_read_src(&s, size, a, err);
