@@ -298,11 +298,11 @@ START_TEST(params_say_what_ran) {
     make_model(tp("unc.safetensors"), 0, 0);
     RUN_OK("sample --ckpt %s --n 2 --steps 2 --threads 2 --out %s", tp("unc.safetensors"), tp("unc.png"));
     info_params(tp("unc.png"), got, sizeof got);
-    ck_assert_msg(!strncmp(got, "(unconditional)\nSteps: ", 24) && !strstr(got, "Class:") && !strstr(got, "Labels:"),
+    ck_assert_msg(!strncmp(got, "(unconditional)\nSteps: ", 23) && !strstr(got, "Class:") && !strstr(got, "Labels:"),
                   "%s", got);
     RUN_OK(SAMPLE " --n 1 --blend square,ring,0.25 --out %s", tp("bl.png"));
     info_params(tp("bl.png"), got, sizeof got);
-    ck_assert_msg(!strncmp(got, "square,ring,0.25\nSteps: ", 25) && strstr(got, "Blend: \"1,2,0.25\"") &&
+    ck_assert_msg(!strncmp(got, "square,ring,0.25\nSteps: ", 24) && strstr(got, "Blend: \"1,2,0.25\"") &&
                   !strstr(got, "Class:"), "%s", got);
     tu_rm_tmpdir();
 }
