@@ -114,6 +114,7 @@ static char *png_params(const Generator *g, const char *ckpt, const char *vae, c
                    .width = generator_out_size(g), .height = generator_out_size(g),
                    .strength = si->init ? si->gi.strength : 0.0f, .init_path = si->init, .mask_path = si->mask,
                    .resample = si->gi.resample};
+    if (n == 1 && si->npaths > 1) p.init_path = si->paths[first];  // --init-image DIR: this output's file
     MalaErr err;
     char *text = gen_params_text(&p, &err);
     if (!text) FATAL("%s", err.msg);
@@ -244,6 +245,9 @@ int cmd_sample(int argc, char **argv) {
     if (gen_guidance_for(&pc, &go.cfg_scale, args_given(opts, sizeof opts / sizeof opts[0], &go.cfg_scale),
                          "--cfg-scale", &err))
         FATAL("%s: %s", ckpt, err.msg);
+    if (pc.latent_scale > 0 && go.clip && args_given(opts, sizeof opts / sizeof opts[0], &go.clip))
+        FATAL("--clip true: %s is a latent model, whose x0 (latents) is not bounded to [-1, 1] and is never clipped; "
+              "drop --clip", ckpt);
     if (pc.num_classes == 0 && (cls || labels))
         FATAL("%s %s: %s is an unconditional model (num_classes 0): it samples without classes; drop %s",
               cls ? "--class" : "--labels", cls ? cls : labels, ckpt, cls ? "--class" : "--labels");
@@ -391,10 +395,17 @@ int cmd_sample(int argc, char **argv) {
         if (g.vae) progress_update(&pr.pg, b0 + nb == n, "decoding images %d-%d of %d", b0 + 1, b0 + nb, n);
         for (int i = 0; out_dir && i < nb; i++) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, K ? g.classes.names[y[b0 + i]] : "uncond");
+            const char *name = K ? g.classes.names[y[b0 + i]] : "uncond";
+            if (si.npaths > 1) {  // --init-image DIR: the input's name without folder and extension, too
+                const char *in = strrchr(si.paths[b0 + i], '/'), *dot = strrchr(in ? in + 1 : si.paths[b0 + i], '.');
+                in = in ? in + 1 : si.paths[b0 + i];
+                snprintf(path, sizeof path, "%s/%06d_%s_%.*s.png", out_dir, b0 + i, name, (int)(dot ? dot - in : 1000), in);
+            } else {
+                snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, name);
+            }
             for (char *p = path + strlen(out_dir) + 1; *p; p++)
                 if (*p == '/' || *p == ' ') *p = '_';
-            char *params = png_params(&g, ckpt, vae, &go, y + b0 + i, 1, seed, b0 + i, &si);
+            char *params = png_params(&g, ckpt, vae, &used, y + b0 + i, 1, seed, b0 + i, &si);
             if (image_save_grid_text(path, dst + oper * i, 1, oc, os, os, 1, 0, GEN_PARAMS_KEYWORD, params, &err))
                 FATAL("%s", err.msg);
             free(params);
@@ -403,7 +414,7 @@ int cmd_sample(int argc, char **argv) {
     }
     progress_break(&pr.pg);
     if (out) {
-        char *params = png_params(&g, ckpt, vae, &go, y, n, seed, 0, &si);
+        char *params = png_params(&g, ckpt, vae, &used, y, n, seed, 0, &si);
         if (image_save_grid_text(out, img, n, oc, os, os, nrow > 0 ? nrow : 8, 2, GEN_PARAMS_KEYWORD, params, &err))
             FATAL("%s", err.msg);
         free(params);

@@ -1,10 +1,13 @@
 // defines: sample_init_list, sample_init_load, sample_init_free, sample_parse_blend
 #include "cli/sample_init.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "formats/image_io.h"
 #include "pipeline/gen_inputs.h"
 
 void sample_init_list(SampleInit *si, const char *init, const char *mask) {
@@ -24,6 +27,28 @@ void sample_init_list(SampleInit *si, const char *init, const char *mask) {
     si->npaths = 1;
 }
 
+// The mask against the inputs: the same aspect ratio or an error (the crops would cover other
+// regions); another size is said once, with how it is brought to the model's; alpha is said too.
+static void sample_mask_check(const SampleInit *si, int os) {
+    MalaErr err;
+    int mw, mh;
+    if (image_check(si->mask, &mw, &mh, &err)) FATAL("--mask %s", err.msg);
+    for (int i = 0; i < si->npaths; i++) {
+        int w, h;
+        if (image_check(si->paths[i], &w, &h, &err)) FATAL("--init-image %s", err.msg);
+        if ((int64_t)mw * h != (int64_t)mh * w)
+            FATAL("--mask %s: %dx%d has another aspect ratio than --init-image %s (%dx%d); give a mask of the input's shape",
+                  si->mask, mw, mh, si->paths[i], w, h);
+        if ((mw != w || mh != h) && i == 0)
+            fprintf(stderr, "note: --mask %s is %dx%d, --init-image %s %dx%d: each is brought to %dx%d by the same "
+                    "center_crop_arr (box halving, then bicubic), the mask then thresholded at 128\n",
+                    si->mask, mw, mh, si->paths[i], w, h, os, os);
+    }
+    if (gen_png_has_alpha(si->mask))
+        fprintf(stderr, "note: --mask %s has an alpha channel, which is ignored: white (gray >= 128 of its colour) is "
+                "regenerated, transparency is not read\n", si->mask);
+}
+
 void sample_init_load(SampleInit *si, Generator *g, int n, float strength, int resample) {
     if (!si->init) return;
     MalaErr err;
@@ -41,6 +66,7 @@ void sample_init_load(SampleInit *si, Generator *g, int n, float strength, int r
     if (generator_encode(g, pix, n, si->image, &err)) FATAL("--init-image: %s", err.msg);
     free(pix);
     if (si->mask) {
+        sample_mask_check(si, os);
         float *m = xmalloc((size_t)os * os * sizeof(float));
         if (gen_load_mask(si->mask, os, m, &err)) FATAL("--mask %s", err.msg);
         si->grid_mask = xmalloc((size_t)n * S * S * sizeof(float));

@@ -17,6 +17,12 @@ static int is_latent(const Generator *g) { return g->net->cfg.latent_scale > 0; 
 int generator_recorded_vae(const Generator *g, const char *model, const char **vae, char *buf, size_t cap,
                            MalaErr *err) {
     if (*vae || !is_latent(g)) return 0;
+    int rc = gen_model_recorded_vae(model, buf, cap, err);
+    if (rc == 1) *vae = buf;
+    return rc;
+}
+
+int gen_model_recorded_vae(const char *model, char *buf, size_t cap, MalaErr *err) {
     StFile f;
     if (st_open(&f, model, err)) return -1;
     const char *rec = st_meta(&f, "run.vae");
@@ -26,7 +32,6 @@ int generator_recorded_vae(const Generator *g, const char *model, const char **v
     if (access(buf, R_OK))
         return mala_errf(err, "%s is a latent model; the VAE its run recorded (%s) cannot be read: give --vae FILE",
                          model, buf);
-    *vae = buf;
     return 1;
 }
 

@@ -2,6 +2,7 @@
 #include "pipeline/gen_inputs.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,14 +35,49 @@ int gen_load_image(const char *path, int C, int S, float *out, MalaErr *err) {
     return 0;
 }
 
+int gen_load_grid_cell(const char *path, int C, int S, int k, int cw, int ch, int pad, float *out, MalaErr *err) {
+    if (C != 1 && C != 3) return mala_errf(err, "%s: the model makes %d-channel images; input images need 1 or 3", path, C);
+    uint8_t *pix;
+    int w, h;
+    if (image_load(path, C, &pix, &w, &h, err)) return -1;
+    int cols = (w - pad) / (cw + pad);
+    if (cols < 1) cols = 1;
+    int x0 = pad + (k % cols) * (cw + pad), y0 = pad + (k / cols) * (ch + pad);
+    if (k < 0 || x0 + cw > w || y0 + ch > h) {
+        free(pix);
+        return mala_errf(err, "%s: image %d of a grid of %dx%d cells does not fit its %dx%d pixels", path, k, cw, ch, w, h);
+    }
+    uint8_t *cell = xmalloc((size_t)cw * ch * C);
+    for (int y = 0; y < ch; y++) memcpy(cell + (size_t)y * cw * C, pix + ((size_t)(y0 + y) * w + x0) * C, (size_t)cw * C);
+    free(pix);
+    if (crop(&cell, cw, ch, C, S, path, err)) { free(cell); return -1; }
+    image_u8_to_float(out, cell, S, S, C, 0);
+    free(cell);
+    return 0;
+}
+
 int gen_load_mask(const char *path, int S, float *out, MalaErr *err) {
     uint8_t *pix;
     int w, h;
     if (image_load(path, 1, &pix, &w, &h, err)) return -1;
     if (crop(&pix, w, h, 1, S, path, err)) { free(pix); return -1; }
-    for (size_t i = 0; i < (size_t)S * S; i++) out[i] = pix[i] >= 128 ? 1.0f : 0.0f;
+    size_t white = 0;
+    for (size_t i = 0; i < (size_t)S * S; i++) white += (out[i] = pix[i] >= 128 ? 1.0f : 0.0f) > 0;
     free(pix);
+    // no pixel to regenerate: every step would only put the input back (the run returns the input)
+    if (!white) return mala_errf(err, "%s: the mask is all black at %dx%d (no pixel >= 128 to regenerate): nothing to "
+                                 "inpaint", path, S, S);
     return 0;
+}
+
+int gen_png_has_alpha(const char *path) {
+    uint8_t h[26];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    // PNG signature, then IHDR: colour type at byte 25 (4 gray + alpha, 6 RGBA; PNG spec 11.2.2)
+    return got == sizeof h && !memcmp(h, "\x89PNG\r\n\x1a\n", 8) && (h[25] == 4 || h[25] == 6);
 }
 
 static int is_image_name(const char *name) {

@@ -5,7 +5,8 @@
 //   the training data went through; an image of exactly that size is taken as it is), mapped to
 //   [-1, 1] as x / 127.5 - 1.
 //   Masks: read as gray, the same crop, then binarised: a pixel >= 128 (white) is regenerated
-//   (1), darker is kept (0).
+//   (1), darker is kept (0). Alpha is dropped (the colour channels alone are read); an all-black
+//   mask (nothing to regenerate) is an error.
 #ifndef MALA_GEN_INPUTS_H
 #define MALA_GEN_INPUTS_H
 
@@ -13,8 +14,13 @@
 
 // out [C, S, S] for C = 1 or 3.
 int gen_load_image(const char *path, int C, int S, float *out, MalaErr *err);
+// The same from one cell of a grid PNG (torchvision's make_grid: pad pixels around cells of
+// cw x ch, as many to a row as the width holds): cell k (row-major), cut out before the crop.
+int gen_load_grid_cell(const char *path, int C, int S, int k, int cw, int ch, int pad, float *out, MalaErr *err);
 // out [S, S] of 0 and 1.
 int gen_load_mask(const char *path, int S, float *out, MalaErr *err);
+// 1 when path is a PNG with an alpha channel (gray + alpha or RGBA), from its IHDR; else 0.
+int gen_png_has_alpha(const char *path);
 // The image files of a folder (names ending .png .jpg .jpeg .bmp .pgm .ppm, any case), sorted by
 // name, as malloc'd full paths; *n their count. -1 when the folder cannot be read or has none.
 int gen_list_images(const char *dir, char ***paths, int *n, MalaErr *err);

@@ -93,15 +93,28 @@ int gen_params_file_hash(const char *path, char out[11], MalaErr *err) {
     return 0;
 }
 
-// The prompt line: the images' class names, each once, in order of first appearance.
+static void text_name(Text *t, const ClassNames *cn, int k) {
+    const char *name = k >= 0 && k < cn->n ? cn->names[k] : "?";
+    for (const char *c = name; *c; c++) text_add(t, "%c", *c == '\n' ? ' ' : *c);
+}
+
+// The prompt line: the images' class names, each once, in order of first appearance; a blend as
+// `--blend` takes it ("A,B,w"); an unconditional model's "(unconditional)", as it has no classes.
 static void prompt(Text *t, const GenParams *p) {
+    if (!p->classes->n) { text_add(t, "(unconditional)\n"); return; }
+    if (p->opts->blend) {
+        text_name(t, p->classes, p->opts->blend_a);
+        text_add(t, ",");
+        text_name(t, p->classes, p->opts->blend_b);
+        text_add(t, ",%g\n", (double)p->opts->blend_w);
+        return;
+    }
     for (int i = 0; i < p->n; i++) {
         int seen = 0;
         for (int j = 0; j < i && !seen; j++) seen = p->labels[j] == p->labels[i];
         if (seen) continue;
-        const char *name = p->labels[i] >= 0 && p->labels[i] < p->classes->n ? p->classes->names[p->labels[i]] : "?";
         text_add(t, "%s", i ? ", " : "");
-        for (const char *c = name; *c; c++) text_add(t, "%c", *c == '\n' ? ' ' : *c);
+        text_name(t, p->classes, p->labels[i]);
     }
     text_add(t, "\n");
 }
@@ -141,7 +154,9 @@ char *gen_params_text(const GenParams *p, MalaErr *err) {
         pairf(&t, "Resample", "%d", p->resample);
     }
     if (o->blend) pairf(&t, "Blend", "%d,%d,%g", o->blend_a, o->blend_b, (double)o->blend_w);
-    if (all_one_class(p)) pairf(&t, "Class", "%d", p->labels[0]);
+    if (!p->classes->n || o->blend) {
+        // no class to record: an unconditional model has none, a blend's label is "Blend"
+    } else if (all_one_class(p)) pairf(&t, "Class", "%d", p->labels[0]);
     else {
         Text l = {0};
         for (int i = 0; i < p->n; i++) text_add(&l, "%s%d", i ? "," : "", p->labels[i]);

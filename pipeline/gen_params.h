@@ -1,5 +1,6 @@
 // How an image was made, as the text of a PNG's tEXt chunk "parameters" in AUTOMATIC1111's
-// style (its infotext): the prompt on the first line (here: the class names), then one line of
+// style (its infotext): the prompt on the first line (here: the class names; a blend "A,B,w";
+// "(unconditional)" for a model without classes), then one line of
 // "Key: value" pairs joined by ", ", a value holding ',', ':' or a newline JSON-quoted as A1111's
 // quote() does. A1111's keys where ours mean the same (Steps, Sampler, CFG scale, Seed, Size, Model
 // hash, Model, VAE hash, VAE, Denoising strength, Version), our own for the rest (Class, Labels,
@@ -40,7 +41,8 @@ char *gen_params_text(const GenParams *p, MalaErr *err);
 // prompt line, are ignored. Any bytes are safe (fuzzed: tests/fuzz/fuzz_gen_params.c).
 enum {
     GP_STEPS = 1 << 0, GP_SAMPLER = 1 << 1, GP_CFG = 1 << 2, GP_ETA = 1 << 3, GP_SEED = 1 << 4, GP_CLASS = 1 << 5,
-    GP_STRENGTH = 1 << 6, GP_BLEND = 1 << 7, GP_RESAMPLE = 1 << 8
+    GP_STRENGTH = 1 << 6, GP_BLEND = 1 << 7, GP_RESAMPLE = 1 << 8,
+    GP_GRID = 1 << 9  // "Images" > 1 and "Size": the PNG is a grid of images of that size
 };
 typedef struct {
     unsigned have;
@@ -50,6 +52,7 @@ typedef struct {
     uint64_t seed;
     int blend_a, blend_b;           // >= 0
     float blend_w;                  // [0, 1]
+    int grid_n, cell_w, cell_h;     // GP_GRID: 2..4096 images of 1..8192 x 1..8192
 } GenParsed;
 // Returns how many keys were taken.
 int gen_params_parse(const char *text, GenParsed *p);

@@ -97,6 +97,19 @@ int gen_params_parse(const char *text, GenParsed *p) {
             }
         }
     }
+    long gn, cw, ch;
+    if (value_of(text, "Images", b, sizeof b) && to_long(b, 2, 4096, &gn) && value_of(text, "Size", b, sizeof b)) {
+        char *x = strchr(b, 'x');
+        if (x) {
+            *x = 0;
+            if (to_long(b, 1, 8192, &cw) && to_long(x + 1, 1, 8192, &ch)) {
+                p->grid_n = (int)gn;
+                p->cell_w = (int)cw;
+                p->cell_h = (int)ch;
+                p->have |= GP_GRID;
+            }
+        }
+    }
     int count = 0;
     for (unsigned h = p->have; h; h &= h - 1) count++;
     return count;

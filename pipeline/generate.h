@@ -110,6 +110,9 @@ int generator_attach_vae(Generator *g, const char *vae_path, const char *model, 
 // changed (a pixel model, a VAE given, none recorded), -1 when the recorded file cannot be read.
 int generator_recorded_vae(const Generator *g, const char *model, const char **vae, char *buf, size_t cap,
                            MalaErr *err);
+// The same by file, before a generator is open (the viewer's checks): run.vae of model into buf;
+// 1 when recorded and readable, 0 when none is recorded, -1 when it cannot be read.
+int gen_model_recorded_vae(const char *model, char *buf, size_t cap, MalaErr *err);
 // An output image: the decoded one for a latent model, the model's own for a pixel model.
 int generator_out_channels(const Generator *g);
 int generator_out_size(const Generator *g);

@@ -209,6 +209,7 @@ static void write_png(const char *path, int side, int (*value)(int x, int y)) {
 }
 static int stripes(int x, int y) { return y % 2 ? 230 : 40; }
 static int top_white(int x, int y) { return y < 4 ? 255 : 0; }
+static int black(int x, int y) { return 0; }
 
 static float *load_npy(const char *path, size_t *n) {
     NpyArray a;
@@ -254,13 +255,42 @@ START_TEST(test_sample_flags) {
     free(png);
     // a folder: one output per image
     RUN_OK(COMMON " --init-image %s --strength 0.5 --out-dir %s", tp("dir"), tp("outs"));
-    ck_assert(access(tp("outs/000000_square.png"), F_OK) == 0 && access(tp("outs/000001_square.png"), F_OK) == 0);
+    // each output named after its input, and its PNG records that input's file, not the folder
+    ck_assert(access(tp("outs/000000_square_a.png"), F_OK) == 0 && access(tp("outs/000001_square_b.png"), F_OK) == 0);
+    png = tu_read_file(tp("outs/000001_square_b.png"), &len);
+    ck_assert(png_text_find((uint8_t *)png, len, "b", "parameters", &text, &err) == 1);
+    ck_assert_msg(strstr(text, "Init image: b.png,"), "%s", text);
+    free(text);
+    free(png);
     RUN_OK("sample --ckpt " MODEL " --blend circle,ring,0.3 --n 2 --steps 2 --threads 1 --out %s", tp("bl.png"));
     png = tu_read_file(tp("bl.png"), &len);
     ck_assert(png_text_find((uint8_t *)png, len, "bl.png", "parameters", &text, &err) == 1);
     ck_assert_msg(strstr(text, "Blend: \"0,2,0.3\""), "%s", text);
+    // the prompt line is the blend as --blend takes it, and no single class is claimed
+    ck_assert_msg(!strncmp(text, "circle,ring,0.3\n", 16) && !strstr(text, "Class:"), "%s", text);
     free(text);
     free(png);
+    // masks: all black is refused; another size of the same aspect is said; another aspect refused;
+    // an RGBA mask's alpha is said to be ignored
+    write_png(tp("black.png"), 8, black);
+    RUN_FAILS("all black", COMMON " --init-image %s --mask %s --out %s", tp("in.png"), tp("black.png"), tp("x.png"));
+    ck_assert(access(tp("x.png"), F_OK) != 0);
+    write_png(tp("mask16.png"), 16, top_white);
+    RUN_OK(COMMON " --init-image %s --mask %s --out %s", tp("in.png"), tp("mask16.png"), tp("m16.png"));
+    ck_assert_msg(strstr(g_err, "--mask") && strstr(g_err, "is 16x16") && strstr(g_err, "8x8") &&
+                  strstr(g_err, "center_crop_arr"), "%s", g_err);
+    {
+        uint8_t px[8 * 4 * 4] = {0};
+        for (int i = 0; i < 8 * 4; i++) px[4 * i] = px[4 * i + 1] = px[4 * i + 2] = px[4 * i + 3] = i < 8 ? 255 : 0;
+        ck_assert(image_write_png(tp("tall.png"), px, 4, 8, 4, &err) == 0);  // 4 wide, 8 high, RGBA
+        RUN_FAILS("another aspect ratio", COMMON " --init-image %s --mask %s --out %s", tp("in.png"), tp("tall.png"),
+                  tp("x.png"));
+        uint8_t rgba[8 * 8 * 4];
+        for (int i = 0; i < 64; i++) rgba[4 * i] = rgba[4 * i + 1] = rgba[4 * i + 2] = i < 32 ? 255 : 0, rgba[4 * i + 3] = 128;
+        ck_assert(image_write_png(tp("rgba.png"), rgba, 8, 8, 4, &err) == 0);
+        RUN_OK(COMMON " --init-image %s --mask %s --out %s", tp("in.png"), tp("rgba.png"), tp("ma.png"));
+        ck_assert_msg(strstr(g_err, "alpha channel, which is ignored"), "%s", g_err);
+    }
     // refusals, one line each
     RUN_FAILS("--mask: needs --init-image", COMMON " --mask %s --out %s", tp("mask.png"), tp("x.png"));
     RUN_FAILS("--strength: needs --init-image", COMMON " --strength 0.5 --out %s", tp("x.png"));

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "pipeline/gen_params.h"
+#include "model/checkpoint.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "formats/png_text.h"
@@ -248,9 +249,9 @@ START_TEST(parameters_parse_back) {
     char *text = gen_params_text(&gp, &err);
     ck_assert_msg(text != NULL, "%s", err.msg);
     GenParsed p;
-    ck_assert_int_eq(gen_params_parse(text, &p), 9);
+    ck_assert_int_eq(gen_params_parse(text, &p), 8);  // a blend records no single class
     ck_assert_msg(p.steps == 37 && !strcmp(p.sampler, "ddim") && p.cfg_scale == 2.5f && p.eta == 0.3f &&
-                  p.seed == 123456789012ull && p.cls == 1 && p.strength == 0.4f && p.resample == 3 &&
+                  p.seed == 123456789012ull && !(p.have & GP_CLASS) && p.strength == 0.4f && p.resample == 3 &&
                   p.blend_a == 2 && p.blend_b == 0 && p.blend_w == 0.25f, "%s", text);
     free(text);
     ck_assert_int_eq(gen_params_parse("x\nSteps: 0, Seed index: 4, CFG scale: abc, Denoising strength: 0, "
@@ -263,6 +264,50 @@ END_TEST
 
 END_TEST
 
+// A tiny DiT: K classes (0: unconditional), pixels 8x8x1 or latents 4x4x4 of the tiny VAE (run.vae).
+static void make_model(const char *path, int K, int latent) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 1; c.dit.hidden = 32; c.dit.heads = 2; c.dit.patch = 2;
+    c.image_size = latent ? 4 : 8; c.in_channels = latent ? 4 : 1; c.num_classes = K;
+    c.latent_scale = latent ? 0.18215f : 0.0f;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    net_init_weights(m, 1);
+    ClassNames cn;
+    class_names_default(&cn, K);
+    const char *kv[] = {"run.vae", "tests/fixtures/vae_tiny.safetensors"};
+    MalaErr err;
+    ck_assert_msg(ckpt_save_weights_meta(m, &cn, m->w, ST_F32, kv, latent, path, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+}
+
+// What a PNG says is what ran: a latent model's x0 is never clipped (so "Clip x0: off", and
+// --clip true refused), an unconditional model claims no class, a blend is its prompt line.
+START_TEST(params_say_what_ran) {
+    tu_make_tmpdir("pngparams_ran");
+    char got[1024];
+    make_model(tp("lat.safetensors"), 2, 1);
+    RUN_OK("sample --ckpt %s --n 1 --steps 2 --threads 2 --out %s", tp("lat.safetensors"), tp("lat.png"));
+    info_params(tp("lat.png"), got, sizeof got);
+    ck_assert_msg(strstr(got, "Clip x0: off") && !strstr(got, "Clip x0: on"), "%s", got);
+    expect_error(run("sample --ckpt %s --n 1 --steps 2 --clip true --out %s", tp("lat.safetensors"), tp("x.png")),
+                 "--clip on a latent model", "--clip true", "latent model");
+    ck_assert(access(tp("x.png"), F_OK) != 0);
+    RUN_OK("sample --ckpt %s --n 1 --steps 2 --threads 2 --clip false --out %s", tp("lat.safetensors"), tp("lat2.png"));
+    make_model(tp("unc.safetensors"), 0, 0);
+    RUN_OK("sample --ckpt %s --n 2 --steps 2 --threads 2 --out %s", tp("unc.safetensors"), tp("unc.png"));
+    info_params(tp("unc.png"), got, sizeof got);
+    ck_assert_msg(!strncmp(got, "(unconditional)\nSteps: ", 23) && !strstr(got, "Class:") && !strstr(got, "Labels:"),
+                  "%s", got);
+    RUN_OK(SAMPLE " --n 1 --blend square,ring,0.25 --out %s", tp("bl.png"));
+    info_params(tp("bl.png"), got, sizeof got);
+    ck_assert_msg(!strncmp(got, "square,ring,0.25\nSteps: ", 24) && strstr(got, "Blend: \"1,2,0.25\"") &&
+                  !strstr(got, "Class:"), "%s", got);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("png_params");
     TCase *tc = tcase_create("png_params");
@@ -272,6 +317,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, text_chunk_corrupt);
     tcase_add_test(tc, sample_writes_info_reads);
     tcase_add_test(tc, parameters_parse_back);
+    tcase_add_test(tc, params_say_what_ran);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pipeline/generate.h"
+#include "model/checkpoint.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "cli/args.h"
@@ -1020,6 +1021,60 @@ START_TEST(img2img_inpaint_blend) {
 }
 END_TEST
 
+// A dropped grid PNG becomes one cell (the first here: the pointer is over no image), not a crop
+// across cells: at strength 0.05 the output stays within a few levels of that cell.
+START_TEST(drop_grid_takes_one_cell) {
+    if (skip_without_display("drop_grid_takes_one_cell")) return;
+    assert_model();
+    char grid[512], out[512], script[2048];
+    snprintf(grid, sizeof grid, "%s", dir_path("dg_grid.png"));
+    snprintf(out, sizeof out, "%s", dir_path("dg_out.png"));
+    snprintf(script, sizeof script, "class=Bag;steps=4;sampler=ddim;n=4;seed=7;generate;wait;save=%s;drop=%s;"
+             "strength=0.05;n=1;generate;wait;save=%s;quit", grid, grid, out);
+    assert_ran(run_view(script, NULL, dir_path("dg.log")), 0, dir_path("dg.log"));
+    uint8_t *g, *o;
+    int gw, gh, w, h;
+    load_rgb(grid, &g, &gw, &gh);
+    load_rgb(out, &o, &w, &h);
+    ck_assert(w == S_IMG && h == S_IMG && gw >= 2 + S_IMG && gh >= 2 + S_IMG);
+    uint8_t cell[S_IMG * S_IMG * 3];
+    for (int y = 0; y < S_IMG; y++) memcpy(cell + (size_t)y * S_IMG * 3, g + ((size_t)(2 + y) * gw + 2) * 3, S_IMG * 3);
+    double d = mean_abs_u8(o, cell, sizeof cell);
+    ck_assert_msg(d < 2.0, "the output is %.2f levels from the grid's first cell", d);
+    free(g);
+    free(o);
+}
+END_TEST
+
+// A latent model whose run recorded its VAE opens in the viewer without --vae, as in mala sample,
+// and its saved PNG names that VAE.
+START_TEST(latent_recorded_vae) {
+    if (skip_without_display("latent_recorded_vae")) return;
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 1; c.dit.hidden = 32; c.dit.heads = 2; c.dit.patch = 2;
+    c.image_size = 4; c.in_channels = 4; c.num_classes = 2; c.latent_scale = 0.18215f;
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    net_init_weights(m, 1);
+    ClassNames cn;
+    class_names_default(&cn, 2);
+    const char *kv[] = {"run.vae", "tests/fixtures/vae_tiny.safetensors"};
+    MalaErr err;
+    const char *model = dir_path("lat_rec.safetensors");
+    char path[600];
+    snprintf(path, sizeof path, "%s", model);
+    ck_assert_msg(ckpt_save_weights_meta(m, &cn, m->w, ST_F32, kv, 1, path, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+    char script[1024];
+    snprintf(script, sizeof script, "n=1;steps=2;generate;wait;save=%s;quit", dir_path("lat_rec.png"));
+    assert_ran(run_view_model(path, script, NULL, dir_path("lat_rec.log")), 0, dir_path("lat_rec.log"));
+    char *params = png_params(dir_path("lat_rec.png"));
+    ck_assert_msg(strstr(params, ", VAE: vae_tiny, "), "%s", params);
+    free(params);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("viewer");
     TCase *tc = tcase_create("viewer");
@@ -1039,6 +1094,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, settings_parser);
     tcase_add_test(tc, text_fits);
     tcase_add_test(tc, img2img_inpaint_blend);
+    tcase_add_test(tc, latent_recorded_vae);
+    tcase_add_test(tc, drop_grid_takes_one_cell);
     suite_add_tcase(s, tc);
     return s;
 }

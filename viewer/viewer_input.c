@@ -78,6 +78,19 @@ int view_input_load(View *v, const char *path, MalaErr *err) {
     return 0;
 }
 
+// A grid PNG's cell k (of n, each cw x ch; VIEW_GRID_PAD apart as our grids are): a grid taken
+// whole would be cropped across cells.
+static int view_input_load_cell(View *v, const char *path, int k, int n, int cw, int ch, MalaErr *err) {
+    if (ensure(v, err)) return -1;
+    ViewInput *in = &v->in;
+    if (gen_load_grid_cell(path, in->C, in->S, k, cw, ch, VIEW_GRID_PAD, in->img, err)) return -1;
+    const char *base = strrchr(path, '/');
+    char name[sizeof in->name];
+    snprintf(name, sizeof name, "%.60s (image %d of %d)", base ? base + 1 : path, k, n);
+    loaded(v, name);
+    return 0;
+}
+
 int view_input_use(View *v, int p, int k, MalaErr *err) {
     if (ensure(v, err)) return -1;
     const Pane *pn = &v->pane[p];
@@ -179,7 +192,7 @@ static int restore_params(View *v, const char *text) {
 
 void view_input_drop(View *v, const char *path) {
     MalaErr err;
-    int restored = 0;
+    int restored = 0, grid_n = 0, cw = 0, ch = 0, cell = 0;
     size_t len = 0;
     FILE *f = fopen(path, "rb");
     uint8_t *bytes = NULL;
@@ -188,12 +201,22 @@ void view_input_drop(View *v, const char *path) {
         len = fread(bytes, 1, PNG_TEXT_MAX_BYTES * 4, f);
         fclose(f);
         char *text = NULL;
-        if (len > 8 && !memcmp(bytes, "\x89PNG", 4) && png_text_find(bytes, len, path, "parameters", &text, &err) == 1)
+        if (len > 8 && !memcmp(bytes, "\x89PNG", 4) && png_text_find(bytes, len, path, "parameters", &text, &err) == 1) {
             restored = restore_params(v, text);
+            GenParsed gp;
+            gen_params_parse(text, &gp);
+            if (gp.have & GP_GRID) {  // one cell: the one at the drop point's image in our grid, else the first
+                grid_n = gp.grid_n;
+                cw = gp.cell_w;
+                ch = gp.cell_h;
+                float fx, fy;
+                if (view_image_at(v, v->mouse_x, v->mouse_y, &cell, &fx, &fy) < 0 || cell < 0 || cell >= grid_n) cell = 0;
+            }
+        }
         free(text);
         free(bytes);
     }
-    if (view_input_load(v, path, &err)) {
+    if (grid_n ? view_input_load_cell(v, path, cell, grid_n, cw, ch, &err) : view_input_load(v, path, &err)) {
         view_message(v, "%s", err.msg);
         return;
     }

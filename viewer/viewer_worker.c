@@ -41,6 +41,8 @@ struct Worker {
     float *row;               // scratch row [gh*gw]
     float *dec;               // latent models: decoded images [VIEW_MAX_IMAGES, out C, out S, out S]
     double last_decode;       // when the last intermediate frame was decoded
+    const char *vae;          // latent models: the VAE attached (--vae, else vae_buf: the recorded one)
+    char vae_buf[4200];
 };
 
 static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
@@ -63,8 +65,13 @@ int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, Mala
     if (c.num_classes == 0)  // the viewer's panes, prompts and captions are per class
         return mala_errf(err, "%s is an unconditional model (num_classes 0): the viewer shows class-conditional models; "
                          "sample it with mala sample", model);
-    if (c.latent_scale > 0 && !vae_path)
-        return mala_errf(err, "%s is a latent model: give --vae FILE, the VAE that decodes its samples", model);
+    char rec[4200];
+    int recorded = c.latent_scale > 0 && !vae_path ? gen_model_recorded_vae(model, rec, sizeof rec, err) : 0;
+    if (recorded < 0) return -1;
+    if (c.latent_scale > 0 && !vae_path && !recorded)
+        return mala_errf(err, "%s is a latent model whose run recorded no VAE: give --vae FILE, the VAE that decodes its "
+                         "samples", model);
+    if (recorded) fprintf(stderr, "using the VAE recorded in %s: %s\n", model, rec);
     if (!(c.latent_scale > 0) && vae_path && !pixel_ok)
         return mala_errf(err, "--vae %s: %s is a pixel-space model (its samples are images already)", vae_path, model);
     return 0;
@@ -257,7 +264,13 @@ static void *worker_main(void *arg) {
     Generator g;
     MalaErr err = {{0}};
     int rc = generator_open_mode(&g, w->path, w->be, VIEW_MAX_IMAGES, NET_INFER_ATTN, &err);
-    if (rc == 0 && generator_attach_vae(&g, g.net->cfg.latent_scale > 0 ? g_vae_path : NULL, w->path, &err)) {
+    const char *vae = g_vae_path;  // else the one the model's run recorded, as mala sample takes it
+    if (rc == 0 && generator_recorded_vae(&g, w->path, &vae, w->vae_buf, sizeof w->vae_buf, &err) < 0) {
+        generator_close(&g);
+        rc = -1;
+    }
+    if (rc == 0) w->vae = vae;
+    if (rc == 0 && generator_attach_vae(&g, g.net->cfg.latent_scale > 0 ? vae : NULL, w->path, &err)) {
         generator_close(&g);
         rc = -1;
     }
@@ -297,7 +310,7 @@ int worker_model(Worker *w, ModelInfo *out) {
 
 const char *worker_vae_path(Worker *w) {
     pthread_mutex_lock(&w->mu);
-    const char *v = w->loaded && w->g && w->g->vae ? g_vae_path : NULL;
+    const char *v = w->loaded && w->g && w->g->vae ? w->vae : NULL;
     pthread_mutex_unlock(&w->mu);
     return v;
 }
