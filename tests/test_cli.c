@@ -5,6 +5,7 @@
 // program ($MALA_BIN, default ./mala) through the shell with stdout and stderr captured, on tiny
 // configurations (DiT-T/4, a few steps, a few images).
 #include <dirent.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1018,6 +1019,19 @@ START_TEST(test_train_init) {
 }
 END_TEST
 
+// --threads above the CPUs this process may use (its affinity mask) warns once; within it, nothing.
+START_TEST(test_threads_over_cores) {
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    const int usable = CPU_COUNT(&set);
+    RUN_OK("bench train --model DiT-T/4 --batch 1 --steps 1 --device cpu --threads %d", usable + 1);
+    const char *w = strstr(g_err, "is more than the");
+    ck_assert_msg(w && !strstr(w + 1, "is more than the"), "%s", g_err);
+    RUN_OK("bench train --model DiT-T/4 --batch 1 --steps 1 --device cpu --threads 1");
+    ck_assert_msg(!strstr(g_err, "is more than the"), "%s", g_err);
+}
+END_TEST
+
 // Issue 35 item 2: --precision bf16 on the CPU (oneDNN builds; refused with a one-line error
 // without oneDNN), fp32 the default, an unknown precision refused; bench's JSON names it, and a
 // bf16 train and sample run end to end.
@@ -1030,6 +1044,15 @@ START_TEST(test_precision_flag) {
 #ifdef MALA_DNNL
     RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
     ck_assert_msg(strstr(g_out, "\"precision\":\"bf16\""), "%s", g_out);
+    // slower bf16 products get one line of advice (the measured ratio stood in for by the test hook)
+    setenv("MALA_TEST_BF16_RATIO", "0.5", 1);
+    RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
+    const char *adv = strstr(g_err, "0.50x the fp32 rate");
+    ck_assert_msg(adv && !strstr(adv + 1, "fp32 rate") && strstr(g_err, "use --precision fp32"), "%s", g_err);
+    setenv("MALA_TEST_BF16_RATIO", "1.5", 1);
+    RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
+    ck_assert_msg(!strstr(g_err, "fp32 rate"), "%s", g_err);
+    unsetenv("MALA_TEST_BF16_RATIO");
     RUN_OK("bench sample --model DiT-T/4 --n 2 --steps 2 --repeats 1 --threads 2 --device cpu --precision bf16");
     ck_assert_msg(strstr(g_out, "\"precision\":\"bf16\""), "%s", g_out);
     RUN_OK("train " TINY " --device cpu --precision bf16 --limit 16 --iters 2 --out %s", tp("bf"));
@@ -1142,6 +1165,7 @@ int main(void) {
     tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
     tcase_add_test(tc, test_precision_flag);
+    tcase_add_test(tc, test_threads_over_cores);
     tcase_add_test(tc, test_resume_precision);
     suite_add_tcase(s, tc);
     TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
