@@ -617,6 +617,20 @@ START_TEST(test_small_things) {
     RUN_OK("info tests/fixtures/npy_grid.npz");  // a result file: its arrays and manifest (tests/test_manifest.c)
     ck_assert_msg(strstr(g_out, "arrays: ") && strstr(g_out, "no manifest"), "%s", g_out);
     expect_error(run("info tests/fixtures/fid_ref.txt"), "info txt", "not a safetensors file", NULL);
+    // image formats are named by their magic bytes, with what info reads
+    static const struct { const char *name, *bytes, *kind; size_t n; } img[] = {
+        {"x.jpg", "\xff\xd8\xff\xe0\0\x10JFIF\0", "a JPEG image", 11}, {"x.gif", "GIF89a\1\0\1\0", "a GIF image", 10},
+        {"x.bmp", "BM\x3a\0\0\0\0\0", "a BMP image", 8}, {"x.bin", "PK\x03\x04\x14\0\0\0", "a ZIP archive", 8}};
+    for (size_t i = 0; i < sizeof img / sizeof img[0]; i++) {
+        FILE *f = fopen(tp(img[i].name), "wb");
+        ck_assert(f && fwrite(img[i].bytes, 1, img[i].n, f) == img[i].n && fclose(f) == 0);
+        expect_error(run("info %s", tp(img[i].name)), img[i].name, img[i].kind, "not a file mala info reads");
+    }
+    char cmd[4300];  // a PNG under another name is read as one
+    snprintf(cmd, sizeof cmd, "cp tests/fixtures/img_rgba.png %s", tp("png.dat"));
+    ck_assert_int_eq(system(cmd), 0);
+    RUN_OK("info %s", tp("png.dat"));
+    ck_assert_msg(strstr(g_out, ": PNG ") && strstr(g_out, "no generation parameters"), "%s", g_out);
     RUN_OK("info " BUNDLED);
     ck_assert_msg(strstr(g_out, "1,290,784 trainable parameters"), "%s", g_out);
     RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("run"));
