@@ -593,6 +593,16 @@ START_TEST(test_eval_fmnist) {
     RUN_OK("eval fid --features fmnist --ckpt %s --quick --num 10 --sample-batch 10 --steps 2 --ref %s --device cpu "
            "--threads 2", BUNDLED, tp("fm.npz"));
     ck_assert_msg(strstr(g_out, "\"class_acc\":") && strstr(g_out, "\"n\":10,"), "%s", g_out);
+    // a model of other classes (classa, classb: 32x32 gray, as the classifier takes) gets FD but no
+    // class accuracy, and a note saying why
+    make_folder(tp("ab"), 2, 2, 1, 32);
+    RUN_OK("train " TINY " --data %s --iters 1 --out %s", tp("ab"), tp("abrun"));
+    RUN_OK("eval fid --features fmnist --ckpt %s --quick --num 4 --sample-batch 4 --steps 2 --ref %s --device cpu "
+           "--threads 2", tp("abrun/checkpoints/0000001.safetensors"), tp("fm.npz"));
+    ck_assert_msg(strstr(g_out, "\"fd\":") && !strstr(g_out, "\"class_acc\":") &&
+                  strstr(g_out, "\"no_class_acc\":\"the images have 2 classes"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "note: no class accuracy: the images have 2 classes") &&
+                  !strstr(g_err, "class accuracy 0"), "%s", g_err);
     // images the classifier cannot take, a 2048-d reference, IS, an unknown network
     int rc = run("eval fid --features fmnist --ckpt %s --num 2 --steps 2 --ref %s --device cpu --threads 2", MODEL,
                  tp("fm.npz"));
