@@ -603,6 +603,13 @@ START_TEST(test_eval_fmnist) {
                   strstr(g_out, "\"no_class_acc\":\"the images have 2 classes"), "%s", g_out);
     ck_assert_msg(strstr(g_err, "note: no class accuracy: the images have 2 classes") &&
                   !strstr(g_err, "class accuracy 0"), "%s", g_err);
+    RUN_OK("eval sweep --features fmnist --ckpt %s --ref %s --cfg-scale 1 --steps 2 --sampler ddim --num 4 "
+           "--sample-batch 4 --batch 4 --device cpu --threads 2 --out %s", tp("abrun/checkpoints/0000001.safetensors"),
+           tp("fm.npz"), tp("sw"));
+    char md[4096];
+    slurp(tp("sw/sweep.md"), md, sizeof md);
+    ck_assert_msg(strstr(md, "| 1 | ") && strstr(md, " - |") && strstr(md, "No class accuracy: the images have 2 classes"),
+                  "%s", md);
     // images the classifier cannot take, a 2048-d reference, IS, an unknown network
     int rc = run("eval fid --features fmnist --ckpt %s --num 2 --steps 2 --ref %s --device cpu --threads 2", MODEL,
                  tp("fm.npz"));
