@@ -99,9 +99,9 @@ static void bf16_rate_check(void) {
     if (fake) bf = f32 * atof(fake);
     else {
         cpu_gemm_set_precision(GEMM_F32);
-        f32 = gemm_rate(1024, 384, 1152, 4);
+        f32 = gemm_rate(1024, 384, 1152, 2);
         cpu_gemm_set_precision(GEMM_BF16);
-        bf = gemm_rate(1024, 384, 1152, 4);
+        bf = gemm_rate(1024, 384, 1152, 2);
     }
     char line[256];
     if (cpu_bf16_advice(f32, bf, line, sizeof line)) fprintf(stderr, "%s\n", line);
