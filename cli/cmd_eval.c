@@ -274,6 +274,7 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
         if (rs.labelled)
             fprintf(stderr, "class accuracy %.4f  (%ld labelled samples)\n", (double)rs.correct / rs.labelled,
                     rs.labelled);
+        else if (rs.no_acc[0]) fprintf(stderr, "note: no class accuracy: %s\n", rs.no_acc);
         if (rs.n && rs.n < m->dim)
             fprintf(stderr, "note: fewer samples (%d) than feature dimensions (%d): the covariance is rank "
                             "deficient and the distance is biased upwards%s\n", rs.n, m->dim,
@@ -287,6 +288,7 @@ static int eval_fid(EvalArgs *a, Extractor *m) {
         json_manifest_fields(&b, a, m, a->ref);
         json_buf_printf(&b, ",\"n\":%d,\"%s\":%.6f", rs.n, fd_key, fid);
         if (rs.labelled) json_buf_printf(&b, ",\"class_acc\":%.6f", (double)rs.correct / rs.labelled);
+        else if (rs.no_acc[0]) json_str_field(&b, "no_class_acc", rs.no_acc);
         if (have_sfid) json_buf_printf(&b, ",\"sfid\":%.6f", sfid);
         if (have_is) json_buf_printf(&b, ",\"is_mean\":%.6f,\"is_std\":%.6f,\"splits\":%d", ism, iss, a->splits);
         double prk[4] = {NAN, NAN, NAN, NAN};

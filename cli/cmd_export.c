@@ -10,7 +10,7 @@
 #include "cli/out_paths.h"
 
 // An earlier export's output may be replaced: a model file (configuration, no training state).
-// Anything else at --out (a training checkpoint, a file of another kind) needs --force.
+// Any other file at --out needs --force, except a training checkpoint, which is never replaced.
 static int is_exported_model(const char *path) {
     MalaErr err;
     StFile f;
@@ -25,16 +25,17 @@ static int is_exported_model(const char *path) {
     return ok;
 }
 
-// A training checkpoint: a safetensors file holding the EMA weights or the optimiser's state.
+// A training checkpoint (a file holding ema.* or opt.* tensors) is never replaced by export,
+// --force or not: it is the one copy of the optimiser state a run resumes from.
 static int is_training_checkpoint(const char *path) {
     MalaErr err;
     StFile f;
     if (st_open(&f, path, &err)) return 0;
-    int found = 0;
-    for (int i = 0; !found && i < f.n; i++)
-        found = !strncmp(f.tensors[i].name, "ema.", 4) || !strncmp(f.tensors[i].name, "opt.", 4);
+    int yes = 0;
+    for (int i = 0; !yes && i < f.n; i++)
+        yes = !strncmp(f.tensors[i].name, "ema.", 4) || !strncmp(f.tensors[i].name, "opt.", 4);
     st_close(&f);
-    return found;
+    return yes;
 }
 
 enum { PROVENANCE_MAX = 64 };
@@ -64,8 +65,8 @@ int cmd_export(int argc, char **argv) {
     };
     args_parse("usage: mala export --ckpt CHECKPOINT --out MODEL.safetensors [--dtype f16]\n\n"
                "Writes the EMA weights (the plain ones when the file has no EMA) for sampling. An earlier\n"
-               "exported model at --out is replaced; any other existing file needs --force, and a training\n"
-               "checkpoint at --out is never replaced.",
+               "exported model at --out is replaced; a training checkpoint never is; any other existing\n"
+               "file needs --force.",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (!ckpt || !out) FATAL("mala export needs --ckpt and --out (see --help)");
     StDtype dt;
@@ -77,8 +78,8 @@ int cmd_export(int argc, char **argv) {
     if (!stat(ckpt, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         FATAL("--out %s: the same file as --ckpt; choose another name", out);
     if (is_training_checkpoint(out))
-        FATAL("--out %s: is a training checkpoint (it holds ema.*/opt.* tensors); export never replaces one, "
-              "with or without --force: choose another name", out);
+        FATAL("--out %s: is a training checkpoint (it holds ema./opt. tensors); export never replaces one, "
+              "even with --force; choose another name", out);
     out_check_file("--out", out, force, is_exported_model);
     MalaErr err;
     ClassNames cn;

@@ -142,6 +142,27 @@ static int info_result(const char *path) {
     return 0;
 }
 
+// What a file is by its first bytes, for the formats info does not read as a model file: NULL for
+// a PNG (read here whatever its name) and for anything unrecognised (tried as safetensors).
+static const char *other_format(const char *path, int *is_png) {
+    unsigned char b[16] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    *is_png = n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8);
+    if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return "a JPEG image";
+    if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "a GIF image";
+    if (n >= 2 && !memcmp(b, "BM", 2)) return "a BMP image";
+    if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "a WebP image";
+    if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4))) return "a TIFF image";
+    if (n >= 3 && b[0] == 'P' && b[1] >= '1' && b[1] <= '7' && (b[2] == '\n' || b[2] == ' ' || b[2] == '\r'))
+        return "a PNM (PBM/PGM/PPM) image";
+    if (n >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "a NumPy .npy array (info reads it when named .npy)";
+    if (n >= 4 && !memcmp(b, "PK\x03\x04", 4)) return "a ZIP archive (an .npz? info reads it when named .npz)";
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return "a Python pickle (a PyTorch .pt/.pth?)";
+    return NULL;
+}
+
 int cmd_info(int argc, char **argv) {
     int tensors = 0;
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"}};
@@ -152,6 +173,12 @@ int cmd_info(int argc, char **argv) {
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
     if (is_png_name(path)) return png_info(path);
     if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return info_result(path);
+    int png;
+    const char *kind = other_format(path, &png);
+    if (png) return png_info(path);
+    if (kind)
+        FATAL("%s: %s, not a file mala info reads (it reads model and checkpoint .safetensors files, the "
+              "generation parameters of PNGs mala wrote, and .npz/.npy results)", path, kind);
     MalaErr err;
     StFile f;
     if (st_open(&f, path, &err)) FATAL("%s", err.msg);

@@ -151,6 +151,15 @@ static void write_outputs(const SweepArgs *a, Point *pts, int np, const char *ke
         for (int k = 0; k < 4; k++) json_buf_printf(&md, isnan(v[k]) ? " - |" : " %.4f |", v[k]);
         json_buf_puts(&md, "\n");
     }
+    // why class accuracy is absent (mala eval fid's "no_class_acc": the model's classes are not the
+    // classifier's), once below the table
+    for (int i = 0; i < np; i++) {
+        const JsonValue *why = pts[i].r ? json_get(pts[i].r, "no_class_acc") : NULL;
+        if (why && why->type == JSON_STRING) {
+            json_buf_printf(&md, "\nNo class accuracy: %s.\n", why->str);
+            break;
+        }
+    }
     snprintf(path, sizeof path, "%s/sweep.jsonl", a->out);
     if (atomic_write_file(path, jl.buf, jl.len, &err)) FATAL("%s", err.msg);
     snprintf(path, sizeof path, "%s/sweep.md", a->out);

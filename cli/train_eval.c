@@ -269,6 +269,7 @@ double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents 
             fprintf(stderr, "[eval] step %llu: %s %.4f, %.1f s\n", (unsigned long long)tr->step,
                     t->m.fm ? "FD" : "FID", fd, secs);
             if (!isnan(acc)) fprintf(stderr, "[eval] class accuracy %.4f\n", acc);
+            else if (r.no_acc[0]) fprintf(stderr, "[eval] no class accuracy: %s\n", r.no_acc);
             best = record(t, tr->step, train_s, fd, acc, secs, tb);
         }
         fid_stats_free(s);

@@ -2,6 +2,7 @@
 // Precision fp32 (the default: today's numbers) or bf16 (oneDNN; cpu_gemm.h, cpu_bf16.h).
 // defines: backend_cpu
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,7 @@ static const char *bf16_refusal(void) {
 }
 
 // Without native bf16 dot products (avx512_bf16) oneDNN emulates them: it runs, slower, and says so.
+static void bf16_rate_check(void);
 static void cpu_set_precision(int mode) {
     const int fp32 = mode == PREC_FP32 || mode == PREC_TF32;  // (PREC_REDUCED and PREC_BF16: bf16)
     if (fp32 || cpu_gemm_precision() == GEMM_BF16) {
@@ -54,6 +56,7 @@ static void cpu_set_precision(int mode) {
     if (!cpu_bf16_native() && !warned++)
         fprintf(stderr, "mala: this CPU has no native bf16 dot products (avx512_bf16): oneDNN emulates them, "
                         "slower than --precision fp32\n");
+    bf16_rate_check();
 }
 static const char *cpu_precision(void) { return cpu_gemm_precision() == GEMM_BF16 ? "bf16" : "fp32"; }
 static void cpu_weights_changed(void) { cpu_bf16_weights_changed(); }
@@ -69,8 +72,8 @@ static void cpu_ema_step(float *e, const float *p, size_t n, float decay) {
 }
 
 // cpu_sgemm (oneDNN or OpenBLAS, cpu_gemm.h) on the DiT-S/2-shaped product (8192x384 . 384x1152), warm, 6 repetitions.
-static double cpu_gemm_gflops(void) {
-    int M = 8192, K = 384, N = 1152, reps = 6;
+// GFLOP/s of reps M x K x N products at the current precision, after one untimed call.
+static double gemm_rate(int M, int K, int N, int reps) {
     float *a = xcalloc((size_t)M * K, 4), *b = xcalloc((size_t)K * N, 4), *c = xcalloc((size_t)M * N, 4);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
     for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
@@ -81,6 +84,27 @@ static double cpu_gemm_gflops(void) {
     cpu_bf16_forget(b, (size_t)K * N * 4);
     free(a); free(b); free(c);
     return 2.0 * M * K * N * reps / dt / 1e9;
+}
+
+static double cpu_gemm_gflops(void) { return gemm_rate(8192, 384, 1152, 6); }
+
+// Once per process, when bf16 is first chosen: both product rates on a DiT-T-sized product (about
+// 0.1 s in all) and, when bf16 is the slower, one line of advice. MALA_TEST_BF16_RATIO (tests
+// only) stands for the measured bf16/fp32 ratio, so the line can be tested on any CPU.
+static void bf16_rate_check(void) {
+    static int done;
+    if (done++) return;
+    double f32 = 100, bf = 0;
+    const char *fake = getenv("MALA_TEST_BF16_RATIO");
+    if (fake) bf = f32 * atof(fake);
+    else {
+        cpu_gemm_set_precision(GEMM_F32);
+        f32 = gemm_rate(1024, 384, 1152, 2);
+        cpu_gemm_set_precision(GEMM_BF16);
+        bf = gemm_rate(1024, 384, 1152, 2);
+    }
+    char line[256];
+    if (cpu_bf16_advice(f32, bf, line, sizeof line)) fprintf(stderr, "%s\n", line);
 }
 
 static const Backend CPU = {

@@ -163,3 +163,11 @@ void cpu_bf16_forget(const void *p, size_t bytes) {
     }
     pthread_mutex_unlock(&shadow_lock);
 }
+
+int cpu_bf16_advice(double fp32_gflops, double bf16_gflops, char *buf, size_t cap) {
+    if (!(fp32_gflops > 0) || !(bf16_gflops > 0) || bf16_gflops >= fp32_gflops) return 0;
+    snprintf(buf, cap, "mala: --precision bf16: this CPU's bf16 products run at %.2fx the fp32 rate (%.0f against "
+             "%.0f GFLOP/s, measured at start-up); use --precision fp32, which is faster here",
+             bf16_gflops / fp32_gflops, bf16_gflops, fp32_gflops);
+    return 1;
+}

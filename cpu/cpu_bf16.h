@@ -8,7 +8,7 @@
 // release drops the shadows of the freed block (the pointer may come back with other contents).
 // So a training step converts each weight once, after its optimiser step, and sampling converts
 // it once after the load.
-// defines: cpu_bf16_round, cpu_bf16_from_f32, cpu_bf16_pack, cpu_bf16_scratch, cpu_bf16_native,
+// defines: cpu_bf16_round, cpu_bf16_advice, cpu_bf16_from_f32, cpu_bf16_pack, cpu_bf16_scratch, cpu_bf16_native,
 //          cpu_bf16_weights_changed, cpu_bf16_generation, cpu_bf16_shadow, cpu_bf16_shadow_fills,
 //          cpu_bf16_forget
 #ifndef MALA_CPU_BF16_H
@@ -32,6 +32,9 @@ void cpu_bf16_pack(uint16_t *dst, const float *src, int rows, int cols, int ld);
 void *cpu_bf16_scratch(int slot, size_t bytes);
 // Whether this CPU has native bf16 dot products (avx512_bf16).
 int cpu_bf16_native(void);
+// The advice --precision bf16 gets from the measured product rates (GFLOP/s): when bf16 is slower
+// than fp32, writes one line into buf (the ratio and "use --precision fp32") and returns 1; else 0.
+int cpu_bf16_advice(double fp32_gflops, double bf16_gflops, char *buf, size_t cap);
 
 // Parameters may have changed: every shadow is made again at its next use.
 void cpu_bf16_weights_changed(void);

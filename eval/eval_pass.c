@@ -99,6 +99,16 @@ int eval_run_source(Extractor *m, const char *path, const SampleSpec *sp, int ba
         return -1;
     }
     int total = limit > 0 && limit < s.n ? limit : s.n;
+    // class accuracy only where the labels are the classifier's classes (a circle/square model's
+    // labels 0 and 1 scored against T-shirt and Trouser would be a meaningless number)
+    int score = 1;
+    if (m->fm) {
+        if (s.gen) score = fmnist_labels_match(s.gen->classes.names, s.gen->classes.n, s.h, s.c, r->no_acc,
+                                               sizeof r->no_acc);
+        else if (s.ds) score = fmnist_labels_match(s.ds->class_names, s.ds->num_classes, s.h, s.c, r->no_acc,
+                                                   sizeof r->no_acc);
+        else if (s.labels) score = fmnist_labels_match(NULL, -1, s.h, s.c, r->no_acc, sizeof r->no_acc);
+    }
     if (s.gen) s.n = total;  // sampled as far as used (eval_serve_samples counts the same)
     if (m->fm) sstats = NULL;
     float *pool3 = xmalloc((size_t)batch * m->dim * sizeof *pool3);
@@ -122,7 +132,7 @@ int eval_run_source(Extractor *m, const char *path, const SampleSpec *sp, int ba
         if (stats) fid_stats_add(stats, pool3, n);
         if (sstats) fid_stats_add(sstats, spatial, n);
         feat_rows_add(&r->feats, m->dim, pool3, n);
-        if (m->fm && s.batch_labels) count_correct(r, lg, s.batch_labels, n, m->classes);
+        if (m->fm && score && s.batch_labels) count_correct(r, lg, s.batch_labels, n, m->classes);
         r->n += n;
         double rate = r->n / (now_seconds() - t0);
         char eta[32];

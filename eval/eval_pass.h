@@ -31,6 +31,8 @@ typedef struct {
     FeatRows feats;     // the first EVAL_KEEP_FEATS feature rows (precision/recall, KID)
     long labelled, correct;  // fmnist: images with a label, and those the classifier assigns it to
     int cancelled;      // sampling stopped by SampleSpec.cancel (no error line: the caller says it)
+    char no_acc[200];        // fmnist, labelled images whose classes are not the classifier's: why
+                             // class accuracy is absent (labelled stays 0); else ""
 } RunResult;
 
 // The FID Inception's weights: given, $MALA_INCEPTION, ./, ./assets/, then pytorch-fid's torch.hub

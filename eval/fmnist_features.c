@@ -1,7 +1,8 @@
-// defines: fmnist_net_load, fmnist_net_free, fmnist_net_test_accuracy, fmnist_net_forward,
+// defines: fmnist_labels_match, fmnist_net_load, fmnist_net_free, fmnist_net_test_accuracy, fmnist_net_forward,
 //          fmnist_net_forward_u01
 // The Fashion-MNIST feature classifier on the op table (eval/fmnist_features.h).
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,38 @@ void fmnist_net_free(FmnistNet *m) {
 }
 
 double fmnist_net_test_accuracy(const FmnistNet *m) { return m->test_accuracy; }
+
+// The classes the classifier was trained on (tools/train_fmnist_classifier.py: torchvision's order).
+static const char *const FMNIST_NAMES[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                             "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+
+int fmnist_labels_match(char *const *names, int k, int size, int channels, char *why, size_t cap) {
+    int named = names != NULL && k > 0;
+    for (int i = 0; named && i < k; i++) {  // class_names_default's "0", "1", ...: no names
+        char d[16];
+        snprintf(d, sizeof d, "%d", i);
+        named = strcmp(names[i], d) != 0;
+    }
+    if (k >= 0 && k != 10) {
+        snprintf(why, cap, "the images have %d classes, not the classifier's 10 Fashion-MNIST classes", k);
+        return 0;
+    }
+    if (named) {
+        for (int i = 0; i < 10; i++)
+            if (strcmp(names[i], FMNIST_NAMES[i])) {
+                snprintf(why, cap, "class %d is '%s', not the classifier's Fashion-MNIST class '%s'", i, names[i],
+                         FMNIST_NAMES[i]);
+                return 0;
+            }
+        return 1;
+    }
+    if ((size != 28 && size != 32) || channels != 1) {
+        snprintf(why, cap, "the classes are unnamed and the images %dx%dx%d, not Fashion-MNIST's 28 or 32 px gray",
+                 size, size, channels);
+        return 0;
+    }
+    return 1;
+}
 
 static const float *weight(const FmnistNet *m, int i) { return m->w + m->p[i].offset; }
 

@@ -54,6 +54,11 @@ typedef struct FmnistNet FmnistNet;
 // Loads the weights onto backend be (NULL: the CPU); max_batch images per forward (chunks beyond).
 FmnistNet *fmnist_net_load(const char *path, const Backend *be, int max_batch, MalaErr *err);
 void fmnist_net_free(FmnistNet *m);
+// Whether class accuracy means anything for labelled images: 1 when their classes are the
+// classifier's Fashion-MNIST classes, by name (names: k class names; NULL, or the default "0".."9",
+// when the model has none) or, without names, by a count of 10 at 28 or 32 px and 1 channel
+// (k < 0: count unknown, as in an .npz). Else 0 and why gets the reason, for a note.
+int fmnist_labels_match(char *const *names, int k, int size, int channels, char *why, size_t cap);
 // The file's metadata test_accuracy (NAN when absent).
 double fmnist_net_test_accuracy(const FmnistNet *m);
 

@@ -380,6 +380,18 @@ START_TEST(test_train_steps) {
 END_TEST
 
 // bf16 without oneDNN products (a build without it, or MALA_GEMM=openblas) is refused, not run in fp32.
+// The advice line is a function of the two measured rates, so it is tested on given rates (the
+// Xeon that prompted it: 156 against 288 GFLOP/s) whichever is faster on this CPU.
+START_TEST(test_slow_bf16_advice) {
+    char line[256] = "";
+    ck_assert_int_eq(cpu_bf16_advice(288, 156, line, sizeof line), 1);
+    ck_assert_msg(strstr(line, "0.54x") && strstr(line, "156 against 288") && strstr(line, "use --precision fp32"),
+                  "%s", line);
+    ck_assert_int_eq(cpu_bf16_advice(288, 600, line, sizeof line), 0);
+    ck_assert_int_eq(cpu_bf16_advice(0, 156, line, sizeof line), 0);
+}
+END_TEST
+
 START_TEST(test_refused) {
     cpu_gemm_select(GEMM_OPENBLAS, -1);
     backend_select("cpu", "bf16");
@@ -404,6 +416,7 @@ int main(void) {
     tcase_add_test(tc, test_gemm_in_region);
     tcase_add_test(tc, test_weights_shadow_refresh);
     tcase_add_test(tc, test_conv);
+    tcase_add_test(tc, test_slow_bf16_advice);
     tcase_add_loop_test(tc, test_net_forward, 0, 2);
     tcase_add_loop_test(tc, test_train_steps, 0, 2);
     tcase_add_exit_test(tc, test_refused, 1);

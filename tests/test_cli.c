@@ -5,6 +5,7 @@
 // program ($MALA_BIN, default ./mala) through the shell with stdout and stderr captured, on tiny
 // configurations (DiT-T/4, a few steps, a few images).
 #include <dirent.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -592,6 +593,23 @@ START_TEST(test_eval_fmnist) {
     RUN_OK("eval fid --features fmnist --ckpt %s --quick --num 10 --sample-batch 10 --steps 2 --ref %s --device cpu "
            "--threads 2", BUNDLED, tp("fm.npz"));
     ck_assert_msg(strstr(g_out, "\"class_acc\":") && strstr(g_out, "\"n\":10,"), "%s", g_out);
+    // a model of other classes (classa, classb: 32x32 gray, as the classifier takes) gets FD but no
+    // class accuracy, and a note saying why
+    make_folder(tp("ab"), 2, 2, 1, 32);
+    RUN_OK("train " TINY " --data %s --iters 1 --out %s", tp("ab"), tp("abrun"));
+    RUN_OK("eval fid --features fmnist --ckpt %s --quick --num 4 --sample-batch 4 --steps 2 --ref %s --device cpu "
+           "--threads 2", tp("abrun/checkpoints/0000001.safetensors"), tp("fm.npz"));
+    ck_assert_msg(strstr(g_out, "\"fd\":") && !strstr(g_out, "\"class_acc\":") &&
+                  strstr(g_out, "\"no_class_acc\":\"the images have 2 classes"), "%s", g_out);
+    ck_assert_msg(strstr(g_err, "note: no class accuracy: the images have 2 classes") &&
+                  !strstr(g_err, "class accuracy 0"), "%s", g_err);
+    RUN_OK("eval sweep --features fmnist --ckpt %s --ref %s --cfg-scale 1 --steps 2 --sampler ddim --num 4 "
+           "--sample-batch 4 --batch 4 --device cpu --threads 2 --out %s", tp("abrun/checkpoints/0000001.safetensors"),
+           tp("fm.npz"), tp("sw"));
+    char md[4096];
+    slurp(tp("sw/sweep.md"), md, sizeof md);
+    ck_assert_msg(strstr(md, "| 1 | ") && strstr(md, " - |") && strstr(md, "No class accuracy: the images have 2 classes"),
+                  "%s", md);
     // images the classifier cannot take, a 2048-d reference, IS, an unknown network
     int rc = run("eval fid --features fmnist --ckpt %s --num 2 --steps 2 --ref %s --device cpu --threads 2", MODEL,
                  tp("fm.npz"));
@@ -616,6 +634,20 @@ START_TEST(test_small_things) {
     RUN_OK("info tests/fixtures/npy_grid.npz");  // a result file: its arrays and manifest (tests/test_manifest.c)
     ck_assert_msg(strstr(g_out, "arrays: ") && strstr(g_out, "no manifest"), "%s", g_out);
     expect_error(run("info tests/fixtures/fid_ref.txt"), "info txt", "not a safetensors file", NULL);
+    // image formats are named by their magic bytes, with what info reads
+    static const struct { const char *name, *bytes, *kind; size_t n; } img[] = {
+        {"x.jpg", "\xff\xd8\xff\xe0\0\x10JFIF\0", "a JPEG image", 11}, {"x.gif", "GIF89a\1\0\1\0", "a GIF image", 10},
+        {"x.bmp", "BM\x3a\0\0\0\0\0", "a BMP image", 8}, {"x.bin", "PK\x03\x04\x14\0\0\0", "a ZIP archive", 8}};
+    for (size_t i = 0; i < sizeof img / sizeof img[0]; i++) {
+        FILE *f = fopen(tp(img[i].name), "wb");
+        ck_assert(f && fwrite(img[i].bytes, 1, img[i].n, f) == img[i].n && fclose(f) == 0);
+        expect_error(run("info %s", tp(img[i].name)), img[i].name, img[i].kind, "not a file mala info reads");
+    }
+    char cmd[4300];  // a PNG under another name is read as one
+    snprintf(cmd, sizeof cmd, "cp tests/fixtures/img_rgba.png %s", tp("png.dat"));
+    ck_assert_int_eq(system(cmd), 0);
+    RUN_OK("info %s", tp("png.dat"));
+    ck_assert_msg(strstr(g_out, ": PNG ") && strstr(g_out, "no generation parameters"), "%s", g_out);
     RUN_OK("info " BUNDLED);
     ck_assert_msg(strstr(g_out, "1,290,784 trainable parameters"), "%s", g_out);
     RUN_OK("train " TINY " --limit 16 --iters 2 --out %s", tp("run"));
@@ -1030,6 +1062,19 @@ START_TEST(test_train_init) {
 }
 END_TEST
 
+// --threads above the CPUs this process may use (its affinity mask) warns once; within it, nothing.
+START_TEST(test_threads_over_cores) {
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    const int usable = CPU_COUNT(&set);
+    RUN_OK("bench train --model DiT-T/4 --batch 1 --steps 1 --device cpu --threads %d", usable + 1);
+    const char *w = strstr(g_err, "is more than the");
+    ck_assert_msg(w && !strstr(w + 16, "is more than the"), "%s", g_err);
+    RUN_OK("bench train --model DiT-T/4 --batch 1 --steps 1 --device cpu --threads 1");
+    ck_assert_msg(!strstr(g_err, "is more than the"), "%s", g_err);
+}
+END_TEST
+
 // Issue 35 item 2: --precision bf16 on the CPU (oneDNN builds; refused with a one-line error
 // without oneDNN), fp32 the default, an unknown precision refused; bench's JSON names it, and a
 // bf16 train and sample run end to end.
@@ -1042,6 +1087,15 @@ START_TEST(test_precision_flag) {
 #ifdef MALA_DNNL
     RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
     ck_assert_msg(strstr(g_out, "\"precision\":\"bf16\""), "%s", g_out);
+    // slower bf16 products get one line of advice (the measured ratio stood in for by the test hook)
+    setenv("MALA_TEST_BF16_RATIO", "0.5", 1);
+    RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
+    const char *adv = strstr(g_err, "0.50x the fp32 rate");
+    ck_assert_msg(adv && !strstr(adv + 19, "fp32 rate") && strstr(g_err, "use --precision fp32"), "%s", g_err);
+    setenv("MALA_TEST_BF16_RATIO", "1.5", 1);
+    RUN_OK("bench train --model DiT-T/4 --batch 2 --steps 1 --threads 2 --device cpu --precision bf16");
+    ck_assert_msg(!strstr(g_err, "fp32 rate"), "%s", g_err);
+    unsetenv("MALA_TEST_BF16_RATIO");
     RUN_OK("bench sample --model DiT-T/4 --n 2 --steps 2 --repeats 1 --threads 2 --device cpu --precision bf16");
     ck_assert_msg(strstr(g_out, "\"precision\":\"bf16\""), "%s", g_out);
     RUN_OK("train " TINY " --device cpu --precision bf16 --limit 16 --iters 2 --out %s", tp("bf"));
@@ -1154,6 +1208,7 @@ int main(void) {
     tcase_add_test(tc, test_eval_fmnist);
     tcase_add_test(tc, test_small_things);
     tcase_add_test(tc, test_precision_flag);
+    tcase_add_test(tc, test_threads_over_cores);
     tcase_add_test(tc, test_resume_precision);
     suite_add_tcase(s, tc);
     TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help

@@ -435,6 +435,52 @@ START_TEST(folder_dataset) {
 }
 END_TEST
 
+// A symlink back to the root (`ln -s .. circle/loop`) must not repeat the images under the wrong
+// label; images smaller than --image-size are noted once, naming their size.
+START_TEST(folder_symlink_loop_and_small) {
+    tu_make_tmpdir("data");
+    const char *root = tp("shapes");
+    mkdir_ok(root);
+    mkdir_ok(tp("shapes/circle"));
+    mkdir_ok(tp("shapes/square"));
+    write_pattern_png(tp("shapes/circle/a.png"), 16, 16);
+    write_pattern_png(tp("shapes/circle/b.png"), 16, 16);
+    write_pattern_png(tp("shapes/square/c.png"), 1, 1);
+    ck_assert_int_eq(symlink("..", tp("shapes/circle/loop")), 0);
+    ck_assert_int_eq(symlink("../circle", tp("shapes/square/again")), 0);
+    MalaErr err = {{0}};
+    const char *log = tp("stderr.txt");
+    capture_begin(log);
+    Dataset *d = dataset_open(root, 32, 3, &err);
+    char *msgs = capture_end(log);
+    ck_assert_msg(d != NULL, "%s", err.msg);
+    ck_assert_int_eq(d->n, 3);
+    ck_assert_msg(count_str(msgs, "circle/loop: a link to a folder already read") == 1, "stderr: %s", msgs);
+    ck_assert_msg(count_str(msgs, "square/again: a link to a folder already read") == 1, "stderr: %s", msgs);
+    ck_assert_msg(count_str(msgs, "3 image(s) in") == 1 && count_str(msgs, "smaller than the image size 32") == 1 &&
+                  count_str(msgs, "c.png, 1x1); they are upscaled to 32x32") == 1, "stderr: %s", msgs);
+    free(msgs);
+    dataset_close(d);
+    // at the images' own size there is no note
+    capture_begin(log);
+    d = dataset_open(root, 1, 3, &err);
+    msgs = capture_end(log);
+    ck_assert_msg(d != NULL, "%s", err.msg);
+    ck_assert_msg(count_str(msgs, "upscaled") == 0, "stderr: %s", msgs);
+    free(msgs);
+    dataset_close(d);
+    // folder_walk (mala vae, eval sources) skips the loop too
+    char **all; size_t n;
+    capture_begin(log);
+    ck_assert_int_eq(folder_walk(root, &all, &n, &err), 0);
+    free(capture_end(log));
+    ck_assert_int_eq(n, 3);
+    for (size_t i = 0; i < n; i++) free(all[i]);
+    free(all);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 START_TEST(folder_errors) {
     tu_make_tmpdir("data");
     MalaErr err = {{0}};
@@ -921,6 +967,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, fmnist_synthetic_and_corrupt);
     tcase_add_test(tc, folder_dataset);
     tcase_add_test(tc, folder_errors);
+    tcase_add_test(tc, folder_symlink_loop_and_small);
     tcase_add_test(tc, loader_determinism_and_seek);
     tcase_add_test(tc, pil_resize_matches);
     tcase_add_test(tc, grid_matches_torchvision);

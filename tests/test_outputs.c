@@ -29,8 +29,8 @@ static void expect_bytes(const char *path, const void *want, size_t len) {
     free(got);
 }
 
-// Item 1: export refuses to replace a training checkpoint (or any file that is not an exported
-// model) without --force, and never writes over its own input.
+// Item 1: export never replaces a training checkpoint (even with --force), refuses any other file
+// that is not an exported model without --force, and never writes over its own input.
 START_TEST(test_export_keeps_checkpoints) {
     tu_make_tmpdir("out");
     RUN_OK("train " TINY " --limit 16 --iters 4 --ckpt-every 2 --log-every 3 --out %s", tp("r"));
@@ -47,7 +47,8 @@ START_TEST(test_export_keeps_checkpoints) {
     ck_assert(exists(c2) && exists(c4));
     size_t len;
     void *before = tu_read_file(c2, &len);
-    expect_error(run("export --ckpt %s --out %s", c4, c2), "export over a checkpoint", "exists", "--force");
+    expect_error(run("export --ckpt %s --out %s", c4, c2), "export over a checkpoint", "training checkpoint",
+                 "even with --force");
     expect_bytes(c2, before, len);
     expect_error(run("export --ckpt %s --out %s", c4, c4), "export onto its input", "same file", NULL);
 
@@ -56,7 +57,11 @@ START_TEST(test_export_keeps_checkpoints) {
     write_text(tp("notes.txt"), "mine");
     expect_error(run("export --ckpt %s --out %s", c4, tp("notes.txt")), "export over another file", "--force", NULL);
     expect_bytes(tp("notes.txt"), "mine", 4);
-    RUN_OK("export --ckpt %s --out %s --force", c4, c2);  // on purpose
+    RUN_OK("export --ckpt %s --out %s --force", c4, tp("notes.txt"));  // on purpose
+    // a training checkpoint is never replaced, --force or not
+    expect_error(run("export --ckpt %s --out %s --force", c4, c2), "export --force over a checkpoint",
+                 "training checkpoint", "even with --force");
+    expect_bytes(c2, before, len);
     ck_assert(!exists(tp("r/checkpoints/0000002.safetensors.tmp")));
     free(before);
     tu_rm_tmpdir();

@@ -173,9 +173,32 @@ static int list_dir(const char *dir, StrList *dirs, StrList *files, MalaErr *err
     return 0;
 }
 
+// Folders a walk has entered, by (device, inode): a symlink to a folder already walked (a loop
+// such as `ln -s .. loop`, or a link to another class) would repeat its images under the wrong
+// label, so the walk enters each folder once.
+typedef struct { dev_t *dev; ino_t *ino; size_t n, cap; } Visited;
+
+// 1 when path is a folder not yet in v (and adds it); 0 when already seen or unreadable.
+static int visit(Visited *v, const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 1;  // list_dir reports the error
+    for (size_t i = 0; i < v->n; i++)
+        if (v->dev[i] == st.st_dev && v->ino[i] == st.st_ino) return 0;
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 16;
+        v->dev = realloc(v->dev, v->cap * sizeof *v->dev);
+        v->ino = realloc(v->ino, v->cap * sizeof *v->ino);
+        if (!v->dev || !v->ino) FATAL("out of memory");
+    }
+    v->dev[v->n] = st.st_dev; v->ino[v->n] = st.st_ino; v->n++;
+    return 1;
+}
+static void visited_free(Visited *v) { free(v->dev); free(v->ino); memset(v, 0, sizeof *v); }
+
 // All files under a class folder in torchvision's order: directories sorted as path strings
-// (sorted(os.walk(...))), files sorted by name within each.
-static int walk_class(const char *cls, StrList *out, MalaErr *err) {
+// (sorted(os.walk(...))), files sorted by name within each. Folders already in seen are skipped
+// with one line naming the link.
+static int walk_class(const char *cls, Visited *seen, StrList *out, MalaErr *err) {
     StrList dirs = {0};
     sl_push(&dirs, xstrdup(cls));
     for (size_t k = 0; k < dirs.n; k++) {
@@ -184,7 +207,10 @@ static int walk_class(const char *cls, StrList *out, MalaErr *err) {
         int depth = 0;
         for (const char *c = dirs.v[k] + strlen(cls); *c; c++) depth += *c == '/';
         for (size_t i = 0; i < sub.n; i++) {
-            if (depth >= MAX_DEPTH) { fprintf(stderr, "mala: not descending into %s (deeper than %d)\n", sub.v[i], MAX_DEPTH); free(sub.v[i]); }
+            if (!visit(seen, sub.v[i])) {
+                fprintf(stderr, "mala: skipping %s: a link to a folder already read (a symlink loop?)\n", sub.v[i]);
+                free(sub.v[i]);
+            } else if (depth >= MAX_DEPTH) { fprintf(stderr, "mala: not descending into %s (deeper than %d)\n", sub.v[i], MAX_DEPTH); free(sub.v[i]); }
             else sl_push(&dirs, sub.v[i]);
         }
         free(sub.v);
@@ -197,7 +223,11 @@ static int walk_class(const char *cls, StrList *out, MalaErr *err) {
 
 int folder_walk(const char *root, char ***files, size_t *n, MalaErr *err) {
     StrList out = {0};
-    if (walk_class(root, &out, err)) return -1;
+    Visited seen = {0};
+    visit(&seen, root);
+    int rc = walk_class(root, &seen, &out, err);
+    visited_free(&seen);
+    if (rc) return -1;
     *files = out.v;
     *n = out.n;
     return 0;
@@ -249,22 +279,42 @@ static Dataset *open_folder(const char *root, int image_size, int channels, Mala
     StrList files = {0};
     int32_t *cls_of = NULL;
     size_t cls_cap = 0;
+    // the root and every class folder count as read, so a link back to either is skipped
+    Visited seen = {0};
+    visit(&seen, root);
+    for (size_t c = 0; c < classes.n; c++) visit(&seen, classes.v[c]);
     for (size_t c = 0; c < classes.n; c++) {
         size_t before = files.n;
-        if (walk_class(classes.v[c], &files, err)) { sl_free(&classes); sl_free(&files); free(cls_of); return NULL; }
+        if (walk_class(classes.v[c], &seen, &files, err)) { sl_free(&classes); sl_free(&files); free(cls_of); visited_free(&seen); return NULL; }
         if (files.n - before > 1) qsort(files.v + before, files.n - before, sizeof(char *), cmp_walk);
         if (files.n > cls_cap) { cls_cap = files.cap; cls_of = realloc(cls_of, cls_cap * sizeof *cls_of); if (!cls_of) FATAL("out of memory"); }
         for (size_t i = before; i < files.n; i++) cls_of[i] = (int32_t)c;
     }
+    visited_free(&seen);
     // cheap validity check of every file (header + end marker), in parallel, reported in order
     unsigned char *ok = xcalloc(files.n ? files.n : 1, 1);
     char **why = xcalloc(files.n ? files.n : 1, sizeof(char *));
+    int *side = xcalloc(files.n ? files.n : 1, sizeof(int));  // shorter side of each image
     #pragma omp parallel for schedule(dynamic, 64)
     for (long i = 0; i < (long)files.n; i++) {
         MalaErr e;
-        if (image_check(files.v[i], NULL, NULL, &e) == 0) ok[i] = 1;
+        int w = 0, h = 0;
+        if (image_check(files.v[i], &w, &h, &e) == 0) ok[i] = 1, side[i] = w < h ? w : h;
         else why[i] = xstrdup(e.msg);
     }
+    // One note per folder (never per image) when images are upscaled: the crop resizes the
+    // shorter side to image_size, so an image smaller than that is enlarged and blurred.
+    size_t small = 0, smallest = 0;
+    for (size_t i = 0; i < files.n; i++)
+        if (ok[i] && side[i] < image_size) { if (!small || side[i] < side[smallest]) smallest = i; small++; }
+    if (small) {
+        int w = 0, h = 0;
+        MalaErr e;
+        image_check(files.v[smallest], &w, &h, &e);
+        fprintf(stderr, "mala: note: %zu image(s) in %s are smaller than the image size %d (smallest %s, %dx%d); "
+                "they are upscaled to %dx%d\n", small, root, image_size, files.v[smallest], w, h, image_size, image_size);
+    }
+    free(side);
     size_t *count = xcalloc(classes.n, sizeof(size_t)), kept = 0, bytes = 0;
     for (size_t i = 0; i < files.n; i++) {
         if (!ok[i]) { fprintf(stderr, "mala: skipping unreadable image %s\n", why[i]); free(why[i]); continue; }
