@@ -51,7 +51,9 @@ static void tree_snapshot(const char *dir, char **acc, size_t *len) {
     char *names[256];
     int n = 0;
     while ((e = readdir(d)) && n < 256)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names[n++] = strdup(e->d_name);
+        // .lock is the writer lock (core/dir_lock.h): any process that looks at the run takes it
+        // and notes its PID there; it is not a result
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, ".lock")) names[n++] = strdup(e->d_name);
     closedir(d);
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) { char *t = names[j]; names[j] = names[j - 1]; names[j - 1] = t; }
