@@ -79,6 +79,7 @@ ifeq ($(NCCL),1)
   NCCL_OBJ   = $(BUILD)/cuda/nccl/dist_nccl.o
   MALA_LIBS += -lnccl
   $(BUILD)/cuda/nccl/dist_nccl.o: CFLAGS += -I$(dir $(NCCL_H)) -I$(CUDA_HOME)/include
+  $(BUILD)/cli/main.o: CFLAGS += -DMALA_NCCL  # registers the NCCL collectives (core/dist.h)
   $(info mala: NCCL ON ($(NCCL_H)); NCCL=0 sums GPU gradients through the host)
 else
   $(info mala: NCCL OFF ($(if $(NCCL_H),needs CUDA=1 and MPI=1,nccl.h not found)))
@@ -216,7 +217,7 @@ LIB_TEST ?= 1
 test: $(MALA_BIN) $(if $(filter 1,$(LIB_TEST)),lib) $(TEST_BIN) $(EMU_TEST) $(EMU_MALA) $(EMU_CLI_TEST) $(BUILD)/blas_core
 	@set -e; core=$$(./$(BUILD)/blas_core); [ -z "$$OPENBLAS_CORETYPE" ] && [ -n "$$core" ] && export OPENBLAS_CORETYPE=$$core; \
 	echo "OpenBLAS kernels: $${OPENBLAS_CORETYPE:-OpenBLAS's own choice}"; \
-	echo "== tools/check_layers.sh (no include climbs a layer, docs/design.md §0)"; tools/check_layers.sh; \
+	echo "== tools/check_layers.sh (no include climbs a layer, docs/design.md §0)"; tools/check_layers.sh; tests/check_layers_test.sh; \
 	for t in $(TEST_BIN); do echo "== $$t"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) ./$$t; done; \
 	echo "== $(EMU_TEST) (CUDA kernels on the host emulator)"; CK_FORK=no OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive ./$(EMU_TEST); \
 	echo "== $(EMU_CLI_TEST) (the mala CLI on the host emulator)"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive \

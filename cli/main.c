@@ -7,6 +7,9 @@
 
 #include "cpu/blas_core.h"
 #include "cli/commands.h"
+#ifdef MALA_NCCL
+#include "cuda/nccl/dist_nccl.h"  // defines: dist_nccl_ops
+#endif
 
 typedef struct { const char *name; int (*run)(int, char **); const char *help; } Command;
 
@@ -61,6 +64,9 @@ int main(int argc, char **argv) {
     // CPUs whose FMA unit count it does not know, AVX-512 ones included.
     if (!getenv("BLIS_ARCH_TYPE") && blas_core_for_cpu())
         setenv("BLIS_ARCH_TYPE", strcmp(blas_core_for_cpu(), "SkylakeX") ? "haswell" : "skx", 1);
+#endif
+#ifdef MALA_NCCL
+    dist_set_device_ops(dist_nccl_ops());  // before any command's dist_init
 #endif
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);

@@ -1,7 +1,7 @@
 // defines: dist_init, dist_finalize, dist_rank, dist_world, dist_local_rank, dist_engine,
 //          dist_sum_f32, dist_sum_f64, dist_sum_f32_device, dist_block, dist_reduce_scatter_f32,
 //          dist_allgather_f32, dist_gather_f32, dist_reduce_scatter_f32_device, dist_allgather_f32_device,
-//          dist_any, dist_bcast, dist_barrier, dist_abort
+//          dist_any, dist_bcast, dist_barrier, dist_abort, dist_set_device_ops
 #include "core/dist.h"
 
 #include <limits.h>
@@ -11,12 +11,9 @@
 
 #include "core/common.h"
 
-// The NCCL side (cuda/nccl/dist_nccl.c), linked into NCCL builds of mala only.
-void dist_nccl_pick_device(int local_rank, int local_size) __attribute__((weak));
-int dist_nccl_sum_f32(float *x, size_t n) __attribute__((weak));
-int dist_nccl_reduce_scatter_f32(const float *x, float *shard, size_t block) __attribute__((weak));
-int dist_nccl_allgather_f32(float *x, size_t block) __attribute__((weak));
-void dist_nccl_finalize(void) __attribute__((weak));
+// The GPU collectives, registered by a front end that links them (core/dist.h); NULL: none.
+static const DistDeviceOps *g_dev;
+void dist_set_device_ops(const DistDeviceOps *ops) { g_dev = ops; }
 
 // What a launcher tells each process about the job's size (Open MPI's mpirun, MPICH's and
 // Slurm's PMI, srun).
@@ -61,11 +58,11 @@ void dist_init(int *argc, char ***argv) {
         if (ver[i] == ',' || ver[i] == '\n') { ver[i] = 0; break; }
     snprintf(g_engine, sizeof g_engine, "MPI (%s)", ver);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-    if (g_world > 1 && dist_nccl_pick_device) dist_nccl_pick_device(g_local, local_size);  // before any CUDA context
+    if (g_world > 1 && g_dev) g_dev->pick_device(g_local, local_size);  // before any CUDA context
 }
 
 void dist_finalize(void) {
-    if (dist_nccl_finalize) dist_nccl_finalize();
+    if (g_dev) g_dev->finalize();
     if (g_on) MPI_Finalize();
     g_on = 0;
 }
@@ -92,7 +89,7 @@ void dist_sum_f64(double *x, size_t n) {
 
 int dist_sum_f32_device(float *x, size_t n) {
     if (g_world == 1) return 0;
-    return dist_nccl_sum_f32 ? dist_nccl_sum_f32(x, n) : -1;
+    return g_dev ? g_dev->sum_f32(x, n) : -1;
 }
 
 size_t dist_block(size_t n) { return (n + (size_t)g_world - 1) / (size_t)g_world; }
@@ -121,12 +118,12 @@ void dist_gather_f32(float *x, size_t block, int root) {
 
 int dist_reduce_scatter_f32_device(const float *x, float *shard, size_t block) {
     if (g_world == 1) return -1;  // the caller's copy
-    return dist_nccl_reduce_scatter_f32 ? dist_nccl_reduce_scatter_f32(x, shard, block) : -1;
+    return g_dev ? g_dev->reduce_scatter_f32(x, shard, block) : -1;
 }
 
 int dist_allgather_f32_device(float *x, size_t block) {
     if (g_world == 1) return 0;
-    return dist_nccl_allgather_f32 ? dist_nccl_allgather_f32(x, block) : -1;
+    return g_dev ? g_dev->allgather_f32(x, block) : -1;
 }
 
 int dist_any(int flag) {

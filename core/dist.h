@@ -46,4 +46,16 @@ void dist_barrier(void);
 // Ends every process of the job with this exit code (MPI_Abort); exit() in one process.
 void dist_abort(int code) __attribute__((noreturn));
 
+// The collectives on GPU memory (cuda/nccl/dist_nccl.c): a layer above core/ implements them, and
+// the front end that links it registers the table before dist_init, so core/ never names the
+// layer above. Without a table the *_device calls return -1 and the trainer sums on the host.
+typedef struct {
+    void (*pick_device)(int local_rank, int local_size);  // before any CUDA context
+    int (*sum_f32)(float *x, size_t n);
+    int (*reduce_scatter_f32)(const float *x, float *shard, size_t block);
+    int (*allgather_f32)(float *x, size_t block);
+    void (*finalize)(void);
+} DistDeviceOps;
+void dist_set_device_ops(const DistDeviceOps *ops);
+
 #endif

@@ -11,12 +11,7 @@
 
 #include "core/common.h"
 #include "core/dist.h"
-
-void dist_nccl_pick_device(int local_rank, int local_size);
-int dist_nccl_sum_f32(float *x, size_t n);
-int dist_nccl_reduce_scatter_f32(const float *x, float *shard, size_t block);
-int dist_nccl_allgather_f32(float *x, size_t block);
-void dist_nccl_finalize(void);
+#include "cuda/nccl/dist_nccl.h"
 
 int main(int argc, char **argv) {
     size_t n = argc > 1 ? (size_t)atol(argv[1]) : (1u << 20) + 7;  // not a multiple of anything

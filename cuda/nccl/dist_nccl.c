@@ -1,15 +1,16 @@
 // The GPU side of dist (docs/design.md §9, as llm.c's zero.cuh): one GPU per rank of a host, an NCCL
 // communicator over all ranks whose unique id rank 0 broadcasts over MPI, the gradient
 // all-reduce on device memory, and ZeRO-1's reduce-scatter and all-gather. Linked into mala only in builds with CUDA, MPI and nccl.h
-// (Makefile: NCCL=1); core/dist.c finds these functions through weak references and, without
+// (Makefile: NCCL=1), whose front end registers dist_nccl_ops with core/dist.c; without
 // them, the trainer sums on the host.
-// defines: dist_nccl_pick_device, dist_nccl_sum_f32, dist_nccl_reduce_scatter_f32, dist_nccl_allgather_f32,
-//          dist_nccl_finalize
+// defines: dist_nccl_ops, dist_nccl_pick_device, dist_nccl_sum_f32, dist_nccl_reduce_scatter_f32,
+//          dist_nccl_allgather_f32, dist_nccl_finalize
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include "core/common.h"
 #include "core/dist.h"
+#include "cuda/nccl/dist_nccl.h"
 
 static ncclComm_t g_comm;
 static cudaStream_t g_stream;
@@ -74,4 +75,10 @@ void dist_nccl_finalize(void) {
     ncclCommDestroy(g_comm);
     cudaStreamDestroy(g_stream);
     g_ready = 0;
+}
+
+const DistDeviceOps *dist_nccl_ops(void) {
+    static const DistDeviceOps ops = {dist_nccl_pick_device, dist_nccl_sum_f32, dist_nccl_reduce_scatter_f32,
+                                      dist_nccl_allgather_f32, dist_nccl_finalize};
+    return &ops;
 }
