@@ -20,7 +20,7 @@
 #endif
 
 #include "core/common.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_gemm.h"
 #include "cpu/ops_cpu.h"
 

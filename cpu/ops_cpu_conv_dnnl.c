@@ -16,7 +16,7 @@
 #endif
 
 #include "core/common.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_dnnl.h"
 #include "cpu/cpu_bf16.h"
 

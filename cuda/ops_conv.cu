@@ -5,7 +5,7 @@
 // defines: cuda_conv2d_workspace_floats, cuda_conv2d_fwd, cuda_conv2d_bwd
 #include "cuda/cuda_common.cuh"
 
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 
 // 2^23 floats (32 MiB) of columns per chunk: GEMMs wide enough to fill the GPU.
 #define CUDA_CONV_TARGET ((size_t)1 << 23)

@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "cpu/conv_plan.h"       // defines: conv_out_h, conv_out_w
+#include "core/conv_plan.h"       // defines: conv_out_h, conv_out_w
 #include "formats/safetensors.h"     // defines: st_open, st_load_f32, st_close
 #include "formats/torch_legacy.h"    // defines: torch_legacy_open, torch_legacy_find, torch_legacy_read_f32
 

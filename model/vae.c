@@ -9,7 +9,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "model/net.h"  // defines: Arena, arena_take
 #include "core/rng.h"
 #include "model/vae.h"

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "core/backend.h"
-#include "cpu/conv_plan.h"  // defines: conv_out_h, conv_out_w
+#include "core/conv_plan.h"  // defines: conv_out_h, conv_out_w
 
 // out, dx, dw of s (dout = G) in double with their sums of |terms| (the bound a float result is
 // held to); dx and dw start from dx0, dw0 (NULL: from zero).

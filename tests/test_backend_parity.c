@@ -30,7 +30,7 @@
 
 #include "core/backend.h"
 #include "core/backend_profile.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_bf16.h"
 #include "model/net.h"
 #include "sampler/diffusion.h"

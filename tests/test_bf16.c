@@ -19,7 +19,7 @@
 
 #include "core/backend.h"
 #include "model/checkpoint.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_bf16.h"
 #include "cpu/cpu_gemm.h"
 #include "model/net.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/backend.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_gemm.h"
 #include "testutil.h"
 #include "conv_ref.h"

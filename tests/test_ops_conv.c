@@ -5,7 +5,7 @@
 #include <omp.h>
 
 #include "core/backend.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_gemm.h"
 #include "core/ops_math.h"
 #include "testutil.h"

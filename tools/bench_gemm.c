@@ -13,7 +13,7 @@
 #include "core/backend.h"
 #include "cpu/blas_core.h"
 #include "core/common.h"
-#include "cpu/conv_plan.h"
+#include "core/conv_plan.h"
 #include "cpu/cpu_gemm.h"
 #include "cpu/cpu_bf16.h"
 
