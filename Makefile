@@ -88,7 +88,7 @@ endif
 # Folders by role, lowest layer first (docs/design.md §0). libmala.a holds the library layers; the
 # command line (cli/) and the viewer (viewer/) are linked into mala only, and tests reach them
 # through the binary.
-LIB_DIRS = core formats cpu model sampler pipeline train eval compare api
+LIB_DIRS = core formats cpu data model sampler pipeline train eval compare api
 LIB_SRC  = $(wildcard $(LIB_DIRS:%=%/*.c))
 CLI_SRC  = $(wildcard cli/*.c)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)

@@ -1,5 +1,5 @@
 // mala encode: an ImageNet-layout folder (or Fashion-MNIST, for tests) encoded once through the
-// VAE into a latent set (train/latents.h), the way fast-DiT's extract_features.py does, but
+// VAE into a latent set (data/latents.h), the way fast-DiT's extract_features.py does, but
 // keeping the posterior (mean and log-variance) so training draws a fresh z every step.
 //
 // Images are cropped with ADM's center_crop_arr (dataset_open), encoded in batches and written a
@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
-#include "train/data.h"
+#include "data/dataset.h"
 #include "core/half.h"
 #include "formats/image_io.h"
-#include "train/latents.h"
+#include "data/latents.h"
 #include "core/progress.h"
 #include "cpu/cpu_threads.h"
 

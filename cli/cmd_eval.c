@@ -17,7 +17,7 @@
 #include "eval/fid.h"
 #include "eval/eval_metrics.h"  // defines: FeatRows, json_pr_kid
 #include "eval/fmnist_features.h"
-#include "train/data.h"       // defines: Dataset (eval stats --data fashion-mnist)
+#include "data/dataset.h"       // defines: Dataset (eval stats --data fashion-mnist)
 #include "core/dist.h"       // defines: dist_init (eval fid|is --ckpt under mpirun)
 #include "pipeline/generate.h"   // defines: Generator (eval fid --ckpt samples on the fly)
 #include "pipeline/generate_shard.h"  // defines: ShardedGen (--ckpt: the batches sharded over the processes)

@@ -29,11 +29,11 @@
 #include "formats/atomic_file.h"  // defines: atomic_remove_stale
 #include "cli/commands.h"
 #include "core/dir_lock.h"
-#include "train/data.h"
+#include "train/loader.h"
 #include "core/dist.h"
 #include "pipeline/generate.h"
 #include "formats/image_io.h"
-#include "train/latents.h"  // defines: latent_is_set
+#include "data/latents.h"  // defines: latent_is_set
 #include "eval/line_plot.h"
 #include "core/progress.h"
 #include "train/train_meta.h"  // defines: train_meta_opt_u64

@@ -11,7 +11,7 @@
 
 #include "core/bench_stats.h"
 #include "cli/commands.h"
-#include "train/data.h"  // defines: folder_walk
+#include "data/dataset.h"  // defines: folder_walk
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "cli/out_paths.h"

@@ -25,7 +25,7 @@ int cmd_bench_inception(int argc, char **argv);
 // mala vae encode|decode (argv[0] is "vae") and mala bench vae (argv[0] is "vae"): cli/cmd_vae.c.
 int cmd_vae(int argc, char **argv);
 int cmd_bench_vae(int argc, char **argv);
-// mala encode: an image folder -> a latent set (train/latents.h): cli/cmd_encode.c.
+// mala encode: an image folder -> a latent set (data/latents.h): cli/cmd_encode.c.
 int cmd_encode(int argc, char **argv);
 // The --vae file's configuration (exits with a one-line error on a bad file), and the file loaded
 // for batches of `batch` images of h x w pixels (batch 0: the most up to 8 whose activations fit

@@ -12,7 +12,7 @@
 #include "pipeline/generate.h"
 #include "pipeline/generate_shard.h"
 #include "pipeline/labels.h"
-#include "train/data.h"
+#include "data/dataset.h"
 
 typedef struct {
     const char *path;

@@ -1,7 +1,7 @@
 // The Fashion-MNIST feature classifier of `mala eval --features fmnist` (trained by
 // tools/train_fmnist_classifier.py, shipped as assets/fmnist_classifier.safetensors): a metric
 // that needs no download. Input: 1 x 32 x 32 images in [-1, 1] (the 28 x 28 pictures padded by 2
-// with black, as train/data.c feeds the diffusion models). The network, in PyTorch terms:
+// with black, as data/dataset.c feeds the diffusion models). The network, in PyTorch terms:
 //
 //   4 x [Conv2d(3x3, padding 1, stride 1, 2, 2, 2) -> GroupNorm(8, eps 1e-5) -> GELU (exact)]
 //       with 32, 64, 96, 128 channels (32x32 -> 16x16 -> 8x8 -> 4x4)

@@ -11,7 +11,7 @@
 #include "testutil.h"
 #include "formats/image_io.h"
 #include "formats/npy.h"
-#include "train/data.h"
+#include "train/loader.h"
 #include "formats/idx.h"
 
 #define FIX "tests/fixtures/"

@@ -9,7 +9,7 @@
 #include "formats/safetensors.h"
 #include "eval/fid.h"
 #include "eval/fmnist_features.h"
-#include "train/data.h"
+#include "data/dataset.h"
 
 #define ASSET "assets/" FMNIST_FEAT_FILE
 #define FIX "tests/fixtures/fmnist_feat.safetensors"

@@ -6,7 +6,7 @@
 
 #include "core/backend.h"
 #include "model/checkpoint.h"
-#include "train/data.h"
+#include "train/loader.h"
 #include "formats/safetensors.h"
 #include "testutil.h"
 #include "testcli.h"

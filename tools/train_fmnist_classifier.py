@@ -75,7 +75,7 @@ def load_split(test):
 
 
 def to_input(u8):
-    """uint8 [N, 32, 32] -> float [N, 1, 32, 32] in [-1, 1], as train/data.c maps pixels."""
+    """uint8 [N, 32, 32] -> float [N, 1, 32, 32] in [-1, 1], as data/dataset.c maps pixels."""
     return torch.from_numpy(u8.astype(np.float32) / np.float32(127.5) - np.float32(1.0)).unsqueeze(1)
 
 

@@ -21,7 +21,7 @@ FUZZ_CFLAGS     = -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wno-unused-parameter -MMD
                   -I. -I/usr/include/stb
 FUZZ_LIB_SRC    = core/common.c core/half.c formats/json.c formats/npy.c formats/zip_dir.c formats/safetensors.c formats/image_io.c \
                   formats/atomic_file.c formats/png_text.c formats/st_meta.c core/rng.c formats/torch_legacy.c formats/idx.c \
-                  train/latents.c model/vae_table.c formats/view_settings.c eval/fmnist_table.c
+                  data/latents.c model/vae_table.c formats/view_settings.c eval/fmnist_table.c
 FUZZ_LIB_SRC   += pipeline/gen_params_parse.c
 FUZZ_LIB_SRC   += compare/compare_config.c
 FUZZ_LIB_OBJ    = $(FUZZ_LIB_SRC:%.c=$(FUZZ_OUT)/%.o)

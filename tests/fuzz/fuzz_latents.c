@@ -1,4 +1,4 @@
-// libFuzzer harness: a latent set of `mala encode` (train/latents.h) as `mala train --data
+// libFuzzer harness: a latent set of `mala encode` (data/latents.h) as `mala train --data
 // LATENTS` opens it: latents.json, mean.npy, logvar.npy, labels.npy and class_names.json are the
 // input's five parts, split at each "\n@@latents@@\n" (missing parts are empty files), written to
 // a private directory; latent_set_open checks and maps them, then the first and last rows of
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "fuzz_util.h"
-#include "train/latents.h"
+#include "data/latents.h"
 
 #define SEP "\n@@latents@@\n"
 

@@ -303,7 +303,7 @@ def npy_bytes(descr, shape, raw):
 
 
 def latents_seeds():
-    """A latent set of mala encode (train/latents.h) as fuzz_latents takes it: its five files
+    """A latent set of mala encode (data/latents.h) as fuzz_latents takes it: its five files
     joined by the separator. 3 images, 2 views, [2, 2, 2] latents, float16 and float32."""
     sep = b"\n@@latents@@\n"
     for dtype, descr, size in (("float16", "<f2", 2), ("float32", "<f4", 4)):

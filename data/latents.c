@@ -3,7 +3,7 @@
 //          latent_writer_open, latent_writer_put, latent_writer_commit, latent_writer_close
 //
 // Top to bottom: the manifest (parse, write), reading a set (mmap), the draw, writing a set.
-#include "train/latents.h"
+#include "data/latents.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-// Training data (docs/design.md §5): Fashion-MNIST from Debian's IDX files and ImageNet-layout image
-// folders, plus a deterministic, double-buffered batch loader with exact resume.
+// Datasets (docs/design.md §5): Fashion-MNIST from Debian's IDX files, ImageNet-layout image
+// folders and latent sets, read by training (train/loader.h) and evaluation alike.
 //
 // Dataset specs for dataset_open:
 //   "fashion-mnist"            the 60,000 training images (/usr/share/datasets/fashion-mnist, or
@@ -11,9 +11,9 @@
 //                              each class folder is walked recursively, files sorted by path;
 //                              images decoded with stb_image on demand and cropped like ADM's
 //                              center_crop_arr (PIL BOX halving, PIL BICUBIC resize, centre crop)
-//   "LATENTS" (a folder with latents.json)   a latent set of `mala encode` (train/latents.h):
+//   "LATENTS" (a folder with latents.json)   a latent set of `mala encode` (data/latents.h):
 //                              samples are scaled latents C x h x h (h = w), drawn afresh at
-//                              every use (see the loader); image_size and channels must be 0 or
+//                              every use (see train/loader.h); image_size and channels must be 0 or
 //                              the set's
 // image_size 0 picks the default (32 for Fashion-MNIST, 256 for folders); channels 0 takes the
 // data's (Fashion-MNIST 1; a folder 3 when any image header has colour, 1 when all are gray).
@@ -21,8 +21,8 @@
 // Files that are not readable images (header or end marker missing) are reported once on
 // stderr by path and skipped; a missing directory, an empty class or no images at all is an
 // error. Pixels map to [-1, 1] as x / 127.5 - 1.
-#ifndef MALA_DATA_H
-#define MALA_DATA_H
+#ifndef MALA_DATASET_H
+#define MALA_DATASET_H
 
 #include <stdint.h>
 
@@ -63,35 +63,12 @@ int dataset_get_u8(const Dataset *d, int64_t i, uint8_t *hwc, MalaErr *err);
 // posterior mean times the scale, of view 1 when hflip and the set has two).
 int dataset_get(const Dataset *d, int64_t i, int hflip, float *chw, MalaErr *err);
 
-// ---- loader ----
-// The sample stream is a sequence of epochs; epoch e visits every sample once in a permutation
-// drawn from (seed, e) (Fisher-Yates over splitmix64). Stream position p = e * n + j holds
-// sample perm_e[j]; batch k holds positions k*B .. k*B+B-1 (batches run across epoch ends, no
-// sample is dropped). With hflip, position p is mirrored when a hash of (seed, p) says so.
-// A latent set's position p is z = (mean + exp(logvar / 2) * eps) * scale of its sample, eps the
-// Philox normals of stream p under seed ^ LOADER_LATENT_KEY, of view 1 when flipped and the set
-// has two views: a fresh z for every use, a function of (seed, p) only, so resume is exact.
-// Batches are produced by a background thread one batch ahead of the consumer (folder images
-// are decoded with up to $MALA_LOADER_THREADS OpenMP threads, default min(4, cores)). A folder
-// image that fails to decode later (it passed the open-time check) is reported once on stderr
-// and replaced by the next decodable sample in index order (with that sample's label), so batch contents stay
-// deterministic.
-typedef struct Loader Loader;
-#define LOADER_LATENT_KEY 0x3c6ef372fe94f82bull
-
-Loader *loader_new(Dataset *d, int batch, uint64_t seed, int hflip, MalaErr *err);
-// Copies the next batch: x [B, C, S, S] in [-1, 1], y [B] (either may be NULL to skip it).
-void loader_next(Loader *l, float *x, int32_t *y);
-// Positions the stream so that the next loader_next returns batch `batches_consumed`, exactly
-// as a fresh loader would after that many calls (resume).
-void loader_seek(Loader *l, uint64_t batches_consumed);
-uint64_t loader_position(const Loader *l);     // index of the batch the next loader_next returns
-// Data parallelism: this loader's batches become slices of a global batch, positions
-// k*global_batch + offset .. + B-1 of the stream for batch k (rank r of a job: offset r*B).
-void loader_shard(Loader *l, int global_batch, int offset);
-// Sample index and flip of stream position p (what loader_next puts there). Recomputes the
-// epoch's permutation: O(n), meant for tests and checks.
-int64_t loader_sample_at(const Loader *l, uint64_t p, int *flip);
-void loader_free(Loader *l);
+// What the loader needs beyond the samples: whether samples are decoded from files (worth
+// threads); 1 the first time sample i's late decode failure is reported (thread-safe), so it is
+// said once; a latent set's fresh draw of sample i (z = (mean + exp(logvar / 2) * eps) * scale,
+// eps the Philox normals of `stream` under `seed`; view 1 when hflip and the set has two).
+int dataset_is_image_folder(const Dataset *d);
+int dataset_report_once(Dataset *d, int64_t i);
+void dataset_draw_latent(const Dataset *d, int64_t i, int hflip, uint64_t seed, uint64_t stream, float *z);
 
 #endif
