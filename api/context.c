@@ -73,7 +73,7 @@ mala_context *mala_context_new(const mala_context_options *opt, char *err, size_
     mala_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return copy_err(err, cap, "out of memory"), NULL;
     ctx->be = be;
-    ctx->serial = be != backend_cpu();
+    ctx->serial = !backend_on_host(be);
     ctx->threads = o.threads;
     snprintf(ctx->device, sizeof ctx->device, "%s", be->name);
     snprintf(ctx->precision, sizeof ctx->precision, "%s", prec);

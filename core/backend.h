@@ -404,13 +404,21 @@ struct Backend {
 // start-up, not as a NULL call).
 void backend_check(const Backend *be);
 
+// The CPU backend: named only by the selection below, the CPU backend itself and the front ends
+// (cli/, viewer/, tests, tools); tools/check_layers.sh refuses it elsewhere. Library code asks
+// for backend_host / backend_on_host, so it never assumes which backends exist.
 const Backend *backend_cpu(void);
+// The backend whose buffers are host memory, for work that needs no device: planning a network's
+// shapes and memory, host-side steps, a caller that passes no backend.
+const Backend *backend_host(void);
+// 1 when be's buffers are host memory (to_host and to_device are plain copies).
+int backend_on_host(const Backend *be);
 // NULL with a one-line reason in *why when this build or machine has no CUDA device.
 const Backend *backend_cuda(const char **why);
 // device: "cpu", "cuda" or NULL (auto: cuda when present, else cpu); precision: NULL (the device's
 // default: fp32 on the CPU, tf32 on CUDA), "fp32" (full fp32 products), "tf32" (CUDA's TF32 tensor
-// cores; the CPU has none and stays fp32) or "bf16" (the CPU only: oneDNN products and convolutions on
-// bf16 inputs). Exits with a clear message when cuda is asked for and unavailable, on bf16 where it
+// cores; the CPU has none and stays fp32) or "bf16" (bf16 inputs to the products, fp32 accumulation:
+// oneDNN's products and convolutions on the CPU, cuBLAS's on CUDA). Exits with a clear message when cuda is asked for and unavailable, on bf16 where it
 // cannot run, or on an unknown name.
 const Backend *backend_select(const char *device, const char *precision);
 

@@ -1,6 +1,7 @@
 // Run-time choice of the op backend (--device cpu|cuda; default cuda when a GPU is present) and its
 // precision (--precision), and the check that a table fills every slot.
-// defines: backend_select, backend_check (and backend_cuda for builds without CUDA)
+// defines: backend_select, backend_check, backend_host, backend_on_host (and backend_cuda for builds
+//          without CUDA)
 #include <string.h>
 
 #include "core/backend.h"
@@ -55,3 +56,6 @@ const Backend *backend_select(const char *device, const char *precision) {
     be->set_precision(precision_mode(be, precision));
     return be;
 }
+
+const Backend *backend_host(void) { return backend_cpu(); }
+int backend_on_host(const Backend *be) { return be == backend_cpu(); }

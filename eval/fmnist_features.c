@@ -71,7 +71,7 @@ FmnistNet *fmnist_net_load(const char *path, const Backend *be, int max_batch, M
     StFile f;
     if (st_open(&f, path, err)) return NULL;
     FmnistNet *m = xcalloc(1, sizeof *m);
-    m->be = be ? be : backend_cpu();
+    m->be = be ? be : backend_host();
     m->max_batch = max_batch;
     size_t nw = fmnist_params(m->p);
     float *host = xmalloc((nw + LAST_SIDE * LAST_SIDE) * sizeof(float));

@@ -220,7 +220,7 @@ static size_t work_floats_for(const Inception *m, int n) {
 }
 
 Inception *inception_build(InceptionTensorFn fn, void *ctx, const Backend *be, int max_batch, MalaErr *err) {
-    if (!be) be = backend_cpu();
+    if (!be) be = backend_host();
     if (max_batch <= 0) max_batch = INCEPTION_DEFAULT_BATCH;
     Inception *m = xcalloc(1, sizeof *m);
     m->be = be;
@@ -546,7 +546,7 @@ int inception_forward_all(Inception *m, const float *imgs, int N, int C, int H, 
     if (N < 0 || (C != 1 && C != 3) || H < 1 || W < 1 || (N > 0 && (!imgs || !pool3)))
         return mala_errf(err, "inception_forward: bad input [N=%d, C=%d, H=%d, W=%d] (C must be 1 or 3)", N, C, H, W);
     const Backend *be = m->be;
-    const int host = be == backend_cpu();  // the CPU backend reads the caller's array as it is
+    const int host = backend_on_host(be);  // the CPU backend reads the caller's array as it is
     // Full fp32 products for the forward whatever the backend's setting (pytorch-fid's parity);
     // the setting is restored after.
     const int reduced = strcmp(be->precision(), "fp32") != 0;  // TF32 on CUDA, bf16 on the CPU

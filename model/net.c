@@ -239,14 +239,14 @@ size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int
 }
 
 size_t net_param_floats(const NetConfig *c, size_t *trainable) {
-    Net *n = net_build(c, backend_cpu(), 1, NET_INFER);
+    Net *n = net_build(c, backend_host(), 1, NET_INFER);
     size_t floats = n->n_floats;
     if (trainable) *trainable = n->n_trainable;
     net_release_host(n);
     return floats;
 }
 
-Net *net_plan(const NetConfig *c) { return net_build(c, backend_cpu(), 1, NET_INFER); }
+Net *net_plan(const NetConfig *c) { return net_build(c, backend_host(), 1, NET_INFER); }
 
 void net_plan_free(Net *n) { net_release_host(n); }
 

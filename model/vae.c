@@ -350,7 +350,7 @@ int vae_batch_for(const VaeConfig *c, const Backend *be, int h, int w, size_t by
 }
 
 static double macs_of(const VaeConfig *c, int H, int W, int enc) {
-    Vae v = {.be = backend_cpu()};
+    Vae v = {.be = backend_host()};
     MalaErr err;
     if (vae_table_build(&v.t, c, &err)) return 0;
     const int f = vae_factor(c);

@@ -251,7 +251,7 @@ double diffusion_training_loss(const Diffusion *d, float *grad, double *loss_per
                                int learn_sigma) {
     double *mse = xmalloc(2 * (size_t)n * sizeof(double)), *vb = mse + n;
     float *g = grad ? grad : xmalloc((size_t)n * (learn_sigma ? 2 : 1) * C * hw * sizeof(float));
-    backend_cpu()->diffusion_loss(g, mse, vb, model_out, x0, noise, t, d->coefs, d->vb_scale, n, C, hw, learn_sigma);
+    backend_host()->diffusion_loss(g, mse, vb, model_out, x0, noise, t, d->coefs, d->vb_scale, n, C, hw, learn_sigma);
     double total = 0.0;
     for (int b = 0; b < n; b++) {
         if (mse_per) mse_per[b] = mse[b];

@@ -13,6 +13,7 @@ declare -A layer=([core]=0 [formats]=1 [cpu]=1 [cuda]=1 [data]=2 [model]=2 [samp
                   [compare]=4 [api]=4 [include]=4 [cli]=5 [viewer]=5)
 bad=0 checked=0
 for dir in "${!layer[@]}"; do
+    [ -d "$dir" ] || continue
     while IFS= read -r -d '' f; do
         while IFS= read -r inc; do
             top=${inc%%/*}
@@ -36,6 +37,7 @@ done
 # weak declarations: `... name(...) __attribute__((weak));`, and where each name is defined
 weak=0
 for dir in "${!layer[@]}"; do
+    [ -d "$dir" ] || continue
     while IFS= read -r -d '' f; do
         while IFS= read -r name; do
             weak=$((weak + 1))
@@ -50,5 +52,13 @@ for dir in "${!layer[@]}"; do
         done < <(sed -n 's/^.*[^A-Za-z0-9_]\([A-Za-z_][A-Za-z0-9_]*\)([^;]*)[[:space:]]*__attribute__((weak));.*$/\1/p' "$f")
     done < <(find "$dir" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) -print0)
 done
+# Only the selection, the CPU backend and the front ends name the CPU backend (core/backend.h):
+# library code gets backend_host / backend_on_host.
+while IFS= read -r hit; do
+    echo "layer violation: $hit names backend_cpu(): use backend_host() or backend_on_host(be) (core/backend.h)"
+    bad=$((bad + 1))
+done < <(grep -rn --include='*.c' --include='*.h' --include='*.cu' 'backend_cpu()' \
+             $(for d in "${!layer[@]}"; do case $d in cpu|cli|viewer) ;; *) [ -d "$d" ] && echo "$d";; esac; done) 2>/dev/null |
+         grep -v '^core/backend_select\.c:' || true)
 if [ "$bad" -gt 0 ]; then echo "check_layers: $bad violation(s) (docs/design.md §0)"; exit 1; fi
 echo "check_layers: $checked project includes, all from the root, none climbs a layer; $weak weak declarations, none reaches up"

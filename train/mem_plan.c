@@ -140,7 +140,7 @@ static void add(MemPlan *p, int part, double bytes, int on_device) {
 }
 
 static double gen_parts(MemPlan *p, int part, const NetConfig *c, const Backend *be, int n) {
-    const int dev = be != backend_cpu();
+    const int dev = !backend_on_host(be);
     const double per = (double)c->in_channels * c->image_size * c->image_size;
     const double cout = c->in_channels * (c->learn_sigma ? 2 : 1) * (double)c->image_size * c->image_size;
     double before = p->total;
@@ -177,7 +177,7 @@ static double grid_vae_bytes(const NetConfig *c, const Backend *be, const char *
 
 void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const TrainMemArgs *a) {
     memset(p, 0, sizeof *p);
-    const int dev = be != backend_cpu(), B = a->batch, W = a->world > 1 ? a->world : 1, zero = a->zero && W > 1;
+    const int dev = !backend_on_host(be), B = a->batch, W = a->world > 1 ? a->world : 1, zero = a->zero && W > 1;
     const int K = a->accum > 1 ? a->accum : 1;
     const double per = (double)c->in_channels * c->image_size * c->image_size;
     const double outn = per * (c->learn_sigma ? 2 : 1);

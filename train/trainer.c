@@ -114,7 +114,7 @@ void trainer_shard(Trainer *tr, int rank, int world) {
     tr->host_grad = NULL;
     alloc_step_bits(tr);
     if (world == 1) return;
-    if (tr->be != backend_cpu()) tr->host_grad = xmalloc(tr->net->n_trainable * sizeof(float));
+    if (!backend_on_host(tr->be)) tr->host_grad = xmalloc(tr->net->n_trainable * sizeof(float));
 }
 
 int trainer_global_batch(const Trainer *tr) { return tr->batch * tr->world; }
@@ -311,7 +311,7 @@ int trainer_save(const Trainer *tr, const char *path, MalaErr *err) {
         if (tr->rank != 0) return 0;
     }
     // host memory (the CPU backend) is written from where it lies: no staging copy of 4 x the weights
-    const int in_host = tr->be == backend_cpu();
+    const int in_host = backend_on_host(tr->be);
     float *host = in_host ? NULL : xmalloc(4 * bytes);
     float *w = in_host ? m->w : host, *ema = in_host ? tr->ema : host + m->n_floats;
     float *mo = zm ? zm : in_host ? tr->m : host + 2 * m->n_floats;
