@@ -52,8 +52,9 @@ $(EMU_TEST): $(EMU_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(CHECK_LIBS)
 
-# The command line's objects, those that mention MALA_CUDA rebuilt with it.
-EMU_CLI_C    = $(shell grep -l MALA_CUDA $(CLI_SRC))
+# The command line's objects, those that mention MALA_CUDA rebuilt with it, and those that
+# mention MALA_NCCL rebuilt without it (the emulator has no NCCL).
+EMU_CLI_C    = $(shell grep -l 'MALA_CUDA\|MALA_NCCL' $(CLI_SRC))
 EMU_CLI_OBJ  = $(filter-out $(EMU_CLI_C:%.c=$(BUILD)/%.o),$(CLI_OBJ)) $(EMU_CLI_C:%.c=$(EMU_OUT)/%.o)
 
 $(EMU_MALA): $(EMU_CLI_OBJ) $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
