@@ -1,10 +1,9 @@
 // CPU ops: linear (cpu_sgemm: oneDNN or OpenBLAS), LayerNorm, RMSNorm with swish gate, adaLN modulate / gated
-// residual, activations (exact GELU and SwiGLU too), patches, token permutations, embeddings and the optimiser.
+// residual, activations (exact GELU and SwiGLU too), patches, token permutations, embeddings, scaling (the optimiser is in ops_cpu_optim.c).
 // Contracts are in backend.h; loops are OpenMP-parallel.
 // defines: cpu_linear_*, cpu_layernorm_* (cpu_layernorm_modulate_fwd too), cpu_rmsnorm_gate_*, cpu_modulate_*, cpu_gate_residual_*,
 //          cpu_gelu_*, cpu_gelu_erf_*, cpu_silu_*, cpu_swiglu_*, cpu_add, cpu_mul_*, cpu_patchify_*, cpu_unpatchify_*,
-//          cpu_permute_tokens_*, cpu_add_pos, cpu_timestep_embed, cpu_embed_*, cpu_adamw, cpu_ema,
-//          cpu_sumsq, cpu_scale
+//          cpu_permute_tokens_*, cpu_add_pos, cpu_timestep_embed, cpu_embed_*, cpu_scale
 #include "cpu/ops_cpu_dense.h"
 
 #include <math.h>
@@ -426,35 +425,6 @@ void cpu_embed_fwd(float *out, const float *table, const int32_t *y, int B, int 
 void cpu_embed_bwd(float *dtable, const float *dout, const int32_t *y, int B, int C) {
     for (int b = 0; b < B; b++)
         for (int c = 0; c < C; c++) dtable[(size_t)y[b] * C + c] += dout[(size_t)b * C + c];
-}
-
-void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-               float eps, float wd, int t) {
-    float bc1 = (float)(1.0 - pow(beta1, t)), bc2 = (float)(1.0 - pow(beta2, t));
-    #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) p[i] = adamw_f(p[i], g[i], &m[i], &v[i], lr, beta1, beta2, eps, wd, bc1, bc2);
-}
-
-void cpu_ema(float *e, const float *p, size_t n, float decay) {
-    #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) e[i] = e[i] * decay + p[i] * (1.0f - decay);
-}
-
-// Fixed chunks summed in a fixed order: the same bits on every run (clipping uses the norm).
-double cpu_sumsq(const float *x, size_t n) {
-    enum { PARTS = 64 };
-    double part[PARTS];
-    size_t per = (n + PARTS - 1) / PARTS;
-    #pragma omp parallel for schedule(static)
-    for (int p = 0; p < PARTS; p++) {
-        size_t i0 = (size_t)p * per, i1 = i0 + per < n ? i0 + per : n;
-        double s = 0.0;
-        for (size_t i = i0; i < i1; i++) s += (double)x[i] * x[i];
-        part[p] = s;
-    }
-    double s = 0.0;
-    for (int p = 0; p < PARTS; p++) s += part[p];
-    return s;
 }
 
 void cpu_scale(float *x, float a, size_t n) {
