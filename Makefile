@@ -268,6 +268,9 @@ fixtures:
 	/usr/bin/python3 tools/make_image_fixtures.py
 	/usr/bin/python3 tools/make_fmnist_fixtures.py
 	/usr/bin/python3 tools/ref_metrics.py
+	/usr/bin/python3 tools/make_sfid_fixture.py
+	/usr/bin/python3 tools/make_torch_zip_fixtures.py
+	/usr/bin/python3 tools/make_imagenet_classes.py
 
 clean:
 	rm -rf build build-san build-gpu build-fuzz mala
