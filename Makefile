@@ -54,7 +54,7 @@ else
   $(info mala: MPI OFF ($(if $(strip $(MPI_LIBS)),MPI=0 given,no ompi-c pkg-config / mpicc: single-process only)))
 endif
 
-# ---- oneDNN (issue 35): the CPU backend's matrix products and convolutions, OpenBLAS otherwise ----
+# ---- oneDNN: the CPU backend's matrix products and convolutions, OpenBLAS otherwise ----
 # Debian's libdnnl-dev (OpenMP runtime, so it shares our thread pool). DNNL=0 builds without it;
 # at run time MALA_GEMM=openblas picks OpenBLAS in a oneDNN build (cpu/cpu_gemm.h).
 DNNL_H ?= $(firstword $(wildcard /usr/include/dnnl.h /usr/include/oneapi/dnnl/dnnl.h))

@@ -124,7 +124,7 @@ static void json_net_fields(JsonBuf *b, const Extractor *m) {
     json_str_field(b, m->fm ? "classifier" : "inception", m->path);
 }
 
-// ---- manifests (issue 36 item 4): how a result was made, in the JSON line and beside stats files ----
+// ---- manifests: how a result was made, in the JSON line and beside stats files ----
 static int eval_total(const EvalArgs *a);
 static int eval_shard_batch(const EvalArgs *a);
 
@@ -223,7 +223,7 @@ static int eval_stats(EvalArgs *a, Extractor *m) {
     return print_result(&b);
 }
 
-// Other tools' names (issue 36 item 7), Inception features only: torch-fidelity's keys in the JSON
+// Other tools' names, Inception features only: torch-fidelity's keys in the JSON
 // line, and the ADM evaluator's summary lines on stderr (evaluator.py prints "FID: ..." and so on).
 // NAN: not computed.
 typedef struct { double is_mean, is_std, fid, sfid, prec, recall, kid_mean, kid_std; } PeerMetrics;

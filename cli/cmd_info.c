@@ -114,7 +114,7 @@ static int has_suffix(const char *s, const char *suf) {
 }
 
 // A result file (an .npz or .npy of mala sample, a statistics .npz of mala eval) and the manifest
-// beside it, PATH.json: how it was made (issue 36 item 4).
+// beside it, PATH.json: how it was made.
 static int info_result(const char *path) {
     MalaErr err;
     printf("%s\n", path);

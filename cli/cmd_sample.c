@@ -438,7 +438,7 @@ int cmd_sample(int argc, char **argv) {
         if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
         fprintf(stderr, "wrote %s\n", npy);
     }
-    if (lead && (npz || npy)) {  // how they were made, beside them (issue 36 item 4)
+    if (lead && (npz || npy)) {  // how they were made, beside them
         Manifest *m = xcalloc(1, sizeof *m);
         manifest_str(m, "cmd", "mala sample");
         manifest_add_sampling(m, &rec);

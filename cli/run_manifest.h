@@ -1,4 +1,4 @@
-// What `mala sample` and `mala eval` record about how their results were made (issue 36 item 4):
+// What `mala sample` and `mala eval` record about how their results were made:
 // the manifest.h members of the .json beside an .npz / .npy / statistics file and of eval's JSON
 // line, and the settings a partial run (batch_store.h) must match to be continued.
 #ifndef MALA_RUN_MANIFEST_H

@@ -1,4 +1,4 @@
-// bf16 for the CPU backend's products (issue 35 item 2): rounding fp32 to bf16, the per-thread
+// bf16 for the CPU backend's products: rounding fp32 to bf16, the per-thread
 // conversion buffers of the activations, and the bf16 shadows of the weights.
 //
 // A shadow is a converted copy of a parameter (a linear layer's W, a convolution's weights in

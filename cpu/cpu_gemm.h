@@ -1,4 +1,4 @@
-// The CPU backend's matrix products and oneDNN convolutions (issue 35): oneDNN (dnnl.h) where the
+// The CPU backend's matrix products and oneDNN convolutions: oneDNN (dnnl.h) where the
 // build has it (MALA_DNNL) and it is usable at run time, OpenBLAS's cblas_sgemm otherwise.
 //
 // Choosing at run time (tests, benchmarks): MALA_GEMM=openblas|dnnl picks the products' library

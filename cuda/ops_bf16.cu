@@ -1,4 +1,4 @@
-// --precision bf16 on CUDA (issue 35 item 3): the fp32 operands of a cuBLAS product rounded to bf16
+// --precision bf16 on CUDA: the fp32 operands of a cuBLAS product rounded to bf16
 // (nearest even, as the CPU's cpu_bf16_round, so the host emulator rounds the same way) into
 // grow-only device buffers, then cublasGemmEx / cublasGemmStridedBatchedEx with CUDA_R_16BF
 // inputs, CUBLAS_COMPUTE_32F and an fp32 output. Our kernels read the fp32 outputs unchanged.

@@ -1,5 +1,5 @@
-// A long sampling run kept on disk as it goes, so that the same command run again continues it
-// (issue 36 item 3): `mala sample --save-npz|--save-npy|--out-dir` and `mala eval fid|is --ckpt`.
+// A long sampling run kept on disk as it goes, so that the same command run again continues it:
+// `mala sample --save-npz|--save-npy|--out-dir` and `mala eval fid|is --ckpt`.
 //
 //   DIR/settings.json      what decides the samples (a manifest.h object: the model's hash, the
 //                          sampler and its options, the labels' hash, N, the batch, the seed, the

@@ -1,5 +1,5 @@
 // An ordered list of key -> JSON value (a string, or a number / true / false literal): how a result
-// was made (the .json beside an .npz or statistics file, eval's JSON line; issue 36 item 4) and the
+// was made (the .json beside an .npz or statistics file, eval's JSON line) and the
 // settings a partial sampling run was started with (batch_store.h), which a resumed run must match.
 #ifndef MALA_MANIFEST_H
 #define MALA_MANIFEST_H

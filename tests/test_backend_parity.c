@@ -1218,7 +1218,7 @@ START_TEST(test_model) {
 END_TEST
 
 #ifdef MALA_CUDA
-// --precision bf16 on CUDA (issue 35 item 3: cuBLAS with bf16 inputs, fp32 compute and output; on the
+// --precision bf16 on CUDA (cuBLAS with bf16 inputs, fp32 compute and output; on the
 // emulator the same rounding kernel, then exact products summed in double). Tolerances:
 // - linear forward and backward against the CPU in fp32 on the bf16-ROUNDED inputs (cpu_bf16_round,
 //   the CPU's rounding): only the sums' order is left, TOL_GEMM; and against the fp32 inputs above

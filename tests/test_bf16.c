@@ -1,4 +1,4 @@
-// --precision bf16 on the CPU (issue 35 item 2; cpu/cpu_bf16.h, cpu_gemm.h): the rounding, the
+// --precision bf16 on the CPU (cpu/cpu_bf16.h, cpu_gemm.h): the rounding, the
 // products and convolutions against references, the weights' bf16 shadows, a tiny DiT and DiC
 // forward and training steps against fp32, and the refusal where bf16 cannot run.
 //

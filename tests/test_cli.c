@@ -127,7 +127,7 @@ static int stderr_has_cr(void) { return strchr(g_err, '\r') != NULL; }
 
 // ---------------------------------------------------------------------------------------------
 
-// Issue 18 item 5 and issue 11 point 7: values that make no sense are refused naming the flag,
+// Values that make no sense are refused naming the flag,
 // unknown flags and commands get a suggestion, --help prints one default per row, DiT's names work.
 START_TEST(test_flags) {
     tu_make_tmpdir("cli");
@@ -235,7 +235,7 @@ START_TEST(test_run_directory) {
 }
 END_TEST
 
-// Issue 33 items 3 and 14: everything is checked before the run directory is created, so a failed
+// Everything is checked before the run directory is created, so a failed
 // start leaves nothing that blocks the retry; a directory that holds no run (a start killed before
 // its first logged step: no checkpoint, log.csv of the header alone) is used again, and --resume
 // there says that there is nothing to resume; --out equal to or inside --data is refused.
@@ -286,7 +286,7 @@ START_TEST(test_failed_start) {
 }
 END_TEST
 
-// Issue 33 items 4 and 7: --resume continues toward the run's --iters (stored as run.iters), a
+// --resume continues toward the run's --iters (stored as run.iters), a
 // damaged run.* value is refused naming the key, and the sample grid's cost is the flags'.
 START_TEST(test_resume_keeps_iters) {
     tu_make_tmpdir("cli");
@@ -555,7 +555,7 @@ START_TEST(test_eval_presets) {
            tp("ref.npz"));
     RUN_OK("eval fid --ckpt %s --quick --ref %s %s", MODEL, tp("ref.npz"), common);
     ck_assert_msg(strstr(g_out, "\"cmd\":\"eval fid\"") && strstr(g_out, "\"preset\":\"quick\""), "%s", g_out);
-    // other tools' names (issue 36 item 7): torch-fidelity's keys beside ours, the ADM evaluator's lines on stderr
+    // other tools' names: torch-fidelity's keys beside ours, the ADM evaluator's lines on stderr
     double ours, theirs;
     const char *f1 = strstr(g_out, "\"fid\":"), *f2 = strstr(g_out, "\"frechet_inception_distance\":");
     ck_assert_msg(f1 && f2 && sscanf(f1 + 6, "%lf", &ours) == 1 && sscanf(f2 + 29, "%lf", &theirs) == 1 &&
@@ -718,7 +718,7 @@ static void make_latent_model(const char *path, const char *vae) {
     net_free(m);
 }
 
-// Issue 33 item 15: info says nothing meaningless (hflip -1, an empty vae), an exported model keeps
+// Info says nothing meaningless (hflip -1, an empty vae), an exported model keeps
 // its training step, source and run settings, and sample decodes a latent model through the VAE
 // its run recorded when none is given.
 START_TEST(test_info_export_vae) {
@@ -767,7 +767,7 @@ START_TEST(test_info_export_vae) {
 }
 END_TEST
 
-// Issue 33 item 16: help names latent sets as --data, --global-batch's default is said in words,
+// Help names latent sets as --data, --global-batch's default is said in words,
 // preset names take any case (the canonical name is printed).
 START_TEST(test_help_and_names) {
     tu_make_tmpdir("cli");
@@ -800,7 +800,7 @@ START_TEST(test_help_and_names) {
 }
 END_TEST
 
-// Issue 33 item 9: mala restarts itself to set OpenMP's wait policy; the restarted process keeps
+// Mala restarts itself to set OpenMP's wait policy; the restarted process keeps
 // the binary's name (it was "exe", from /proc/self/exe), so ps, top and pgrep find it. The child
 // is read as a zombie (waitid WNOWAIT): its comm stays until it is reaped.
 START_TEST(test_process_name) {
@@ -831,7 +831,7 @@ START_TEST(test_process_name) {
 END_TEST
 
 
-// ---- issue 37: gradient accumulation, unconditional models, fine-tuning ----
+// ---- gradient accumulation, unconditional models, fine-tuning ----
 
 static int same_bytes(const char *a, const char *b) {
     size_t na, nb;
@@ -1077,7 +1077,7 @@ START_TEST(test_threads_over_cores) {
 }
 END_TEST
 
-// Issue 35 item 2: --precision bf16 on the CPU (oneDNN builds; refused with a one-line error
+// --precision bf16 on the CPU (oneDNN builds; refused with a one-line error
 // without oneDNN), fp32 the default, an unknown precision refused; bench's JSON names it, and a
 // bf16 train and sample run end to end.
 START_TEST(test_precision_flag) {
@@ -1111,7 +1111,7 @@ START_TEST(test_precision_flag) {
 }
 END_TEST
 
-// Issue 37 item 4: --eval-every evaluates the EMA weights at every multiple (training images, or
+// --eval-every evaluates the EMA weights at every multiple (training images, or
 // steps with the s suffix) and at the end: evals.csv (append-only; points already evaluated are
 // not again after --resume), fd.png, best.json and best.safetensors outside checkpoints/, and the
 // TensorBoard scalars; the settings travel in run.eval.
@@ -1160,7 +1160,7 @@ START_TEST(test_train_eval_every) {
 }
 END_TEST
 
-// Issue 35 item 4: checkpoints hold fp32 tensors whatever the precision and record it
+// Checkpoints hold fp32 tensors whatever the precision and record it
 // (run.precision, shown by mala info); --resume follows it, --precision changes it. A bf16 run
 // resumed without the flag is byte-identical to a straight bf16 run (same device and threads); a
 // bf16 run goes on in fp32 and an fp32 run in bf16.
@@ -1213,13 +1213,13 @@ int main(void) {
     tcase_add_test(tc, test_threads_over_cores);
     tcase_add_test(tc, test_resume_precision);
     suite_add_tcase(s, tc);
-    TCase *names = tcase_create("names");  // issue 33 items 9, 15, 16: process name, info, help
+    TCase *names = tcase_create("names");  // process name, info, help
     tcase_set_timeout(names, 600);
     tcase_add_test(names, test_process_name);
     tcase_add_test(names, test_help_and_names);
     tcase_add_test(names, test_info_export_vae);
     suite_add_tcase(s, names);
-    TCase *t37 = tcase_create("train37");  // issue 37: --accum, --classes 0, --init
+    TCase *t37 = tcase_create("train37");  // --accum, --classes 0, --init
     tcase_set_timeout(t37, 600);
     tcase_add_test(t37, test_train_accum);
     tcase_add_test(t37, test_train_unconditional);

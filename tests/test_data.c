@@ -753,7 +753,7 @@ END_TEST
 
 
 // ---------------------------------------------------------------------------------------------
-// issue 18: IDX files cut short, image formats and limits
+// IDX files cut short, image formats and limits
 
 #define REG "tests/fuzz/regress/"
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"

@@ -333,7 +333,7 @@ static double is_long_double(const float *x, int n, int k) {
     return (double)expl(kl / n);
 }
 
-// Sharply peaked logits (issue 18: an Inception whose fc weights have std 2): probabilities of
+// Sharply peaked logits (an Inception whose fc weights have std 2): probabilities of
 // e^-744, the smallest subnormal doubles, whose split mean rounds to 0. log 0 made IS inf and its
 // std nan; log-softmax with a log-sum-exp p(y) stays finite and exact.
 START_TEST(inception_score_of_peaked_logits) {

@@ -1,5 +1,5 @@
 // The mala program ($MALA_BIN; build-san/mala under `make sanitize`) on hostile and unlucky input
-// (issue 18): every reproducer of a crash exits with a one-line error and no signal; what can be
+//: every reproducer of a crash exits with a one-line error and no signal; what can be
 // read is read; a training run survives stale partial checkpoints and signals at awkward moments;
 // no JSON line holds inf or nan.
 //
@@ -108,7 +108,7 @@ static void write_pgm16(const char *name, int w, int h) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. the reproducers of issue 18
+// 1. the reproducers of the first fuzzing campaign's findings
 
 // npz: a zip64 extra field of 16 bytes instead of 24. It used to print a freed name (exit 139).
 START_TEST(test_npz_zip64_extra_field) {
@@ -363,7 +363,7 @@ START_TEST(test_sigterm_during_checkpoint_write) {
 }
 END_TEST
 
-// Issue 33 item 4: a run of --iters 5 stopped by SIGINT at step 2 exits with status 130 (128 +
+// A run of --iters 5 stopped by SIGINT at step 2 exits with status 130 (128 +
 // SIGINT), and `--resume` without --iters ends exactly at step 5, the run's target.
 START_TEST(test_sigint_then_resume_to_iters) {
     tu_make_tmpdir("hostile");

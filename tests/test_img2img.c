@@ -1,4 +1,4 @@
-// Image-to-image (SDEdit), inpainting (RePaint) and class blends (issue 38; docs/sample.md
+// Image-to-image (SDEdit), inpainting (RePaint) and class blends (docs/sample.md
 // "Image-to-image, inpainting and class blends"):
 //   a. the class blend on every backbone (model/label_blend.c): w = 0 is class a and w = 1 class b
 //      bit for bit, the null label's output unchanged, w = 0.5 neither;

@@ -250,7 +250,7 @@ START_TEST(rejects_truncated_and_foreign_files) {
     expect_fail(c, len, "elements, its record says");
     free(c);
     free(buf);
-    // issue 18: MARK as the first opcode after PROTO (pop_mark computed NULL + 0; clang's UBSan in
+    // MARK as the first opcode after PROTO (pop_mark computed NULL + 0; clang's UBSan in
     // `make fuzz-regress` sees it, tests/fuzz/regress/torch_legacy/mark_first.pth)
     const unsigned char mark_first[8] = {0x80, 0x02, 0x28, 0x28, 0x28, 0x6c, 0x6c, 0xbe};
     expect_fail(mark_first, sizeof mark_first, "unsupported pickle opcode 0xbe at byte 7");

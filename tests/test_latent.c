@@ -281,7 +281,7 @@ START_TEST(test_encode_train_sample) {
     int w, h;
     ck_assert(image_check(tp("c/samples/0000001.png"), &w, &h, &err) == 0);
     ck_assert_int_ge(w, 32);
-    // a --vae that cannot be read fails before the run directory exists (issue 33 item 3), grids or not
+    // a --vae that cannot be read fails before the run directory exists, grids or not
     RUN_FAILS("No such file", "train " TINY_LATENT " --data %s --iters 1 --sample-every 1 --vae %s --out %s", tp("lat"),
               tp("none.safetensors"), tp("d"));
     RUN_FAILS("not a safetensors", "train " TINY_LATENT " --data %s --iters 1 --sample-every 0 --vae %s --out %s",

@@ -1,4 +1,4 @@
-// Manifests (issue 36 item 4): every .npz / .npy of mala sample and every statistics file of mala
+// Manifests: every .npz / .npy of mala sample and every statistics file of mala
 // eval gets PATH.json beside it, and eval's JSON line carries the same record: the model file's
 // SHA-256 and configuration, the sampler and its options, guidance and its channels, the label
 // mode, N, the seed, the device and precision, the feature network and its weights' SHA-256, the

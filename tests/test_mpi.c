@@ -253,7 +253,7 @@ START_TEST(sampling_shards_to_the_same_bytes) {
 }
 END_TEST
 
-// A partial run continues on any world size (issue 36 item 3): each rank keeps the batches it
+// A partial run continues on any world size: each rank keeps the batches it
 // samples in the shared DIR.partial (MALA_TEST_STOP_AFTER=1: every rank stops after its first), and
 // 2 ranks -> 1 process and 1 process -> 2 ranks give the bytes of 1 process straight; so does eval
 // fid --ckpt --save-stats, its numbers and statistics.
@@ -398,7 +398,7 @@ START_TEST(weight_checksum_catches_a_divergence) {
 }
 END_TEST
 
-// Gradient accumulation over ranks (issue 37 item 3): 2 ranks x 4 images x --accum 2 train the model
+// Gradient accumulation over ranks: 2 ranks x 4 images x --accum 2 train the model
 // one process with --batch 8 --accum 2 trains (global batch = ranks x per-rank batch x accum = 16),
 // also with ZeRO-1, and a run resumes across world sizes with its --accum.
 START_TEST(accumulation_over_ranks) {
@@ -420,7 +420,7 @@ START_TEST(accumulation_over_ranks) {
 }
 END_TEST
 
-// Issue 37 item 4: --eval-every under mpirun: every rank samples a share of the images from its
+// --eval-every under mpirun: every rank samples a share of the images from its
 // EMA weights, rank 0 runs the features and writes evals.csv; the numbers are one process's.
 START_TEST(eval_every_shares_the_sampling) {
     tu_make_tmpdir("mpi");

@@ -463,7 +463,7 @@ START_TEST(malformed_npz) {
     NpyArray a; MalaErr err = {{0}};
     ck_assert_int_ne(npz_load(p, "x", &a, &err), 0);
     ck_assert_msg(strstr(err.msg, "not a zip"), "%s", err.msg);
-    // issue 18: a zip64 extra field of 16 bytes instead of 24; the message named the entry from
+    // A zip64 extra field of 16 bytes instead of 24; the message named the entry from
     // freed memory (ASan: heap-use-after-free; the shipped binary: exit 139)
     const char *z16 = "tests/fuzz/regress/npz/zip64_extra_claims_16.npz";
     ck_assert_int_ne(npz_load(z16, "a", &a, &err), 0);

@@ -1,4 +1,4 @@
-// Output paths of every command, as a new user meets them (issue 33, items 1, 2, 8 and 13): no
+// Output paths of every command, as a new user meets them: no
 // existing file is replaced without --force (export may replace an earlier export, never a
 // training checkpoint), every output path is checked before any work, errors never show the
 // internal .tmp name, and sample's small traps (--n 0, --out a.jpg, --eta under DDPM, DiT's
@@ -34,7 +34,7 @@ static void expect_bytes(const char *path, const void *want, size_t len) {
 START_TEST(test_export_keeps_checkpoints) {
     tu_make_tmpdir("out");
     RUN_OK("train " TINY " --limit 16 --iters 4 --ckpt-every 2 --log-every 3 --out %s", tp("r"));
-    // the last step is logged although 4 is no multiple of --log-every (issue 33 item 5: a 1-step run
+    // the last step is logged although 4 is no multiple of --log-every (a 1-step run
     // left a log.csv of its header alone)
     size_t ln;
     char *raw = tu_read_file(tp("r/log.csv"), &ln), *log = calloc(ln + 1, 1);

@@ -1,4 +1,4 @@
-// Generation parameters in our PNGs (issue 38 item 4): formats/png_text.c's tEXt chunks (added before
+// Generation parameters in our PNGs: formats/png_text.c's tEXt chunks (added before
 // IEND with every other byte kept, found in untrusted bytes, corrupt ones refused), core/sha256.c
 // against FIPS 180-4's examples and coreutils' sha256sum, and `mala sample --out` / `--out-dir`
 // written, `mala info FILE.png` read: the chunk round-trips, a PNG without it says so, a corrupt

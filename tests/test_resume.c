@@ -1,4 +1,4 @@
-// Resumable long sampling (issue 36 item 3): `mala sample` with --save-npz / --save-npy /
+// Resumable long sampling: `mala sample` with --save-npz / --save-npy /
 // --out-dir and `mala eval fid|is --ckpt` keep each batch beside the output as it is sampled
 // (pipeline/batch_store.h); a run stopped after some batches (MALA_TEST_STOP_AFTER, a kill in all
 // but name: the process _exits) and run again gives the bytes of an uninterrupted run, says how

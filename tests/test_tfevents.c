@@ -1,4 +1,4 @@
-// TensorBoard event files (issue 37 item 5): formats/tfevents.c's records read back by a reader of
+// TensorBoard event files: formats/tfevents.c's records read back by a reader of
 // our own (tests/tfevents_read.h: both CRCs checked, every field decoded), a full disk as an error,
 // and `mala train`'s file: log.csv's rows as scalars, the grids' PNG bytes as images, a new file per
 // start that leaves the earlier one's bytes alone, --tensorboard 0. Two independent readers check

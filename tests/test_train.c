@@ -371,7 +371,7 @@ START_TEST(test_train_meta_ranges) {
 END_TEST
 
 
-// ---- gradient accumulation (issue 37 item 3) ----
+// ---- gradient accumulation ----
 
 // The tiny DiT above with `accum` micro-batches of `batch` per step and `classes` classes (seed 3, lr 1e-3).
 static Trainer *tiny_classes_trainer(int batch, int accum, int classes) {
@@ -455,7 +455,7 @@ START_TEST(test_accum_equals_big_batch) {
 }
 END_TEST
 
-// --classes 0 (issue 37 item 2): a label table of one row [1, hidden], which every image gets: the
+// --classes 0: a label table of one row [1, hidden], which every image gets: the
 // labels given change nothing, bit for bit.
 START_TEST(test_unconditional_ignores_labels) {
     Trainer *a = tiny_classes_trainer(2, 1, 0), *b = tiny_classes_trainer(2, 1, 0);

@@ -594,7 +594,7 @@ START_TEST(attention_view_dig) {
 }
 END_TEST
 
-// Issue 33 item 17: at the default window size no text is cut with ".." (the model line, the
+// At the default window size no text is cut with ".." (the model line, the
 // sampler buttons, a DiG model's "no attention rows" explanation beside its grid: wrapped), as the
 // screenshot line reports; without a display the one error line is all that is printed.
 START_TEST(text_fits) {
@@ -925,7 +925,7 @@ START_TEST(settings_parser) {
 END_TEST
 
 
-// Image-to-image, inpainting and class blends driven by script (issue 38): strength 1 is plain
+// Image-to-image, inpainting and class blends driven by script: strength 1 is plain
 // generation pixel for pixel, a small strength stays near the input, inpainting keeps the
 // unmasked pixels of the input exactly, the blend's endpoints are the two classes, and a dropped
 // PNG gives its parameters back.

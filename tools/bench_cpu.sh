@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/performance.md's CPU table (issue 35 item 7): mala in fp32 and in bf16 (--precision bf16)
+# docs/performance.md's CPU table: mala in fp32 and in bf16 (--precision bf16)
 # against PyTorch eager in fp32 and under torch.autocast("cpu", torch.bfloat16), on the same
 # configs and thread count: DiT-S/2 MALA and softmax, DiG-S/2 and DiC-S at 32x32x4 (training at
 # batch 32, guided and plain DDIM-10 sampling of 8 images), the SD-VAE at 256x256 (batch 1) and the

@@ -1,4 +1,4 @@
-// OpenBLAS against oneDNN in one process (issue 35): GFLOP/s of the CPU backend's products on
+// OpenBLAS against oneDNN in one process: GFLOP/s of the CPU backend's products on
 // DiT-S/2's and DiT-T's linear-layer shapes (forward N.T, input gradient N.N, weight gradient
 // T.N with beta 1) and of a DiC-S-like 3x3 convolution on each conv route, fp32 and bf16 (oneDNN,
 // the backend's --precision bf16: activations converted per call, weights from their bf16

@@ -1,4 +1,4 @@
-// fp32 against bf16 on the CPU in ONE process (issue 35 item 2; docs/performance.md, "bf16"): the
+// fp32 against bf16 on the CPU in ONE process (docs/performance.md, "bf16"): the
 // training step and sampling of a model (default DiT-S/2 MALA, 32x32x1), the two precisions
 // alternating step by step (sampling: run by run), so that a machine shared with other jobs slows
 // both alike; then the median of each and the median of the per-round ratios. Also the GEMM

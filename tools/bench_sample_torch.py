@@ -13,7 +13,7 @@ random batch (seed 2); one run without guidance (w = 1: one pass of n per step) 
 variance from the conditional half), each timed from start to end after an untimed one-step run of
 each kind (the warm-up); clip on, DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's
 ddim_sample / p_sample in float32 under torch.inference_mode(); --precision bf16 runs the model's
-forward under torch.autocast(device, torch.bfloat16) (PyTorch at its best: issue 35 item 6).
+forward under torch.autocast(device, torch.bfloat16) (PyTorch at its best).
 Model flags (--backbone dit|dig|dic included), --threads, --device, --precision and --compile as
 in tools/bench_train_torch.py (with --compile, the warm-up compiles); DiG is tools/ref_dig.DiG and
 DiC tools/ref_dic.DiC, each with its official init.

@@ -1,4 +1,4 @@
-// Does a product or convolution give the same bits at 1 and at 2 threads? (issue 35 item 4;
+// Does a product or convolution give the same bits at 1 and at 2 threads? (
 // docs/performance.md, "Determinism"). Prints one line per op: its name and a hash (FNV-1a) of the
 // output's bytes, on fixed seeded inputs, in the precision given, through the CPU backend (the
 // products: cpu_sgemm, oneDNN or OpenBLAS as MALA_GEMM picks; the convolutions: the backend's

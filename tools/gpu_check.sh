@@ -49,7 +49,7 @@ if [ "$DRY" = 1 ]; then
     BENCH_TRAIN_DEV=cpu; TORCH_DEV=cpu; THREADS="--threads 2"
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 else
-    # issue 40: training at batch 256, sampling at batch 64, as DiT's paper measures
+    # Training at batch 256, sampling at batch 64, as DiT's paper measures
     MODELS="DiT-S/2:mala DiT-S/2:softmax DiG-S/2:- DiC-S:- DiT-XL/2:mala DiT-XL/2:softmax"; SIZE1=32
     MODELS2="DiT-S/2:mala DiT-S/2:softmax DiG-S/2:-"; SIZE2=64
     TRAIN_BATCH=256; SAMPLE_BATCH=64; TRAIN_STEPS=10; SAMPLE_STEPS=20; VAE_SIZE=256; VAE_BATCH=8

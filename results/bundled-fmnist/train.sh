@@ -1,5 +1,5 @@
 #!/bin/sh
-# The bundled model (issue 20, item 5): MALA-DiT-T/4 seed 1 of the comparison (the same recipe:
+# The bundled model: MALA-DiT-T/4 seed 1 of the comparison (the same recipe:
 # batch 64, AdamW 5e-4, warmup 500, EMA 0.999), continued from its step-10,000 checkpoint to
 # 36,000 steps (2.3M images), the rate decaying linearly from step 30,000 to 2.5e-5 at 36,000.
 # Run from the repository root; stop it at any time (Ctrl-C), the same command continues it.

@@ -168,7 +168,7 @@ START_TEST(test_train_resume_bit_exact) {
 }
 END_TEST
 
-// h. bf16 on CUDA (issue 35 items 3, 4). DDIM-5 without guidance, measured on the bundled model:
+// h. bf16 on CUDA. DDIM-5 without guidance, measured on the bundled model:
 // CUDA bf16 vs CPU fp32 0.052 max abs (CPU bf16 vs fp32 0.053), CUDA bf16 vs CPU bf16 0.017 (the
 // same roundings of the same operands; the sums' order differs and flips a few roundings).
 START_TEST(test_bf16_on_cuda) {
@@ -349,7 +349,7 @@ START_TEST(test_fp64_refused) {
 }
 END_TEST
 
-// g. Image-to-image, inpainting and the class blend on CUDA (issue 38; the updates run through the
+// g. Image-to-image, inpainting and the class blend on CUDA (the updates run through the
 // op table's copy, scale, add and mul_fwd on the device): DDIM img2img from the host's noise matches
 // the CPU (fp32, 1e-4, as a.); strength 1 is plain generation byte for byte; inpainting keeps the
 // unmasked pixels exactly; blend weight 1 is class B byte for byte.

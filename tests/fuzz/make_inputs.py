@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/fuzz/make_inputs.py      # from the repository root
 
-  regress/<harness>/  the reproducers of issue 18: each a few bytes edited from a fixture or built
+  regress/<harness>/  the reproducers of the first fuzzing campaign's findings: each a few bytes edited from a fixture or built
                       from a byte-exact recipe below, whose comment says which bug it triggered
                       (plain Python 3). Crash files found by the campaign are committed there as
                       libFuzzer wrote them.
