@@ -189,17 +189,17 @@ include tests/cuda_emu/emu.mk
 include tests/fuzz/fuzz.mk
 
 # OpenBLAS against oneDNN, products and convolutions, in one process (docs/performance.md, "oneDNN").
-$(BUILD)/bench_gemm: tools/bench_gemm.c $(BUILD)/libmala.a
+$(BUILD)/bench_gemm: tools/bench/bench_gemm.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
 # fp32 against bf16 training and sampling, interleaved in one process (docs/performance.md, "bf16").
-$(BUILD)/bench_precision: tools/bench_precision.c $(BUILD)/libmala.a
+$(BUILD)/bench_precision: tools/bench/bench_precision.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
 # Whether products and convolutions give the same bits at 1 and 2 threads (docs/performance.md, "Determinism").
-$(BUILD)/dnnl_threads: tools/dnnl_threads.c $(BUILD)/libmala.a
+$(BUILD)/dnnl_threads: tools/bench/dnnl_threads.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
@@ -209,7 +209,7 @@ $(BUILD)/blas_core: tools/blas_core_main.c cpu/blas_core.c
 
 # Each suite runs from the repository root so fixture paths are stable. The suites call OpenBLAS
 # directly, so they get the kernel family mala picks for itself (cpu/blas_core.h). GPU_DRY_RUN=0
-# leaves out tools/gpu_check.sh's dry run on the emulator (make sanitize does: it checks the
+# leaves out tools/gpu/gpu_check.sh's dry run on the emulator (make sanitize does: it checks the
 # script, not memory). LIB_TEST=0 leaves out tests/test_library.sh (make sanitize does: a program
 # without ASan cannot load a sanitized libmala.so).
 GPU_DRY_RUN ?= 1
@@ -222,7 +222,7 @@ test: $(MALA_BIN) $(if $(filter 1,$(LIB_TEST)),lib) $(TEST_BIN) $(EMU_TEST) $(EM
 	echo "== $(EMU_TEST) (CUDA kernels on the host emulator)"; CK_FORK=no OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive ./$(EMU_TEST); \
 	echo "== $(EMU_CLI_TEST) (the mala CLI on the host emulator)"; OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive \
 	  MALA_BIN=./$(MALA_BIN) MALA_EMU_BIN=./$(EMU_MALA) ./$(EMU_CLI_TEST); \
-	if [ "$(GPU_DRY_RUN)" = 1 ]; then echo "== tests/gpu_check_dry.sh (tools/gpu_check.sh on the emulator)"; \
+	if [ "$(GPU_DRY_RUN)" = 1 ]; then echo "== tests/gpu_check_dry.sh (tools/gpu/gpu_check.sh on the emulator)"; \
 	  OMP_NUM_THREADS=2 GPU_CHECK_MALA=./$(EMU_MALA) GPU_CHECK_PARITY=./$(EMU_TEST) tests/gpu_check_dry.sh; fi; \
 	if [ "$(LIB_TEST)" = 1 ]; then echo "== tests/test_library.sh (make install, examples/, python/)"; \
 	  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) tests/test_library.sh; fi; \
@@ -244,33 +244,33 @@ demo: $(MALA_BIN)
 # On a machine with an NVIDIA GPU: parity suite, DDIM CPU vs GPU, training smoke test, benchmarks
 # against PyTorch (< 8 min; docs/gpu.md says how to run it on a bare CUDA machine).
 gpu-check:
-	tools/gpu_check.sh
+	tools/gpu/gpu_check.sh
 
 # Here (Debian, network, nvcc): gpu-bundle/, the .debs and prebuilt binaries that let gpu-check
-# build and run on a machine that has none of our dependencies (tools/gpu_bundle.sh).
+# build and run on a machine that has none of our dependencies (tools/gpu/gpu_bundle.sh).
 gpu-bundle:
-	tools/gpu_bundle.sh
+	tools/gpu/gpu_bundle.sh
 
 # Regenerates the PyTorch-written fixtures (needs Debian's python3-torch; CI does not).
 fixtures:
-	/usr/bin/python3 tools/ref_dit.py
-	/usr/bin/python3 tools/ref_dig.py
-	/usr/bin/python3 tools/ref_dic.py
-	/usr/bin/python3 tools/ref_diffusion.py
-	/usr/bin/python3 tools/ref_adamw.py
-	/usr/bin/python3 tools/ref_sample.py
-	/usr/bin/python3 tools/ref_dpm.py
-	/usr/bin/python3 tools/ref_cfg_channels.py
-	/usr/bin/python3 tools/ref_vae.py
-	/usr/bin/python3 tools/make_inception_fixtures.py --out tests/fixtures
-	/usr/bin/python3 tools/make_safetensors_fixtures.py
-	/usr/bin/python3 tools/make_npy_fixtures.py
-	/usr/bin/python3 tools/make_image_fixtures.py
-	/usr/bin/python3 tools/make_fmnist_fixtures.py
-	/usr/bin/python3 tools/ref_metrics.py
-	/usr/bin/python3 tools/make_sfid_fixture.py
-	/usr/bin/python3 tools/make_torch_zip_fixtures.py
-	/usr/bin/python3 tools/make_imagenet_classes.py
+	/usr/bin/python3 tools/ref/ref_dit.py
+	/usr/bin/python3 tools/ref/ref_dig.py
+	/usr/bin/python3 tools/ref/ref_dic.py
+	/usr/bin/python3 tools/ref/ref_diffusion.py
+	/usr/bin/python3 tools/ref/ref_adamw.py
+	/usr/bin/python3 tools/ref/ref_sample.py
+	/usr/bin/python3 tools/ref/ref_dpm.py
+	/usr/bin/python3 tools/ref/ref_cfg_channels.py
+	/usr/bin/python3 tools/ref/ref_vae.py
+	/usr/bin/python3 tools/ref/make_inception_fixtures.py --out tests/fixtures
+	/usr/bin/python3 tools/ref/make_safetensors_fixtures.py
+	/usr/bin/python3 tools/ref/make_npy_fixtures.py
+	/usr/bin/python3 tools/ref/make_image_fixtures.py
+	/usr/bin/python3 tools/ref/make_fmnist_fixtures.py
+	/usr/bin/python3 tools/ref/ref_metrics.py
+	/usr/bin/python3 tools/ref/make_sfid_fixture.py
+	/usr/bin/python3 tools/ref/make_torch_zip_fixtures.py
+	/usr/bin/python3 tools/ref/make_imagenet_classes.py
 
 clean:
 	rm -rf build build-san build-gpu build-fuzz mala

@@ -642,7 +642,7 @@ int cmd_bench_inception(int argc, char **argv) {
     };
     const int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse("usage: mala bench inception [flags]\n\nFID Inception-v3 forward throughput (resize, pool3 and logits), one JSON line.\n"
-               "PyTorch peer: /usr/bin/python3 tools/bench_inception_torch.py --batch N --threads N",
+               "PyTorch peer: /usr/bin/python3 tools/bench/bench_inception_torch.py --batch N --threads N",
                opts, nopts, argc, argv, 1);
     if (channels == 2) {
         fprintf(stderr, "error: --channels 2: expected 1 or 3\n");

@@ -47,7 +47,7 @@ const char *eval_find_classifier(const char *given, char *buf, size_t cap) {
         if (is_regular_file(buf)) return buf;
     }
     fprintf(stderr, "error: no Fashion-MNIST classifier found: pass --classifier FILE or set MALA_FMNIST_CLASSIFIER "
-                    "(looked for ./assets/%s, ./, and assets/ beside mala; tools/train_fmnist_classifier.py makes it)\n",
+                    "(looked for ./assets/%s, ./, and assets/ beside mala; tools/ref/train_fmnist_classifier.py makes it)\n",
             FMNIST_FEAT_FILE);
     return NULL;
 }

@@ -108,7 +108,7 @@ void fmnist_net_free(FmnistNet *m) {
 
 double fmnist_net_test_accuracy(const FmnistNet *m) { return m->test_accuracy; }
 
-// The classes the classifier was trained on (tools/train_fmnist_classifier.py: torchvision's order).
+// The classes the classifier was trained on (tools/ref/train_fmnist_classifier.py: torchvision's order).
 static const char *const FMNIST_NAMES[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                              "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
 

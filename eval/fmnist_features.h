@@ -1,5 +1,5 @@
 // The Fashion-MNIST feature classifier of `mala eval --features fmnist` (trained by
-// tools/train_fmnist_classifier.py, shipped as assets/fmnist_classifier.safetensors): a metric
+// tools/ref/train_fmnist_classifier.py, shipped as assets/fmnist_classifier.safetensors): a metric
 // that needs no download. Input: 1 x 32 x 32 images in [-1, 1] (the 28 x 28 pictures padded by 2
 // with black, as data/dataset.c feeds the diffusion models). The network, in PyTorch terms:
 //

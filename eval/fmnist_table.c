@@ -60,7 +60,7 @@ int fmnist_weights_read(const StFile *f, float *host, MalaErr *err) {
             for (int i = 0; i < FMNIST_FEAT_NPARAMS && !known; i++) known = !strcmp(f->tensors[t].name, p[i].name);
             if (!known)
                 return mala_errf(err, "%s: tensor '%s' is not part of the Fashion-MNIST classifier (%s, from "
-                                      "tools/train_fmnist_classifier.py)", f->path, f->tensors[t].name, FMNIST_FEAT_FILE);
+                                      "tools/ref/train_fmnist_classifier.py)", f->path, f->tensors[t].name, FMNIST_FEAT_FILE);
         }
     }
     return 0;

@@ -68,7 +68,7 @@ typedef struct {
 } InceptionTensor;
 int inception_tensors(InceptionTensor *out);  // fills out[INCEPTION_NTENSORS]; returns the count
 
-// ---- the shared deterministic generator (tools/make_inception_fixtures.py: gen_uniform) ----
+// ---- the shared deterministic generator (tools/ref/make_inception_fixtures.py: gen_uniform) ----
 // seed = FNV-1a 64 of a name; u_i = (splitmix64(seed + (i + 1) * 0x9E3779B97F4A7C15) >> 40) * 2^-24.
 uint64_t eval_rand_seed(const char *name);
 double eval_rand_u(uint64_t seed, uint64_t i);

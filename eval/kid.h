@@ -7,7 +7,7 @@
 // kid_mean and kid_std (population std, as numpy) over the subsets. torch-fidelity draws the
 // subsets with numpy's RandomState(2020); here subset s of set a (0: first, 1: second) is a
 // partial Fisher-Yates shuffle driven by eval_rand_u(eval_rand_seed("kid") + seed, counter), the
-// counter running over all draws in order (tools/ref_metrics.py replays it). Dot products are
+// counter running over all draws in order (tools/ref/ref_metrics.py replays it). Dot products are
 // float32 (sgemm, as torch-fidelity's float32 numpy), kernel values and sums float64.
 #ifndef MALA_KID_H
 #define MALA_KID_H

@@ -1,5 +1,5 @@
 // The DiC backbone (YuchuanTian/DiC dic_models.py, DiC_default; docs/math/dic.md is the math,
-// tools/ref_dic.py the PyTorch reference): a conv3x3 hourglass on the latent grid. A 3x3 stem,
+// tools/ref/ref_dic.py the PyTorch reference): a conv3x3 hourglass on the latent grid. A 3x3 stem,
 // stages of GroupNorm + GELU(erf) + conv blocks with (gate, scale, shift) from stage-specific
 // time/class embedders injected between the two convs, conv + pixel-unshuffle down, conv +
 // pixel-shuffle up, sparse skip concatenations, an `output` conv and the modulated LayerNorm2d

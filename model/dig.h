@@ -1,5 +1,5 @@
 // The DiG backbone (hustvl/DiG models_dig.py, preset DiG_*_bid_layer_dwconv_qdir; docs/math/dig.md
-// is the math, tools/ref_dig.py the PyTorch reference): DiT's embedders and final layer around
+// is the math, tools/ref/ref_dig.py the PyTorch reference): DiT's embedders and final layer around
 // adaLN-Zero blocks whose token mixer is Gated Linear Attention, with a SwiGLU MLP, a 3x3 depthwise
 // conv after every block and the token order flipped every block, the grid transposed every
 // second block. What dig.c and dig_config.c share.

@@ -1,4 +1,4 @@
-// ImageNet-1k's class names in label order, written by tools/make_imagenet_classes.py from
+// ImageNet-1k's class names in label order, written by tools/ref/make_imagenet_classes.py from
 // python3-torchvision 0.14's _IMAGENET_CATEGORIES. Do not edit.
 // defines: imagenet_class_names
 #include "model/imagenet_classes.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test: tools/gpu_check.sh before any GPU time is spent on it.
+# make test: tools/gpu/gpu_check.sh before any GPU time is spent on it.
 #  1. The dry run (GPU_CHECK_DRY=1: every section on the CUDA emulator build, tiny sizes) must
 #     exit 0 with nothing on stderr, end its output with the table (= summary.txt): every section
 #     PASS, ok or n/a (torch.compile on a PyTorch without it; SKIP for the PyTorch sections on a
@@ -15,11 +15,11 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 t0=$SECONDS
-GPU_CHECK_DRY=1 OUT=$tmp/out GPU_CHECK_WORK=$tmp/work tools/gpu_check.sh > "$tmp/stdout" 2> "$tmp/stderr"
+GPU_CHECK_DRY=1 OUT=$tmp/out GPU_CHECK_WORK=$tmp/work tools/gpu/gpu_check.sh > "$tmp/stdout" 2> "$tmp/stderr"
 rc=$?
 secs=$((SECONDS - t0))
 sed -n '/^== gpu-check/,$p' "$tmp/stdout"
-[ $rc = 0 ] || fail "dry run exit $rc (log: rerun GPU_CHECK_DRY=1 tools/gpu_check.sh, see gpu-check/log.txt)"
+[ $rc = 0 ] || fail "dry run exit $rc (log: rerun GPU_CHECK_DRY=1 tools/gpu/gpu_check.sh, see gpu-check/log.txt)"
 [ -s "$tmp/stderr" ] && { cat "$tmp/stderr"; fail "dry run wrote to stderr (above)"; }
 n=$(grep -c '' "$tmp/out/summary.txt")
 cmp -s <(tail -n "$n" "$tmp/stdout") "$tmp/out/summary.txt" || fail "the last lines printed are not summary.txt"
@@ -56,7 +56,7 @@ printf '#!/bin/sh\nsleep 60\n' > "$tmp/parity"
 chmod +x "$tmp/mala" "$tmp/parity"
 t0=$SECONDS
 GPU_CHECK_DRY=1 GPU_CHECK_MALA=$tmp/mala GPU_CHECK_PARITY=$tmp/parity GPU_CHECK_SECTIONS="setup ddim parity" \
-    GPU_CHECK_BUDGET=8 OUT=$tmp/out2 GPU_CHECK_WORK=$tmp/work2 tools/gpu_check.sh > "$tmp/stdout2" 2>&1
+    GPU_CHECK_BUDGET=8 OUT=$tmp/out2 GPU_CHECK_WORK=$tmp/work2 tools/gpu/gpu_check.sh > "$tmp/stdout2" 2>&1
 rc=$?
 [ $rc = 1 ] || fail "a failing run exited $rc, not 1"
 grep -Eq '^ddim +FAIL .*mala sample failed' "$tmp/out2/summary.txt" || fail "ddim with a failing mala: $(grep '^ddim' "$tmp/out2/summary.txt")"

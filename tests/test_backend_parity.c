@@ -1332,7 +1332,7 @@ START_TEST(test_bf16_products) {
 END_TEST
 #endif
 
-// The tiny AutoencoderKL of tools/ref_vae.py, both directions on 3 images (one chunk of 3 on the
+// The tiny AutoencoderKL of tools/ref/ref_vae.py, both directions on 3 images (one chunk of 3 on the
 // CPU, chunks of 2 and 1 on the GPU): encode's mean and logvar and decode's images, CPU vs GPU.
 START_TEST(test_vae) {
     MalaErr err;

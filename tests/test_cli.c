@@ -506,7 +506,7 @@ START_TEST(test_eval_presets) {
     ck_assert_msg(strstr(g_err, "random labels (DiT's"), "%s", g_err);
     RUN_OK("eval is --ckpt %s --cfg-channels 1 %s", MODEL, common);
     ck_assert_msg(strstr(g_out, "\"preset\":\"custom\"") && strstr(g_out, "\"cfg_channels\":\"all\""), "%s", g_out);
-    // mala sample's default is all: the same bytes as 4 of 4 channels, others than DiT's 3 (tools/ref_cfg_channels.py's
+    // mala sample's default is all: the same bytes as 4 of 4 channels, others than DiT's 3 (tools/ref/ref_cfg_channels.py's
     // model; tests/test_sample.c compares the samples with PyTorch's)
     const char *cfg4 = "sample --ckpt tests/fixtures/cfg4_model.safetensors --n 2 --steps 3 --threads 1";
     RUN_OK("%s --save-npy %s", cfg4, tp("call.npy"));

@@ -1,6 +1,6 @@
 // Data pipeline: the real Fashion-MNIST, corrupt IDX files, image folders (PNG written here,
 // crops compared with Pillow's output), the loader's determinism / epochs / resume, and the
-// image helpers (PIL resize, torchvision grid) against fixtures from tools/make_npy_fixtures.py.
+// image helpers (PIL resize, torchvision grid) against fixtures from tools/ref/make_npy_fixtures.py.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -281,7 +281,7 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // image folders
 
-static uint8_t *crop_pattern(int w, int h) {   // same formula as tools/make_npy_fixtures.py
+static uint8_t *crop_pattern(int w, int h) {   // same formula as tools/ref/make_npy_fixtures.py
     uint8_t *p = malloc((size_t)w * h * 3);
     for (int y = 0; y < h; y++) for (int x = 0; x < w; x++) for (int c = 0; c < 3; c++)
         p[((size_t)y * w + x) * 3 + c] = (uint8_t)((x * 37 + y * 91 + c * 53 + ((x * y) % 17) * 11 + ((x ^ y) & 7) * 9) % 256);
@@ -933,7 +933,7 @@ START_TEST(image_formats_and_limits) {
 END_TEST
 
 // PNG (stb_image), JPEG (libjpeg-turbo: baseline, 4:4:4, progressive, gray, Adobe CMYK) and BMP
-// give Pillow's pixels, as RGB and as L (tools/make_image_fixtures.py).
+// give Pillow's pixels, as RGB and as L (tools/ref/make_image_fixtures.py).
 START_TEST(images_match_pillow) {
     const char *names[] = {"baseline.jpg", "444.jpg", "progressive.jpg", "gray.jpg", "cmyk.jpg",
                            "rgba.png", "palette.png", "gray_alpha.png", "rgb.bmp"};

@@ -1,5 +1,5 @@
 // Diffusion math, loss + gradient and the DDPM / DDIM samplers against fixtures written by
-// tools/ref_diffusion.py (ADM's math in numpy/torch float64), plus finite differences, sampler
+// tools/ref/ref_diffusion.py (ADM's math in numpy/torch float64), plus finite differences, sampler
 // statistics on a model whose optimum is known, guidance batching and the Philox RNG.
 #include "testutil.h"
 
@@ -8,7 +8,7 @@
 #include "sampler/sampler.h"
 
 // ---------------------------------------------------------------------------------------------
-// Fixture container (see tools/ref_diffusion.py): b"MDFX", u32 count, then per array
+// Fixture container (see tools/ref/ref_diffusion.py): b"MDFX", u32 count, then per array
 // u16 name length, name, u8 dtype (0 f64, 1 f32, 2 i32), u8 ndim, u32 dims[ndim], data.
 
 enum { FX_F64 = 0, FX_F32 = 1, FX_I32 = 2 };
@@ -45,7 +45,7 @@ static const FxArr *fx_get(const Fx *f, const char *name, int dtype) {
             ck_assert_msg(f->a[i].dtype == dtype, "fixture %s: dtype %d, wanted %d", name, f->a[i].dtype, dtype);
             return &f->a[i];
         }
-    ck_abort_msg("fixture array %s missing (rerun tools/ref_diffusion.py)", name);
+    ck_abort_msg("fixture array %s missing (rerun tools/ref/ref_diffusion.py)", name);
     return NULL;
 }
 static const double *fx_f64(const Fx *f, const char *name, size_t *count) {
@@ -409,7 +409,7 @@ START_TEST(test_loss_grad_fd) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
-// Samplers against the reference: the toy network of tools/ref_diffusion.py,
+// Samplers against the reference: the toy network of tools/ref/ref_diffusion.py,
 // z[o,p] = sum_c A[o,c] x[c,p] + P[o,p] + E[y,o] + B[o] cos(F[o] t); eps = 2 tanh z, v = tanh z.
 
 typedef struct {

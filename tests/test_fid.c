@@ -1,5 +1,5 @@
 // FID statistics, the Frechet distance and the Inception Score against numpy / scipy references
-// (tools/make_inception_fixtures.py writes fid_ref.txt). The 2048-d features are not stored: both
+// (tools/ref/make_inception_fixtures.py writes fid_ref.txt). The 2048-d features are not stored: both
 // sides regenerate them from the shared generator (eval/inception.h: eval_rand_u).
 #include <unistd.h>
 

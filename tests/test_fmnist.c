@@ -1,5 +1,5 @@
 // The Fashion-MNIST feature classifier (eval/fmnist_features.h): the C forward against PyTorch
-// (tools/make_fmnist_fixtures.py), its loader's errors on bad files, and the calibration order
+// (tools/ref/make_fmnist_fixtures.py), its loader's errors on bad files, and the calibration order
 // of its Frechet distance on a few hundred images: real test images < per-class mean images <
 // Gaussian noise, each against real training images.
 #include <unistd.h>

@@ -1,8 +1,8 @@
 // FID Inception-v3: the legacy torch reader on files torch wrote (incep_small.pth, incep_meta.pth),
 // the writer byte for byte against torch, malformed files, and the full network against
-// torchvision + pytorch-fid's FID blocks (tools/make_inception_fixtures.py) on images of several
+// torchvision + pytorch-fid's FID blocks (tools/ref/make_inception_fixtures.py) on images of several
 // sizes, loading the full 472-tensor file from disk as a user would; its sFID features against
-// the plain-torch rebuild of tools/make_sfid_fixture.py.
+// the plain-torch rebuild of tools/ref/make_sfid_fixture.py.
 #include <unistd.h>
 
 #include "testutil.h"
@@ -369,7 +369,7 @@ static void write_full_file(const char *path) {
 }
 
 typedef struct { const char *name; int n, c, h, w; } Group;
-static const Group kGroups[] = {  // tools/make_inception_fixtures.py: GROUPS
+static const Group kGroups[] = {  // tools/ref/make_inception_fixtures.py: GROUPS
     {"g0", 2, 1, 28, 28}, {"g1", 2, 3, 32, 32}, {"g2", 1, 3, 48, 64}, {"g3", 1, 3, 299, 299}, {"g4", 1, 3, 341, 320},
 };
 
@@ -397,7 +397,7 @@ static void check_against_torch(Inception *m, const char *label) {
         float *want_p = npz_f32(key, (int64_t)G->n * INCEPTION_DIM);
         snprintf(key, sizeof key, "logits_%s", G->name);
         float *want_l = npz_f32(key, (int64_t)G->n * INCEPTION_CLASSES);
-        // tools/make_sfid_fixture.py: the ADM evaluator's mixed_6/conv features on this network
+        // tools/ref/make_sfid_fixture.py: the ADM evaluator's mixed_6/conv features on this network
         snprintf(key, sizeof key, "spatial_%s", G->name);
         float *want_s = npz_f32_from(FIX "incep_sfid.npz", key, (int64_t)G->n * INCEPTION_SPATIAL_DIM);
         float *p = malloc((size_t)G->n * INCEPTION_DIM * sizeof *p), *l = malloc((size_t)G->n * INCEPTION_CLASSES * sizeof *l);

@@ -1,5 +1,5 @@
 // Precision/recall (ADM evaluator) and KID (torch-fidelity) against the numpy references of
-// tools/ref_metrics.py (tests/fixtures/metrics_ref.npz).
+// tools/ref/ref_metrics.py (tests/fixtures/metrics_ref.npz).
 #include "testutil.h"
 #include "formats/npy.h"
 #include "eval/kid.h"

@@ -1,4 +1,4 @@
-// Every backbone against PyTorch (tools/ref_dit.py and tools/ref_dig.py write
+// Every backbone against PyTorch (tools/ref/ref_dit.py and tools/ref/ref_dig.py write
 // tests/fixtures/{dit,dig}_*.safetensors): forward output and every parameter gradient of
 // loss = sum(out * dout), for each DiT attention kind and flag combination and for DiG's scan
 // directions; DiG-S/2's table against the official state_dict; initialisation and model-file
@@ -306,7 +306,7 @@ END_TEST
 
 // DiG-S/2 and DiC-S (32x32x4 latents, 1000 classes, learned sigma) have exactly the official
 // state_dicts: every name and shape of tests/fixtures/{dig_s2,dic_s}_names.txt (written from
-// hustvl/DiG's and YuchuanTian/DiC's classes by tools/ref_dig.py, ref_dic.py) and the same
+// hustvl/DiG's and YuchuanTian/DiC's classes by tools/ref/ref_dig.py, ref_dic.py) and the same
 // parameter counts.
 static const char *OFFICIAL[][2] = {{"DiG-S/2", "tests/fixtures/dig_s2_names.txt"},
                                     {"DiC-S", "tests/fixtures/dic_s_names.txt"}};

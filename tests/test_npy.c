@@ -1,4 +1,4 @@
-// .npy / .npz: numpy-written fixtures (tools/make_npy_fixtures.py), round trips, byte-identical
+// .npy / .npz: numpy-written fixtures (tools/ref/make_npy_fixtures.py), round trips, byte-identical
 // headers, atomic and checked writes, and malformed files (every truncation, byte flips).
 #include <errno.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 // Tests for formats/json.c and formats/safetensors.c: the JSON parser on valid, invalid and fuzzed
 // input; F16/BF16 conversions (exhaustive, against the compiler's _Float16 and against PyTorch);
-// writer/reader round trips; the PyTorch-written fixtures (tools/make_safetensors_fixtures.py),
+// writer/reader round trips; the PyTorch-written fixtures (tools/ref/make_safetensors_fixtures.py),
 // including a byte-for-byte comparison of the writer with the library's layout; every malformed
 // file the reader must refuse; st_expect messages; atomic saves and failing saves.
 #include <errno.h>

@@ -1,4 +1,4 @@
-// Sampling end to end against PyTorch: tools/ref_sample.py writes a tiny random DiT as a
+// Sampling end to end against PyTorch: tools/ref/ref_sample.py writes a tiny random DiT as a
 // PyTorch user would (st_io.save of model.state_dict() with docs/design.md §2's __metadata__), its
 // initial noise, and the samples of a complete DDIM run (eta 0, 10 respaced steps, guidance
 // w = 4, clip on, labels 0,2,1,2) computed in PyTorch float32 (ADM's ddim_sample + DiT's
@@ -36,7 +36,7 @@
 #define BAD_MODEL "tests/fixtures/sample_bad_shape.safetensors"
 #define NOISE "tests/fixtures/sample_noise.npy"
 #define REF "tests/fixtures/sample_ddim_out.npy"
-#define REF_DPM "tests/fixtures/sample_dpmpp_out.npy"        // tools/ref_dpm.py: 10 steps, w 4
+#define REF_DPM "tests/fixtures/sample_dpmpp_out.npy"        // tools/ref/ref_dpm.py: 10 steps, w 4
 #define REF_DPM_W1 "tests/fixtures/sample_dpmpp_w1_out.npy"  // 8 steps, no guidance
 #define N 4
 #define S 8
@@ -52,7 +52,7 @@ static const char *NAMES[3] = {"circle", "square", "ring"};
 static float *load_images(const char *path) {
     NpyArray a;
     MalaErr err;
-    ck_assert_msg(npy_load(path, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref_sample.py)", err.msg);
+    ck_assert_msg(npy_load(path, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref/ref_sample.py)", err.msg);
     ck_assert_msg(!strcmp(a.dtype, "<f4") && a.ndim == 4 && a.shape[0] == N && a.shape[1] == 1 && a.shape[2] == S &&
                       a.shape[3] == S,
                   "%s: expected float32 [4,1,8,8], got %s with %d dims", path, a.dtype, a.ndim);
@@ -196,7 +196,7 @@ START_TEST(test_library_vs_pytorch) {
 }
 END_TEST
 
-// a'. DPM-Solver++(2M) (--sampler dpm++2m) matches tools/ref_dpm.py's float64 PyTorch solver on
+// a'. DPM-Solver++(2M) (--sampler dpm++2m) matches tools/ref/ref_dpm.py's float64 PyTorch solver on
 // the same model and noise, guided and not; the CLI gives the library's samples.
 START_TEST(test_dpmpp_vs_pytorch) {
     char dir[64], npy[128];
@@ -248,7 +248,7 @@ START_TEST(test_dpmpp_vs_pytorch) {
 }
 END_TEST
 
-// a''. --cfg-channels: tools/ref_cfg_channels.py runs DiT's sample.py (DDPM 10 steps, learned
+// a''. --cfg-channels: tools/ref/ref_cfg_channels.py runs DiT's sample.py (DDPM 10 steps, learned
 // variance, clip on, w = 4) on a random 4-channel DiT with DiT's forward_with_cfg verbatim, guiding
 // its 3 channels (the 4th eps channel and the variance conditional) and, its alternative, all 4.
 // The sampler, given the same per-step noise, matches both; "all" is byte-identical to 4 (and to
@@ -275,7 +275,7 @@ static void net_denoise(void *ctx, float *out, const float *x, const float *t, c
 static float *npz_floats(const char *key, size_t count) {
     NpyArray a;
     MalaErr err;
-    ck_assert_msg(npz_load(CFG4_REF, key, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref_cfg_channels.py)",
+    ck_assert_msg(npz_load(CFG4_REF, key, &a, &err) == 0, "%s (run /usr/bin/python3 tools/ref/ref_cfg_channels.py)",
                   err.msg);
     ck_assert(!strcmp(a.dtype, "<f4"));
     float *v = malloc(count * sizeof(float));

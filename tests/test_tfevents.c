@@ -2,7 +2,7 @@
 // our own (tests/tfevents_read.h: both CRCs checked, every field decoded), a full disk as an error,
 // and `mala train`'s file: log.csv's rows as scalars, the grids' PNG bytes as images, a new file per
 // start that leaves the earlier one's bytes alone, --tensorboard 0. Two independent readers check
-// the same files: tools/read_tfevents.py (pure Python) and tools/check_tfevents_protobuf.py (Google's
+// the same files: tools/ref/read_tfevents.py (pure Python) and tools/ref/check_tfevents_protobuf.py (Google's
 // protobuf library with the committed .proto definitions).
 #include <dirent.h>
 #include <time.h>
@@ -164,23 +164,23 @@ static void check_row(const TfeRecord *r, const char *csv, int s) {
     }
 }
 
-// tools/read_tfevents.py, the independent reader (its own CRC-32C, protobuf walk and PNG check),
+// tools/ref/read_tfevents.py, the independent reader (its own CRC-32C, protobuf walk and PNG check),
 // reads every record of the run's files; skipped where there is no python3.
 static void python_reads(const char *dir) {
     if (access("/usr/bin/python3", X_OK)) return;
     char cmd[1200], out[1 << 15];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/read_tfevents.py %s > %s/py.txt 2>&1", dir, tu_tmp);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/ref/read_tfevents.py %s > %s/py.txt 2>&1", dir, tu_tmp);
     int rc = system(cmd);
     snprintf(cmd, sizeof cmd, "%s/py.txt", tu_tmp);
     slurp(cmd, out, sizeof out);
-    ck_assert_msg(rc == 0, "tools/read_tfevents.py failed:\n%s", out);
+    ck_assert_msg(rc == 0, "tools/ref/read_tfevents.py failed:\n%s", out);
     ck_assert_msg(strstr(out, "0 step 0 wall_time ") && strstr(out, "file_version brain.Event:2") &&
                   strstr(out, "1 step 1 wall_time ") && strstr(out, "train/loss = ") &&
                   strstr(out, "samples = image 104x36 colorspace 3, PNG ") && strstr(out, "session_log status START"),
                   "%s", out);
 }
 
-// tools/check_tfevents_protobuf.py: Google's protobuf library parses every record with the committed
+// tools/ref/check_tfevents_protobuf.py: Google's protobuf library parses every record with the committed
 // .proto definitions (tests/fixtures/tensorboard/) and writes it back to the same bytes, and every
 // log.csv row and grid is in the files. Needs python3-protobuf and protoc (skipped without them).
 static void protobuf_reads(const char *dir) {
@@ -190,12 +190,12 @@ static void protobuf_reads(const char *dir) {
         return;
     }
     char cmd[1200], out[1 << 14];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/check_tfevents_protobuf.py %s > %s/pb.txt 2>&1", dir, tu_tmp);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/ref/check_tfevents_protobuf.py %s > %s/pb.txt 2>&1", dir, tu_tmp);
     int rc = system(cmd);
     snprintf(cmd, sizeof cmd, "%s/pb.txt", tu_tmp);
     slurp(cmd, out, sizeof out);
     ck_assert_msg(rc == 0 && strstr(out, "2 files, 10 records: 4 log.csv rows x 7 scalars and 3 images match"),
-                  "tools/check_tfevents_protobuf.py:\n%s", out);
+                  "tools/ref/check_tfevents_protobuf.py:\n%s", out);
 }
 
 START_TEST(train_writes_events) {

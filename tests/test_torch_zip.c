@@ -1,5 +1,5 @@
 // PyTorch's zip checkpoint format (formats/torch_legacy.h, torch_file_*): files torch.save wrote
-// (tools/make_torch_zip_fixtures.py) read bit for bit against numpy's copy of the same tensors,
+// (tools/ref/make_torch_zip_fixtures.py) read bit for bit against numpy's copy of the same tensors,
 // training checkpoints (ema / model / args), Half / BFloat16 / Double storages, strided views, and
 // hostile files refused with one line: a pickle calling os.system, a huge declared storage,
 // deflated members, every truncation.

@@ -22,7 +22,7 @@ static float *fixture(const StFile *f, const char *name) {
     return x;
 }
 
-// torch.optim.AdamW (lr 1e-3, wd 0.05) and DiT's EMA over five steps (tools/ref_adamw.py).
+// torch.optim.AdamW (lr 1e-3, wd 0.05) and DiT's EMA over five steps (tools/ref/ref_adamw.py).
 START_TEST(test_adamw_ema_vs_pytorch) {
     StFile f;
     MalaErr err;

@@ -1,4 +1,4 @@
-// The AutoencoderKL (model/vae.h) against tools/ref_vae.py's reference tensors on the tiny config
+// The AutoencoderKL (model/vae.h) against tools/ref/ref_vae.py's reference tensors on the tiny config
 // (both attention namings), the full-size config's names lists (every tensor used, none missing,
 // without allocating the weights), malformed files, and `mala vae encode|decode` through the CLI.
 #include <stdarg.h>

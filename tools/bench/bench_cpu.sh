@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# docs/performance.md's CPU table: mala in fp32 and in bf16 (--precision bf16)
+# against PyTorch eager in fp32 and under torch.autocast("cpu", torch.bfloat16), on the same
+# configs and thread count: DiT-S/2 MALA and softmax, DiG-S/2 and DiC-S at 32x32x4 (training at
+# batch 32, guided and plain DDIM-10 sampling of 8 images), the SD-VAE at 256x256 (batch 1) and the
+# FID Inception (batch 16). ROUNDS rounds (default 3), each running every command once in the same
+# order, so the runs of one benchmark are interleaved with the others'; one JSON line per run into
+# bench-cpu.jsonl, then bench-cpu.md: the median over the rounds with [min .. max], the ratios of
+# the medians, GFLOP/s and the fraction of the same-precision GEMM rate that `mala bench train`
+# measures in its own process (oneDNN's matmul in a oneDNN build).
+#
+# The machine must be idle: two-thread runs lose tens of percent to a busy neighbour. Before
+# starting, the 1-minute load average must be below MAX_LOAD (default 0.5) and the processes
+# waiting for a CPU (sampled 10 times over a second from /proc/loadavg, this script's own reader
+# not counted) below MAX_RUNNABLE (default 0.5) on average; the same sampling runs before every
+# benchmark. A busy machine stops the script, unless --force is given: then it warns, runs, and
+# marks the lines "busy". (This project's sandbox reads ~0.7 runnable when idle: MAX_RUNNABLE=1.5.)
+# A run that fails or passes RUN_TIMEOUT seconds (default 900) is recorded with its error.
+#   usage: tools/bench/bench_cpu.sh [--force] [--only REGEX]
+#   env: THREADS (2), ROUNDS (3), MAX_LOAD, MAX_RUNNABLE, RUN_TIMEOUT, PYTHON (/usr/bin/python3), MALA (./mala)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+FORCE=0 ONLY=.
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --force) FORCE=1 ;;
+        --only) ONLY=${2:?--only needs a regular expression}; shift ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) echo "bench_cpu.sh: unknown argument '$1' (--force, --only REGEX)" >&2; exit 2 ;;
+    esac
+    shift
+done
+T=${THREADS:-2}
+R=${ROUNDS:-${REPEATS:-3}}
+MAX_LOAD=${MAX_LOAD:-0.5}
+MAX_RUNNABLE=${MAX_RUNNABLE:-0.5}
+RUN_TIMEOUT=${RUN_TIMEOUT:-900}
+PY=${PYTHON:-/usr/bin/python3}
+MALA=${MALA:-./mala}
+out=bench-cpu.jsonl
+busy=false
+[ -x "$MALA" ] || { echo "bench_cpu.sh: $MALA not found: run make first" >&2; exit 1; }
+
+# Average number of other runnable processes over a second (/proc/loadavg field 4: running/total;
+# the awk that reads it is running itself).
+runnable() {
+    local s=0 i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        s=$((s + $(awk '{split($4, a, "/"); print a[1] - 1}' /proc/loadavg)))
+        sleep 0.1
+    done
+    awk -v s="$s" 'BEGIN { printf "%.1f", s / 10 }'
+}
+
+check_idle() {  # $1: what is about to run
+    local load run
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    run=$(runnable)
+    local why=""
+    if [ "$1" = start ] && awk -v l="$load" -v m="$MAX_LOAD" 'BEGIN { exit !(l >= m) }'; then
+        why="1-minute load average $load >= MAX_LOAD $MAX_LOAD"
+    fi
+    if awk -v r="$run" -v m="$MAX_RUNNABLE" 'BEGIN { exit !(r >= m) }'; then
+        why="${why:+$why; }$run other processes waiting for a CPU on average"
+    fi
+    [ -z "$why" ] && return 0
+    if [ "$FORCE" = 1 ]; then
+        echo "bench_cpu.sh: WARNING: machine busy before $1 ($why): figures are not comparable" >&2
+        busy=true
+        return 0
+    fi
+    echo "bench_cpu.sh: machine busy before $1 ($why); rerun when it is idle, or pass --force" >&2
+    exit 1
+}
+
+# The same OpenBLAS kernels for both sides: mala picks them from CPUID (cpu/blas_core.c); PyTorch
+# links the same OpenBLAS, which on a CPU model it does not know falls back to slow SSE3 kernels.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x build/blas_core ]; then
+    core=$(build/blas_core)
+    [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
+fi
+echo "bench_cpu.sh: OpenBLAS kernels: ${OPENBLAS_CORETYPE:-the library default}, for mala and PyTorch" >&2
+
+# One benchmark per line: CASE|WHO|PRECISION|COMMAND (WHO mala or torch; the command gets
+# --precision PRECISION, PyTorch's bf16 being its autocast).
+cases() {
+    local m a f p
+    for m in "DiT-S/2 mala" "DiT-S/2 softmax" "DiG-S/2 -" "DiC-S -"; do
+        a=${m#* }; m=${m%% *}
+        f="--model $m --channels 4 --threads $T"
+        local lab=$m
+        [ "$a" != - ] && f="$f --attn $a" && lab="$m $a"
+        local tb=""
+        case $m in DiG-*) tb="--backbone dig" ;; DiC-*) tb="--backbone dic" ;; esac
+        for p in fp32 bf16; do
+            echo "train $lab|mala|$p|$MALA bench train $f --batch 32 --steps 2 --device cpu"
+            echo "train $lab|torch|$p|$PY tools/bench/bench_train_torch.py $tb $f --batch 32 --steps 2"
+        done
+        for p in fp32 bf16; do
+            echo "sample $lab|mala|$p|$MALA bench sample $f --sampler ddim --steps 10 --n 8 --repeats 1 --device cpu"
+            echo "sample $lab|torch|$p|$PY tools/bench/bench_sample_torch.py $tb $f --sampler ddim --steps 10 --n 8"
+        done
+    done
+    for p in fp32 bf16; do
+        echo "vae 256|mala|$p|$MALA bench vae --image-size 256 --batch 1 --reps 1 --threads $T --device cpu"
+        echo "vae 256|torch|$p|$PY tools/bench/bench_vae_torch.py --size 256 --batch 1 --reps 1 --threads $T"
+    done
+    for p in fp32 bf16; do
+        echo "inception|mala|$p|$MALA bench inception --batch 16 --iters 2 --threads $T --device cpu"
+        echo "inception|torch|$p|$PY tools/bench/bench_inception_torch.py --batch 16 --iters 2 --threads $T"
+    done
+}
+
+check_idle start
+: > "$out"
+n=0
+for r in $(seq 1 "$R"); do
+    while IFS='|' read -r case who prec cmd; do
+        [[ "$case $who $prec" =~ $ONLY ]] || continue
+        check_idle "round $r: $case $who $prec"
+        echo "\$ $cmd --precision $prec   (round $r of $R)" >&2
+        err=$(mktemp)
+        line=$(timeout "$RUN_TIMEOUT" $cmd --precision "$prec" 2>"$err" | grep '^{' | tail -n 1) || true
+        if [ -z "$line" ]; then  # a failed run: its last line of stderr is its result
+            msg=$(tail -n 1 "$err" | tr -d '"\\' | cut -c1-200)
+            line="{\"error\":\"${msg:-no output (timeout $RUN_TIMEOUT s?)}\"}"
+        fi
+        rm -f "$err"
+        line="${line%\}}"
+        line="$line,\"case\":\"$case\",\"who\":\"$who\",\"prec\":\"$prec\",\"round\":$r,\"busy\":$busy,\"cmd\":\"$cmd --precision $prec\"}"
+        echo "$line" | tee -a "$out"
+        n=$((n + 1))
+    done < <(cases)
+done
+[ "$n" -gt 0 ] || { echo "bench_cpu.sh: --only '$ONLY' matched no benchmark" >&2; exit 2; }
+"$PY" tools/bench/bench_cpu_table.py "$out" | tee bench-cpu.md

@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""The Markdown table of tools/bench/bench_cpu.sh's runs (bench-cpu.jsonl): per benchmark, mala fp32 and
+bf16 against PyTorch eager fp32 and autocast bf16, each the median over the rounds with
+[min .. max], the ratios of those medians, and mala's GFLOP/s with the fraction of the GEMM rate
+in the same precision (`sgemm_gflops` of the `mala bench train` runs of that precision, measured
+in their own process; oneDNN's matmul in a oneDNN build).
+
+    /usr/bin/python3 tools/bench/bench_cpu_table.py bench-cpu.jsonl
+"""
+import json
+import statistics
+import sys
+
+COLS = [("mala", "fp32"), ("mala", "bf16"), ("torch", "fp32"), ("torch", "bf16")]
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
+
+
+def cell(v, err):
+    if not v:
+        return f"failed: {err}" if err else "-"
+    return f"{fmt(med(v))} [{fmt(min(v))} .. {fmt(max(v))}]" if len(v) > 1 else fmt(v[0])
+
+
+def ratio(a, b):
+    return f"{med(a) / med(b):.2f}x" if a and b else "-"
+
+
+def main():
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    rounds = max((r["round"] for r in rows), default=0)
+    ceil = {p: [r["sgemm_gflops"] for r in rows if r.get("bench") == "train" and r["who"] == "mala"
+                and r["prec"] == p and "sgemm_gflops" in r] for p in ("fp32", "bf16")}
+    busy = any(r.get("busy") for r in rows)
+    print(f"img/s, median of {rounds} interleaved rounds [min .. max]" + (" (BUSY machine)" if busy else "") + ".")
+    if any(ceil.values()):
+        print("GEMM rate in the same precision (`mala bench train`'s in-process measurement, median): " +
+              ", ".join(f"{p} {fmt(med(v))} GFLOP/s" for p, v in ceil.items() if v) + ".")
+    print()
+    print("| benchmark | mala fp32 | mala bf16 | PyTorch fp32 | PyTorch autocast bf16 | mala bf16 / PyTorch bf16 "
+          "| mala bf16 / PyTorch fp32 | mala fp32 / PyTorch fp32 | mala GFLOP/s fp32, bf16 (of the GEMM rate) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for case in cases:
+        rs = [r for r in rows if r["case"] == case]
+        kind = case.split()[0]
+        keys = {"train": [("img_per_s", "")], "sample": [("img_per_s_cfg", ", guided (2 passes)"),
+                                                         ("img_per_s", ", plain")],
+                "vae": [("decode_img_per_s", " decode"), ("encode_img_per_s", " encode")],
+                "inception": [("img_per_s", "")]}[kind]
+        for key, what in keys:
+            v, err = {}, {}
+            for who, p in COLS:
+                sel = [r for r in rs if r["who"] == who and r["prec"] == p]
+                v[who, p] = [r[key] for r in sel if key in r]
+                err[who, p] = next((r["error"] for r in sel if "error" in r), None)
+            gf = []
+            for p in ("fp32", "bf16"):
+                sel = [r for r in rs if r["who"] == "mala" and r["prec"] == p]
+                g = None
+                if kind == "train":
+                    g = med([r["gflops"] for r in sel if "gflops" in r])
+                elif kind == "sample":  # forward GFLOP/img (train's count is 3 forwards) x steps x passes x img/s
+                    tr = [r for r in rows if r["case"] == "train" + case[6:] and r["who"] == "mala"
+                          and r["prec"] == p and "gflop_per_img" in r]
+                    if tr and v["mala", p]:
+                        g = tr[0]["gflop_per_img"] / 3 * sel[0]["steps"] * (2 if "cfg" in key else 1) * med(v["mala", p])
+                elif kind == "vae":
+                    g = med([r[key.replace("img_per_s", "gflops")] for r in sel if key.replace("img_per_s", "gflops") in r])
+                else:
+                    g = med([r["gflop_per_s"] for r in sel if "gflop_per_s" in r])
+                gf.append("-" if g is None else f"{g:.0f}" + (f" ({g / med(ceil[p]):.0%})" if ceil[p] else ""))
+            print(f"| {case}{what} | " + " | ".join(cell(v[c], err[c]) for c in COLS) +
+                  f" | {ratio(v['mala', 'bf16'], v['torch', 'bf16'])} | {ratio(v['mala', 'bf16'], v['torch', 'fp32'])}"
+                  f" | {ratio(v['mala', 'fp32'], v['torch', 'fp32'])} | {', '.join(gf)} |")
+
+
+if __name__ == "__main__":
+    main()
