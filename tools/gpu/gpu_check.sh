@@ -16,7 +16,7 @@
 #            mala and softmax (DiT-S/2 mala also in fp32); mala bench vae (SD-VAE at 256, batch
 #            8); then DiT-S/2 and DiG-S/2 at 64x64x4 in tf32, as time allows
 #   gemm     PyTorch's fp32, TF32 and bf16 matrix-product rates on this GPU
-#   torch    the PyTorch eager peers of those runs (tools/bench_*_torch.py --device cuda)
+#   torch    the PyTorch eager peers of those runs (tools/bench/bench_*_torch.py --device cuda)
 #   compile  the same with torch.compile (--compile), in the time left
 # The last lines printed are one table (also $OUT/summary.txt); everything else goes to $OUT
 # (default gpu-check/): log.txt, env.txt, build.txt, parity.txt, bench.jsonl, smoke-log.csv.
@@ -375,7 +375,7 @@ sec_bench() {
 # each run has its own time limit (SIGALRM) and JSON line, and an error in one is that run's result.
 TORCH_DRIVER='
 import contextlib, io, json, signal, sys, time
-sys.path.insert(0, "tools")
+sys.path[:0] = ["tools/bench", "tools/ref"]
 import torch
 dump = lambda r: print(json.dumps(r, separators=(",", ":")), flush=True)
 if sys.argv[1] == "gemm":
