@@ -135,7 +135,8 @@ while IFS= read -r cmd; do
         ;;
     sample)
         extra="--steps 2 --batch 2 --threads 2"
-        [[ $line == *--labels* ]] || extra="$extra --n 2"
+        # a count of one stays one: its file is an input of the next command (--init-image)
+        [[ $line == *--labels* || $line =~ --n\ 1(\ |$) ]] || extra="$extra --n 2"
         kinds[sample]=1 ;;
     eval)
         extra="--inception random --batch 2 --splits 1 --threads 2"
