@@ -394,6 +394,8 @@ START_TEST(keys_preview_and_cancel) {
 }
 END_TEST
 
+static const char *train_model(const char *name, const char *preset, char *const extra[]);
+
 START_TEST(script_errors) {
     assert_model();
     // refused while parsing, before any window: exit 2 without needing a display
@@ -417,6 +419,16 @@ START_TEST(script_errors) {
     int rc = run(missing, dir_path("err.log"), 1);
     char *log = read_text(dir_path("err.log"));
     ck_assert_msg(rc == 1 && strstr(log, "none.safetensors: cannot read the model file"), "exit %d: %s", rc, log);
+    free(log);
+    // an unconditional model (--classes 0) is refused before any window, with the reason docs/view.md gives
+    char *uncond_flags[] = {"--classes", "0", NULL};
+    char *uncond[] = {(char *)mala_bin(), "view", "--ckpt", (char *)train_model("uncond", "DiT-T/4", uncond_flags),
+                      "--script", "quit", NULL};
+    rc = run(uncond, dir_path("uncond.log"), 1);
+    log = read_text(dir_path("uncond.log"));
+    ck_assert_msg(rc == 1 && strstr(log, "is an unconditional model (num_classes 0): the viewer shows class-conditional "
+                                         "models; sample it with mala sample"),
+                  "exit %d: %s", rc, log);
     free(log);
     if (skip_without_display("script_errors (unknown class, save before a run)")) return;
     // class names are checked against the model once it is loaded: exit 1
