@@ -394,6 +394,8 @@ START_TEST(keys_preview_and_cancel) {
 }
 END_TEST
 
+static const char *train_model(const char *name, const char *preset, char *const extra[]);
+
 START_TEST(script_errors) {
     assert_model();
     // refused while parsing, before any window: exit 2 without needing a display
@@ -417,6 +419,16 @@ START_TEST(script_errors) {
     int rc = run(missing, dir_path("err.log"), 1);
     char *log = read_text(dir_path("err.log"));
     ck_assert_msg(rc == 1 && strstr(log, "none.safetensors: cannot read the model file"), "exit %d: %s", rc, log);
+    free(log);
+    // an unconditional model (--classes 0) is refused before any window, with the reason docs/view.md gives
+    char *uncond_flags[] = {"--classes", "0", NULL};
+    char *uncond[] = {(char *)mala_bin(), "view", "--ckpt", (char *)train_model("uncond", "DiT-T/4", uncond_flags),
+                      "--script", "quit", NULL};
+    rc = run(uncond, dir_path("uncond.log"), 1);
+    log = read_text(dir_path("uncond.log"));
+    ck_assert_msg(rc == 1 && strstr(log, "is an unconditional model (num_classes 0): the viewer shows class-conditional "
+                                         "models; sample it with mala sample"),
+                  "exit %d: %s", rc, log);
     free(log);
     if (skip_without_display("script_errors (unknown class, save before a run)")) return;
     // class names are checked against the model once it is loaded: exit 1
@@ -594,9 +606,10 @@ START_TEST(attention_view_dig) {
 }
 END_TEST
 
-// At the default window size no text is cut with ".." (the model line, the
-// sampler buttons, a DiG model's "no attention rows" explanation beside its grid: wrapped), as the
-// screenshot line reports; without a display the one error line is all that is printed.
+// At the default window size no text is cut with ".." or runs past its area (the model line, the
+// sampler buttons, a DiG model's "no attention rows" explanation beside its grid: wrapped; two
+// models with attention on and a dropped input), as the screenshot line reports; without a display
+// the one error line is all that is printed.
 START_TEST(text_fits) {
     assert_model();
     char *saved[3];
@@ -627,6 +640,19 @@ START_TEST(text_fits) {
                       models[m], log);
         free(log);
     }
+    // two models side by side with attention on (the column headers, the map statistics, DiG's
+    // explanation in a half-height area), then after a drop of a grid PNG (the input column, the
+    // status line naming the cell and the settings restored)
+    char script[2048];
+    snprintf(script, sizeof script, "attn=on;steps=1;n=4;generate;wait;save=%s;drop=%s;quit", dir_path("fit_in.png"),
+             dir_path("fit_in.png"));
+    char *two[] = {"timeout", "180", (char *)mala_bin(), "view", "--ckpt", BUNDLED, "--ckpt", (char *)models[1],
+                   "--threads", "1", "--script", script, "--screenshot", (char *)dir_path("fit2.png"), NULL};
+    assert_ran(run(two, dir_path("fit2.log"), 1), 0, dir_path("fit2.log"));
+    log = read_text(dir_path("fit2.log"));
+    ck_assert_msg(strstr(log, "scale") && strstr(log, ", 0 texts cut\n"), "two models: texts cut at the default size:\n%s",
+                  log);
+    free(log);
 }
 END_TEST
 

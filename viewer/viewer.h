@@ -288,7 +288,7 @@ typedef struct {
 } Hit;
 
 #define UI_MAX_HITS 160
-#define UI_MAX_CUTS 4
+#define UI_MAX_CUTS 16
 typedef struct {
     Hit hit[UI_MAX_HITS];
     int n;

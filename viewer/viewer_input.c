@@ -220,7 +220,7 @@ void view_input_drop(View *v, const char *path) {
         view_message(v, "%s", err.msg);
         return;
     }
-    if (restored) view_message(v, "input: %s; its %d settings restored from the PNG's parameters", v->in.name, restored);
+    if (restored) view_message(v, "input: %s; %d settings from its PNG", v->in.name, restored);
     fprintf(stderr, "view: dropped %s: input %dx%dx%d, %d settings restored\n", path, v->in.S, v->in.S, v->in.C, restored);
 }
 

@@ -29,6 +29,7 @@ typedef struct {
     View *v;
     UiHits *hits;
     int w, h;
+    int clip_b;  // text must end above this y (the current area's bottom; 0: the status bar's top)
 } Ui;
 
 // ---- primitives ----
@@ -40,20 +41,28 @@ static void fill(Ui *u, SDL_Rect r, SDL_Color c) {
 
 static void text(Ui *u, int x, int y, SDL_Color c, const char *s) { font_draw(u->v->ren, x, y, TS, c, s); }
 
-// Text vertically centred in r; align -1 left (after a small inset), 0 centre, 1 right.
+static void count_cut(Ui *u, const char *s, const char *shown) {
+    UiHits *h = u->hits;
+    if (h->cuts < UI_MAX_CUTS) {
+        snprintf(h->cut[h->cuts][0], sizeof h->cut[0][0], "%.90s", s);
+        snprintf(h->cut[h->cuts][1], sizeof h->cut[0][1], "%.90s", shown);
+    }
+    h->cuts++;
+}
+
+// Text vertically centred in r; align -1 left (after a small inset), 0 centre, 1 right. Text cut
+// with ".." to fit r, and text that runs past the bottom of its area (into the status bar or the
+// next pane) or off the window, is counted in hits->cuts for the screenshot line.
 static void text_in(Ui *u, SDL_Rect r, int align, SDL_Color c, const char *s) {
     char buf[256];
-    if (font_fit(buf, sizeof buf, s, TS, r.w - 8)) {
-        UiHits *h = u->hits;
-        if (h->cuts < UI_MAX_CUTS) {
-            snprintf(h->cut[h->cuts][0], sizeof h->cut[0][0], "%.90s", s);
-            snprintf(h->cut[h->cuts][1], sizeof h->cut[0][1], "%.90s", buf);
-        }
-        h->cuts++;
-    }
+    if (font_fit(buf, sizeof buf, s, TS, r.w - 8)) count_cut(u, s, buf);
     int tw = font_width(buf, TS);
     int x = align < 0 ? r.x + 4 : align > 0 ? r.x + r.w - tw - 4 : r.x + (r.w - tw) / 2;
-    text(u, x, r.y + (r.h - font_height(TS)) / 2, c, buf);
+    int y = r.y + (r.h - font_height(TS)) / 2;
+    int bottom = u->clip_b ? u->clip_b : u->h - STATUS_H;
+    if (y + font_height(TS) > bottom) count_cut(u, s, "(runs past the bottom of its area)");
+    else if (x + tw > u->w) count_cut(u, s, "(runs off the window)");
+    text(u, x, y, c, buf);
 }
 
 #define WRAP_MAX 12
@@ -301,7 +310,16 @@ static void draw_slider(Ui *u, SDL_Rect r) {
 
 // Pane p's map in area: a heading, the heat map as large as fits, the sharpness numbers and the
 // slider (compact: a shorter heading, for the half-height area of a side-by-side column).
+static void draw_attn_in(Ui *u, int p, SDL_Rect area, int compact);
+
 static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
+    int saved = u->clip_b;
+    u->clip_b = area.y + area.h;
+    draw_attn_in(u, p, area, compact);
+    u->clip_b = saved;
+}
+
+static void draw_attn_in(Ui *u, int p, SDL_Rect area, int compact) {
     View *v = u->v;
     Pane *pn = &v->pane[p];
     fill(u, area, C_SHADE);
@@ -311,7 +329,7 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
     if (!pn->model.has_attn) {  // wrapped to the area's width: a side-by-side column is narrow
         const int dig = strstr(pn->model.data, "dig") == pn->model.data;
         line.y = text_wrap(u, line, 24, C_ACCENT, "Attention map (A)") + 2;
-        line.y = text_wrap(u, line, 24, C_ERR, "no attention rows for this model:");
+        if (!compact) line.y = text_wrap(u, line, 24, C_ERR, "no attention rows for this model:");  // attn_why says it
         line.y = text_wrap(u, line, 24, C_DIM, pn->model.attn_why);
         line.y = text_wrap(u, line, 24, C_DIM, dig ? "DiG mixes tokens by gated linear recurrence (GLA);"
                                                    : "DiC mixes tokens by convolutions only;");
@@ -337,7 +355,7 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
         line.y = text_wrap(u, line, 24, C_TEXT, label);
         line.y = text_wrap(u, line, 24, C_DIM, "B N  J K  Z X  click") - 24;
     }
-    int top = line.y + 26, bottom_h = (compact ? 3 : 4) * 24 + 30 + PAD;
+    int top = line.y + 26, bottom_h = 4 * 24 + 30 + PAD;
     int side = area.w - 2 * PAD < area.h - (top - area.y) - bottom_h ? area.w - 2 * PAD : area.h - (top - area.y) - bottom_h;
     int cell = side / (in->gw > in->gh ? in->gw : in->gh);
     if (cell < 1) cell = 1;
@@ -363,10 +381,12 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
         double sum, tm, ent;
         attn_stats(pn->attn.row, L, &sum, &tm, &ent);
         if (compact) {
-            snprintf(buf, sizeof buf, "top/mean %.2f  ent %.2f/%.2f", tm, ent, log((double)L));
+            snprintf(buf, sizeof buf, "top/mean %.2f", tm);  // a line each: a column is narrow
             text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
+            snprintf(buf, sizeof buf, "ent %.2f/%.2f", ent, log((double)L));
+            text_in(u, (SDL_Rect){line.x, y + 24, line.w, 22}, -1, C_TEXT, buf);
             snprintf(buf, sizeof buf, "sum %.4f  step %d", sum, pn->attn.step);
-            text_in(u, (SDL_Rect){line.x, y + 24, line.w, 22}, -1, C_DIM, buf);
+            text_in(u, (SDL_Rect){line.x, y + 48, line.w, 22}, -1, C_DIM, buf);
         } else {
             snprintf(buf, sizeof buf, "top/mean %.2f", tm);
             text_in(u, (SDL_Rect){line.x, y, line.w, 22}, -1, C_TEXT, buf);
@@ -376,7 +396,7 @@ static void draw_attn(Ui *u, int p, SDL_Rect area, int compact) {
             text_in(u, (SDL_Rect){line.x, y + 48, line.w, 22}, -1, C_DIM, buf);
         }
     }
-    int sy = y + (compact ? 48 : 72);
+    int sy = y + 72;
     snprintf(buf, sizeof buf, "query scale a %.2f", v->attn_sel.a);
     text_in(u, (SDL_Rect){line.x, sy, line.w, 22}, -1, C_TEXT, buf);
     draw_slider(u, (SDL_Rect){line.x, sy + 24, line.w, 24});
@@ -487,7 +507,8 @@ static void draw_image(Ui *u, SDL_Rect area) {
     View *v = u->v;
     v->in.rect = (SDL_Rect){0, 0, 0, 0};
     if (v->in.on && v->in.img) {  // the input takes the left part
-        int w = area.w < 700 ? area.w / 2 : area.w * 2 / 5;
+        // two model columns need the room for their headings and map numbers: the input 3/10
+        int w = v->npanes > 1 ? area.w * 3 / 10 : area.w < 700 ? area.w / 2 : area.w * 2 / 5;
         draw_input(u, (SDL_Rect){area.x, area.y, w, area.h});
         area.x += w;
         area.w -= w;
@@ -513,8 +534,10 @@ static void draw_image(Ui *u, SDL_Rect area) {
         char *ext = strstr(buf, ".safetensors");
         if (ext && !ext[12]) *ext = 0;
         if (pn->ready) snprintf(size, sizeof size, "%dx%dx%d", pn->model.S, pn->model.S, pn->model.C);
+        // the size is left out before the name is cut (the panel names the file in full)
+        if (font_width(buf, TS) + font_width(size, TS) + 20 > head.w) size[0] = 0;
         hint(u, head, size);
-        text_in(u, (SDL_Rect){head.x, head.y, head.w - font_width(size, TS) - 12, head.h}, -1, C_TEXT, buf);
+        text_in(u, (SDL_Rect){head.x, head.y, head.w - (size[0] ? font_width(size, TS) + 12 : 0), head.h}, -1, C_TEXT, buf);
         SDL_Rect body = {col.x, col.y + HEAD_H, col.w, col.h - HEAD_H};
         if (v->attn_sel.on) {
             int gh = body.h * 12 / 25;
@@ -631,13 +654,16 @@ static void draw_help(Ui *u) {
 // ---- entry points ----
 
 void ui_draw(View *v, UiHits *hits) {
-    Ui u = {v, hits, 0, 0};
+    Ui u = {v, hits, 0, 0, 0};
     SDL_GetRendererOutputSize(v->ren, &u.w, &u.h);
     hits->n = hits->cuts = 0;
     hits->list = (SDL_Rect){0, 0, 0, 0};
     SDL_SetRenderDrawBlendMode(v->ren, SDL_BLENDMODE_NONE);
+    u.clip_b = u.h;  // the panel runs the window's full height
     draw_panel(&u);
+    u.clip_b = u.h - STATUS_H;
     draw_image(&u, (SDL_Rect){PANEL_W, 0, u.w - PANEL_W, u.h - STATUS_H});
+    u.clip_b = u.h;  // the status bar and the help overlay end at the window's bottom
     draw_status(&u, (SDL_Rect){PANEL_W, u.h - STATUS_H, u.w - PANEL_W, STATUS_H});
     if (v->help) {
         hits->n = 0;  // the overlay takes every click and the wheel
