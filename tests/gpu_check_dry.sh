@@ -38,7 +38,8 @@ done
 # three other trains when they ran
 rows=$((has_torch ? 18 : 12))  # tf32 and bf16 of each
 [ "$(grep -c '^  \(train\|sample\|vae\) ' "$tmp/out/summary.txt")" = $rows ] || fail "expected $rows benchmark rows"
-grep -Eq '^  train DiT-T/4 mala 8x8x4 tf32 +mala [0-9.]+ \(' "$tmp/out/summary.txt" || fail "train row without mala's rate"
+# (its share of the GEMM rate may round to nothing on a busy machine, and then is not printed)
+grep -Eq '^  train DiT-T/4 mala 8x8x4 tf32 +mala [0-9][0-9.]*[ ;]' "$tmp/out/summary.txt" || fail "train row without mala's rate"
 eager='eager [0-9.]+/[0-9.]+ \('
 [ $has_torch = 1 ] || { eager='eager -( |$)'; echo "(no python3 with torch here: the PyTorch sections must say they were skipped)"; }
 grep -Eq "^  sample DiG-T/4 8x8x4 bf16 +mala [0-9.]+/[0-9.]+ \| $eager" "$tmp/out/summary.txt" || fail "sample row without rates"
