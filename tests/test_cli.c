@@ -1197,7 +1197,8 @@ END_TEST
 
 // A PyTorch .pt (torch.save's zip format, tools/make_torch_zip_fixtures.py) samples as it is, bit for bit
 // as the same weights converted by `mala import`: a bare state dict, a {model, ema, opt, args} training
-// checkpoint (ema by default, model with --weights online) and F16 storages. `info` names the format.
+// checkpoint (ema by default, model with --weights online) and F16 storages; `export` of a .pt the
+// same. `info` names the format.
 START_TEST(test_sample_torch_file) {
     tu_make_tmpdir("cli");
 #define PTS "--vae tests/fixtures/vae_tiny.safetensors --heads 2 --n 2 --steps 3 --sampler ddim --seed 1 --threads 1"
@@ -1220,6 +1221,11 @@ START_TEST(test_sample_torch_file) {
     size_t na, nb;
     char *a = tu_read_file(tp("online.npy"), &na), *b = tu_read_file(tp("ckpt_pt.npy"), &nb);
     ck_assert_msg(na == nb && memcmp(a, b, na), "--weights online gave the checkpoint's ema samples");
+    free(a); free(b);
+    RUN_OK("export --ckpt tests/fixtures/torchzip_sd.pt --heads 2 --dtype f32 --out %s", tp("exp.safetensors"));
+    RUN_OK("sample --ckpt %s " PTS " --save-npy %s", tp("exp.safetensors"), tp("exp.npy"));
+    a = tu_read_file(tp("exp.npy"), &na), b = tu_read_file(tp("sd_pt.npy"), &nb);
+    ck_assert_msg(na == nb && !memcmp(a, b, na), "export of a .pt samples otherwise than the .pt");
     free(a); free(b);
 #undef PTS
     RUN_OK("info tests/fixtures/torchzip_ckpt.pt --heads 2");
