@@ -175,8 +175,8 @@ static int torch_info(const char *path, const char *sub, int heads) {
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  configuration inferred from the tensors: %s\n  classes:", path, what, desc);
     if (cn.n > 16)
-        printf(" %d (%s, %s, %s, ..., %s%s, ..., %s)\n", cn.n, cn.names[0], cn.names[1], cn.names[2],
-               cn.n > 207 ? cn.names[207] : cn.names[cn.n / 2], "", cn.names[cn.n - 1]);
+        printf(" %d (0 %s, 1 %s, 2 %s, ..., %d %s, ..., %d %s)\n", cn.n, cn.names[0], cn.names[1], cn.names[2],
+               cn.n > 207 ? 207 : cn.n / 2, cn.names[cn.n > 207 ? 207 : cn.n / 2], cn.n - 1, cn.names[cn.n - 1]);
     else
         for (int i = 0; i < cn.n; i++) printf(" %s%s", cn.names[i], i + 1 < cn.n ? "," : "\n");
     if (!cn.n) printf(" none (an unconditional model)\n");

@@ -1231,6 +1231,18 @@ START_TEST(test_sample_torch_file) {
     RUN_OK("info tests/fixtures/torchzip_ckpt.pt --heads 2");
     ck_assert_msg(strstr(g_out, "a PyTorch file (torch.save, zip format), weights from the checkpoint's ema") &&
                   strstr(g_out, "dit depth 1, hidden 16, heads 2, patch 2"), "%s", g_out);
+    // a 1000-class .pt (tools/make_torch_1000class_fixture.py) has no names: ImageNet's are shown and taken
+#define P1K "sample --ckpt tests/fixtures/torchzip_1000.pt --heads 2 --vae tests/fixtures/vae_tiny.safetensors --n 1 " \
+            "--steps 2 --threads 1"
+    RUN_OK("info tests/fixtures/torchzip_1000.pt --heads 2");
+    ck_assert_msg(strstr(g_out, "classes: 1000 (0 tench,") && strstr(g_out, "207 golden retriever"), "%s", g_out);
+    RUN_OK(P1K " --class \"Golden Retriever\" --out %s", tp("gr.png"));
+    RUN_OK("info %s", tp("gr.png"));
+    ck_assert_msg(strstr(g_out, "golden retriever\n") && strstr(g_out, "Class: 207,"), "%s", g_out);
+    ck_assert_int_eq(run(P1K " --class \"golden retreiver\" --out %s", tp("typo.png")), 1);
+    ck_assert_msg(strstr(g_err, "--class golden retreiver: unknown class (the model has 1000, by name or number "
+                                "0..999); did you mean golden retriever?\n"), "%s", g_err);
+#undef P1K
     tu_rm_tmpdir();
 }
 END_TEST
