@@ -85,14 +85,12 @@ static void json_sampling_fields(JsonBuf *b, const EvalArgs *a) {
 // --ckpt's model configuration (its file's metadata); 1 after printing the error.
 static int peek_model(const char *path, NetConfig *c) {
     MalaErr err;
-    StFile f;
     ClassNames cn;
-    if (st_open(&f, path, &err) || ckpt_read_config(&f, c, &cn, &err)) {
+    if (ckpt_file_config(path, c, &cn, &err)) {  // safetensors or a PyTorch .pt
         fprintf(stderr, "error: %s\n", err.msg);
         return 1;
     }
     class_names_free(&cn);
-    st_close(&f);
     return 0;
 }
 
@@ -353,14 +351,10 @@ static int eval_is(EvalArgs *a, Extractor *m) {
 
 // --ckpt of an unconditional model: no guidance (gen_guidance_for). Nonzero after the error line.
 static int eval_guidance(EvalArgs *a, int given) {
-    StFile f;
     NetConfig c;
     ClassNames cn;
     MalaErr err;
-    if (st_open(&f, a->gen.ckpt, &err)) return 0;  // reported where the model is read
-    int rc = ckpt_read_config(&f, &c, &cn, &err);
-    st_close(&f);
-    if (rc) return 0;
+    if (ckpt_file_config(a->gen.ckpt, &c, &cn, &err)) return 0;  // reported where the model is read
     class_names_free(&cn);
     if (!gen_guidance_for(&c, &a->gen.opts.cfg_scale, given, "--cfg-scale", &err)) return 0;
     if (dist_rank() == 0) fprintf(stderr, "error: %s: %s\n", a->gen.ckpt, err.msg);
@@ -456,6 +450,7 @@ int cmd_eval(int argc, char **argv) {
     a.gen.opts.clip = 0;
     a.gen.num = 50000;
     a.gen.batch = 50;
+    int torch_heads = 0;
     Opt opts[] = {
         {"--data", OPT_STR, &a.data, "PATH", "stats: images (.npz or folder)"},
         {"--out", OPT_STR, &a.out, "FILE", "stats: output .npz"},
@@ -473,6 +468,8 @@ int cmd_eval(int argc, char **argv) {
         {"--ckpt", OPT_STR, &a.gen.ckpt, "FILE", "fid / is: sample from this model instead of --samples"},
         {"--quick", OPT_FLAG, &a.quick, NULL, "--ckpt: the quick preset, DDIM 50 steps and 10,000 images"},
         {"--vae", OPT_STR, &a.gen.vae, "FILE", "--ckpt of a latent model: the VAE that decodes its samples"},
+        {"--heads", OPT_INT, &torch_heads, "N", "--ckpt of a PyTorch .pt: attention heads (default: its args, else "
+         "DiT's preset)", ARG_MIN(1), ARG_MAX(1024)},
         {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample", ARG_MIN(1), ARG_ALIAS("--num-fid-samples")},
         {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch", ARG_MIN(1),
          ARG_ALIAS("--per-proc-batch-size")},
@@ -510,6 +507,7 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     args_parse(kEvalUsage, opts, nopts, argc, argv, 2);
+    ckpt_torch_options(0, torch_heads);
     int given_sampler = args_given(opts, nopts, &a.sampler), given_steps = args_given(opts, nopts, &a.gen.opts.steps),
         given_num = args_given(opts, nopts, &a.gen.num);
     if (a.quick) {

@@ -56,11 +56,13 @@ static int provenance(const char *ckpt, const StFile *f, const char **kv) {
 
 int cmd_export(int argc, char **argv) {
     const char *ckpt = NULL, *out = NULL, *dtype = "f16";
-    int force = 0;
+    int force = 0, heads = 0;
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "training checkpoint or model file"},
         {"--out", OPT_STR, &out, "FILE", "model file to write (.safetensors)"},
         {"--dtype", OPT_STR, &dtype, "f16|bf16|f32", "storage type"},
+        {"--heads", OPT_INT, &heads, "N", "a PyTorch .pt: attention heads (default: its args, else DiT's preset)",
+         ARG_MIN(1), ARG_MAX(1024)},
         OPT_FORCE(&force),
     };
     args_parse("usage: mala export --ckpt CHECKPOINT --out MODEL.safetensors [--dtype f16]\n\n"
@@ -69,6 +71,7 @@ int cmd_export(int argc, char **argv) {
                "file needs --force.",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (!ckpt || !out) FATAL("mala export needs --ckpt and --out (see --help)");
+    ckpt_torch_options(0, heads);
     StDtype dt;
     if (!strcasecmp(dtype, "f16")) dt = ST_F16;
     else if (!strcasecmp(dtype, "bf16")) dt = ST_BF16;

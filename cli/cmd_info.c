@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "model/checkpoint.h"
+#include "model/torch_load.h"  // defines: torch_file_sniff, torch_read_config
 #include "cli/commands.h"
 #include "pipeline/gen_params.h"  // defines: GEN_PARAMS_KEYWORD
 #include "pipeline/manifest.h"
@@ -163,16 +164,42 @@ static const char *other_format(const char *path, int *is_png) {
     return NULL;
 }
 
+// A PyTorch .pt (DiT's released models, training checkpoints): what sample/view infer from it.
+// A long class list (ImageNet's 1000) shows its first names and one familiar entry, not all.
+static int torch_info(const char *path, const char *sub, int heads) {
+    MalaErr err;
+    NetConfig c;
+    ClassNames cn;
+    char what[256], desc[256];
+    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) FATAL("%s", err.msg);
+    net_config_describe(&c, desc, sizeof desc);
+    printf("%s\n  %s\n  configuration inferred from the tensors: %s\n  classes:", path, what, desc);
+    if (cn.n > 16)
+        printf(" %d (0 %s, 1 %s, 2 %s, ..., %d %s, ..., %d %s)\n", cn.n, cn.names[0], cn.names[1], cn.names[2],
+               cn.n > 207 ? 207 : cn.n / 2, cn.names[cn.n > 207 ? 207 : cn.n / 2], cn.n - 1, cn.names[cn.n - 1]);
+    else
+        for (int i = 0; i < cn.n; i++) printf(" %s%s", cn.names[i], i + 1 < cn.n ? "," : "\n");
+    if (!cn.n) printf(" none (an unconditional model)\n");
+    class_names_free(&cn);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
-    int tensors = 0;
-    Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"}};
+    int tensors = 0, heads = 0;
+    const char *weights = "ema";
+    Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"},
+                  {"--weights", OPT_STR, &weights, "ema|online", "a PyTorch checkpoint's ema or model sub-dict"},
+                  {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else "
+                   "DiT's preset)", ARG_MIN(1), ARG_MAX(1024)}};
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
     args_parse("usage: mala info FILE.safetensors [--tensors]\n       mala info FILE.png   (the generation parameters "
                "mala sample / the viewer wrote)\n       mala info FILE.npz|FILE.npy   (its arrays, and how it was made: "
-               "FILE.npz.json)", opts, 1, argc, argv, path ? 2 : 1);
+               "FILE.npz.json)", opts, 3, argc, argv, path ? 2 : 1);
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
     if (is_png_name(path)) return png_info(path);
     if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return info_result(path);
+    if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
+    if (torch_file_sniff(path)) return torch_info(path, !strcmp(weights, "online") ? "model" : NULL, heads);
     int png;
     const char *kind = other_format(path, &png);
     if (png) return png_info(path);

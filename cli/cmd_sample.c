@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/dist.h"
 #include "pipeline/generate.h"
+#include "model/torch_load.h"  // defines: torch_file_sniff
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "cli/out_paths.h"
@@ -66,12 +67,9 @@ static int default_count(int classes, int one_class) {
 // The model's configuration from its file, before anything is allocated for it.
 static void peek_config(const char *path, NetConfig *c) {
     MalaErr err;
-    StFile f;
     ClassNames cn;
-    if (st_open(&f, path, &err)) FATAL("%s", err.msg);
-    if (ckpt_read_config(&f, c, &cn, &err)) FATAL("%s", err.msg);
+    if (ckpt_file_config(path, c, &cn, &err)) FATAL("%s", err.msg);
     class_names_free(&cn);
-    st_close(&f);
 }
 
 // --weights online: the training checkpoint's online weights in place of the EMA ones.
@@ -148,12 +146,15 @@ int cmd_sample(int argc, char **argv) {
     const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL, *cfg_interval = "none";
     const char *init_image = NULL, *mask = NULL, *blend = NULL;
     GenOpts go = gen_opts_default();
-    int n = 0, batch = 16, threads = 0, nrow = 0, force = 0, resample = 0;
+    int n = 0, batch = 16, threads = 0, nrow = 0, force = 0, resample = 0, heads = 0;
     float strength = 0.75f;
     uint64_t seed = 0;
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
-        {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA or online weights"},
+        {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA or online weights (a PyTorch "
+         "checkpoint's ema or model)"},
+        {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else DiT's preset)",
+         ARG_MIN(1), ARG_MAX(1024)},
         {"--sampler", OPT_STR, &sampler, sampler_kind_list(), "sampler"},
         {"--steps", OPT_INT, &go.steps, "N", "sampling steps (respaced from 1000)", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
@@ -209,6 +210,7 @@ int cmd_sample(int argc, char **argv) {
     if (gen_cfg_interval_parse(cfg_interval, &go.cfg_lo, &go.cfg_hi))
         FATAL("--cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none", cfg_interval);
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
+    ckpt_torch_options(!strcmp(weights, "online"), heads);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     LabelMode lmode = LABELS_BALANCED;
     if (label_mode && (cls || labels)) FATAL("--label-mode and %s exclude each other", cls ? "--class" : "--labels");
@@ -271,7 +273,7 @@ int cmd_sample(int argc, char **argv) {
 
     Generator g;
     if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
-    if (!strcmp(weights, "online")) use_online_weights(&g, ckpt);
+    if (!strcmp(weights, "online") && !torch_file_sniff(ckpt)) use_online_weights(&g, ckpt);  // .pt: chosen on load
     char vae_buf[4200];
     int recorded = generator_recorded_vae(&g, ckpt, &vae, vae_buf, sizeof vae_buf, &err);
     if (recorded < 0) FATAL("%s", err.msg);
@@ -289,7 +291,14 @@ int cmd_sample(int argc, char **argv) {
         n = got;
     } else {
         int k = -1;
-        if (cls && (k = class_names_find(&g.classes, cls)) < 0) {
+        if (cls && (k = class_names_find(&g.classes, cls)) < 0 && K > 20) {  // ImageNet's 1000: the closest name
+            const char *s = args_suggest(cls, (const char *const *)g.classes.names, K);
+            fprintf(stderr, "error: --class %s: unknown class (the model has %d, by name or number 0..%d)%s%s%s\n", cls,
+                    K, K - 1, s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
+            generator_close(&g);
+            return 1;
+        }
+        if (cls && k < 0) {
             fprintf(stderr, "error: --class %s: unknown class; the model knows:", cls);
             for (int i = 0; i < K; i++) fprintf(stderr, " %s%s", g.classes.names[i], i + 1 < K ? "," : "\n");
             generator_close(&g);

@@ -121,13 +121,31 @@ void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float
     }
 }
 
+static int torch_online, torch_heads;
+
+void ckpt_torch_options(int online, int heads) {
+    torch_online = online;
+    torch_heads = heads;
+}
+
+int ckpt_file_config(const char *path, NetConfig *c, ClassNames *cn, MalaErr *err) {
+    if (torch_file_sniff(path))
+        return torch_read_config(path, torch_online ? "model" : NULL, torch_heads, c, cn, NULL, 0, err);
+    StFile f;
+    if (st_open(&f, path, err)) return -1;
+    int rc = ckpt_read_config(&f, c, cn, err);
+    st_close(&f);
+    return rc;
+}
+
 Net *ckpt_load_model(const char *path, const Backend *be, int max_batch, ClassNames *cn, MalaErr *err) {
     return ckpt_load_model_mode(path, be, max_batch, NET_INFER, cn, err);
 }
 
 Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, int mode, ClassNames *cn,
                           MalaErr *err) {
-    if (torch_file_sniff(path)) return torch_load_model(path, NULL, 0, be, max_batch, mode, cn, err);
+    if (torch_file_sniff(path))
+        return torch_load_model(path, torch_online ? "model" : NULL, torch_heads, be, max_batch, mode, cn, err);
     StFile f;
     if (st_open(&f, path, err)) return NULL;
     NetConfig c;

@@ -1,4 +1,4 @@
-// defines: torch_file_sniff, torch_class_names, torch_load_model
+// defines: torch_file_sniff, torch_class_names, torch_read_config, torch_load_model
 #include "model/torch_load.h"
 
 #include <stdio.h>
@@ -46,6 +46,25 @@ static int load_params(const Net *m, TorchLegacy *t, float *host, MalaErr *err) 
         if (!same) return mala_errf(err, "%s: tensor '%s' has the wrong shape for this model", path, p->name);
         if (torch_legacy_read_f32(t, x, host + p->offset, err)) return -1;
     }
+    return 0;
+}
+
+int torch_read_config(const char *path, const char *weights, int heads, NetConfig *c, ClassNames *cn, char *what,
+                      size_t what_len, MalaErr *err) {
+    TorchLegacy *t = torch_file_open(path, weights, err);
+    if (!t) return -1;
+    if (torch_infer_config(t, heads, c, err) || net_config_validate(c, err)) {
+        torch_legacy_close(t);
+        return -1;
+    }
+    if (what) {
+        const char *sub = torch_file_weights(t), *arch = torch_file_arg(t, "model");
+        snprintf(what, what_len, "a PyTorch file (torch.save, %s format), weights from %s%s%s%s, %d tensors",
+                 torch_file_is_zip(t) ? "zip" : "legacy", sub ? "the checkpoint's " : "the top-level state dict",
+                 sub ? sub : "", arch ? ", args.model " : "", arch ? arch : "", torch_legacy_count(t));
+    }
+    torch_legacy_close(t);
+    torch_class_names(cn, c->num_classes);
     return 0;
 }
 

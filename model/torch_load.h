@@ -13,6 +13,10 @@ int torch_file_sniff(const char *path);
 // The class names a PyTorch file gets (it has none): ImageNet's for 1000 classes (DiT's released
 // models; model/imagenet_classes.h), else numbers.
 void torch_class_names(ClassNames *cn, int n);
+// The configuration and class names of a PyTorch file without reading its weights. `what`, when
+// not NULL, gets one line for `mala info`: the format and which sub-dict holds the weights.
+int torch_read_config(const char *path, const char *weights, int heads, NetConfig *c, ClassNames *cn, char *what,
+                      size_t what_len, MalaErr *err);
 Net *torch_load_model(const char *path, const char *weights, int heads, const Backend *be, int max_batch, int mode,
                       ClassNames *cn, MalaErr *err);
 

@@ -8,6 +8,7 @@
 
 #include "pipeline/generate.h"
 #include "model/vae.h"
+#include "model/torch_load.h"  // defines: torch_file_sniff
 
 #define DECODE_BATCH_CAP 8
 #define DECODE_BYTES ((size_t)2 << 30)  // the VAE's activations budget
@@ -23,6 +24,7 @@ int generator_recorded_vae(const Generator *g, const char *model, const char **v
 }
 
 int gen_model_recorded_vae(const char *model, char *buf, size_t cap, MalaErr *err) {
+    if (torch_file_sniff(model)) return 0;  // a PyTorch .pt records no VAE
     StFile f;
     if (st_open(&f, model, err)) return -1;
     const char *rec = st_meta(&f, "run.vae");

@@ -1195,6 +1195,58 @@ START_TEST(test_resume_precision) {
 }
 END_TEST
 
+// A PyTorch .pt (torch.save's zip format, tools/make_torch_zip_fixtures.py) samples as it is, bit for bit
+// as the same weights converted by `mala import`: a bare state dict, a {model, ema, opt, args} training
+// checkpoint (ema by default, model with --weights online) and F16 storages; `export` of a .pt the
+// same. `info` names the format.
+START_TEST(test_sample_torch_file) {
+    tu_make_tmpdir("cli");
+#define PTS "--vae tests/fixtures/vae_tiny.safetensors --heads 2 --n 2 --steps 3 --sampler ddim --seed 1 --threads 1"
+    static const char *const kinds[] = {"sd", "ckpt", "f16"};
+    for (int i = 0; i < 3; i++) {
+        char pt[128], st[64], a_npy[64], b_npy[64];
+        snprintf(pt, sizeof pt, "tests/fixtures/torchzip_%s.pt", kinds[i]);
+        snprintf(st, sizeof st, "%s.safetensors", kinds[i]);
+        snprintf(a_npy, sizeof a_npy, "%s_pt.npy", kinds[i]);
+        snprintf(b_npy, sizeof b_npy, "%s_st.npy", kinds[i]);
+        RUN_OK("import %s --heads 2 --out %s", pt, tp(st));
+        RUN_OK("sample --ckpt %s " PTS " --save-npy %s", pt, tp(a_npy));
+        RUN_OK("sample --ckpt %s " PTS " --save-npy %s", tp(st), tp(b_npy));
+        size_t na, nb;
+        char *a = tu_read_file(tp(a_npy), &na), *b = tu_read_file(tp(b_npy), &nb);
+        ck_assert_msg(a && na == nb && !memcmp(a, b, na), "%s: the .pt and its import sample differently", pt);
+        free(a); free(b);
+    }
+    RUN_OK("sample --ckpt tests/fixtures/torchzip_ckpt.pt " PTS " --weights online --save-npy %s", tp("online.npy"));
+    size_t na, nb;
+    char *a = tu_read_file(tp("online.npy"), &na), *b = tu_read_file(tp("ckpt_pt.npy"), &nb);
+    ck_assert_msg(na == nb && memcmp(a, b, na), "--weights online gave the checkpoint's ema samples");
+    free(a); free(b);
+    RUN_OK("export --ckpt tests/fixtures/torchzip_sd.pt --heads 2 --dtype f32 --out %s", tp("exp.safetensors"));
+    RUN_OK("sample --ckpt %s " PTS " --save-npy %s", tp("exp.safetensors"), tp("exp.npy"));
+    a = tu_read_file(tp("exp.npy"), &na), b = tu_read_file(tp("sd_pt.npy"), &nb);
+    ck_assert_msg(na == nb && !memcmp(a, b, na), "export of a .pt samples otherwise than the .pt");
+    free(a); free(b);
+#undef PTS
+    RUN_OK("info tests/fixtures/torchzip_ckpt.pt --heads 2");
+    ck_assert_msg(strstr(g_out, "a PyTorch file (torch.save, zip format), weights from the checkpoint's ema") &&
+                  strstr(g_out, "dit depth 1, hidden 16, heads 2, patch 2"), "%s", g_out);
+    // a 1000-class .pt (tools/make_torch_1000class_fixture.py) has no names: ImageNet's are shown and taken
+#define P1K "sample --ckpt tests/fixtures/torchzip_1000.pt --heads 2 --vae tests/fixtures/vae_tiny.safetensors --n 1 " \
+            "--steps 2 --threads 1"
+    RUN_OK("info tests/fixtures/torchzip_1000.pt --heads 2");
+    ck_assert_msg(strstr(g_out, "classes: 1000 (0 tench,") && strstr(g_out, "207 golden retriever"), "%s", g_out);
+    RUN_OK(P1K " --class \"Golden Retriever\" --out %s", tp("gr.png"));
+    RUN_OK("info %s", tp("gr.png"));
+    ck_assert_msg(strstr(g_out, "golden retriever\n") && strstr(g_out, "Class: 207,"), "%s", g_out);
+    ck_assert_int_eq(run(P1K " --class \"golden retreiver\" --out %s", tp("typo.png")), 1);
+    ck_assert_msg(strstr(g_err, "--class golden retreiver: unknown class (the model has 1000, by name or number "
+                                "0..999); did you mean golden retriever?\n"), "%s", g_err);
+#undef P1K
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1224,6 +1276,7 @@ int main(void) {
     tcase_add_test(t37, test_train_accum);
     tcase_add_test(t37, test_train_unconditional);
     tcase_add_test(t37, test_train_init);
+    tcase_add_test(t37, test_sample_torch_file);
     tcase_add_test(t37, test_train_eval_every);
     suite_add_tcase(s, t37);
     return tu_run(s);

@@ -358,12 +358,15 @@ static void close_window(View *v) {
 }
 
 static void parse_view_args(ViewArgs *a, int argc, char **argv) {
+    static int torch_heads;  // --heads, handed to the .pt loader (ckpt_torch_options)
     *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720, .cfg_channels = "all"};
     Opt opts[] = {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model); "
          "twice: two models side by side"},
         {"--models", OPT_STR, &a->models_dir, "DIR", "the model files (*.safetensors) of DIR, side by side; Tab cycles them"},
         {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
+        {"--heads", OPT_INT, &torch_heads, "N", "a PyTorch .pt: attention heads (default: its args, else DiT's "
+         "preset)", ARG_MIN(1), ARG_MAX(1024)},
         {"--cfg-channels", OPT_STR, &a->cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
          "conditional; default all"},
         {"--init-image", OPT_STR, &a->init_image, "FILE", "start from this image (image-to-image; paint a mask on it "
@@ -387,6 +390,7 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
              "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "
              "--script: once the model is loaded).", script_usage());
     args_parse(usage, opts, sizeof opts / sizeof opts[0], argc, argv, 1);
+    ckpt_torch_options(0, torch_heads);
     if (gen_cfg_channels_parse(a->cfg_channels, &a->cfg_ch))
         FATAL("--cfg-channels %s: expected all or a channel count 1..1024", a->cfg_channels);
 }

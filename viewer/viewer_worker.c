@@ -54,13 +54,9 @@ static const char *g_vae_path;  // set before any worker starts (worker_set_vae)
 void worker_set_vae(const char *vae_path) { g_vae_path = vae_path; }
 
 int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, MalaErr *err) {
-    StFile f;
     NetConfig c;
     ClassNames cn;
-    if (st_open(&f, model, err)) return -1;
-    int rc = ckpt_read_config(&f, &c, &cn, err);
-    st_close(&f);
-    if (rc) return -1;
+    if (ckpt_file_config(model, &c, &cn, err)) return -1;  // safetensors or a PyTorch .pt
     class_names_free(&cn);
     if (c.num_classes == 0)  // the viewer's panes, prompts and captions are per class
         return mala_errf(err, "%s is an unconditional model (num_classes 0): the viewer shows class-conditional models; "

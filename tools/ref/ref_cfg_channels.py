@@ -15,10 +15,10 @@ Writes
 The runs are DiT's sample.py: DDPM over 10 respaced steps (ADM's p_sample with the learned-range
 variance), guidance w = 4 through
 forward_with_cfg on the doubled batch z = [x; x], y = [y; null], the samples being the first half.
-forward_with_cfg below is DiT's models.py verbatim (facebookresearch/DiT), the channel count its
-only parameter: `dit3` uses DiT's `model_out[:, :3], model_out[:, 3:]` (the 4th eps channel and
-the 4 variance channels of each half are that half's own, so the first half's are conditional);
-`all` uses its commented-out alternative `model_out[:, :self.in_channels]` (every eps channel
+forward_with_cfg below states DiT's models.py function (facebookresearch/DiT) in our own code,
+the channel count its only parameter: `dit3` guides the first 3 output channels as DiT does (the
+4th eps channel and the 4 variance channels of each half are that half's own, so the first half's are conditional);
+`all` guides all input channels, DiT's commented-out alternative (every eps channel
 guided, the variance conditional). The model and the sampler run in float64, so the fixture is
 the exact arithmetic the C code (float32 network, float64 per-element updates) approximates.
 clip_denoised is on (DiT's latents run with it off): a random network is no denoiser, and without
@@ -54,15 +54,19 @@ SEED = 11
 
 
 def forward_with_cfg(model, x, t, y, cfg_scale, channels):
-    """DiT models.py DiT.forward_with_cfg, verbatim but for `channels` (DiT: 3)."""
-    half = x[: len(x) // 2]
-    combined = torch.cat([half, half], dim=0)
-    model_out = model.forward(combined, t, y)
-    eps, rest = model_out[:, :channels], model_out[:, channels:]
-    cond_eps, uncond_eps = torch.split(eps, len(eps) // 2, dim=0)
-    half_eps = uncond_eps + cfg_scale * (cond_eps - uncond_eps)
-    eps = torch.cat([half_eps, half_eps], dim=0)
-    return torch.cat([eps, rest], dim=1)
+    """Classifier-free guidance as DiT applies it (our code, same math): the network sees the
+    first half of the batch twice, conditioned on y's two halves (label, then null). In the
+    leading `channels` output channels every row gets the guided noise estimate
+    e = e_null + w * (e_label - e_null); the remaining channels keep each row's own output."""
+    n = len(x) // 2
+    first = x[:n]
+    out = model.forward(torch.cat((first, first)), t, y)
+    e_label, e_null = out[:n, :channels], out[n:, :channels]
+    guided = e_null + cfg_scale * (e_label - e_null)
+    out = out.clone()
+    out[:n, :channels] = guided
+    out[n:, :channels] = guided
+    return out
 
 
 def ddpm_dit(model, d, x_T, y, z, channels):
