@@ -1231,7 +1231,7 @@ START_TEST(test_sample_torch_file) {
     RUN_OK("info tests/fixtures/torchzip_ckpt.pt --heads 2");
     ck_assert_msg(strstr(g_out, "a PyTorch file (torch.save, zip format), weights from the checkpoint's ema") &&
                   strstr(g_out, "dit depth 1, hidden 16, heads 2, patch 2"), "%s", g_out);
-    // a 1000-class .pt (tools/make_torch_1000class_fixture.py) has no names: ImageNet's are shown and taken
+    // a 1000-class .pt (tools/ref/make_torch_1000class_fixture.py) has no names: ImageNet's are shown and taken
 #define P1K "sample --ckpt tests/fixtures/torchzip_1000.pt --heads 2 --vae tests/fixtures/vae_tiny.safetensors --n 1 " \
             "--steps 2 --threads 1"
     RUN_OK("info tests/fixtures/torchzip_1000.pt --heads 2");

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/fixtures/torchzip_1000.pt: torchzip_sd.pt (tools/make_torch_zip_fixtures.py) with a
+"""tests/fixtures/torchzip_1000.pt: torchzip_sd.pt (tools/ref/make_torch_zip_fixtures.py) with a
 1000-class label table (1001 rows: the classes and the null row), written by torch.save's zip
 format. A 1000-class .pt has no class names of its own, so the program gives it ImageNet's; the
 tests use it to look for "207 golden retriever" and --class by name. Run with /usr/bin/python3
@@ -8,7 +8,7 @@ import os
 
 import torch
 
-FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "fixtures")
+FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests", "fixtures")
 
 
 def main():
