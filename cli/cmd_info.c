@@ -166,12 +166,14 @@ static const char *other_format(const char *path, int *is_png) {
 
 // A PyTorch .pt (DiT's released models, training checkpoints): what sample/view infer from it.
 // A long class list (ImageNet's 1000) shows its first names and one familiar entry, not all.
-static int torch_info(const char *path, const char *sub, int heads) {
+// kind: what the magic bytes say (other_format), named when the file does not read as a .pt.
+static int torch_info(const char *path, const char *sub, int heads, const char *kind) {
     MalaErr err;
     NetConfig c;
     ClassNames cn;
     char what[256], desc[256];
-    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) FATAL("%s", err.msg);
+    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err))
+        FATAL("%s (the file is %s; info reads it as a PyTorch .pt/.pth)", err.msg, kind ? kind : "not a safetensors file");
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  configuration inferred from the tensors: %s\n  classes:", path, what, desc);
     if (cn.n > 16)
@@ -192,16 +194,16 @@ int cmd_info(int argc, char **argv) {
                   {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else "
                    "DiT's preset)", ARG_MIN(1), ARG_MAX(1024)}};
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
-    args_parse("usage: mala info FILE.safetensors [--tensors]\n       mala info FILE.png   (the generation parameters "
+    args_parse("usage: mala info FILE.safetensors|FILE.pt [--tensors]\n       mala info FILE.png   (the generation parameters "
                "mala sample / the viewer wrote)\n       mala info FILE.npz|FILE.npy   (its arrays, and how it was made: "
                "FILE.npz.json)", opts, 3, argc, argv, path ? 2 : 1);
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
     if (is_png_name(path)) return png_info(path);
     if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return info_result(path);
     if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
-    if (torch_file_sniff(path)) return torch_info(path, !strcmp(weights, "online") ? "model" : NULL, heads);
     int png;
     const char *kind = other_format(path, &png);
+    if (torch_file_sniff(path)) return torch_info(path, !strcmp(weights, "online") ? "model" : NULL, heads, kind);
     if (png) return png_info(path);
     if (kind)
         FATAL("%s: %s, not a file mala info reads (it reads model and checkpoint .safetensors files, the "
