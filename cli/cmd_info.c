@@ -172,8 +172,10 @@ static int torch_info(const char *path, const char *sub, int heads, const char *
     NetConfig c;
     ClassNames cn;
     char what[256], desc[256];
-    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err))
-        FATAL("%s (the file is %s; info reads it as a PyTorch .pt/.pth)", err.msg, kind ? kind : "not a safetensors file");
+    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) {
+        if (kind) FATAL("%s: %s, not a file mala info reads (as a PyTorch .pt/.pth: %s)", path, kind, err.msg);
+        FATAL("%s", err.msg);
+    }
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  configuration inferred from the tensors: %s\n  classes:", path, what, desc);
     if (cn.n > 16)
