@@ -598,7 +598,10 @@ int cmd_train(int argc, char **argv) {
         char **sargv = args_for_restart(out, argc, argv, &sargc);
         if (sargv) {
             restarting = 1;
-            return cmd_train(sargc, sargv);
+            int rc = cmd_train(sargc, sargv);
+            free(sargv[0]);  // the stored command line's buffer: its first string starts it
+            free(sargv);
+            return rc;
         }
     }
     dist_init(&argc, &argv);
