@@ -42,5 +42,9 @@ int api_ctx_fail(mala_context *ctx, const char *msg);
 // returns rc.
 void api_begin(const mala_context *ctx);
 int api_end(const mala_context *ctx, int rc);
+// Keeps the formatted message as the model's last error; MALA_ERROR.
+int api_model_fail(mala_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// p as GenOpts and the count's labels (malloc'd), checked as `mala sample` checks its flags.
+int api_gen_setup(mala_model *m, const mala_gen_params *p, GenOpts *o, int32_t **labels);
 
 #endif

@@ -36,8 +36,6 @@ void args_parse(const char *usage, Opt *opts, int n, int argc, char **argv, int 
 void args_usage(const char *usage, const Opt *opts, int n);
 // Whether the row writing to dst was given on the command line (0 for a dst not in the table).
 int args_given(const Opt *opts, int n, const void *dst);
-// The candidate closest to word by edit distance when it is close enough to be a typo, else NULL.
-const char *args_suggest(const char *word, const char *const *cands, int n);
 // Exits 2 with "FLAG VALUE: needs at least X of memory for WHAT; this machine has Y available (Z
 // in all)" when bytes exceed what can be allocated (memory_available in mem_plan.h).
 void args_check_memory(const char *flag, long long value, double bytes, const char *what);

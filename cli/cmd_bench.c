@@ -3,6 +3,7 @@
 // the time per op kind and the slowest ops (backend_profile.h).
 #include <string.h>
 
+#include "core/suggest.h"
 #include "core/backend_profile.h"
 #include "core/bench_stats.h"
 #include "cli/commands.h"
@@ -223,7 +224,7 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "vae")) return cmd_bench_vae(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
     if (argc >= 2) {
-        const char *s = args_suggest(argv[1], kinds, 4);
+        const char *s = text_suggest(argv[1], kinds, 4);
         fprintf(stderr, "error: mala bench: unknown benchmark '%s'%s%s%s (train, sample, inception or vae)\n", argv[1],
                 s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
         return 2;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/suggest.h"
 #include "core/bench_stats.h"
 #include "cli/commands.h"   // defines: args_parse, set_threads, cmd_eval
 #include "core/progress.h"   // defines: Progress
@@ -501,7 +502,7 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(sub, "sweep")) return cmd_eval_sweep(argc, argv);
     if (strcmp(sub, "stats") && strcmp(sub, "fid") && strcmp(sub, "is")) {
         static const char *const subs[] = {"stats", "fid", "is", "sweep"};
-        const char *s = args_suggest(sub, subs, 4);
+        const char *s = text_suggest(sub, subs, 4);
         fprintf(stderr, "error: unknown eval command '%s'%s%s%s (stats, fid, is or sweep; see mala eval --help)\n", sub,
                 s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
         return 2;

@@ -5,6 +5,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "pipeline/gen_prompt.h"
 #include "cli/commands.h"
 #include "core/dist.h"
 #include "pipeline/generate.h"
@@ -291,16 +292,8 @@ int cmd_sample(int argc, char **argv) {
         n = got;
     } else {
         int k = -1;
-        if (cls && (k = class_names_find(&g.classes, cls)) < 0 && K > 20) {  // ImageNet's 1000: the closest name
-            const char *s = args_suggest(cls, (const char *const *)g.classes.names, K);
-            fprintf(stderr, "error: --class %s: unknown class (the model has %d, by name or number 0..%d)%s%s%s\n", cls,
-                    K, K - 1, s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
-            generator_close(&g);
-            return 1;
-        }
-        if (cls && k < 0) {
-            fprintf(stderr, "error: --class %s: unknown class; the model knows:", cls);
-            for (int i = 0; i < K; i++) fprintf(stderr, " %s%s", g.classes.names[i], i + 1 < K ? "," : "\n");
+        if (cls && gen_prompt_class(&g.classes, cls, "--class", &k, &err)) {
+            fprintf(stderr, "error: %s\n", err.msg);
             generator_close(&g);
             return 1;
         }

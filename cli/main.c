@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/suggest.h"
 #include "cpu/blas_core.h"
 #include "cli/commands.h"
 #ifdef MALA_NCCL
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
     const char *names[NCOMMANDS];
     for (int i = 0; i < NCOMMANDS; i++) names[i] = COMMANDS[i].name;
-    const char *s = args_suggest(argv[1], names, NCOMMANDS);
+    const char *s = text_suggest(argv[1], names, NCOMMANDS);
     fprintf(stderr, "error: unknown command '%s'%s%s%s (mala help lists the commands)\n", argv[1],
             s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
     return 2;

@@ -1,5 +1,6 @@
 // defines: sample_init_list, sample_init_load, sample_init_free, sample_parse_blend
 #include "cli/sample_init.h"
+#include "pipeline/gen_prompt.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -86,17 +87,11 @@ void sample_init_free(SampleInit *si) {
 }
 
 void sample_parse_blend(const char *s, const ClassNames *cn, GenOpts *o) {
-    char *copy = xstrdup(s), *c1 = strchr(copy, ','), *c2 = c1 ? strrchr(copy, ',') : NULL;
-    if (!c1 || c2 == c1) FATAL("--blend %s: expected A,B,w (two classes by name or number and a weight in [0, 1])", s);
-    *c1 = *c2 = 0;
-    char *end;
-    double w = strtod(c2 + 1, &end);
-    if (end == c2 + 1 || *end || !(w >= 0.0 && w <= 1.0)) FATAL("--blend %s: the weight %s must be a number in [0, 1]", s, c2 + 1);
-    int a = class_names_find(cn, copy), b = class_names_find(cn, c1 + 1);
-    if (a < 0 || b < 0) FATAL("--blend %s: unknown class '%s' (the model has %d classes)", s, a < 0 ? copy : c1 + 1, cn->n);
+    GenPrompt gp;
+    MalaErr err;
+    if (gen_prompt_blend(cn, s, "--blend", &gp, &err)) FATAL("%s", err.msg);
     o->blend = 1;
-    o->blend_a = a;
-    o->blend_b = b;
-    o->blend_w = (float)w;
-    free(copy);
+    o->blend_a = gp.a;
+    o->blend_b = gp.b;
+    o->blend_w = gp.w;
 }

@@ -456,19 +456,35 @@ int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int c
     return image_write_png_text(path, pixels, w, h, channels, NULL, NULL, err);
 }
 
-int image_write_png_text(const char *path, const uint8_t *pixels, int w, int h, int channels, const char *keyword,
-                         const char *text, MalaErr *err) {
+int image_encode_png_text(const uint8_t *pixels, int w, int h, int channels, const char *keyword, const char *text,
+                          const char *name, uint8_t **out, size_t *out_len, MalaErr *err) {
+    *out = NULL;
+    *out_len = 0;
     if (w <= 0 || h <= 0 || channels < 1 || channels > 4)
-        return mala_errf(err, "%s: bad PNG geometry %dx%dx%d", path, w, h, channels);
+        return mala_errf(err, "%s: bad PNG geometry %dx%dx%d", name, w, h, channels);
     int len = 0;
     unsigned char *png = stbi_write_png_to_mem(pixels, w * channels, w, h, channels, &len);
-    if (!png) return mala_errf(err, "%s: PNG encoding failed", path);
-    uint8_t *with = NULL;
-    size_t with_len = 0;
-    int rc = keyword ? png_text_add(png, (size_t)len, path, keyword, text, &with, &with_len, err) : 0;
-    if (!rc) rc = with ? atomic_write_file(path, with, with_len, err) : atomic_write_file(path, png, (size_t)len, err);
-    free(with);
+    if (!png) return mala_errf(err, "%s: PNG encoding failed", name);
+    if (keyword) {
+        int rc = png_text_add(png, (size_t)len, name, keyword, text, out, out_len, err);
+        STBIW_FREE(png);
+        return rc;
+    }
+    *out = malloc((size_t)len);
+    if (*out) memcpy(*out, png, (size_t)len);
     STBIW_FREE(png);
+    if (!*out) return mala_errf(err, "%s: out of memory for a PNG of %d bytes", name, len);
+    *out_len = (size_t)len;
+    return 0;
+}
+
+int image_write_png_text(const char *path, const uint8_t *pixels, int w, int h, int channels, const char *keyword,
+                         const char *text, MalaErr *err) {
+    uint8_t *png;
+    size_t len;
+    if (image_encode_png_text(pixels, w, h, channels, keyword, text, path, &png, &len, err)) return -1;
+    int rc = atomic_write_file(path, png, len, err);
+    free(png);
     return rc;
 }
 

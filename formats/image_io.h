@@ -43,6 +43,9 @@ int image_write_png(const char *path, const uint8_t *pixels, int w, int h, int c
 // The same with a tEXt chunk (keyword, text) before IEND (formats/png_text.h); keyword NULL: none.
 int image_write_png_text(const char *path, const uint8_t *pixels, int w, int h, int channels, const char *keyword,
                          const char *text, MalaErr *err);
+// The PNG bytes image_write_png_text writes, in memory: *out malloc'd, *out_len bytes (name: for messages).
+int image_encode_png_text(const uint8_t *pixels, int w, int h, int channels, const char *keyword, const char *text,
+                          const char *name, uint8_t **out, size_t *out_len, MalaErr *err);
 
 // PIL gray conversion of one RGB pixel: (r*19595 + g*38470 + b*7471 + 0x8000) >> 16.
 static inline uint8_t image_rgb_to_l(const uint8_t *rgb) {

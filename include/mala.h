@@ -145,6 +145,46 @@ MALA_EXPORT int mala_generate(mala_model *m, const mala_gen_params *p, float *ou
 /* out: count x out_size x out_size x out_channels bytes (HWC; RGB8 for a 3-channel model, gray8 for 1). */
 MALA_EXPORT int mala_generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out);
 
+/* What to draw as one line of text, into p: "" (the classes in equal blocks), a class by name or
+   number ("Sneaker", "7"), or a blend of two ("Sneaker,Sandal,0.3" or "0.7 Sneaker + 0.3 Sandal").
+   `mala sample --class / --blend` read the same text and give the same errors. */
+MALA_EXPORT int mala_model_prompt(mala_model *m, const char *prompt, mala_gen_params *p);
+
+/* Image-to-image (SDEdit) and inpainting (RePaint), as `mala sample --init-image / --mask`: the
+   input is an image file's bytes (PNG, JPEG, BMP, PGM / PPM), brought to the model's size by ADM's
+   center_crop_arr; every image of the run starts from it. */
+typedef struct {
+    const void *image;       /* the input image file's bytes */
+    size_t image_len;
+    const char *image_name;  /* its name in messages and in the PNG parameters; NULL: "init image" */
+    float strength;          /* (0, 1]: the run takes the last round(strength x steps) steps */
+    const void *mask;        /* inpainting: a mask image file's bytes (white, gray >= 128, is regenerated), or NULL */
+    size_t mask_len;
+    const char *mask_name;   /* NULL: "mask" */
+    int mask_invert;         /* 1: dark pixels are regenerated instead */
+    int resample;            /* inpainting: RePaint jumps per step (0..100; DDPM and DDIM) */
+} mala_init_image;
+/* mala_generate from an input image (init NULL: mala_generate). */
+MALA_EXPORT int mala_generate_init(mala_model *m, const mala_gen_params *p, const mala_init_image *init, float *out);
+
+/* Image i of a run of p (and init, or NULL) as PNG bytes, exactly the file `mala sample --out-dir`
+   writes for it: image is its out_channels x out_size x out_size floats, and the PNG carries the
+   tEXt "parameters" infotext. *png is malloc'd: free it with mala_free. */
+MALA_EXPORT int mala_image_png(mala_model *m, const mala_gen_params *p, const mala_init_image *init, int i,
+                               const float *image, uint8_t **png, size_t *len);
+/* The first image of an on_step preview as out_size x out_size x out_channels bytes (HWC): the
+   predicted x0 itself for a pixel model, decoded through the VAE for a latent model (a full decode:
+   call it from on_step at the rate you can afford). Call it only from within the model's on_step. */
+MALA_EXPORT int mala_preview_u8(mala_model *m, const float *preview, uint8_t *out);
+/* The "parameters" text of a PNG (A1111's infotext, as `mala info FILE.png` prints it): MALA_OK
+   with *text malloc'd (free with mala_free), or with *text NULL when the PNG has none; MALA_ERROR
+   with the reason in err (cap bytes) for bytes that are not a sound PNG. */
+MALA_EXPORT int mala_png_parameters(const void *png, size_t len, char **text, char *err, size_t cap);
+/* The file the model was loaded from, and the VAE it decodes with ("" for a pixel model). */
+MALA_EXPORT const char *mala_model_path(const mala_model *m);
+MALA_EXPORT const char *mala_model_vae_path(const mala_model *m);
+MALA_EXPORT void mala_free(void *p);
+
 /* n images [n, c, s, s] in [-1, 1] as one PNG grid of nrow images per row with 2 pixels of
    padding (torchvision's make_grid; `mala sample --out`'s pixels), written atomically. */
 MALA_EXPORT int mala_write_png_grid(mala_context *ctx, const char *path, const float *images, int n, int c, int s,

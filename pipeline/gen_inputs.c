@@ -1,4 +1,4 @@
-// defines: gen_load_image, gen_load_mask, gen_list_images, gen_free_list
+// defines: gen_load_image, gen_decode_image, gen_load_mask, gen_decode_mask, gen_list_images, gen_free_list
 #include "pipeline/gen_inputs.h"
 
 #include <dirent.h>
@@ -24,15 +24,27 @@ static int crop(uint8_t **pix, int w, int h, int c, int S, const char *path, Mal
     return 0;
 }
 
+static int to_float(uint8_t *pix, int w, int h, int C, int S, const char *name, float *out, MalaErr *err) {
+    if (crop(&pix, w, h, C, S, name, err)) { free(pix); return -1; }
+    image_u8_to_float(out, pix, S, S, C, 0);
+    free(pix);
+    return 0;
+}
+
 int gen_load_image(const char *path, int C, int S, float *out, MalaErr *err) {
     if (C != 1 && C != 3) return mala_errf(err, "%s: the model makes %d-channel images; input images need 1 or 3", path, C);
     uint8_t *pix;
     int w, h;
     if (image_load(path, C, &pix, &w, &h, err)) return -1;
-    if (crop(&pix, w, h, C, S, path, err)) { free(pix); return -1; }
-    image_u8_to_float(out, pix, S, S, C, 0);
-    free(pix);
-    return 0;
+    return to_float(pix, w, h, C, S, path, out, err);
+}
+
+int gen_decode_image(const void *buf, size_t len, const char *name, int C, int S, float *out, MalaErr *err) {
+    if (C != 1 && C != 3) return mala_errf(err, "%s: the model makes %d-channel images; input images need 1 or 3", name, C);
+    uint8_t *pix;
+    int w, h;
+    if (image_decode(buf, len, name, C, NULL, &pix, &w, &h, err)) return -1;
+    return to_float(pix, w, h, C, S, name, out, err);
 }
 
 int gen_load_grid_cell(const char *path, int C, int S, int k, int cw, int ch, int pad, float *out, MalaErr *err) {
@@ -56,18 +68,29 @@ int gen_load_grid_cell(const char *path, int C, int S, int k, int cw, int ch, in
     return 0;
 }
 
+static int to_mask(uint8_t *pix, int w, int h, int S, int invert, const char *name, float *out, MalaErr *err) {
+    if (crop(&pix, w, h, 1, S, name, err)) { free(pix); return -1; }
+    size_t white = 0;
+    for (size_t i = 0; i < (size_t)S * S; i++) white += (out[i] = (pix[i] >= 128) != (invert != 0) ? 1.0f : 0.0f) > 0;
+    free(pix);
+    // no pixel to regenerate: every step would only put the input back (the run returns the input)
+    if (!white) return mala_errf(err, "%s: the mask is all %s at %dx%d (no pixel %s 128 to regenerate): nothing to "
+                                 "inpaint", name, invert ? "white" : "black", S, S, invert ? "<" : ">=");
+    return 0;
+}
+
 int gen_load_mask(const char *path, int S, float *out, MalaErr *err) {
     uint8_t *pix;
     int w, h;
     if (image_load(path, 1, &pix, &w, &h, err)) return -1;
-    if (crop(&pix, w, h, 1, S, path, err)) { free(pix); return -1; }
-    size_t white = 0;
-    for (size_t i = 0; i < (size_t)S * S; i++) white += (out[i] = pix[i] >= 128 ? 1.0f : 0.0f) > 0;
-    free(pix);
-    // no pixel to regenerate: every step would only put the input back (the run returns the input)
-    if (!white) return mala_errf(err, "%s: the mask is all black at %dx%d (no pixel >= 128 to regenerate): nothing to "
-                                 "inpaint", path, S, S);
-    return 0;
+    return to_mask(pix, w, h, S, 0, path, out, err);
+}
+
+int gen_decode_mask(const void *buf, size_t len, const char *name, int S, int invert, float *out, MalaErr *err) {
+    uint8_t *pix;
+    int w, h;
+    if (image_decode(buf, len, name, 1, NULL, &pix, &w, &h, err)) return -1;
+    return to_mask(pix, w, h, S, invert, name, out, err);
 }
 
 int gen_png_has_alpha(const char *path) {

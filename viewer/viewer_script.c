@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/suggest.h"
 #include "cli/args.h"
 #include "viewer/viewer.h"
 
@@ -220,7 +221,7 @@ static int parse_item(ScriptCmd *c, char *item, MalaErr *err) {
         names[i] = SPECS[i].name;
         if (len < sizeof known) len += snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", names[i]);
     }
-    const char *s = args_suggest(name, names, N_SPECS);
+    const char *s = text_suggest(name, names, N_SPECS);
     if (s) return mala_errf(err, "'%s': unknown command; did you mean %s? (known: %s)", shown, s, known);
     return mala_errf(err, "'%s': unknown command (known: %s)", shown, known);
 }
