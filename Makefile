@@ -85,6 +85,20 @@ else
   $(info mala: NCCL OFF ($(if $(NCCL_H),needs CUDA=1 and MPI=1,nccl.h not found)))
 endif
 
+# ---- libmicrohttpd: `mala serve` (server/, docs/serve.md); without it the command says so ----
+MHD_CFLAGS ?= $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS   ?= $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+SERVE ?= $(if $(strip $(MHD_LIBS)),1,0)
+ifeq ($(SERVE),1)
+  SERVE_SRC = $(wildcard server/*.c)
+  SERVE_OBJ = $(SERVE_SRC:%.c=$(BUILD)/%.o) $(BUILD)/server/web_assets.o
+  $(BUILD)/cli/cmd_serve.o: CFLAGS += -DMALA_SERVE
+  $(info mala: serve ON ($(strip $(MHD_LIBS))))
+else
+  MHD_LIBS =
+  $(info mala: serve OFF (no libmicrohttpd pkg-config: install libmicrohttpd-dev for `mala serve`))
+endif
+
 # Folders by role, lowest layer first (docs/design.md §0). libmala.a holds the library layers; the
 # command line (cli/) and the viewer (viewer/) are linked into mala only, and tests reach them
 # through the binary.
@@ -102,8 +116,18 @@ TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 MALA_BIN ?= mala
 all: $(MALA_BIN)
 
-$(MALA_BIN): $(CLI_OBJ) $(VIEW_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MALA_LIBS) $(SDL_LIBS)
+$(MALA_BIN): $(CLI_OBJ) $(VIEW_OBJ) $(SERVE_OBJ) $(NCCL_OBJ) $(BUILD)/libmala.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(MALA_LIBS) $(SDL_LIBS) $(MHD_LIBS)
+
+# The web page of `mala serve`, compiled in (tools/embed_web.sh).
+$(BUILD)/server/web_assets.c: $(wildcard server/web/*) tools/embed_web.sh
+	@mkdir -p $(dir $@)
+	tools/embed_web.sh server/web > $@.tmp && mv $@.tmp $@
+$(BUILD)/server/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MHD_CFLAGS) -c $< -o $@
+$(BUILD)/server/web_assets.o: $(BUILD)/server/web_assets.c
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libmala.a: $(LIB_OBJ)
 	@rm -f $@

@@ -14,10 +14,13 @@
 #include "pipeline/gen_params.h"
 #include "pipeline/gen_prompt.h"
 
-int mala_model_prompt(mala_model *m, const char *prompt, mala_gen_params *p) {
+int mala_model_prompt(const mala_model *m, const char *prompt, mala_gen_params *p, char *errbuf, size_t cap) {
     GenPrompt gp;
     MalaErr err;
-    if (gen_prompt_parse(&m->g.classes, prompt ? prompt : "", "prompt", &gp, &err)) return api_model_fail(m, "%s", err.msg);
+    if (gen_prompt_parse(&m->g.classes, prompt ? prompt : "", "prompt", &gp, &err)) {
+        if (errbuf && cap) snprintf(errbuf, cap, "%s", err.msg);
+        return MALA_ERROR;
+    }
     p->labels = NULL;
     p->class_id = gp.cls;
     p->blend = gp.blend;

@@ -14,6 +14,7 @@ int cmd_info(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_view(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 // mala compare --config FILE --out DIR (cli/cmd_compare.c).
 int cmd_compare(int argc, char **argv);
 // mala eval stats|fid|is (argv[0] is "eval"): one JSON line on stdout, a readable summary and

@@ -25,6 +25,7 @@ static const Command COMMANDS[] = {
     {"import", cmd_import, "convert a PyTorch DiT state dict or training checkpoint (.pt) into a model file"},
     {"compare", cmd_compare, "train and evaluate several models at an equal budget; results table and plots"},
     {"info", cmd_info, "print a model file's configuration, parameters, training state and tensors"},
+    {"serve", cmd_serve, "serve the models over HTTP: AUTOMATIC1111's and OpenAI's image APIs and a web page"},
     {"view", cmd_view, "open a window to generate images interactively (SDL2)"},
 };
 #define NCOMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])

@@ -147,8 +147,10 @@ MALA_EXPORT int mala_generate_u8(mala_model *m, const mala_gen_params *p, uint8_
 
 /* What to draw as one line of text, into p: "" (the classes in equal blocks), a class by name or
    number ("Sneaker", "7"), or a blend of two ("Sneaker,Sandal,0.3" or "0.7 Sneaker + 0.3 Sandal").
-   `mala sample --class / --blend` read the same text and give the same errors. */
-MALA_EXPORT int mala_model_prompt(mala_model *m, const char *prompt, mala_gen_params *p);
+   `mala sample --class / --blend` read the same text and give the same errors; the error goes to
+   err (cap bytes). It only reads the model's class names: it may run while another thread
+   generates with m. */
+MALA_EXPORT int mala_model_prompt(const mala_model *m, const char *prompt, mala_gen_params *p, char *err, size_t cap);
 
 /* Image-to-image (SDEdit) and inpainting (RePaint), as `mala sample --init-image / --mask`: the
    input is an image file's bytes (PNG, JPEG, BMP, PGM / PPM), brought to the model's size by ADM's

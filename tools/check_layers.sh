@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 declare -A layer=([core]=0 [formats]=1 [cpu]=1 [cuda]=1 [data]=2 [model]=2 [sampler]=2 [pipeline]=3 [train]=3 [eval]=3
-                  [compare]=4 [api]=4 [include]=4 [cli]=5 [viewer]=5)
+                  [compare]=4 [api]=4 [include]=4 [cli]=5 [viewer]=5 [server]=5)
 bad=0 checked=0
 for dir in "${!layer[@]}"; do
     [ -d "$dir" ] || continue
