@@ -128,6 +128,11 @@ $(BUILD)/server/%.o: server/%.c
 	$(CC) $(CFLAGS) $(MHD_CFLAGS) -c $< -o $@
 $(BUILD)/server/web_assets.o: $(BUILD)/server/web_assets.c
 	$(CC) $(CFLAGS) -c $< -o $@
+# The server's tests reach its parsers directly, and the server itself through the binary.
+$(BUILD)/tests/test_serve: tests/test_serve.c $(BUILD)/server/base64.o $(BUILD)/server/serve_request.o $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(if $(filter 1,$(SERVE)),-DMALA_SERVE) -o $@ $< $(BUILD)/server/base64.o $(BUILD)/server/serve_request.o \
+	  $(BUILD)/libmala.a $(LDLIBS) $(CHECK_LIBS) -lpthread
 
 $(BUILD)/libmala.a: $(LIB_OBJ)
 	@rm -f $@

@@ -32,7 +32,7 @@ static int key_equal(const char *given, const char *key) {
 
 static int needs_key(const char *url) {
     // the page and its files, and the health check, are public; every API call needs the key
-    return strncmp(url, "/sdapi/", 7) && strncmp(url, "/v1/", 4) && strncmp(url, "/mala/", 6) && strcmp(url, "/metrics");
+    return !strncmp(url, "/sdapi/", 7) || !strncmp(url, "/v1/", 4) || !strncmp(url, "/mala/", 6) || !strcmp(url, "/metrics");
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *c, Reply *r) {
