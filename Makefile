@@ -255,6 +255,8 @@ test: $(MALA_BIN) $(if $(filter 1,$(LIB_TEST)),lib) $(TEST_BIN) $(EMU_TEST) $(EM
 	  OMP_NUM_THREADS=2 GPU_CHECK_MALA=./$(EMU_MALA) GPU_CHECK_PARITY=./$(EMU_TEST) tests/gpu_check_dry.sh; fi; \
 	if [ "$(LIB_TEST)" = 1 ]; then echo "== tests/test_library.sh (make install, examples/, python/)"; \
 	  OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive MALA_BIN=./$(MALA_BIN) tests/test_library.sh; fi; \
+	echo "== tests/serve_clients.sh (the OpenAI SDK for Node and headless Chromium against mala serve)"; \
+	  tests/serve_clients.sh ./$(MALA_BIN); \
 	echo "== tests/readme_test.sh (the README's commands in a fresh copy of the tree)"; tests/readme_test.sh ./$(MALA_BIN); \
 	echo "all suites passed"
 

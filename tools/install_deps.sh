@@ -22,7 +22,7 @@ fi
 # llvm-14: llvm-symbolizer, for readable stacks in their reports.
 packages=(build-essential pkg-config check libsubunit-dev libopenblas-openmp-dev liblapacke-dev libdnnl-dev zlib1g-dev
           libstb-dev libjpeg62-turbo-dev libsdl2-dev dataset-fashion-mnist xvfb xauth
-          libmicrohttpd-dev  # mala serve (server/, docs/serve.md)
+          libmicrohttpd-dev chromium  # mala serve (server/, docs/serve.md); chromium: its browser test
           clang-14 libclang-rt-14-dev llvm-14
           openmpi-bin libopenmpi-dev  # MPI: multi-process training (docs/design.md §9)
           python3-numpy  # tests/test_python.py: python/mala.py, the ctypes binding (numpy arrays in and out)
