@@ -49,6 +49,11 @@ $(FUZZ_OUT)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FUZZ_LIB_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(filter %.o,$^) -ljpeg -lz -lm $(FUZZ_LDLIBS)
 
 $(FUZZ_OUT)/fuzz_checkpoint: $(FUZZ_NET_OBJ)
+# fuzz_serve_request: the server's parsers, and the prompt against class names (model/checkpoint.c).
+$(FUZZ_OUT)/fuzz_serve_request: $(FUZZ_NET_OBJ) $(FUZZ_OUT)/server/serve_request.o $(FUZZ_OUT)/server/base64.o \
+  $(FUZZ_OUT)/pipeline/gen_prompt.o
+$(FUZZ_OUT)/fuzz_serve_request: private FUZZ_CFLAGS += $(FUZZ_NET_FLAGS)
+$(FUZZ_OUT)/fuzz_serve_request: private FUZZ_LDLIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) $(BLAS_LIB) -llapacke
 FUZZ_NET_FLAGS  = -fopenmp=libgomp -I$(BLAS_DIR:/usr/lib/%=/usr/include/%)
 $(FUZZ_NET_OBJ): FUZZ_CFLAGS += $(FUZZ_NET_FLAGS)
 # (private: not inherited by the objects the other harnesses share)
