@@ -195,6 +195,7 @@ static void *worker(void *arg) {
         if (j->cancel) {  // cancelled while it waited
             j->state = JOB_CANCELLED, j->status = 409, j->t_end = now_s();
             snprintf(j->error, sizeof j->error, "cancelled");
+            q->jobs_total++;
             pthread_cond_broadcast(&q->changed);
             continue;
         }
