@@ -89,7 +89,7 @@ newest_step() {  # the newest checkpoint step of a run directory (0 when none)
 # README.md, then docs/ in the order a reader meets the commands (later pages use the runs and
 # files earlier ones made), then any other page.
 docs=(README.md)
-for d in train sample bench vae encode view eval compare results latent formats testing layout performance gpu \
+for d in train sample bench vae encode view serve eval compare results latent formats testing layout performance gpu \
          distributed; do
     [ -f "docs/$d.md" ] && docs+=("docs/$d.md")
 done
@@ -158,6 +158,7 @@ while IFS= read -r cmd; do
     export) kinds[export]=1 ;;
     info) kinds[info]=1 ;;
     view) extra="--threads 2"; kinds[view]=1 ;;
+    serve) extra="--threads 2 --port 0"; kinds[serve]=1 ;;
     esac
     full="$line $extra"
     if [ "$sub" = view ]; then
@@ -166,6 +167,30 @@ while IFS= read -r cmd; do
         full="env ASAN_OPTIONS=\${ASAN_OPTIONS:+\$ASAN_OPTIONS:}detect_leaks=0 xvfb-run -a -n $((100 + $$ % 800)) -s '-screen 0 1280x1024x24' $full"
     fi
     t0=$(date +%s)
+    if [ "$sub" = serve ]; then  # a server: started on a free port, asked /health, stopped by SIGTERM (exit 0)
+        bash -c "exec $full" >"$tmp/out.log" 2>&1 &
+        spid=$! port=""
+        for _ in $(seq 600); do
+            port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$tmp/out.log")
+            [ -n "$port" ] || ! kill -0 $spid 2>/dev/null && break
+            sleep 0.1
+        done
+        reply=""
+        if [ -n "$port" ] && exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+            printf 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
+            reply=$(timeout 30 cat <&3 || true)
+            exec 3<&-
+        fi
+        kill -TERM $spid 2>/dev/null || true
+        src=0; wait $spid || src=$?
+        if [[ $reply != "HTTP/1.1 200"* || $src != 0 ]]; then
+            tail -n 20 "$tmp/out.log" >&2
+            fail "a documented command failed: $cmd  (ran: $full; /health: ${reply%%$'\r'*}; exit $src)"
+        fi
+        echo "ok ($(( $(date +%s) - t0 )) s): $full (GET /health: 200, SIGTERM: exit 0)"
+        ran=$((ran + 1))
+        continue
+    fi
     if ! eval "timeout 300 $full" >"$tmp/out.log" 2>&1; then
         tail -n 20 "$tmp/out.log" >&2
         fail "a documented command failed: $cmd  (ran: $full)"
@@ -175,7 +200,7 @@ while IFS= read -r cmd; do
     ran=$((ran + 1))
 done <<<"$commands"
 
-for k in train resume sample eval export info view; do
+for k in train resume sample eval export info view serve; do
     [ -n "${kinds[$k]:-}" ] || fail "the docs have no '$k' command any more (this test runs them all)"
 done
 echo "readme_test: PASS ($ran commands of README.md and docs/)"
