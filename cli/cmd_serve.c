@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "model/checkpoint.h"
 #include "server/serve.h"
 
 int cmd_serve(int argc, char **argv) {
@@ -24,7 +25,7 @@ int cmd_serve(int argc, char **argv) {
     ServeOptions o = {.models = models, .host = "127.0.0.1", .port = 7860, .queue = 16, .max_body = 32u << 20,
                       .max_image_bytes = 16u << 20, .max_images = 64, .max_steps = 1000, .job_ttl = 600, .timeout = 30};
     const char *api_key = getenv("MALA_API_KEY");
-    int max_body_mb = 32, max_image_mb = 16, ttl = 600;
+    int max_body_mb = 32, max_image_mb = 16, ttl = 600, heads = 0;
     Opt opts[] = {
         {"--vae", OPT_STR, &o.vae, "FILE", "latent models' VAE (default: the one each run recorded)"},
         {"--host", OPT_STR, &o.host, "ADDR", "address to listen on (default 127.0.0.1: this machine only)"},
@@ -38,6 +39,8 @@ int cmd_serve(int argc, char **argv) {
         {"--max-steps", OPT_INT, &o.max_steps, "N", "sampling steps one request may take", ARG_MIN(1), ARG_MAX(1000)},
         {"--job-ttl", OPT_INT, &ttl, "S", "seconds a finished job stays readable", ARG_MIN(1)},
         {"--timeout", OPT_INT, &o.timeout, "S", "seconds a client may stay silent", ARG_MIN(1), ARG_MAX(3600)},
+        {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else DiT's preset)",
+         ARG_MIN(1), ARG_MAX(4096)},
         OPT_DEVICE(&o.device),
         OPT_PRECISION(&o.precision),
         OPT_THREADS(&o.threads),
@@ -53,6 +56,7 @@ int cmd_serve(int argc, char **argv) {
     o.max_body = (size_t)max_body_mb << 20;
     o.max_image_bytes = (size_t)max_image_mb << 20;
     o.job_ttl = ttl;
+    ckpt_torch_options(0, heads);  // how every .pt model below is read (model/checkpoint.h)
 #ifdef MALA_SERVE
     int rc = serve_main(&o);
 #else

@@ -10,6 +10,8 @@
 #include "server/base64.h"
 #include "server/serve_request.h"
 #include "testcli.h"
+#include "testmodels.h"
+#include <dirent.h>
 #include "tserve_client.h"
 
 #define MODEL "assets/mala-dit-fmnist.safetensors"
@@ -246,6 +248,51 @@ START_TEST(test_generate_and_bytes) {
     r = http_get(s.port, "/metrics");
     ck_assert(r.status == 200 && strstr(r.body, "mala_images_total 5") && strstr(r.body, "mala_queue_length 0"));
     free(r.body);
+    ck_assert_int_eq(serve_stop(&s), 0);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Every model kind in one server: DiG, DiC, a latent DiT with --vae (the pixel models loaded
+// without it), and a torch.save file; each request's PNG equals `mala sample`'s.
+START_TEST(test_model_kinds) {
+    tu_make_tmpdir("serve");
+    make_latent_model(tp("lat.safetensors"), "tests/fixtures/vae_tiny.safetensors");
+    RUN_OK("train --model DiG-T/4 --batch 2 --limit 8 --iters 1 --sample-every 0 --threads 2 --out %s", tp("dig"));
+    RUN_OK("train --model DiC-T --batch 2 --limit 8 --iters 1 --sample-every 0 --threads 2 --out %s", tp("dic"));
+    RUN_OK("export --ckpt %s --out %s", tp("dig/checkpoints/0000001.safetensors"), tp("dig.safetensors"));
+    const char *vae = "tests/fixtures/vae_tiny.safetensors";
+    const char *files[] = {tp("dig.safetensors"), tp("dic/checkpoints/0000001.safetensors"), tp("lat.safetensors"),
+                           "tests/fixtures/torchzip_sd.pt"};
+    const char *stems[] = {"dig", "0000001", "lat", "torchzip_sd"};
+    const char *args[] = {"--model", files[0], "--model", files[1], "--model", files[2], "--model", files[3],
+                          "--vae", vae, "--heads", "2", NULL};
+    Served s = serve_start(mala_bin(), tp("log"), args);
+    ck_assert_msg(s.port > 0, "the server did not start");
+    for (int i = 0; i < 4; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"model\":\"%s\",\"prompt\":\"1\",\"steps\":3,\"seed\":4,\"sampler_name\":\"DPM++ 2M\"}",
+                 stems[i]);
+        HttpReply r = http_post(s.port, "/sdapi/v1/txt2img", body);
+        ck_assert_msg(r.status == 200, "%s: %d %.300s", stems[i], r.status, r.body);
+        size_t len, clen;
+        uint8_t *png = image_of(&r, 0, &len);
+        free(r.body);
+        char dir[64];
+        snprintf(dir, sizeof dir, "cli%d", i);
+        RUN_OK("sample --ckpt %s%s%s --class 1 --n 1 --steps 3 --seed 4 --sampler dpm++2m --out-dir %s%s", files[i],
+               i >= 2 ? " --vae " : "", i >= 2 ? vae : "", tp(dir), i == 3 ? " --heads 2" : "");
+        DIR *d = opendir(tp(dir));
+        struct dirent *e;
+        char found[512] = "";
+        while (d && (e = readdir(d)))
+            if (e->d_name[0] != '.') snprintf(found, sizeof found, "%s/%s", tp(dir), e->d_name);
+        if (d) closedir(d);
+        uint8_t *cli = tu_read_file(found, &clen);
+        ck_assert_msg(len == clen && !memcmp(png, cli, len), "%s: the server's PNG differs from mala sample's", stems[i]);
+        free(cli);
+        free(png);
+    }
     ck_assert_int_eq(serve_stop(&s), 0);
     tu_rm_tmpdir();
 }
@@ -535,6 +582,7 @@ int main(void) {
     tcase_add_test(tc, test_request_parse);
 #ifdef MALA_SERVE
     tcase_add_test(tc, test_generate_and_bytes);
+    tcase_add_test(tc, test_model_kinds);
     tcase_add_test(tc, test_jobs_queue_shutdown);
     tcase_add_test(tc, test_api_key);
     tcase_add_test(tc, test_load);
