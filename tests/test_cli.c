@@ -1247,6 +1247,69 @@ START_TEST(test_sample_torch_file) {
 }
 END_TEST
 
+// Two files hold the same tensors, bit for bit: names, dtypes, shapes and bytes (their metadata may differ).
+static int same_tensors(const char *a, const char *b) {
+    StFile fa, fb;
+    MalaErr err;
+    ck_assert_msg(st_open(&fa, a, &err) == 0 && st_open(&fb, b, &err) == 0, "%s", err.msg);
+    int same = fa.n == fb.n;
+    for (int i = 0; same && i < fa.n; i++) {
+        const StTensor *ta = &fa.tensors[i], *tb = &fb.tensors[i];
+        same = !strcmp(ta->name, tb->name) && ta->dtype == tb->dtype && ta->ndim == tb->ndim &&
+               !memcmp(ta->shape, tb->shape, sizeof ta->shape) && ta->end - ta->begin == tb->end - tb->begin &&
+               !memcmp(fa.data + ta->begin, fb.data + tb->begin, ta->end - ta->begin);
+        if (!same) fprintf(stderr, "%s and %s differ at tensor %s\n", a, b, ta->name);
+    }
+    st_close(&fa);
+    st_close(&fb);
+    return same;
+}
+
+// train --init FILE.pt (tests/fixtures/torchzip_*.pt: a bare state dict, a {model, ema, opt, args}
+// checkpoint's ema and its online `model`, F16 storages) trains as --init of the same weights
+// converted by `mala import`: the first checkpoints hold the same tensors, bit for bit; the run
+// records which weights it started from; online weights of a bare state dict are refused.
+START_TEST(test_train_init_torch_file) {
+    tu_make_tmpdir("cli");
+    make_folder(tp("f4"), 4, 1, 3, 64);  // 8x8x4 latents of the fixtures' model (tests/fixtures/vae_tiny: 8x)
+    RUN_OK("encode --data %s --vae tests/fixtures/vae_tiny.safetensors --image-size 64 --dtype f32 --out %s "
+           "--threads 2", tp("f4"), tp("lat"));
+#define FTP "--heads 2 --batch 4 --iters 1 --log-every 1 --sample-every 0 --threads 2"
+    static const struct { const char *pt, *weights, *shown; } cases[] = {
+        {"sd", "ema", "the model file's weights"}, {"ckpt", "ema", "(ema weights)"},
+        {"ckpt", "online", "(online weights)"}, {"f16", "ema", "the model file's weights"}};
+    for (int i = 0; i < 4; i++) {
+        char pt[128], st[32], a[32], b[32], a_ck[64], b_ck[64];
+        snprintf(pt, sizeof pt, "tests/fixtures/torchzip_%s.pt", cases[i].pt);
+        snprintf(st, sizeof st, "m%d.safetensors", i);
+        snprintf(a, sizeof a, "pt%d", i);
+        snprintf(b, sizeof b, "st%d", i);
+        RUN_OK("import %s --heads 2 %s --out %s", pt, !strcmp(cases[i].weights, "online") ? "--weights model" : "",
+               tp(st));
+        RUN_OK("train " FTP " --init %s --init-weights %s --data %s --out %s", pt, cases[i].weights, tp("lat"), tp(a));
+        ck_assert_msg(strstr(g_err, cases[i].shown) && strstr(g_err, "carried over 22 of 22 tensors"), "%s", g_err);
+        RUN_OK("train " FTP " --init %s --data %s --out %s", tp(st), tp("lat"), tp(b));
+        snprintf(a_ck, sizeof a_ck, "%s/checkpoints/0000001.safetensors", a);
+        snprintf(b_ck, sizeof b_ck, "%s/checkpoints/0000001.safetensors", b);
+        char ca[600];
+        snprintf(ca, sizeof ca, "%s", tp(a_ck));
+        ck_assert_msg(same_tensors(ca, tp(b_ck)), "%s %s: --init of the .pt and of its import train differently",
+                      pt, cases[i].weights);
+    }
+    RUN_OK("info %s", tp("pt2/checkpoints/0000001.safetensors"));
+    ck_assert_msg(strstr(g_out, "fine-tuned from ") && strstr(g_out, "torchzip_ckpt.pt (online weights), sha256 "),
+                  "%s", g_out);
+    expect_error(run("train " FTP " --init tests/fixtures/torchzip_sd.pt --init-weights online --data %s --out %s",
+                     tp("lat"), tp("x")), "online of a bare state dict", "--init-weights online:",
+                 "holds one set of weights");
+    expect_error(run("train --batch 4 --init tests/fixtures/torchzip_sd.pt --data %s --out %s", tp("lat"), tp("x")),
+                 "a .pt of no preset width without --heads", "torchzip_sd.pt", "give --heads");
+    ck_assert_msg(!exists(tp("x")), "a refused --init created its run directory");
+#undef FTP
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1277,6 +1340,7 @@ int main(void) {
     tcase_add_test(t37, test_train_unconditional);
     tcase_add_test(t37, test_train_init);
     tcase_add_test(t37, test_sample_torch_file);
+    tcase_add_test(t37, test_train_init_torch_file);
     tcase_add_test(t37, test_train_eval_every);
     suite_add_tcase(s, t37);
     return tu_run(s);
