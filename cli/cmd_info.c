@@ -192,7 +192,7 @@ int cmd_info(int argc, char **argv) {
     int tensors = 0, heads = 0;
     const char *weights = "ema";
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"},
-                  {"--weights", OPT_STR, &weights, "ema|online", "a PyTorch checkpoint's ema or model sub-dict"},
+                  {"--weights", OPT_STR, &weights, "ema|online", "a PyTorch checkpoint's ema or online (model) sub-dict"},
                   {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else "
                    "DiT's preset)", ARG_MIN(1), ARG_MAX(1024)}};
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
@@ -202,7 +202,7 @@ int cmd_info(int argc, char **argv) {
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
     if (is_png_name(path)) return png_info(path);
     if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return info_result(path);
-    if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
+    weights = weights_online("--weights", weights) ? "online" : "ema";  // "model" is DiT's "online"
     int png;
     const char *kind = other_format(path, &png);
     if (torch_file_sniff(path)) return torch_info(path, !strcmp(weights, "online") ? "model" : NULL, heads, kind);

@@ -590,8 +590,7 @@ int cmd_train(int argc, char **argv) {
         FATAL("--init %s starts a new run from its weights; --resume continues the run in --out: give one of them", init);
     if (GIVEN(init_weights) && !init) FATAL("--init-weights %s: applies to --init FILE only", init_weights);
     if (GIVEN(init_heads) && !init) FATAL("--heads %d: applies to --init FILE.pt only", init_heads);
-    if (strcmp(init_weights, "ema") && strcmp(init_weights, "online"))
-        FATAL("--init-weights %s: expected ema or online", init_weights);
+    init_weights = weights_online("--init-weights", init_weights) ? "online" : "ema";  // "model": DiT's "online"
     // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
     const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
     if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));

@@ -1247,6 +1247,48 @@ START_TEST(test_sample_torch_file) {
 }
 END_TEST
 
+// One vocabulary for which weights of a training checkpoint: ema, or online, which DiT's checkpoints
+// call model. sample, info, import (--weights) and train (--init-weights) take both spellings of
+// online alike and refuse any other word with one line naming the flag.
+START_TEST(test_weights_words) {
+    tu_make_tmpdir("cli");
+#define PT "tests/fixtures/torchzip_ckpt.pt --heads 2"
+#define SMP "sample --ckpt " PT " --vae tests/fixtures/vae_tiny.safetensors --n 1 --steps 2 --seed 1 --threads 1"
+    RUN_OK(SMP " --weights online --save-npy %s", tp("online.npy"));
+    RUN_OK(SMP " --weights model --save-npy %s", tp("model.npy"));
+    RUN_OK(SMP " --weights ema --save-npy %s", tp("ema.npy"));
+    size_t na, nb, nc;
+    char *a = tu_read_file(tp("online.npy"), &na), *b = tu_read_file(tp("model.npy"), &nb),
+         *e = tu_read_file(tp("ema.npy"), &nc);
+    ck_assert_msg(a && b && e && na == nb && !memcmp(a, b, na), "sample: --weights model is not online");
+    ck_assert_msg(na == nc && memcmp(a, e, na), "sample: --weights online gave the ema samples");
+    free(a); free(b); free(e);
+    RUN_OK("info " PT " --weights model");
+    char *out_model = strdup(g_out);
+    RUN_OK("info " PT " --weights online");
+    ck_assert_msg(!strcmp(out_model, g_out) && strstr(g_out, "weights from the checkpoint's model"), "%s", g_out);
+    free(out_model);
+    RUN_OK("import " PT " --weights online --out %s", tp("online.safetensors"));
+    RUN_OK("import " PT " --weights model --out %s", tp("model.safetensors"));
+    a = tu_read_file(tp("online.safetensors"), &na), b = tu_read_file(tp("model.safetensors"), &nb);
+    ck_assert_msg(a && b && na == nb && !memcmp(a, b, na), "import: --weights model is not online");
+    free(a); free(b);
+    RUN_OK("import tests/fixtures/torchzip_sd.pt --heads 2 --weights ema --out %s", tp("sd.safetensors"));
+    expect_error(run(SMP " --weights mdoel --out %s", tp("x.png")), "sample --weights mdoel", "--weights mdoel: "
+                 "expected ema or online", NULL);
+    expect_error(run("info " PT " --weights last"), "info --weights last", "--weights last: expected ema or online",
+                 NULL);
+    expect_error(run("import " PT " --weights state_dict --out %s", tp("x.safetensors")), "import --weights state_dict",
+                 "--weights state_dict: expected ema or online", NULL);
+    expect_error(run("train --init %s --init-weights both --out %s", tp("sd.safetensors"), tp("x")),
+                 "train --init-weights both", "--init-weights both: expected ema or online", NULL);
+    ck_assert_msg(!exists(tp("x")) && !exists(tp("x.png")) && !exists(tp("x.safetensors")), "a refused word wrote");
+#undef SMP
+#undef PT
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // Two files hold the same tensors, bit for bit: names, dtypes, shapes and bytes (their metadata may differ).
 static int same_tensors(const char *a, const char *b) {
     StFile fa, fb;
@@ -1266,7 +1308,7 @@ static int same_tensors(const char *a, const char *b) {
 }
 
 // train --init FILE.pt (tests/fixtures/torchzip_*.pt: a bare state dict, a {model, ema, opt, args}
-// checkpoint's ema and its online `model`, F16 storages) trains as --init of the same weights
+// checkpoint's ema and its online `model` (--init-weights model: DiT's word), F16 storages) trains as --init of the same weights
 // converted by `mala import`: the first checkpoints hold the same tensors, bit for bit; the run
 // records which weights it started from; online weights of a bare state dict are refused.
 START_TEST(test_train_init_torch_file) {
@@ -1277,14 +1319,14 @@ START_TEST(test_train_init_torch_file) {
 #define FTP "--heads 2 --batch 4 --iters 1 --log-every 1 --sample-every 0 --threads 2"
     static const struct { const char *pt, *weights, *shown; } cases[] = {
         {"sd", "ema", "the model file's weights"}, {"ckpt", "ema", "(ema weights)"},
-        {"ckpt", "online", "(online weights)"}, {"f16", "ema", "the model file's weights"}};
+        {"ckpt", "model", "(online weights)"}, {"f16", "ema", "the model file's weights"}};
     for (int i = 0; i < 4; i++) {
         char pt[128], st[32], a[32], b[32], a_ck[64], b_ck[64];
         snprintf(pt, sizeof pt, "tests/fixtures/torchzip_%s.pt", cases[i].pt);
         snprintf(st, sizeof st, "m%d.safetensors", i);
         snprintf(a, sizeof a, "pt%d", i);
         snprintf(b, sizeof b, "st%d", i);
-        RUN_OK("import %s --heads 2 %s --out %s", pt, !strcmp(cases[i].weights, "online") ? "--weights model" : "",
+        RUN_OK("import %s --heads 2 %s --out %s", pt, !strcmp(cases[i].weights, "model") ? "--weights online" : "",
                tp(st));
         RUN_OK("train " FTP " --init %s --init-weights %s --data %s --out %s", pt, cases[i].weights, tp("lat"), tp(a));
         ck_assert_msg(strstr(g_err, cases[i].shown) && strstr(g_err, "carried over 22 of 22 tensors"), "%s", g_err);
@@ -1333,6 +1375,7 @@ int main(void) {
     tcase_add_test(names, test_process_name);
     tcase_add_test(names, test_help_and_names);
     tcase_add_test(names, test_info_export_vae);
+    tcase_add_test(names, test_weights_words);
     suite_add_tcase(s, names);
     TCase *t37 = tcase_create("train37");  // --accum, --classes 0, --init
     tcase_set_timeout(t37, 600);
