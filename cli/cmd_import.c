@@ -1,5 +1,5 @@
 // mala import: a model file (safetensors with our metadata) from a file torch.save wrote: DiT's
-// released state dicts and DiT / fast-DiT training checkpoints ({model, ema, opt, args}), in
+// released state dicts, DiG's and DiC's, and DiT / fast-DiT training checkpoints ({model, ema, opt, args}), in
 // either torch format. The configuration is inferred from the tensors (model/torch_config.h).
 #include <strings.h>
 
@@ -21,7 +21,7 @@ int cmd_import(int argc, char **argv) {
     };
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
     args_parse("usage: mala import FILE.pt --out MODEL.safetensors [--dtype f16|bf16|f32] [--weights ema|online] "
-               "[--heads N]\n\nConverts a file torch.save wrote (a DiT state dict or training checkpoint) into a "
+               "[--heads N]\n\nConverts a file torch.save wrote (a DiT, DiG or DiC state dict or training checkpoint) into a "
                "model file;\nan existing file at --out needs --force.",
                opts, sizeof opts / sizeof opts[0], argc, argv, path ? 2 : 1);
     if (!path || !out) FATAL("mala import needs FILE and --out (see --help)");

@@ -16,6 +16,7 @@
 #include "formats/image_io.h"    // defines: IMAGE_MAX_FILE_BYTES
 #include "formats/npy.h"
 #include "formats/png_text.h"
+#include "formats/torch_legacy.h"  // defines: torch_file_open
 
 // 1234567 -> "1,234,567"
 static void grouped(char *buf, size_t n, long long v) {
@@ -172,10 +173,10 @@ static int torch_info(const char *path, const char *sub, int heads, const char *
     NetConfig c;
     ClassNames cn;
     char what[256], desc[256];
-    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) {
-        if (kind) FATAL("%s: %s, not a file mala info reads (as a PyTorch .pt/.pth: %s)", path, kind, err.msg);
-        FATAL("%s", err.msg);
-    }
+    TorchLegacy *t = torch_file_open(path, sub, &err);  // bytes that read as a .pt: its configuration's error alone
+    if (!t && kind) FATAL("%s: %s, not a file mala info reads (as a PyTorch .pt/.pth: %s)", path, kind, err.msg);
+    torch_legacy_close(t);
+    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) FATAL("%s", err.msg);
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  configuration inferred from the tensors: %s\n  classes:", path, what, desc);
     if (cn.n > 16)

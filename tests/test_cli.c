@@ -1247,6 +1247,70 @@ START_TEST(test_sample_torch_file) {
 }
 END_TEST
 
+// A model file of fixture src's model tensors (our reference fixtures also hold grad.*, in.* and out),
+// with its metadata's configuration and class names numbered as a .pt's are.
+static void model_file_of(const char *src, const char *dst) {
+    StFile f;
+    MalaErr err;
+    NetConfig c;
+    ClassNames cn;
+    ck_assert_msg(st_open(&f, src, &err) == 0 && ckpt_read_config(&f, &c, &cn, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    class_names_default(&cn, c.num_classes);
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    for (int i = 0; i < m->nparams; i++) {
+        const ParamInfo *p = &m->params[i];
+        ck_assert_msg(st_load_f32(&f, p->name, p->shape, p->ndim, m->w + p->offset, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, dst, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+    st_close(&f);
+}
+
+// DiG's and DiC's .pt (tools/ref/make_torch_digdic_fixtures.py: our fixtures' tensors, whose names are
+// the official ones, saved by torch.save): the backbone and configuration are inferred from the names
+// (DiC's image size from its checkpoint's args) and the samples equal those of the same weights as
+// a model file bit for bit; a file that fits no backbone is refused naming the first tensor that
+// does not fit.
+START_TEST(test_sample_torch_digdic) {
+    tu_make_tmpdir("cli");
+    static const struct { const char *pt, *src, *desc; } cases[] = {
+        {"dig", "dig_t2", "dig depth 2, hidden 16, heads 2, patch 2, gla, 8x8x1, 3 classes, learned sigma"},
+        {"dic", "dic_t1", "dic hidden 2, depths [3,2,1,2,3], multipliers [3,4,6,4,3], skip stride 2, conv, 8x8x1, "
+                          "3 classes, learned sigma"}};
+    for (int i = 0; i < 2; i++) {
+        char pt[64], src[64], st[32], a[32], b[32];
+        snprintf(pt, sizeof pt, "tests/fixtures/torchzip_%s.pt", cases[i].pt);
+        snprintf(src, sizeof src, "tests/fixtures/%s.safetensors", cases[i].src);
+        snprintf(st, sizeof st, "%s.safetensors", cases[i].pt);
+        snprintf(a, sizeof a, "%s_pt.npy", cases[i].pt);
+        snprintf(b, sizeof b, "%s_st.npy", cases[i].pt);
+        RUN_OK("info %s", pt);
+        ck_assert_msg(strstr(g_out, cases[i].desc), "%s: want '%s' in\n%s", pt, cases[i].desc, g_out);
+        model_file_of(src, tp(st));
+#define DD "--n 3 --steps 3 --sampler ddim --seed 1 --threads 1"
+        RUN_OK("sample --ckpt %s " DD " --save-npy %s", pt, tp(a));
+        RUN_OK("sample --ckpt %s " DD " --save-npy %s", tp(st), tp(b));
+#undef DD
+        size_t na, nb;
+        char *x = tu_read_file(tp(a), &na), *y = tu_read_file(tp(b), &nb);
+        ck_assert_msg(x && y && na == nb && !memcmp(x, y, na), "%s: the .pt and its model file sample differently", pt);
+        free(x); free(y);
+    }
+    expect_error(run("sample --ckpt tests/fixtures/torchzip_nofit.pt --n 1 --out %s", tp("x.png")), "a DiG .pt with "
+                 "a tensor of no backbone", "torchzip_nofit.pt: fits no backbone: tensor 'blocks.0.attn.rotary.weight' "
+                 "[4] is not one of the model", NULL);
+    expect_error(run("sample --ckpt tests/fixtures/torchzip_alien.pt --n 1 --out %s", tp("x.png")), "a state dict of "
+                 "no backbone", "torchzip_alien.pt: fits no backbone: tensor 'conv1.weight' is none of DiT's, DiG's or "
+                 "DiC's", NULL);
+    expect_error(run("info tests/fixtures/torchzip_alien.pt"), "info of a .pt of no backbone", "torchzip_alien.pt: "
+                 "fits no backbone: tensor 'conv1.weight'", NULL);
+    ck_assert_msg(!exists(tp("x.png")), "a refused .pt wrote an image");
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // One vocabulary for which weights of a training checkpoint: ema, or online, which DiT's checkpoints
 // call model. sample, info, import (--weights) and train (--init-weights) take both spellings of
 // online alike and refuse any other word with one line naming the flag.
@@ -1384,6 +1448,7 @@ int main(void) {
     tcase_add_test(t37, test_train_init);
     tcase_add_test(t37, test_sample_torch_file);
     tcase_add_test(t37, test_train_init_torch_file);
+    tcase_add_test(t37, test_sample_torch_digdic);
     tcase_add_test(t37, test_train_eval_every);
     suite_add_tcase(s, t37);
     return tu_run(s);
