@@ -302,6 +302,7 @@ fixtures:
 	/usr/bin/python3 tools/ref/make_sfid_fixture.py
 	/usr/bin/python3 tools/ref/make_torch_zip_fixtures.py
 	/usr/bin/python3 tools/ref/make_torch_1000class_fixture.py
+	/usr/bin/python3 tools/ref/make_torch_digdic_fixtures.py
 	/usr/bin/python3 tools/ref/make_imagenet_classes.py
 
 clean:

@@ -16,6 +16,7 @@
 #include "formats/image_io.h"    // defines: IMAGE_MAX_FILE_BYTES
 #include "formats/npy.h"
 #include "formats/png_text.h"
+#include "formats/torch_legacy.h"  // defines: torch_file_open
 
 // 1234567 -> "1,234,567"
 static void grouped(char *buf, size_t n, long long v) {
@@ -172,10 +173,10 @@ static int torch_info(const char *path, const char *sub, int heads, const char *
     NetConfig c;
     ClassNames cn;
     char what[256], desc[256];
-    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) {
-        if (kind) FATAL("%s: %s, not a file mala info reads (as a PyTorch .pt/.pth: %s)", path, kind, err.msg);
-        FATAL("%s", err.msg);
-    }
+    TorchLegacy *t = torch_file_open(path, sub, &err);  // bytes that read as a .pt: its configuration's error alone
+    if (!t && kind) FATAL("%s: %s, not a file mala info reads (as a PyTorch .pt/.pth: %s)", path, kind, err.msg);
+    torch_legacy_close(t);
+    if (torch_read_config(path, sub, heads, &c, &cn, what, sizeof what, &err)) FATAL("%s", err.msg);
     net_config_describe(&c, desc, sizeof desc);
     printf("%s\n  %s\n  configuration inferred from the tensors: %s\n  classes:", path, what, desc);
     if (cn.n > 16)
@@ -192,7 +193,7 @@ int cmd_info(int argc, char **argv) {
     int tensors = 0, heads = 0;
     const char *weights = "ema";
     Opt opts[] = {{"--tensors", OPT_FLAG, &tensors, NULL, "also list every tensor"},
-                  {"--weights", OPT_STR, &weights, "ema|online", "a PyTorch checkpoint's ema or model sub-dict"},
+                  {"--weights", OPT_STR, &weights, "ema|online", "a PyTorch checkpoint's ema or online (model) sub-dict"},
                   {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else "
                    "DiT's preset)", ARG_MIN(1), ARG_MAX(1024)}};
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
@@ -202,7 +203,7 @@ int cmd_info(int argc, char **argv) {
     if (!path) FATAL("mala info: give a model file (mala info FILE.safetensors)");
     if (is_png_name(path)) return png_info(path);
     if (has_suffix(path, ".npz") || has_suffix(path, ".npy")) return info_result(path);
-    if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
+    weights = weights_online("--weights", weights) ? "online" : "ema";  // "model" is DiT's "online"
     int png;
     const char *kind = other_format(path, &png);
     if (torch_file_sniff(path)) return torch_info(path, !strcmp(weights, "online") ? "model" : NULL, heads, kind);

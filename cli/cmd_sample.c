@@ -210,7 +210,7 @@ int cmd_sample(int argc, char **argv) {
         FATAL("--cfg-channels %s: expected all or a channel count 1..1024", cfg_channels);
     if (gen_cfg_interval_parse(cfg_interval, &go.cfg_lo, &go.cfg_hi))
         FATAL("--cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none", cfg_interval);
-    if (strcmp(weights, "ema") && strcmp(weights, "online")) FATAL("--weights %s: expected ema or online", weights);
+    weights = weights_online("--weights", weights) ? "online" : "ema";  // "model" is DiT's "online"
     ckpt_torch_options(!strcmp(weights, "online"), heads);
     if (cls && labels) FATAL("--class and --labels exclude each other");
     LabelMode lmode = LABELS_BALANCED;

@@ -500,7 +500,7 @@ int cmd_train(int argc, char **argv) {
     eval_every_default(&rs.eval);
     const char *eval_every = NULL, *eval_sampler = NULL, *eval_ref = NULL, *inception = NULL;
     const char *out = "runs/mala", *device = NULL, *precision = NULL, *init = NULL, *init_weights = "ema";
-    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0, dry_run = 0;
+    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0, dry_run = 0, init_heads = 0;
     uint64_t iters = 400000;
     Opt rest[] = {
         {"--data", OPT_STR, &rs.data, "SRC",
@@ -561,6 +561,8 @@ int cmd_train(int argc, char **argv) {
          "checkpoint (step 0, a fresh optimiser; its model unless --model)"},
         {"--init-weights", OPT_STR, &init_weights, "ema|online", "--init of a training checkpoint: its EMA or online "
          "weights"},
+        {"--heads", OPT_INT, &init_heads, "N", "--init of a PyTorch .pt: attention heads (default: its args, else DiT's "
+         "preset for the width)", ARG_MIN(1), ARG_MAX(4096)},
         {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
          "of its memory)", ARG_MIN(0), ARG_MAX(1)},
         OPT_THREADS(&threads),
@@ -587,8 +589,8 @@ int cmd_train(int argc, char **argv) {
     if (init && resume)
         FATAL("--init %s starts a new run from its weights; --resume continues the run in --out: give one of them", init);
     if (GIVEN(init_weights) && !init) FATAL("--init-weights %s: applies to --init FILE only", init_weights);
-    if (strcmp(init_weights, "ema") && strcmp(init_weights, "online"))
-        FATAL("--init-weights %s: expected ema or online", init_weights);
+    if (GIVEN(init_heads) && !init) FATAL("--heads %d: applies to --init FILE.pt only", init_heads);
+    init_weights = weights_online("--init-weights", init_weights) ? "online" : "ema";  // "model": DiT's "online"
     // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
     const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
     if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
@@ -736,7 +738,7 @@ fresh:
     // 2. the data, checked before anything is written; it shapes a fresh model
     NetConfig ic;  // --init: the model fine-tuned, at its image size unless --image-size
     const int from_init = init && !GIVEN(mo.preset) && !GIVEN(mo.backbone);  // else the flags' model
-    if (init) train_init_peek(init, &ic);
+    if (init) train_init_peek(init, init_heads, &ic);
     if (from_init && !GIVEN(mo.image_size)) mo.image_size = ic.image_size;
     const char *model_name = from_init ? "the --init model" : mo.preset;
     // a latent set fixes the image size (its latents'), unless a flag asks for one

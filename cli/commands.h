@@ -59,6 +59,11 @@ void model_opts_apply_given(const ModelOpts *mo, const Opt *opts, const NetConfi
 // Exits with a one-line error for a shape that cannot learn (net_check_learnable).
 void model_check_learnable(const NetConfig *c, const char *preset);
 
+// Which weights of a training checkpoint a command takes (--weights, train's --init-weights): 0 for
+// ema (the default), 1 for online, also spelt model (the name DiT's checkpoints give the online
+// weights: {model, ema, opt, args}). Any other value exits with one line naming flag and value.
+int weights_online(const char *flag, const char *value);
+
 // mkdir -p: creates path and every missing parent; exits with a one-line error naming the part
 // that cannot be created.
 void make_dirs(const char *path);

@@ -6,13 +6,20 @@
 #include <string.h>
 
 #include "model/checkpoint.h"
+#include "model/torch_load.h"
 #include "core/sha256.h"
 #include "train/trainer_init.h"
 
-void train_init_peek(const char *path, NetConfig *ic) {
-    StFile f;
+void train_init_peek(const char *path, int heads, NetConfig *ic) {
     ClassNames cn;
     MalaErr err;
+    if (torch_file_sniff(path)) {
+        if (torch_read_config(path, NULL, heads, ic, &cn, NULL, 0, &err))  // both sets have one shape
+            FATAL("--init %s", err.msg);
+        class_names_free(&cn);
+        return;
+    }
+    StFile f;
     if (st_open(&f, path, &err)) FATAL("--init %s", err.msg);
     if (ckpt_read_config(&f, ic, &cn, &err)) FATAL("--init: %s", err.msg);
     class_names_free(&cn);
@@ -52,10 +59,10 @@ void train_init_load(Trainer *tr, const char *path, int online, int lead, InitMe
     char abs[PATH_MAX];
     snprintf(im->path, sizeof im->path, "%s", realpath(path, abs) ? abs : path);
     if (sha256_file(path, im->sha256, &err)) FATAL("--init %s", err.msg);
-    snprintf(im->weights, sizeof im->weights, "%s", rep.prefix[0] ? "ema" : online ? "online" : "model");
+    snprintf(im->weights, sizeof im->weights, "%s", rep.weights);
     StFile f;
     im->step[0] = 0;
-    if (!st_open(&f, path, &err)) {
+    if (!torch_file_sniff(path) && !st_open(&f, path, &err)) {  // a .pt records no step
         const char *s = st_meta(&f, "step");
         if (s) snprintf(im->step, sizeof im->step, "%s", s);
         st_close(&f);

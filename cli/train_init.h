@@ -2,6 +2,7 @@
 // from FILE (train/trainer_init.h), and where it started recorded in every checkpoint of the run:
 // run.init (the file's absolute path), run.init_sha256 (as sha256sum prints it), run.init_weights
 // (ema, online, or model: a model file's one set) and run.init_step (FILE's step, when it records one).
+// FILE may be ours (safetensors) or a PyTorch .pt (a DiT state dict or training checkpoint).
 #ifndef MALA_TRAIN_INIT_H
 #define MALA_TRAIN_INIT_H
 
@@ -16,8 +17,9 @@ typedef struct {
     const char *kv[2 * INIT_KEYS];
 } InitMeta;
 
-// FILE's configuration and class names; exits with one line naming --init when it is no model file.
-void train_init_peek(const char *path, NetConfig *ic);
+// FILE's configuration; exits with one line naming --init when it is no model file. A PyTorch .pt's
+// is inferred from its tensors (model/torch_config.h; heads > 0: --heads).
+void train_init_peek(const char *path, int heads, NetConfig *ic);
 // The new run's configuration: FILE's, with the model flags given applied (opts: model_opts_table's),
 // and the data's channels, classes and image size (mo after the data shaped it).
 void train_init_config(const ModelOpts *mo, const Opt *opts, const NetConfig *ic, NetConfig *c);

@@ -1,4 +1,5 @@
 // defines: torch_file_open, torch_file_open_mem, torch_file_is_zip, torch_file_name, torch_file_weights, torch_file_arg,
+//          torch_file_arg_int,
 //          torch_legacy_open, torch_legacy_open_mem, torch_legacy_close, torch_legacy_count,
 //          torch_legacy_tensor, torch_legacy_find, torch_tensor_numel, torch_legacy_read_f32,
 //          torch_legacy_serialize, torch_legacy_save
@@ -887,6 +888,16 @@ const char *torch_file_arg(const TorchLegacy *tl, const char *field) {
     const PObj *state = args->type == PO_OBJECT ? args->storage : args->type == PO_DICT ? args : NULL;
     const PObj *v = dict_get(state, field);
     return v && v->type == PO_STR ? v->s : NULL;
+}
+
+int torch_file_arg_int(const TorchLegacy *tl, const char *field, int64_t *v) {
+    const PObj *args = dict_get(tl->top, "args");
+    if (!args) return -1;
+    const PObj *state = args->type == PO_OBJECT ? args->storage : args->type == PO_DICT ? args : NULL;
+    const PObj *x = dict_get(state, field);
+    if (!x || x->type != PO_INT) return -1;
+    *v = x->i;
+    return 0;
 }
 
 void torch_legacy_close(TorchLegacy *tl) {

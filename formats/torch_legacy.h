@@ -79,6 +79,8 @@ const char *torch_file_weights(const TorchLegacy *t);
 // A string field of the checkpoint's `args` record (argparse.Namespace), e.g. "model" -> "DiT-XL/2";
 // NULL when absent or not a string.
 const char *torch_file_arg(const TorchLegacy *t, const char *field);
+// An integer field of `args` (e.g. "image_size" -> 256) into *v; -1 when absent or not an integer.
+int torch_file_arg_int(const TorchLegacy *t, const char *field, int64_t *v);
 
 // torch_file_open(path, NULL, err) and its in-memory twin.
 TorchLegacy *torch_legacy_open(const char *path, MalaErr *err);

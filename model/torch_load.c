@@ -53,7 +53,7 @@ int torch_read_config(const char *path, const char *weights, int heads, NetConfi
                       size_t what_len, MalaErr *err) {
     TorchLegacy *t = torch_file_open(path, weights, err);
     if (!t) return -1;
-    if (torch_infer_config(t, heads, c, err) || net_config_validate(c, err)) {
+    if (torch_infer_config(t, heads, c, err) || net_config_validate(c, err) || torch_check_fit(t, c, err)) {
         torch_legacy_close(t);
         return -1;
     }
@@ -73,7 +73,7 @@ Net *torch_load_model(const char *path, const char *weights, int heads, const Ba
     TorchLegacy *t = torch_file_open(path, weights, err);
     if (!t) return NULL;
     NetConfig c;
-    if (torch_infer_config(t, heads, &c, err) || net_config_validate(&c, err)) {
+    if (torch_infer_config(t, heads, &c, err) || net_config_validate(&c, err) || torch_check_fit(t, &c, err)) {
         torch_legacy_close(t);
         return NULL;
     }

@@ -1231,6 +1231,175 @@ START_TEST(test_sample_torch_file) {
 }
 END_TEST
 
+// A model file of fixture src's model tensors (our reference fixtures also hold grad.*, in.* and out),
+// with its metadata's configuration and class names numbered as a .pt's are.
+static void model_file_of(const char *src, const char *dst) {
+    StFile f;
+    MalaErr err;
+    NetConfig c;
+    ClassNames cn;
+    ck_assert_msg(st_open(&f, src, &err) == 0 && ckpt_read_config(&f, &c, &cn, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    class_names_default(&cn, c.num_classes);
+    Net *m = net_create(&c, backend_cpu(), 1, NET_INFER);
+    for (int i = 0; i < m->nparams; i++) {
+        const ParamInfo *p = &m->params[i];
+        ck_assert_msg(st_load_f32(&f, p->name, p->shape, p->ndim, m->w + p->offset, &err) == 0, "%s", err.msg);
+    }
+    ck_assert_msg(ckpt_save_weights(m, &cn, m->w, ST_F32, dst, &err) == 0, "%s", err.msg);
+    class_names_free(&cn);
+    net_free(m);
+    st_close(&f);
+}
+
+// DiG's and DiC's .pt (tools/ref/make_torch_digdic_fixtures.py: our fixtures' tensors, whose names are
+// the official ones, saved by torch.save): the backbone and configuration are inferred from the names
+// (DiC's image size from its checkpoint's args) and the samples equal those of the same weights as
+// a model file bit for bit; a file that fits no backbone is refused naming the first tensor that
+// does not fit.
+START_TEST(test_sample_torch_digdic) {
+    tu_make_tmpdir("cli");
+    static const struct { const char *pt, *src, *desc; } cases[] = {
+        {"dig", "dig_t2", "dig depth 2, hidden 16, heads 2, patch 2, gla, 8x8x1, 3 classes, learned sigma"},
+        {"dic", "dic_t1", "dic hidden 2, depths [3,2,1,2,3], multipliers [3,4,6,4,3], skip stride 2, conv, 8x8x1, "
+                          "3 classes, learned sigma"}};
+    for (int i = 0; i < 2; i++) {
+        char pt[64], src[64], st[32], a[32], b[32];
+        snprintf(pt, sizeof pt, "tests/fixtures/torchzip_%s.pt", cases[i].pt);
+        snprintf(src, sizeof src, "tests/fixtures/%s.safetensors", cases[i].src);
+        snprintf(st, sizeof st, "%s.safetensors", cases[i].pt);
+        snprintf(a, sizeof a, "%s_pt.npy", cases[i].pt);
+        snprintf(b, sizeof b, "%s_st.npy", cases[i].pt);
+        RUN_OK("info %s", pt);
+        ck_assert_msg(strstr(g_out, cases[i].desc), "%s: want '%s' in\n%s", pt, cases[i].desc, g_out);
+        model_file_of(src, tp(st));
+#define DD "--n 3 --steps 3 --sampler ddim --seed 1 --threads 1"
+        RUN_OK("sample --ckpt %s " DD " --save-npy %s", pt, tp(a));
+        RUN_OK("sample --ckpt %s " DD " --save-npy %s", tp(st), tp(b));
+#undef DD
+        size_t na, nb;
+        char *x = tu_read_file(tp(a), &na), *y = tu_read_file(tp(b), &nb);
+        ck_assert_msg(x && y && na == nb && !memcmp(x, y, na), "%s: the .pt and its model file sample differently", pt);
+        free(x); free(y);
+    }
+    expect_error(run("sample --ckpt tests/fixtures/torchzip_nofit.pt --n 1 --out %s", tp("x.png")), "a DiG .pt with "
+                 "a tensor of no backbone", "torchzip_nofit.pt: fits no backbone: tensor 'blocks.0.attn.rotary.weight' "
+                 "[4] is not one of the model", NULL);
+    expect_error(run("sample --ckpt tests/fixtures/torchzip_alien.pt --n 1 --out %s", tp("x.png")), "a state dict of "
+                 "no backbone", "torchzip_alien.pt: fits no backbone: tensor 'conv1.weight' is none of DiT's, DiG's or "
+                 "DiC's", NULL);
+    expect_error(run("info tests/fixtures/torchzip_alien.pt"), "info of a .pt of no backbone", "torchzip_alien.pt: "
+                 "fits no backbone: tensor 'conv1.weight'", NULL);
+    ck_assert_msg(!exists(tp("x.png")), "a refused .pt wrote an image");
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// One vocabulary for which weights of a training checkpoint: ema, or online, which DiT's checkpoints
+// call model. sample, info, import (--weights) and train (--init-weights) take both spellings of
+// online alike and refuse any other word with one line naming the flag.
+START_TEST(test_weights_words) {
+    tu_make_tmpdir("cli");
+#define PT "tests/fixtures/torchzip_ckpt.pt --heads 2"
+#define SMP "sample --ckpt " PT " --vae tests/fixtures/vae_tiny.safetensors --n 1 --steps 2 --seed 1 --threads 1"
+    RUN_OK(SMP " --weights online --save-npy %s", tp("online.npy"));
+    RUN_OK(SMP " --weights model --save-npy %s", tp("model.npy"));
+    RUN_OK(SMP " --weights ema --save-npy %s", tp("ema.npy"));
+    size_t na, nb, nc;
+    char *a = tu_read_file(tp("online.npy"), &na), *b = tu_read_file(tp("model.npy"), &nb),
+         *e = tu_read_file(tp("ema.npy"), &nc);
+    ck_assert_msg(a && b && e && na == nb && !memcmp(a, b, na), "sample: --weights model is not online");
+    ck_assert_msg(na == nc && memcmp(a, e, na), "sample: --weights online gave the ema samples");
+    free(a); free(b); free(e);
+    RUN_OK("info " PT " --weights model");
+    char *out_model = strdup(g_out);
+    RUN_OK("info " PT " --weights online");
+    ck_assert_msg(!strcmp(out_model, g_out) && strstr(g_out, "weights from the checkpoint's model"), "%s", g_out);
+    free(out_model);
+    RUN_OK("import " PT " --weights online --out %s", tp("online.safetensors"));
+    RUN_OK("import " PT " --weights model --out %s", tp("model.safetensors"));
+    a = tu_read_file(tp("online.safetensors"), &na), b = tu_read_file(tp("model.safetensors"), &nb);
+    ck_assert_msg(a && b && na == nb && !memcmp(a, b, na), "import: --weights model is not online");
+    free(a); free(b);
+    RUN_OK("import tests/fixtures/torchzip_sd.pt --heads 2 --weights ema --out %s", tp("sd.safetensors"));
+    expect_error(run(SMP " --weights mdoel --out %s", tp("x.png")), "sample --weights mdoel", "--weights mdoel: "
+                 "expected ema or online", NULL);
+    expect_error(run("info " PT " --weights last"), "info --weights last", "--weights last: expected ema or online",
+                 NULL);
+    expect_error(run("import " PT " --weights state_dict --out %s", tp("x.safetensors")), "import --weights state_dict",
+                 "--weights state_dict: expected ema or online", NULL);
+    expect_error(run("train --init %s --init-weights both --out %s", tp("sd.safetensors"), tp("x")),
+                 "train --init-weights both", "--init-weights both: expected ema or online", NULL);
+    ck_assert_msg(!exists(tp("x")) && !exists(tp("x.png")) && !exists(tp("x.safetensors")), "a refused word wrote");
+#undef SMP
+#undef PT
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// Two files hold the same tensors, bit for bit: names, dtypes, shapes and bytes (their metadata may differ).
+static int same_tensors(const char *a, const char *b) {
+    StFile fa, fb;
+    MalaErr err;
+    ck_assert_msg(st_open(&fa, a, &err) == 0 && st_open(&fb, b, &err) == 0, "%s", err.msg);
+    int same = fa.n == fb.n;
+    for (int i = 0; same && i < fa.n; i++) {
+        const StTensor *ta = &fa.tensors[i], *tb = &fb.tensors[i];
+        same = !strcmp(ta->name, tb->name) && ta->dtype == tb->dtype && ta->ndim == tb->ndim &&
+               !memcmp(ta->shape, tb->shape, sizeof ta->shape) && ta->end - ta->begin == tb->end - tb->begin &&
+               !memcmp(fa.data + ta->begin, fb.data + tb->begin, ta->end - ta->begin);
+        if (!same) fprintf(stderr, "%s and %s differ at tensor %s\n", a, b, ta->name);
+    }
+    st_close(&fa);
+    st_close(&fb);
+    return same;
+}
+
+// train --init FILE.pt (tests/fixtures/torchzip_*.pt: a bare state dict, a {model, ema, opt, args}
+// checkpoint's ema and its online `model` (--init-weights model: DiT's word), F16 storages) trains as --init of the same weights
+// converted by `mala import`: the first checkpoints hold the same tensors, bit for bit; the run
+// records which weights it started from; online weights of a bare state dict are refused.
+START_TEST(test_train_init_torch_file) {
+    tu_make_tmpdir("cli");
+    make_folder(tp("f4"), 4, 1, 3, 64);  // 8x8x4 latents of the fixtures' model (tests/fixtures/vae_tiny: 8x)
+    RUN_OK("encode --data %s --vae tests/fixtures/vae_tiny.safetensors --image-size 64 --dtype f32 --out %s "
+           "--threads 2", tp("f4"), tp("lat"));
+#define FTP "--heads 2 --batch 4 --iters 1 --log-every 1 --sample-every 0 --threads 2"
+    static const struct { const char *pt, *weights, *shown; } cases[] = {
+        {"sd", "ema", "the model file's weights"}, {"ckpt", "ema", "(ema weights)"},
+        {"ckpt", "model", "(online weights)"}, {"f16", "ema", "the model file's weights"}};
+    for (int i = 0; i < 4; i++) {
+        char pt[128], st[32], a[32], b[32], a_ck[64], b_ck[64];
+        snprintf(pt, sizeof pt, "tests/fixtures/torchzip_%s.pt", cases[i].pt);
+        snprintf(st, sizeof st, "m%d.safetensors", i);
+        snprintf(a, sizeof a, "pt%d", i);
+        snprintf(b, sizeof b, "st%d", i);
+        RUN_OK("import %s --heads 2 %s --out %s", pt, !strcmp(cases[i].weights, "model") ? "--weights online" : "",
+               tp(st));
+        RUN_OK("train " FTP " --init %s --init-weights %s --data %s --out %s", pt, cases[i].weights, tp("lat"), tp(a));
+        ck_assert_msg(strstr(g_err, cases[i].shown) && strstr(g_err, "carried over 22 of 22 tensors"), "%s", g_err);
+        RUN_OK("train " FTP " --init %s --data %s --out %s", tp(st), tp("lat"), tp(b));
+        snprintf(a_ck, sizeof a_ck, "%s/checkpoints/0000001.safetensors", a);
+        snprintf(b_ck, sizeof b_ck, "%s/checkpoints/0000001.safetensors", b);
+        char ca[600];
+        snprintf(ca, sizeof ca, "%s", tp(a_ck));
+        ck_assert_msg(same_tensors(ca, tp(b_ck)), "%s %s: --init of the .pt and of its import train differently",
+                      pt, cases[i].weights);
+    }
+    RUN_OK("info %s", tp("pt2/checkpoints/0000001.safetensors"));
+    ck_assert_msg(strstr(g_out, "fine-tuned from ") && strstr(g_out, "torchzip_ckpt.pt (online weights), sha256 "),
+                  "%s", g_out);
+    expect_error(run("train " FTP " --init tests/fixtures/torchzip_sd.pt --init-weights online --data %s --out %s",
+                     tp("lat"), tp("x")), "online of a bare state dict", "--init-weights online:",
+                 "holds one set of weights");
+    expect_error(run("train --batch 4 --init tests/fixtures/torchzip_sd.pt --data %s --out %s", tp("lat"), tp("x")),
+                 "a .pt of no preset width without --heads", "torchzip_sd.pt", "give --heads");
+    ck_assert_msg(!exists(tp("x")), "a refused --init created its run directory");
+#undef FTP
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -1254,6 +1423,7 @@ int main(void) {
     tcase_add_test(names, test_process_name);
     tcase_add_test(names, test_help_and_names);
     tcase_add_test(names, test_info_export_vae);
+    tcase_add_test(names, test_weights_words);
     suite_add_tcase(s, names);
     TCase *t37 = tcase_create("train37");  // --accum, --classes 0, --init
     tcase_set_timeout(t37, 600);
@@ -1261,6 +1431,8 @@ int main(void) {
     tcase_add_test(t37, test_train_unconditional);
     tcase_add_test(t37, test_train_init);
     tcase_add_test(t37, test_sample_torch_file);
+    tcase_add_test(t37, test_train_init_torch_file);
+    tcase_add_test(t37, test_sample_torch_digdic);
     tcase_add_test(t37, test_train_eval_every);
     suite_add_tcase(s, t37);
     return tu_run(s);

@@ -243,7 +243,7 @@ START_TEST(infer_xl2_config) {
     ck_assert(c.latent_scale == 0.18215f);
     ck_assert_msg(torch_infer_config(t, 12, &c, &err) == 0 && c.dit.heads == 12, "--heads wins");
     torch_legacy_close(t);
-    // a state dict of no backbone: the line names what is missing and the first tensor
+    // a state dict of no backbone: the line names its first tensor that is none of theirs
     ts[0].name = "encoder.conv_in.weight";
     ts[1].name = "encoder.conv_in.bias";
     free(buf);
@@ -251,8 +251,8 @@ START_TEST(infer_xl2_config) {
     t = torch_file_open_mem(buf, len, "vae.pt", NULL, &err);
     ck_assert_ptr_nonnull(t);
     ck_assert_int_ne(torch_infer_config(t, 0, &c, &err), 0);
-    ck_assert_str_eq(err.msg, "vae.pt: fits no backbone: no x_embedder.proj.weight [hidden, C, p, p] (first tensor: "
-                              "encoder.conv_in.weight)");
+    ck_assert_str_eq(err.msg, "vae.pt: fits no backbone: tensor 'encoder.conv_in.weight' is none of DiT's, DiG's or "
+                              "DiC's");
     torch_legacy_close(t);
     free(buf);
 }

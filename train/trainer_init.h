@@ -1,5 +1,5 @@
 // Fine-tuning (mala train --init FILE): a new run's weights from a model file or from a training
-// checkpoint's EMA or online weights. The trainer is built for the new run's configuration (its
+// checkpoint's EMA or online weights, ours or a PyTorch .pt (train/init_file.h). The trainer is built for the new run's configuration (its
 // data's classes and image size) and initialised as a fresh run (trainer_init_weights); then every
 // tensor whose name and shape the file shares is carried over exactly, into the weights and the EMA.
 // Two kinds may differ, and keep the fresh run's values: a label table with another row count
@@ -16,7 +16,8 @@
 enum { INIT_LIST = 8 };  // the new tensors named in a report
 
 typedef struct {
-    const char *prefix;           // the file's tensors used: "ema." or "" (a model file, or --init-weights online)
+    char prefix[24];              // how the file names the set's tensors: "ema.", "model." or "" (init_file.h)
+    const char *weights;          // the set: "ema", "online" or "model" (a file's one set)
     int carried, fresh, recomputed;
     size_t carried_floats;
     char fresh_names[INIT_LIST][200];     // "name [rows, cols] (why)"
