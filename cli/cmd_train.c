@@ -4,7 +4,7 @@
 // Run directory: checkpoints/NNNNNNN.safetensors, log.csv, loss.png, samples/NNNNNNN.png, a TensorBoard
 // event file per process start (events.out.tfevents.*: log.csv's rows and the grids), created
 // once everything else has been checked; with --eval-every, evals.csv, fd.png, best.json and
-// best.safetensors (cli/train_eval.h). A directory holds one run: training into one that already
+// best.safetensors (train/train_eval.h). A directory holds one run: training into one that already
 // has log rows, checkpoints or grids needs --resume (one that a start left before its first logged
 // step is used again). The run's target step, data and logging settings travel in the checkpoints'
 // metadata (run.*), so --resume continues with them unless they are given again. A stop by SIGINT /
@@ -36,13 +36,16 @@
 #include "data/latents.h"  // defines: latent_is_set
 #include "eval/line_plot.h"
 #include "core/progress.h"
+#include "train/run_settings.h"
+#include "train/train_grid.h"
+#include "train/train_run.h"
 #include "train/train_meta.h"  // defines: train_meta_opt_u64
 #include "train/run_dir.h"
 #include "train/trainer.h"
 #include "cpu/cpu_threads.h"
-#include "cli/train_tensorboard.h"
+#include "train/train_tensorboard.h"
 #include "cli/train_batch.h"
-#include "cli/train_eval.h"
+#include "train/train_eval.h"
 #include "cli/train_init.h"
 
 static volatile sig_atomic_t stop_requested = 0, signals_seen = 0, signal_says = 0;
@@ -80,71 +83,6 @@ static double history_load(RunLog *h, const char *csv, uint64_t upto) {
     return h->n && !isnan(h->elapsed[h->n - 1]) ? h->elapsed[h->n - 1] : 0;
 }
 
-// The sample grid of the EMA weights, through the one sampling API (DDIM, guidance 4, a fixed
-// seed, so grids of one run are comparable): --sample-images images (default 4 per class, at most
-// 64) in --sample-steps DDIM steps (default 50), with a progress line; a signal cancels it.
-// A latent model's grid decodes through --vae (pipeline/decode.c).
-typedef struct {
-    Generator g;
-    int n, per_class, steps;
-    float *x, *img;
-    int32_t *y;
-    Progress pg;
-    double t0;
-} Preview;
-
-static void preview_init(Preview *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
-                         int images, int steps) {
-    p->n = train_grid_images(c, images);
-    p->steps = steps;
-    generator_new(&p->g, c, cn, be, p->n);
-    MalaErr err;
-    if (generator_attach_vae(&p->g, vae, "the model trained", &err)) FATAL("%s", err.msg);
-    p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
-    p->img = xmalloc((size_t)p->n * generator_out_floats(&p->g) * sizeof(float));
-    p->y = xmalloc(p->n * sizeof(int32_t));
-    const int K = c->num_classes > 0 ? c->num_classes : 1;  // unconditional: label 0, no guidance
-    p->per_class = p->n / K > 0 ? p->n / K : 1;
-    for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % K;
-}
-
-static int preview_step(void *ctx, int i, int n, const float *x0) {
-    Preview *p = ctx;
-    char eta[32];
-    progress_format_eta(eta, sizeof eta, (n - i - 1) * (now_seconds() - p->t0) / (i + 1));
-    progress_update(&p->pg, i + 1 == n, "sample grid: %d images, DDIM step %d/%d, ETA %s (--sample-images, "
-                    "--sample-steps)", p->n, i + 1, n, eta);
-    return stop_requested != 0;  // a stop does not wait for the grid
-}
-
-// 0 when the grid was written to path.
-static int preview_write(Preview *p, const Trainer *tr, const char *path) {
-    MalaErr err;
-    tr->be->copy(p->g.net->w, tr->ema, tr->net->n_floats * sizeof(float));
-    GenOpts o = gen_opts_default();
-    o.kind = SAMPLER_DDIM;
-    if (tr->net->cfg.num_classes == 0) o.cfg_scale = 1.0f;
-    o.steps = p->steps;
-    generator_noise(&p->g, p->x, 1234, 0, p->n);
-    const int oc = generator_out_channels(&p->g), os = generator_out_size(&p->g);
-    const int k = tr->net->cfg.num_classes;
-    const int cols = !k ? (p->n < 8 ? p->n : 8) : p->per_class > 1 ? p->per_class : p->n < k ? p->n : k;
-    progress_init(&p->pg, stderr);
-    p->t0 = now_seconds();
-    int rc = generator_run(&p->g, &o, p->x, p->y, p->n, 1234, 0, preview_step, p, &err);
-    progress_break(&p->pg);
-    if (rc == SAMPLER_CANCELLED) {
-        fprintf(stderr, "sample grid: cancelled by the stop (no %s)\n", path);
-        return -1;
-    }
-    if (rc < 0 || generator_decode(&p->g, p->x, p->n, p->img, &err) ||
-        image_save_grid(path, p->img, p->n, oc, os, os, cols, 2, &err)) {
-        fprintf(stderr, "warning: sample grid: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
 // --vae, checked before anything is written: a latent set's decoder (a VAE file whose latents have the
 // set's channels). DiT's `--vae ema|mse` name a download; here the flag names the file.
 static void check_vae(const char *vae, const char *data, const Dataset *ds) {
@@ -160,119 +98,6 @@ static void check_vae(const char *vae, const char *data, const Dataset *ds) {
         FATAL("--vae %s: its latents have %d channels, %s's have %d", vae, vc.latent, data, ds->channels);
 }
 
-static void preview_free(Preview *p) {
-    free(p->x);
-    free(p->img);
-    free(p->y);
-    generator_close(&p->g);
-}
-
-// ---- the run's settings in the checkpoint metadata (run.*) ----
-
-typedef struct {
-    const char *data;
-    const char *vae;                 // latent data: the VAE of the sample grids ("" = none)
-    int log_every, sample_every, ckpt_every, hflip, limit, keep;
-    int sample_steps, sample_images;  // the grids' DDIM steps and images (0 = 4 per class, at most 64)
-    uint64_t iters;                  // the step the run trains to
-    double elapsed;                  // training seconds before this process started (from log.csv)
-    char channels_from[16], classes_from[16];  // "data" or the flag that set them
-    int tensorboard;                 // 1: the TensorBoard event file
-    char precision[8];               // what the products ran in: be->precision() of the writing process
-    InitMeta init;                   // --init: where the run started (run.init*)
-    EvalEvery eval;                  // --eval-every and its settings (run.eval)
-} RunSettings;
-
-enum { RUN_INTS = 9, RUN_KEYS = 7 + RUN_INTS };  // 5 strings, the integers, run.iters, run.eval
-
-// The integer settings: key, flag range (as the flag accepts them).
-static const struct { const char *key; int lo, hi; } RUN_INT_KEYS[RUN_INTS] = {
-    {"run.log_every", 1, INT_MAX}, {"run.sample_every", 0, INT_MAX}, {"run.ckpt_every", 1, INT_MAX},
-    {"run.hflip", -1, 1},          {"run.limit", 0, INT_MAX},        {"run.keep", 1, INT_MAX},
-    {"run.sample_steps", 1, 1000}, {"run.sample_images", 0, 256}, {"run.tensorboard", 0, 1},
-};
-
-static int *run_ints(RunSettings *r, int i) {
-    int *v[RUN_INTS] = {&r->log_every, &r->sample_every, &r->ckpt_every, &r->hflip,
-                        &r->limit,     &r->keep,         &r->sample_steps, &r->sample_images, &r->tensorboard};
-    return v[i];
-}
-
-typedef struct {
-    char val[RUN_KEYS][4200];
-    const char *kv[2 * (RUN_KEYS + INIT_KEYS)];
-    int n;  // pairs in kv
-} RunMeta;
-
-// Fills the key/value list trainer_save writes. Nothing that differs between two runs of the same
-// steps and settings goes in (no clock), so a resumed run's checkpoints stay byte-identical to a
-// straight one's.
-static void run_meta_fill(RunMeta *m, RunSettings *r) {
-    static const char *keys[5] = {"run.data", "run.channels_from", "run.classes_from", "run.vae", "run.precision"};
-    snprintf(m->val[0], sizeof m->val[0], "%s", r->data);
-    snprintf(m->val[1], sizeof m->val[0], "%s", r->channels_from);
-    snprintf(m->val[2], sizeof m->val[0], "%s", r->classes_from);
-    snprintf(m->val[3], sizeof m->val[0], "%s", r->vae ? r->vae : "");
-    snprintf(m->val[4], sizeof m->val[0], "%s", r->precision);
-    for (int i = 0; i < 5; i++) m->kv[2 * i] = keys[i];
-    for (int i = 0; i < RUN_INTS; i++) {
-        snprintf(m->val[5 + i], sizeof m->val[0], "%d", *run_ints(r, i));
-        m->kv[2 * (5 + i)] = RUN_INT_KEYS[i].key;
-    }
-    m->kv[2 * RUN_KEYS - 4] = "run.iters";
-    snprintf(m->val[RUN_KEYS - 2], sizeof m->val[0], "%llu", (unsigned long long)r->iters);
-    m->kv[2 * RUN_KEYS - 2] = "run.eval";
-    eval_every_meta(&r->eval, m->val[RUN_KEYS - 1], sizeof m->val[0]);
-    for (int i = 0; i < RUN_KEYS; i++) m->kv[2 * i + 1] = m->val[i];
-    int k = init_meta_pairs(&r->init);  // a fine-tuned run's origin
-    memcpy(m->kv + 2 * RUN_KEYS, r->init.kv, 2 * k * sizeof(char *));
-    m->n = RUN_KEYS + k;
-}
-
-// A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; a value out
-// of range or malformed stops with the file and the key (a damaged --log-every 0 would divide by 0).
-static int meta_int(const StFile *f, const char *key, int lo, int hi, int *out) {
-    const char *v = st_meta(f, key);
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi)
-        FATAL("%s: metadata '%s' = '%s' is not an integer from %d to %d", f->path, key, v, lo, hi);
-    *out = (int)x;
-    return 1;
-}
-
-// Reads the run.* settings of a checkpoint into r (keeps r's values for keys it lacks); strings
-// are copied into buf. *iters_found: whether it stores the run's --iters (older files do not).
-// Returns the number of keys found.
-static int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap,
-                         int *iters_found) {
-    StFile f;
-    MalaErr err;
-    *iters_found = 0;
-    if (st_open(&f, path, &err)) return 0;
-    int found = 0;
-    const char *data = st_meta(&f, "run.data");
-    if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
-    const char *vae = st_meta(&f, "run.vae");
-    if (vae) { snprintf(vae_buf, vae_cap, "%s", vae); r->vae = vae_buf[0] ? vae_buf : NULL; }
-    for (int i = 0; i < RUN_INTS; i++)
-        found += meta_int(&f, RUN_INT_KEYS[i].key, RUN_INT_KEYS[i].lo, RUN_INT_KEYS[i].hi, run_ints(r, i));
-    int rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, &err);
-    if (rc < 0) FATAL("%s", err.msg);
-    *iters_found = rc == 0;
-    init_meta_read(&f, &r->init);
-    const char *ev = st_meta(&f, "run.eval");
-    if (ev && *ev && eval_every_meta_read(ev, &r->eval)) FATAL("%s: metadata 'run.eval' is malformed", path);
-    const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
-    const char *prec = st_meta(&f, "run.precision");  // (absent in older files: "")
-    snprintf(r->precision, sizeof r->precision, "%s", prec ? prec : "");
-    if (cf) snprintf(r->channels_from, sizeof r->channels_from, "%s", cf);
-    if (kf) snprintf(r->classes_from, sizeof r->classes_from, "%s", kf);
-    st_close(&f);
-    return found;
-}
 
 // --resume: without --precision the run goes on in the precision it trained in (run.precision; tf32
 // is fp32 on the CPU); --precision given may change it (checkpoints hold fp32 either way). A note says
@@ -456,35 +281,6 @@ static void refuse_out_in_data(const char *out, const char *spec) {
     if (!strcmp(o, d) || (!strncmp(o, d, l) && (o[l] == '/' || (l == 1 && d[0] == '/'))))
         FATAL("--out %s is %s --data %s (%s): the run's files would become part of the data; choose a directory "
               "outside it", out, strcmp(o, d) ? "inside" : "the same directory as", spec, d);
-}
-
-// Every rank's weights and EMA must be rank 0's: a replica that drifted (a non-deterministic
-// reduction, a bad node) stops the job with an error instead of averaging unrelated models.
-static void check_replicas(const Trainer *tr) {
-    if (tr->world == 1) return;
-    uint64_t h = trainer_weights_hash(tr), h0 = h;
-    dist_bcast(&h0, sizeof h0, 0);
-    if (!dist_any(h != h0)) return;
-    if (h != h0)
-        fprintf(stderr, "error: rank %d: weights differ from rank 0's at step %llu (hash %016llx, rank 0 %016llx): the "
-                "replicas diverged; stopping (resume from the last checkpoint)\n", tr->rank,
-                (unsigned long long)tr->step, (unsigned long long)h, (unsigned long long)h0);
-    dist_barrier();
-    dist_finalize();
-    exit(1);
-}
-
-// Test hook for the check above: MALA_TEST_DIVERGE=RANK:STEP nudges one weight of that rank
-// after that step by one ulp, as a replica that drifted would.
-static void maybe_diverge(const Trainer *tr) {
-    const char *e = getenv("MALA_TEST_DIVERGE");
-    int rank;
-    unsigned long long step;
-    if (!e || sscanf(e, "%d:%llu", &rank, &step) != 2 || rank != tr->rank || step != tr->step) return;
-    float w;
-    tr->be->to_host(&w, tr->net->w, sizeof w);
-    w = nextafterf(w, INFINITY);
-    tr->be->to_device(tr->net->w, &w, sizeof w);
 }
 
 // ---- the command ----
@@ -802,7 +598,6 @@ fresh:
             FATAL("--hflip 1: %s holds one view per image; encode with `mala encode --hflip` to train with flips", rs.data);
         hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
     }
-    size_t per = (size_t)c.in_channels * c.image_size * c.image_size;
     // the sample grids' settings and their VAE, checked before the memory plan prints its line
     if (!lead) rs.sample_every = 0;  // rank 0's grids only
     int grid_every = rs.sample_every;
@@ -825,8 +620,8 @@ fresh:
     Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);
     if (!ld) FATAL("%s", err.msg);
     if (world > 1) loader_shard(ld, batch, rank * (batch / world));
-    Preview pv = {0};
-    if (grid_every > 0) preview_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps);
+    TrainGrid pv = {0};
+    if (grid_every > 0) train_grid_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps, &stop_requested);
 
     // 4. the trainer (a fresh one: --init's weights checked and loaded first), then the run directory
     // (rank 0's, once every rank has checked the run)
@@ -889,7 +684,7 @@ fresh:
     tr->n_meta = meta.n;
     tr->meta = meta.kv;
     loader_seek(ld, tr->batches);
-    check_replicas(tr);
+    train_check_replicas(tr);
 
     char desc[256];
     net_config_describe(&c, desc, sizeof desc);
@@ -920,117 +715,13 @@ fresh:
         fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
                 "on)\n", (unsigned long long)tr->step);
 
-    float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
-    int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
-    double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
-    int acc_n = 0, rc = 0;
-    uint64_t start_step = tr->step, last_saved = tr->step;
-    Progress pg;
-    progress_init(&pg, stderr);
-    // a point whose evaluation a stop cut short (its checkpoint is this step's) is evaluated first
-    if (tev && tr->step > 0 && !dist_any(stop_requested) && train_eval_due(tev, tr->step, iters))
-        t_log += train_eval_run(tev, tr, rs.elapsed, &tb, &stop_requested);
-    while (tr->step < iters && !dist_any(stop_requested)) {
-        for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
-        StepStats st = trainer_step(tr, x, y);
-        maybe_diverge(tr);
-        if (st.skipped) {
-            progress_break(&pg);
-            if (lead) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
-                    (unsigned long long)tr->step + 1, tr->bad_in_a_row);
-            if (tr->bad_in_a_row >= to.max_bad_steps) {
-                if (lead) fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
-                        tr->bad_in_a_row, last_saved ? (run_ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
-                rc = 1;
-                break;
-            }
-            continue;
-        }
-        acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
-        double now = now_seconds();
-        const int log_now = tr->step % rs.log_every == 0 || tr->step == iters;  // the last step too
-        if (log_now) check_replicas(tr);
-        if (lead && log_now) {
-            double rate = acc_n * (double)batch * accum / (now - t_log);  // images, not batches
-            double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
-            char etas[32], stamp[32];
-            progress_format_eta(etas, sizeof etas, eta);
-            progress_update(&pg, tr->step == iters, "step %llu/%llu  loss %.4f (mse %.4f vb %.4f)  grad %.3f  %.1f img/s  ETA %s",
-                            (unsigned long long)tr->step, (unsigned long long)iters, acc_loss / acc_n, acc_mse / acc_n,
-                            acc_vb / acc_n, acc_gn / acc_n, rate, etas);
-            time_t wall = time(NULL);
-            strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
-            FILE *f = fopen(csv, "a");
-            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
-                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
-                              train_lr(&to, tr->step),
-                              (unsigned long long)tr->skipped_total, rs.elapsed + (now - t_start), stamp) < 0 ||
-                fclose(f))
-                FATAL("%s: cannot append: %s", csv, strerror(errno));
-            TbRow row = {acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
-                         train_lr(&to, tr->step), tr->skipped_total};
-            if (tb.f && tb_log_row(&tb, tr->step, &row, &err)) FATAL("%s", err.msg);
-            run_log_add(&hist, tr->step, acc_loss / acc_n, NAN, NAN);
-            if (loss_plot_png(plot, hist.step, hist.loss, hist.n, &err)) {
-                progress_break(&pg);
-                fprintf(stderr, "warning: %s\n", err.msg);
-            }
-            acc_loss = acc_mse = acc_vb = acc_gn = 0;
-            acc_n = 0;
-            t_log = now;
-        }
-        if ((lead || tr->zero) && (tr->step % rs.ckpt_every == 0 || tr->step == iters)) {  // ZeRO: all gather
-            run_ckpt_path(path, sizeof path, out, tr->step);
-            run_meta_fill(&meta, &rs);
-            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-            last_saved = tr->step;
-            if (lead) run_prune_checkpoints(out, rs.keep, tr->step);
-        }
-        if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
-            snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
-            double t0 = now_seconds();
-            progress_break(&pg);
-            if (!preview_write(&pv, tr, path) && tb.f &&  // also the final grid, at the run's last step
-                tb_log_grid(&tb, tr->step, path, &err))
-                FATAL("%s", err.msg);
-            t_log += now_seconds() - t0;   // img/s counts training only
-        }
-        if (tev && train_eval_due(tev, tr->step, iters)) {
-            progress_break(&pg);
-            t_log += train_eval_run(tev, tr, rs.elapsed + (now_seconds() - t_start), &tb, &stop_requested);
-        }
-    }
-    progress_break(&pg);
-    int stopped = dist_any(stop_requested);  // the vote that ended the loop (a signal on any rank)
-    if (stopped) {  // also when it came during start-up or while a checkpoint was written
-        int wrote = tr->step != last_saved;
-        if (wrote && (lead || tr->zero)) {
-            run_ckpt_path(path, sizeof path, out, tr->step);
-            run_meta_fill(&meta, &rs);
-            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
-            if (lead) run_prune_checkpoints(out, rs.keep, tr->step);
-        }
-        if (wrote) last_saved = tr->step;
-        char why[48] = "a signal to another process";
-        if (stop_requested) snprintf(why, sizeof why, "signal %d", (int)stop_requested);
-        if (last_saved) run_ckpt_path(path, sizeof path, out, last_saved);
-        if (lead)
-            fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
-                    !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
-                    last_saved ? path : "written", last_saved ? " (continue with --resume)" : "");
-        // as a shell reports a command a signal ended: 128 + the signal (every rank: SIGINT's if any rank had one)
-        int sigint = dist_any(stop_requested == SIGINT);
-        if (rc == 0) rc = 128 + (sigint ? SIGINT : SIGTERM);
-    } else if (lead && rc == 0) {
-        fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
-                now_seconds() - t_start, dir);
-    }
+    TrainRun run = {tr, ld, &to, &rs, &meta, out, batch, accum, grid_every > 0 ? &pv : NULL, grid_every, tev, &tb, &hist,
+                    lead, &stop_requested};
+    int rc = train_run_loop(&run);
 #undef GIVEN
     if (tfev_close(&tb, &err)) FATAL("%s", err.msg);
-    if (grid_every > 0) preview_free(&pv);
+    if (grid_every > 0) train_grid_free(&pv);
     train_eval_free(tev);
-    free(x);
-    free(y);
     run_log_free(&hist);
     loader_free(ld);
     dataset_close(ds);

@@ -69,25 +69,3 @@ void train_init_load(Trainer *tr, const char *path, int online, int lead, InitMe
     }
     if (lead) print_report(&rep, path, im);
 }
-
-int init_meta_pairs(InitMeta *im) {
-    if (!im->path[0]) return 0;
-    static const char *keys[INIT_KEYS] = {"run.init", "run.init_sha256", "run.init_weights", "run.init_step"};
-    const char *vals[INIT_KEYS] = {im->path, im->sha256, im->weights, im->step};
-    for (int i = 0; i < INIT_KEYS; i++) {
-        im->kv[2 * i] = keys[i];
-        im->kv[2 * i + 1] = vals[i];
-    }
-    return INIT_KEYS;
-}
-
-void init_meta_read(const StFile *f, InitMeta *im) {
-    const char *p = st_meta(f, "run.init"), *h = st_meta(f, "run.init_sha256"), *w = st_meta(f, "run.init_weights");
-    const char *s = st_meta(f, "run.init_step");
-    memset(im, 0, sizeof *im);
-    if (!p) return;
-    snprintf(im->path, sizeof im->path, "%s", p);
-    snprintf(im->sha256, sizeof im->sha256, "%s", h ? h : "");
-    snprintf(im->weights, sizeof im->weights, "%s", w ? w : "");
-    snprintf(im->step, sizeof im->step, "%s", s ? s : "");
-}

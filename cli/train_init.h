@@ -8,14 +8,9 @@
 
 #include "cli/commands.h"
 #include "formats/safetensors.h"
+#include "train/run_settings.h"  // defines: InitMeta
 #include "train/trainer.h"
 
-enum { INIT_KEYS = 4 };
-
-typedef struct {
-    char path[4200], sha256[65], weights[8], step[24];  // path[0] = 0: not a fine-tuned run
-    const char *kv[2 * INIT_KEYS];
-} InitMeta;
 
 // FILE's configuration; exits with one line naming --init when it is no model file. A PyTorch .pt's
 // is inferred from its tensors (model/torch_config.h; heads > 0: --heads).
@@ -29,9 +24,4 @@ void train_init_check(const NetConfig *c, const char *path, int online);
 // Loads FILE's weights into the fresh trainer (exits naming the first tensor that does not fit),
 // prints what was carried over and what is new (when lead), and fills im.
 void train_init_load(Trainer *tr, const char *path, int online, int lead, InitMeta *im);
-// The metadata pairs of im into im->kv: INIT_KEYS pairs, or 0 for a run that is not fine-tuned.
-int init_meta_pairs(InitMeta *im);
-// A resumed run's origin from its checkpoint f (im->path empty when it has none).
-void init_meta_read(const StFile *f, InitMeta *im);
-
 #endif

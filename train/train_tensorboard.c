@@ -1,5 +1,5 @@
-// mala train's TensorBoard log (cli/train_tensorboard.h).
-#include "cli/train_tensorboard.h"
+// mala train's TensorBoard log (train/train_tensorboard.h).
+#include "train/train_tensorboard.h"
 
 #include <errno.h>
 #include <stdlib.h>

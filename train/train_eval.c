@@ -1,6 +1,6 @@
 // defines: eval_every_default, eval_every_parse, eval_every_meta, eval_every_meta_read, train_eval_open,
 //          train_eval_due, train_eval_run, train_eval_free
-#include "cli/train_eval.h"
+#include "train/train_eval.h"
 
 #include <errno.h>
 #include <math.h>

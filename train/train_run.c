@@ -1,0 +1,169 @@
+// defines: train_run_loop, train_check_replicas
+#include "train/train_run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/dist.h"
+#include "core/progress.h"
+#include "eval/line_plot.h"
+#include "train/run_dir.h"
+#include "train/train_tensorboard.h"
+
+// Every rank's weights and EMA must be rank 0's: a replica that drifted (a non-deterministic
+// reduction, a bad node) stops the job with an error instead of averaging unrelated models.
+void train_check_replicas(const Trainer *tr) {
+    if (tr->world == 1) return;
+    uint64_t h = trainer_weights_hash(tr), h0 = h;
+    dist_bcast(&h0, sizeof h0, 0);
+    if (!dist_any(h != h0)) return;
+    if (h != h0)
+        fprintf(stderr, "error: rank %d: weights differ from rank 0's at step %llu (hash %016llx, rank 0 %016llx): the "
+                "replicas diverged; stopping (resume from the last checkpoint)\n", tr->rank,
+                (unsigned long long)tr->step, (unsigned long long)h, (unsigned long long)h0);
+    dist_barrier();
+    dist_finalize();
+    exit(1);
+}
+
+// Test hook for the check above: MALA_TEST_DIVERGE=RANK:STEP nudges one weight of that rank
+// after that step by one ulp, as a replica that drifted would.
+static void maybe_diverge(const Trainer *tr) {
+    const char *e = getenv("MALA_TEST_DIVERGE");
+    int rank;
+    unsigned long long step;
+    if (!e || sscanf(e, "%d:%llu", &rank, &step) != 2 || rank != tr->rank || step != tr->step) return;
+    float w;
+    tr->be->to_host(&w, tr->net->w, sizeof w);
+    w = nextafterf(w, INFINITY);
+    tr->be->to_device(tr->net->w, &w, sizeof w);
+}
+
+int train_run_loop(TrainRun *r) {
+    Trainer *tr = r->tr;
+    Loader *ld = r->ld;
+    RunSettings *rs = r->rs;
+    const TrainOpts to = *r->to;
+    const uint64_t iters = rs->iters;
+    const int batch = r->batch, accum = r->accum, lead = r->lead, grid_every = r->grid_every;
+    const char *out = r->out;
+    const NetConfig *c = &tr->net->cfg;
+    const size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
+    char dir[4096], path[4200], csv[4200], plot[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoints", out);
+    snprintf(csv, sizeof csv, "%s/log.csv", out);
+    snprintf(plot, sizeof plot, "%s/loss.png", out);
+    MalaErr err;
+    float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
+    int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
+    double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
+    int acc_n = 0, rc = 0;
+    uint64_t start_step = tr->step, last_saved = tr->step;
+    Progress pg;
+    progress_init(&pg, stderr);
+    // a point whose evaluation a stop cut short (its checkpoint is this step's) is evaluated first
+    if (r->tev && tr->step > 0 && !dist_any((*r->stop)) && train_eval_due(r->tev, tr->step, iters))
+        t_log += train_eval_run(r->tev, tr, rs->elapsed, r->tb, r->stop);
+    while (tr->step < iters && !dist_any((*r->stop))) {
+        for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
+        StepStats st = trainer_step(tr, x, y);
+        maybe_diverge(tr);
+        if (st.skipped) {
+            progress_break(&pg);
+            if (lead) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
+                    (unsigned long long)tr->step + 1, tr->bad_in_a_row);
+            if (tr->bad_in_a_row >= to.max_bad_steps) {
+                if (lead) fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
+                        tr->bad_in_a_row, last_saved ? (run_ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
+                rc = 1;
+                break;
+            }
+            continue;
+        }
+        acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
+        double now = now_seconds();
+        const int log_now = tr->step % rs->log_every == 0 || tr->step == iters;  // the last step too
+        if (log_now) train_check_replicas(tr);
+        if (lead && log_now) {
+            double rate = acc_n * (double)batch * accum / (now - t_log);  // images, not batches
+            double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
+            char etas[32], stamp[32];
+            progress_format_eta(etas, sizeof etas, eta);
+            progress_update(&pg, tr->step == iters, "step %llu/%llu  loss %.4f (mse %.4f vb %.4f)  grad %.3f  %.1f img/s  ETA %s",
+                            (unsigned long long)tr->step, (unsigned long long)iters, acc_loss / acc_n, acc_mse / acc_n,
+                            acc_vb / acc_n, acc_gn / acc_n, rate, etas);
+            time_t wall = time(NULL);
+            strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&wall));
+            FILE *f = fopen(csv, "a");
+            if (!f || fprintf(f, "%llu,%.6g,%.6g,%.6g,%.6g,%.2f,%g,%llu,%.3f,%s\n", (unsigned long long)tr->step,
+                              acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
+                              train_lr(&to, tr->step),
+                              (unsigned long long)tr->skipped_total, rs->elapsed + (now - t_start), stamp) < 0 ||
+                fclose(f))
+                FATAL("%s: cannot append: %s", csv, strerror(errno));
+            TbRow row = {acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
+                         train_lr(&to, tr->step), tr->skipped_total};
+            if (r->tb->f && tb_log_row(r->tb, tr->step, &row, &err)) FATAL("%s", err.msg);
+            run_log_add(r->hist, tr->step, acc_loss / acc_n, NAN, NAN);
+            if (loss_plot_png(plot, r->hist->step, r->hist->loss, r->hist->n, &err)) {
+                progress_break(&pg);
+                fprintf(stderr, "warning: %s\n", err.msg);
+            }
+            acc_loss = acc_mse = acc_vb = acc_gn = 0;
+            acc_n = 0;
+            t_log = now;
+        }
+        if ((lead || tr->zero) && (tr->step % rs->ckpt_every == 0 || tr->step == iters)) {  // ZeRO: all gather
+            run_ckpt_path(path, sizeof path, out, tr->step);
+            run_meta_fill(r->meta, rs);
+            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            last_saved = tr->step;
+            if (lead) run_prune_checkpoints(out, rs->keep, tr->step);
+        }
+        if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
+            snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
+            double t0 = now_seconds();
+            progress_break(&pg);
+            if (!train_grid_write(r->grid, tr, path) && r->tb->f &&  // also the final grid, at the run's last step
+                tb_log_grid(r->tb, tr->step, path, &err))
+                FATAL("%s", err.msg);
+            t_log += now_seconds() - t0;   // img/s counts training only
+        }
+        if (r->tev && train_eval_due(r->tev, tr->step, iters)) {
+            progress_break(&pg);
+            t_log += train_eval_run(r->tev, tr, rs->elapsed + (now_seconds() - t_start), r->tb, r->stop);
+        }
+    }
+    progress_break(&pg);
+    int stopped = dist_any((*r->stop));  // the vote that ended the loop (a signal on any rank)
+    if (stopped) {  // also when it came during start-up or while a checkpoint was written
+        int wrote = tr->step != last_saved;
+        if (wrote && (lead || tr->zero)) {
+            run_ckpt_path(path, sizeof path, out, tr->step);
+            run_meta_fill(r->meta, rs);
+            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            if (lead) run_prune_checkpoints(out, rs->keep, tr->step);
+        }
+        if (wrote) last_saved = tr->step;
+        char why[48] = "a signal to another process";
+        if ((*r->stop)) snprintf(why, sizeof why, "signal %d", (int)(*r->stop));
+        if (last_saved) run_ckpt_path(path, sizeof path, out, last_saved);
+        if (lead)
+            fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
+                    !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
+                    last_saved ? path : "written", last_saved ? " (continue with --resume)" : "");
+        // as a shell reports a command a signal ended: 128 + the signal (every rank: SIGINT's if any rank had one)
+        int sigint = dist_any((*r->stop) == SIGINT);
+        if (rc == 0) rc = 128 + (sigint ? SIGINT : SIGTERM);
+    } else if (lead && rc == 0) {
+        fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
+                now_seconds() - t_start, dir);
+    }
+    free(x);
+    free(y);
+    return rc;
+}

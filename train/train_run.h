@@ -1,0 +1,43 @@
+// A training run's loop: the trainer stepped over the data until the run's target step or a stop,
+// with everything a run keeps on the way (docs/train.md): the console's progress line, log.csv
+// and the loss curve, TensorBoard scalars, checkpoints every --ckpt-every steps (and the newest
+// --keep kept), sample grids, evaluations, a checkpoint at a stop, and the replicas' weights
+// compared at every log line under MPI (docs/design.md §9). `mala train` sets the run up
+// (cli/cmd_train.c) and hands it here.
+#ifndef MALA_TRAIN_RUN_H
+#define MALA_TRAIN_RUN_H
+
+#include <signal.h>
+
+#include "formats/tfevents.h"
+#include "train/loader.h"
+#include "train/run_dir.h"
+#include "train/run_settings.h"
+#include "train/train_eval.h"
+#include "train/train_grid.h"
+#include "train/trainer.h"
+
+typedef struct {
+    Trainer *tr;
+    Loader *ld;                   // positioned at the trainer's step
+    const TrainOpts *to;
+    RunSettings *rs;              // rs->iters: the step to train to; rs->elapsed: seconds before this start
+    RunMeta *meta;                // the checkpoints' run.* metadata (tr->meta points into it), refilled at each save
+    const char *out;              // the run directory
+    int batch, accum;             // images per forward pass over every process; batches per optimiser step
+    TrainGrid *grid;              // a sample grid every grid_every steps and at the end (0: none)
+    int grid_every;
+    TrainEval *tev;               // evaluations (NULL: none)
+    TfEvents *tb;                 // the event file (tb->f NULL: none)
+    RunLog *hist;                 // the loss curve's rows
+    int lead;                     // this process writes the console, log.csv and loss.png (rank 0)
+    volatile sig_atomic_t *stop;  // set by a signal: the run stops after the step under way
+} TrainRun;
+
+// Trains to rs->iters. Returns the exit status: 0; 1 after --max-bad-steps non-finite steps in a row;
+// 128 + the signal after a stop (its checkpoint written first).
+int train_run_loop(TrainRun *r);
+// Under MPI: stops every process (exit 1) when a replica's weights differ from rank 0's.
+void train_check_replicas(const Trainer *tr);
+
+#endif
