@@ -301,6 +301,7 @@ fixtures:
 	/usr/bin/python3 tools/ref/ref_metrics.py
 	/usr/bin/python3 tools/ref/make_sfid_fixture.py
 	/usr/bin/python3 tools/ref/make_torch_zip_fixtures.py
+	/usr/bin/python3 tools/ref/ref_sample_torchzip.py
 	/usr/bin/python3 tools/ref/make_torch_1000class_fixture.py
 	/usr/bin/python3 tools/ref/make_torch_digdic_fixtures.py
 	/usr/bin/python3 tools/ref/make_imagenet_classes.py

@@ -14,6 +14,7 @@
 #include "model/torch_config.h"
 #include "model/torch_load.h"
 #include "core/backend.h"
+#include "pipeline/generate.h"
 
 #define FIX "tests/fixtures/"
 #define REF FIX "torchzip_ref.npz"
@@ -295,6 +296,40 @@ START_TEST(network_from_checkpoint) {
 }
 END_TEST
 
+// The PyTorch reference's DDIM run on the .pt (tools/ref/ref_sample_torchzip.py: DiT's network
+// loaded with torch.load, 10 DDIM steps, guidance 4, no clipping): mala's samples from the same
+// file and noise match it within 2e-3 (float32 against float32; the reference's own float32 gap
+// to float64 is 1.4e-4).
+START_TEST(ddim_against_pytorch) {
+    ckpt_torch_options(0, 2);
+    Generator g;
+    MalaErr err;
+    ck_assert_msg(generator_open(&g, FIX "torchzip_sd.pt", backend_cpu(), 4, &err) == 0, "%s", err.msg);
+    NpyArray noise, ref;
+    ck_assert_msg(npy_load(FIX "torchzip_ddim_noise.npy", &noise, &err) == 0, "%s", err.msg);
+    ck_assert_msg(npy_load(FIX "torchzip_ddim_out.npy", &ref, &err) == 0, "%s", err.msg);
+    const size_t n = 4 * 4 * 8 * 8;
+    ck_assert(noise.ndim == 4 && noise.shape[0] == 4 && noise.shape[1] == 4 && generator_image_floats(&g) * 4 == n);
+    float *x = xmalloc(n * sizeof(float));
+    memcpy(x, noise.data, n * sizeof(float));
+    GenOpts o = gen_opts_default();
+    o.kind = SAMPLER_DDIM;
+    o.steps = 10;
+    o.cfg_scale = 4.0f;
+    o.clip = 0;
+    const int32_t y[4] = {0, 3, 1, 2};
+    ck_assert_msg(generator_run(&g, &o, x, y, 4, 0, 0, NULL, NULL, &err) == 0, "%s", err.msg);
+    double d = tu_max_abs_diff(x, ref.data, n);
+    printf("DDIM-10 from torchzip_sd.pt against the PyTorch reference: max |diff| %.3g\n", d);
+    ck_assert_msg(d < 2e-3, "max |diff| %g", d);
+    free(x);
+    npy_free(&noise);
+    npy_free(&ref);
+    generator_close(&g);
+    ckpt_torch_options(0, 0);
+}
+END_TEST
+
 static float *net_host(const Net *m) {
     float *h = xmalloc(m->n_floats * sizeof(float));
     m->be->to_host(h, m->w, m->n_floats * sizeof(float));
@@ -362,6 +397,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, infer_tiny_config);
     tcase_add_test(tc, infer_xl2_config);
     tcase_add_test(tc, network_from_checkpoint);
+    tcase_add_test(tc, ddim_against_pytorch);
     tcase_add_test(tc, import_command);
     tcase_add_test(tc, imagenet_names);
     suite_add_tcase(s, tc);
