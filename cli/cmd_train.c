@@ -285,91 +285,133 @@ static void refuse_out_in_data(const char *out, const char *spec) {
 
 // ---- the command ----
 
-int cmd_train(int argc, char **argv) {
+// Everything `mala train` sets up, from the flags to the run handed to train/train_run.h.
+typedef struct {
+    int argc;
+    char **argv;
+    // the flags
     ModelOpts mo;
-    model_opts_default(&mo, "DiT-S/2");
-    mo.channels = mo.classes = 0;  // from the data unless given
     TrainOpts to;
-    train_opts_default(&to);
-    RunSettings rs = {"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
-    rs.tensorboard = 1;
-    eval_every_default(&rs.eval);
-    const char *eval_every = NULL, *eval_sampler = NULL, *eval_ref = NULL, *inception = NULL;
-    const char *out = "runs/mala", *device = NULL, *precision = NULL, *init = NULL, *init_weights = "ema";
-    int batch = 256, gbatch = 0, accum = 1, resume = 0, threads = 0, epochs = 0, zero = 0, dry_run = 0, init_heads = 0;
-    uint64_t iters = 400000;
+    RunSettings rs;
+    const char *eval_every, *eval_sampler, *eval_ref, *inception;
+    const char *out, *device, *precision, *init, *init_weights;
+    int batch, gbatch, accum, resume, threads, epochs, zero, dry_run, init_heads;
+    uint64_t iters;
+    Opt opts[MODEL_OPTS_N + 64];
+    int n_opts;
+    int auto_accum;  // --global-batch alone: the memory check picks --accum
+    // the run
+    int rank, world, lead;
+    const Backend *be;
+    MalaErr err;
+    char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200], vae_buf[4200];
+    NetConfig c, ic;  // the model, and --init's (fine-tuned at its image size unless --image-size)
+    ClassNames cn;
+    Trainer *tr;
+    char resume_path[4200];
+    int iters_stored;  // the checkpoint's run.iters was read
+    int from_init;
+    const char *model_name;
+    Dataset *ds;
+    int hflip, grid_every;
+    Loader *ld;
+    TrainGrid pv;
+    RunLog hist;
+    TfEvents tb;       // a new file per start: earlier files are never rewritten
+    TrainEval *tev;    // --eval-every (collective)
+    RunMeta meta;
+} TrainCmd;
+
+#define GIVEN(var) args_given(t->opts, t->n_opts, &(var))
+
+static int restarting = 0;  // a --resume without a checkpoint, started over from train.args
+static void train_resume(TrainCmd *t);
+
+// The flags, checked alone. -1, or the exit status of a --resume restarted from train.args.
+static int train_flags(TrainCmd *t) {
+    model_opts_default(&t->mo, "DiT-S/2");
+    t->mo.channels = t->mo.classes = 0;  // from the data unless given
+    train_opts_default(&t->to);
+    t->rs = (RunSettings){"fashion-mnist", NULL, 100, 5000, 5000, -1, 0, 3, 50, 0, 400000, 0, "data", "data"};  // defaults
+    t->rs.tensorboard = 1;
+    eval_every_default(&t->rs.eval);
+    t->out = "runs/mala";
+    t->init_weights = "ema";
+    t->batch = 256;
+    t->accum = 1;
+    t->iters = 400000;
     Opt rest[] = {
-        {"--data", OPT_STR, &rs.data, "SRC",
+        {"--data", OPT_STR, &t->rs.data, "SRC",
          "fashion-mnist, an image folder root/<class>/<image>, or a latent set (mala encode)",
          ARG_ALIAS("--data-path")},
-        {"--vae", OPT_STR, &rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
-        {"--batch", OPT_INT, &batch, "B", "batch size of a forward pass (under mpirun / srun: over all processes, "
+        {"--vae", OPT_STR, &t->rs.vae, "FILE", "latent data: the VAE that decodes the sample grids (without it, no grids)"},
+        {"--batch", OPT_INT, &t->batch, "B", "batch size of a forward pass (under mpirun / srun: over all processes, "
          "split over them)", ARG_MIN(1)},
-        {"--accum", OPT_INT, &accum, "K", "gradient accumulation: K batches of --batch make one optimiser step",
+        {"--accum", OPT_INT, &t->accum, "K", "gradient accumulation: K batches of --batch make one optimiser step",
          ARG_MIN(1)},
-        {"--global-batch", OPT_INT, &gbatch, "G", "images per optimiser step, --batch x --accum; given alone it is "
+        {"--global-batch", OPT_INT, &t->gbatch, "G", "images per optimiser step, --batch x --accum; given alone it is "
          "--batch, or --accum the fewest K that fit in memory (default: --batch)", ARG_MIN(1),
          ARG_ALIAS("--global-batch-size")},
-        {"--iters", OPT_U64, &iters, "N", "train until this many steps", ARG_MIN(1)},
-        {"--epochs", OPT_INT, &epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
+        {"--iters", OPT_U64, &t->iters, "N", "train until this many steps", ARG_MIN(1)},
+        {"--epochs", OPT_INT, &t->epochs, "E", "passes over the data instead of --iters (DiT's --epochs: E x floor(images / "
          "batch) steps; default: --iters)", ARG_MIN(1)},
-        {"--lr", OPT_FLOAT, &to.lr, "LR", "AdamW learning rate, constant", ARG_MIN(0), ARG_MAX(1)},
-        {"--warmup", OPT_INT, &to.warmup, "N", "linear learning-rate warmup steps", ARG_MIN(0)},
-        {"--decay-start", OPT_U64, &to.decay_start, "S", "linear learning-rate decay from --lr after step S ...",
+        {"--lr", OPT_FLOAT, &t->to.lr, "LR", "AdamW learning rate, constant", ARG_MIN(0), ARG_MAX(1)},
+        {"--warmup", OPT_INT, &t->to.warmup, "N", "linear learning-rate warmup steps", ARG_MIN(0)},
+        {"--decay-start", OPT_U64, &t->to.decay_start, "S", "linear learning-rate decay from --lr after step S ...",
          ARG_MIN(0)},
-        {"--decay-end", OPT_U64, &to.decay_end, "E", "... to --lr-end at step E, and --lr-end after it (default: no "
+        {"--decay-end", OPT_U64, &t->to.decay_end, "E", "... to --lr-end at step E, and --lr-end after it (default: no "
          "decay)", ARG_MIN(1)},
-        {"--lr-end", OPT_FLOAT, &to.lr_end, "LR", "the rate the decay ends at", ARG_MIN(0), ARG_MAX(1)},
-        {"--weight-decay", OPT_FLOAT, &to.weight_decay, "WD", "AdamW weight decay", ARG_MIN(0), ARG_MAX(10)},
-        {"--grad-clip", OPT_FLOAT, &to.grad_clip, "G", "clip the global gradient norm (0 = off)", ARG_MIN(0)},
-        {"--ema-decay", OPT_FLOAT, &to.ema_decay, "D", "EMA decay", ARG_MIN(0), ARG_MAX(1)},
-        {"--label-drop", OPT_FLOAT, &to.label_drop, "P", "label dropout to the null class (guidance)", ARG_MIN(0),
+        {"--lr-end", OPT_FLOAT, &t->to.lr_end, "LR", "the rate the decay ends at", ARG_MIN(0), ARG_MAX(1)},
+        {"--weight-decay", OPT_FLOAT, &t->to.weight_decay, "WD", "AdamW weight decay", ARG_MIN(0), ARG_MAX(10)},
+        {"--grad-clip", OPT_FLOAT, &t->to.grad_clip, "G", "clip the global gradient norm (0 = off)", ARG_MIN(0)},
+        {"--ema-decay", OPT_FLOAT, &t->to.ema_decay, "D", "EMA decay", ARG_MIN(0), ARG_MAX(1)},
+        {"--label-drop", OPT_FLOAT, &t->to.label_drop, "P", "label dropout to the null class (guidance)", ARG_MIN(0),
          ARG_MAX(1)},
-        {"--max-bad-steps", OPT_INT, &to.max_bad_steps, "N", "stop after N non-finite steps in a row", ARG_MIN(1)},
-        {"--seed", OPT_U64, &to.seed, "S", "seed of init, data order, noise", ARG_ALIAS("--global-seed")},
-        {"--hflip", OPT_INT, &rs.hflip, "0|1", "random horizontal flips (default: on for folders, off for fashion-mnist)",
+        {"--max-bad-steps", OPT_INT, &t->to.max_bad_steps, "N", "stop after N non-finite steps in a row", ARG_MIN(1)},
+        {"--seed", OPT_U64, &t->to.seed, "S", "seed of init, data order, noise", ARG_ALIAS("--global-seed")},
+        {"--hflip", OPT_INT, &t->rs.hflip, "0|1", "random horizontal flips (default: on for folders, off for fashion-mnist)",
          ARG_MIN(-1), ARG_MAX(1)},
-        {"--limit", OPT_INT, &rs.limit, "N", "use only N images spread over the data (0 = all)", ARG_MIN(0)},
-        {"--out", OPT_STR, &out, "DIR", "run directory (created with its parents)", ARG_ALIAS("--results-dir")},
-        {"--ckpt-every", OPT_INT, &rs.ckpt_every, "N", "checkpoint every N steps", ARG_MIN(1)},
-        {"--sample-every", OPT_INT, &rs.sample_every, "N", "sample grid every N steps and at the end (0 = never)",
+        {"--limit", OPT_INT, &t->rs.limit, "N", "use only N images spread over the data (0 = all)", ARG_MIN(0)},
+        {"--out", OPT_STR, &t->out, "DIR", "run directory (created with its parents)", ARG_ALIAS("--results-dir")},
+        {"--ckpt-every", OPT_INT, &t->rs.ckpt_every, "N", "checkpoint every N steps", ARG_MIN(1)},
+        {"--sample-every", OPT_INT, &t->rs.sample_every, "N", "sample grid every N steps and at the end (0 = never)",
          ARG_MIN(0)},
-        {"--sample-steps", OPT_INT, &rs.sample_steps, "S", "DDIM steps of a sample grid", ARG_MIN(1), ARG_MAX(1000)},
-        {"--sample-images", OPT_INT, &rs.sample_images, "N",
+        {"--sample-steps", OPT_INT, &t->rs.sample_steps, "S", "DDIM steps of a sample grid", ARG_MIN(1), ARG_MAX(1000)},
+        {"--sample-images", OPT_INT, &t->rs.sample_images, "N",
          "images in a sample grid (default: 4 per class, at most 64)", ARG_MIN(1), ARG_MAX(256)},
-        {"--log-every", OPT_INT, &rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
-        {"--keep", OPT_INT, &rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
-        {"--tensorboard", OPT_INT, &rs.tensorboard, "0|1", "1: a TensorBoard event file in --out (tensorboard "
+        {"--log-every", OPT_INT, &t->rs.log_every, "N", "progress / CSV every N steps", ARG_MIN(1)},
+        {"--keep", OPT_INT, &t->rs.keep, "K", "keep the last K checkpoints", ARG_MIN(1)},
+        {"--tensorboard", OPT_INT, &t->rs.tensorboard, "0|1", "1: a TensorBoard event file in --out (tensorboard "
          "--logdir)", ARG_MIN(0), ARG_MAX(1)},
-        {"--eval-every", OPT_STR, &eval_every, "N|Ns", "evaluate the EMA weights (mala eval fid --quick's FD) every N "
+        {"--eval-every", OPT_STR, &t->eval_every, "N|Ns", "evaluate the EMA weights (mala eval fid --quick's FD) every N "
          "training images (Ns: N steps) and at the end; 0 = never (docs/train.md)"},
-        {"--eval-images", OPT_INT, &rs.eval.images, "N", "images sampled per evaluation", ARG_MIN(1)},
-        {"--eval-sampler", OPT_STR, &eval_sampler, sampler_kind_list(), "the evaluation's sampler (default ddim)"},
-        {"--eval-steps", OPT_INT, &rs.eval.steps, "S", "the evaluation's sampler steps", ARG_MIN(1), ARG_MAX(1000)},
-        {"--eval-cfg-scale", OPT_FLOAT, &rs.eval.cfg_scale, "W", "the evaluation's guidance scale", ARG_MIN(0),
+        {"--eval-images", OPT_INT, &t->rs.eval.images, "N", "images sampled per evaluation", ARG_MIN(1)},
+        {"--eval-sampler", OPT_STR, &t->eval_sampler, sampler_kind_list(), "the evaluation's sampler (default ddim)"},
+        {"--eval-steps", OPT_INT, &t->rs.eval.steps, "S", "the evaluation's sampler steps", ARG_MIN(1), ARG_MAX(1000)},
+        {"--eval-cfg-scale", OPT_FLOAT, &t->rs.eval.cfg_scale, "W", "the evaluation's guidance scale", ARG_MIN(0),
          ARG_MAX(100)},
-        {"--eval-ref", OPT_STR, &eval_ref, "REF", "the evaluation's reference: statistics .npz (mala eval stats), "
+        {"--eval-ref", OPT_STR, &t->eval_ref, "REF", "the evaluation's reference: statistics .npz (mala eval stats), "
          "images, or fashion-mnist-test (default)"},
-        {"--inception", OPT_STR, &inception, "FILE", "evaluate with the FID Inception (these weights) instead of the "
+        {"--inception", OPT_STR, &t->inception, "FILE", "evaluate with the FID Inception (these weights) instead of the "
          "Fashion-MNIST classifier's features"},
-        {"--resume", OPT_FLAG, &resume, NULL, "continue from the newest complete checkpoint in --out"},
-        {"--init", OPT_STR, &init, "FILE", "fine-tune: a new run from the weights of a model file or training "
+        {"--resume", OPT_FLAG, &t->resume, NULL, "continue from the newest complete checkpoint in --out"},
+        {"--init", OPT_STR, &t->init, "FILE", "fine-tune: a new run from the weights of a model file or training "
          "checkpoint (step 0, a fresh optimiser; its model unless --model)"},
-        {"--init-weights", OPT_STR, &init_weights, "ema|online", "--init of a training checkpoint: its EMA or online "
+        {"--init-weights", OPT_STR, &t->init_weights, "ema|online", "--init of a training checkpoint: its EMA or online "
          "weights"},
-        {"--heads", OPT_INT, &init_heads, "N", "--init of a PyTorch .pt: attention heads (default: its args, else DiT's "
+        {"--heads", OPT_INT, &t->init_heads, "N", "--init of a PyTorch .pt: attention heads (default: its args, else DiT's "
          "preset for the width)", ARG_MIN(1), ARG_MAX(4096)},
-        {"--zero", OPT_INT, &zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
+        {"--zero", OPT_INT, &t->zero, "0|1", "1: ZeRO-1, AdamW's moments sharded over the processes (the same model, 1/N "
          "of its memory)", ARG_MIN(0), ARG_MAX(1)},
-        OPT_THREADS(&threads),
-        OPT_DEVICE(&device),
-        OPT_PRECISION(&precision),
-        {"--dry-run", OPT_FLAG, &dry_run, NULL, "check the flags and the data, print the model's size as one JSON line "
+        OPT_THREADS(&t->threads),
+        OPT_DEVICE(&t->device),
+        OPT_PRECISION(&t->precision),
+        {"--dry-run", OPT_FLAG, &t->dry_run, NULL, "check the flags and the data, print the model's size as one JSON line "
          "(params, gflop_per_img: forward GFLOP per image) and exit; writes nothing"},
     };
     enum { N_OPTS = MODEL_OPTS_N + sizeof rest / sizeof *rest };
     Opt opts[N_OPTS];
-    model_opts_table(&mo, opts);
+    model_opts_table(&t->mo, opts);
     opts[6].help = "image channels (default: the data's)";
     opts[7].help = "number of classes (default: the data's; 0: an unconditional model, the labels unused)";
     memcpy(opts + MODEL_OPTS_N, rest, sizeof rest);
@@ -379,21 +421,22 @@ int cmd_train(int argc, char **argv) {
                "from the checkpoint, except flags given again; so does --iters, which may extend the run.\n"
                "A stop by SIGINT / SIGTERM writes a checkpoint and exits with status 130 / 143.\n"
                "--classes 0 trains an unconditional model, --init FILE fine-tunes a model (docs/train.md).",
-               opts, N_OPTS, argc, argv, 1);
-#define GIVEN(var) args_given(opts, N_OPTS, &(var))
-    if (GIVEN(epochs) && GIVEN(iters)) FATAL("--epochs and --iters exclude each other");
-    if (init && resume)
-        FATAL("--init %s starts a new run from its weights; --resume continues the run in --out: give one of them", init);
-    if (GIVEN(init_weights) && !init) FATAL("--init-weights %s: applies to --init FILE only", init_weights);
-    if (GIVEN(init_heads) && !init) FATAL("--heads %d: applies to --init FILE.pt only", init_heads);
-    init_weights = weights_online("--init-weights", init_weights) ? "online" : "ema";  // "model": DiT's "online"
+               opts, N_OPTS, t->argc, t->argv, 1);
+    _Static_assert(sizeof opts <= sizeof t->opts, "TrainCmd's flag table is too small");
+    memcpy(t->opts, opts, sizeof opts);
+    t->n_opts = N_OPTS;
+    if (GIVEN(t->epochs) && GIVEN(t->iters)) FATAL("--epochs and --iters exclude each other");
+    if (t->init && t->resume)
+        FATAL("--init %s starts a new run from its weights; --resume continues the run in --out: give one of them", t->init);
+    if (GIVEN(t->init_weights) && !t->init) FATAL("--init-weights %s: applies to --init FILE only", t->init_weights);
+    if (GIVEN(t->init_heads) && !t->init) FATAL("--heads %d: applies to --init FILE.pt only", t->init_heads);
+    t->init_weights = weights_online("--init-weights", t->init_weights) ? "online" : "ema";  // "model": DiT's "online"
     // --global-batch G = --batch x --accum; alone, the memory check picks --accum (choose_accum)
-    const int auto_accum = GIVEN(gbatch) && !GIVEN(batch) && !GIVEN(accum);
-    if (GIVEN(gbatch)) split_global_batch(gbatch, &batch, &accum, GIVEN(batch), GIVEN(accum));
-    static int restarting = 0;  // a --resume without a checkpoint, started over from train.args
-    if (resume && !dry_run && !restarting && run_newest_checkpoint(out) < 0) {
+    t->auto_accum = GIVEN(t->gbatch) && !GIVEN(t->batch) && !GIVEN(t->accum);
+    if (GIVEN(t->gbatch)) split_global_batch(t->gbatch, &t->batch, &t->accum, GIVEN(t->batch), GIVEN(t->accum));
+    if (t->resume && !t->dry_run && !restarting && run_newest_checkpoint(t->out) < 0) {
         int sargc;
-        char **sargv = args_for_restart(out, argc, argv, &sargc);
+        char **sargv = args_for_restart(t->out, t->argc, t->argv, &sargc);
         if (sargv) {
             restarting = 1;
             int rc = cmd_train(sargc, sargv);
@@ -402,332 +445,370 @@ int cmd_train(int argc, char **argv) {
             return rc;
         }
     }
-    dist_init(&argc, &argv);
-    const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
-    signal_says = lead;
+    return -1;
+}
+
+// The processes, the signals, the device; then the run to continue (--resume) or the directory to start in.
+static void train_open(TrainCmd *t) {
+    dist_init(&t->argc, &t->argv);
+    t->rank = dist_rank();
+    t->world = dist_world();
+    t->lead = t->rank == 0;
+    signal_says = t->lead;
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
     signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
-    set_threads(threads);
-    const Backend *be = backend_select(device, precision);
-    MalaErr err;
+    set_threads(t->threads);
+    t->be = backend_select(t->device, t->precision);
 
-    char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200], vae_buf[4200];
-    snprintf(dir, sizeof dir, "%s/checkpoints", out);
-    snprintf(csv, sizeof csv, "%s/log.csv", out);
-    snprintf(plot, sizeof plot, "%s/loss.png", out);
+    snprintf(t->dir, sizeof t->dir, "%s/checkpoints", t->out);
+    snprintf(t->csv, sizeof t->csv, "%s/log.csv", t->out);
+    snprintf(t->plot, sizeof t->plot, "%s/loss.png", t->out);
 
     // 1. the model: a checkpoint's (--resume) or the flags' (shaped by the data, below)
-    NetConfig c;
-    ClassNames cn = {0};
-    Trainer *tr = NULL;
-    char resume_path[4200] = "";
-    int iters_stored = 0;  // the checkpoint's run.iters was read
     struct stat out_st;
-    if (lead && !dry_run && !stat(out, &out_st) && S_ISDIR(out_st.st_mode)) lock_run(out);  // before reading the run
-    if (resume) {
-        uint64_t *steps;
-        int n = run_list_checkpoints(out, &steps);
-        TrainOpts saved = to;
-        for (int i = n - 1; i >= 0 && !tr; i--) {  // newest complete checkpoint
-            run_ckpt_path(resume_path, sizeof resume_path, out, steps[i]);
-            int saved_batch;
-            if (trainer_peek(resume_path, &c, &cn, &saved, &saved_batch, &err)) {
-                fprintf(stderr, "warning: skipping %s\n", err.msg);
-                continue;
-            }
-            BatchFlags bf = {batch, accum, gbatch, GIVEN(batch), GIVEN(accum), GIVEN(gbatch)};
-            check_resumed_batch(&bf, saved_batch, saved.accum);
-            batch = saved_batch;
-            accum = saved.accum;
-            if (batch % world)
-                FATAL("--resume: the run's global batch %d does not split over %d processes", batch, world);
-            TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
-                               .grids = lead && rs.sample_every > 0, .grid_images = rs.sample_images, .vae = rs.vae};
-            train_memory_check(&c, be, &ma, batch, 1, "the resumed model", 0);  // "resuming ..." says it
-            tr = trainer_new(&c, &cn, &saved, be, batch / world);
-            trainer_shard(tr, rank, world);
-            if (zero) trainer_zero1(tr);
-            if (trainer_load(tr, resume_path, &err)) {
-                fprintf(stderr, "warning: skipping %s\n", err.msg);
-                trainer_free(tr);
-                tr = NULL;
-                class_names_free(&cn);
-            }
-        }
-        free(steps);
-        if (!tr) {
-            if (lead) no_checkpoint_to_resume(out, dir, csv, n);  // or an error
-            dist_barrier();
-            resume = 0;  // a fresh start from here on
-            goto fresh;
-        }
-        model_opts_check_resumed(&mo, opts, &c);
-        if (GIVEN(to.seed) && to.seed != saved.seed)
-            FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
-                  (unsigned long long)to.seed, (unsigned long long)saved.seed);
-        // the checkpoint's optimiser settings, except those given again (a manual schedule)
-        if (GIVEN(to.lr)) saved.lr = to.lr;
-        if (GIVEN(to.ema_decay)) saved.ema_decay = to.ema_decay;
-        if (GIVEN(to.warmup)) saved.warmup = to.warmup;
-        if (GIVEN(to.decay_start)) saved.decay_start = to.decay_start;
-        if (GIVEN(to.decay_end)) saved.decay_end = to.decay_end;
-        if (GIVEN(to.lr_end)) saved.lr_end = to.lr_end;
-        if (GIVEN(to.weight_decay)) saved.weight_decay = to.weight_decay;
-        if (GIVEN(to.grad_clip)) saved.grad_clip = to.grad_clip;
-        if (GIVEN(to.label_drop)) saved.label_drop = to.label_drop;
-        saved.max_bad_steps = to.max_bad_steps;
-        to = saved;
-        tr->opt = to;
-        // the run's data and logging settings, except those given again
-        RunSettings r = rs;
-        if (!run_meta_read(resume_path, &r, data_buf, sizeof data_buf, vae_buf, sizeof vae_buf, &iters_stored))
-            fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
-                    resume_path);
-        if (iters_stored && !GIVEN(iters) && !GIVEN(epochs)) iters = r.iters;
-        if (!GIVEN(rs.data)) rs.data = r.data;
-        if (!GIVEN(rs.vae)) rs.vae = r.vae;
-        if (!GIVEN(rs.log_every)) rs.log_every = r.log_every;
-        if (!GIVEN(rs.sample_every)) rs.sample_every = r.sample_every;
-        if (!GIVEN(rs.ckpt_every)) rs.ckpt_every = r.ckpt_every;
-        if (!GIVEN(rs.hflip)) rs.hflip = r.hflip;
-        if (!GIVEN(rs.limit)) rs.limit = r.limit;
-        if (!GIVEN(rs.keep)) rs.keep = r.keep;
-        if (!GIVEN(rs.sample_steps)) rs.sample_steps = r.sample_steps;
-        if (!GIVEN(rs.sample_images)) rs.sample_images = r.sample_images;
-        if (!GIVEN(rs.tensorboard)) rs.tensorboard = r.tensorboard;
-        memcpy(rs.channels_from, r.channels_from, sizeof rs.channels_from);
-        memcpy(rs.classes_from, r.classes_from, sizeof rs.classes_from);
-        rs.init = r.init;
-        EvalEvery fl = rs.eval;  // the stored evaluation settings, except flags given again
-        rs.eval = r.eval;
-        if (GIVEN(rs.eval.images)) rs.eval.images = fl.images;
-        if (GIVEN(rs.eval.steps)) rs.eval.steps = fl.steps;
-        if (GIVEN(rs.eval.cfg_scale)) rs.eval.cfg_scale = fl.cfg_scale;
-        resume_precision(be, device, precision, r.precision, lead);
+    if (t->lead && !t->dry_run && !stat(t->out, &out_st) && S_ISDIR(out_st.st_mode)) lock_run(t->out);  // before reading the run
+    if (t->resume) {
+        train_resume(t);
     } else {
         struct stat st;
-        if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", out);
-        if (!dry_run && restarting && lead) move_earlier_start(out, csv, "its stored command line (DIR/train.args)");
-        else if (!dry_run && !restarting) refuse_existing_run(out, dir, csv);
+        if (stat(t->out, &st) == 0 && !S_ISDIR(st.st_mode)) FATAL("--out %s: exists and is not a directory", t->out);
+        if (!t->dry_run && restarting && t->lead) move_earlier_start(t->out, t->csv, "its stored command line (DIR/train.args)");
+        else if (!t->dry_run && !restarting) refuse_existing_run(t->out, t->dir, t->csv);
     }
-fresh:
-    if (!dry_run) refuse_out_in_data(out, rs.data);
-    if (eval_every && eval_every_parse(eval_every, &rs.eval, &err)) FATAL("%s", err.msg);
-    if (eval_sampler) snprintf(rs.eval.sampler, sizeof rs.eval.sampler, "%s", eval_sampler);
-    if (eval_ref) snprintf(rs.eval.ref, sizeof rs.eval.ref, "%s", eval_ref);
-    if (inception) snprintf(rs.eval.inception, sizeof rs.eval.inception, "%s", inception);
-    if (strchr(rs.eval.ref, ';') || strchr(rs.eval.inception, ';'))  // run.eval's separator
+}
+
+// --resume: the newest complete checkpoint of --out, with the run's settings except the flags given
+// again; a directory without one starts fresh (t->resume set to 0).
+static void train_resume(TrainCmd *t) {
+    uint64_t *steps;
+    int n = run_list_checkpoints(t->out, &steps);
+    TrainOpts saved = t->to;
+    for (int i = n - 1; i >= 0 && !t->tr; i--) {  // newest complete checkpoint
+        run_ckpt_path(t->resume_path, sizeof t->resume_path, t->out, steps[i]);
+        int saved_batch;
+        if (trainer_peek(t->resume_path, &t->c, &t->cn, &saved, &saved_batch, &t->err)) {
+            fprintf(stderr, "warning: skipping %s\n", t->err.msg);
+            continue;
+        }
+        BatchFlags bf = {t->batch, t->accum, t->gbatch, GIVEN(t->batch), GIVEN(t->accum), GIVEN(t->gbatch)};
+        check_resumed_batch(&bf, saved_batch, saved.accum);
+        t->batch = saved_batch;
+        t->accum = saved.accum;
+        if (t->batch % t->world)
+            FATAL("--resume: the run's global batch %d does not split over %d processes", t->batch, t->world);
+        TrainMemArgs ma = {.batch = t->batch / t->world, .world = t->world, .zero = t->zero, .accum = t->accum,
+                           .grids = t->lead && t->rs.sample_every > 0, .grid_images = t->rs.sample_images, .vae = t->rs.vae};
+        train_memory_check(&t->c, t->be, &ma, t->batch, 1, "the resumed model", 0);  // "resuming ..." says it
+        t->tr = trainer_new(&t->c, &t->cn, &saved, t->be, t->batch / t->world);
+        trainer_shard(t->tr, t->rank, t->world);
+        if (t->zero) trainer_zero1(t->tr);
+        if (trainer_load(t->tr, t->resume_path, &t->err)) {
+            fprintf(stderr, "warning: skipping %s\n", t->err.msg);
+            trainer_free(t->tr);
+            t->tr = NULL;
+            class_names_free(&t->cn);
+        }
+    }
+    free(steps);
+    if (!t->tr) {
+        if (t->lead) no_checkpoint_to_resume(t->out, t->dir, t->csv, n);  // or an error
+        dist_barrier();
+        t->resume = 0;  // a fresh start from here on
+        return;
+    }
+    model_opts_check_resumed(&t->mo, t->opts, &t->c);
+    if (GIVEN(t->to.seed) && t->to.seed != saved.seed)
+        FATAL("--resume: --seed %llu contradicts the run's seed %llu (it fixes the data order and the noise)",
+              (unsigned long long)t->to.seed, (unsigned long long)saved.seed);
+    // the checkpoint's optimiser settings, except those given again (a manual schedule)
+    if (GIVEN(t->to.lr)) saved.lr = t->to.lr;
+    if (GIVEN(t->to.ema_decay)) saved.ema_decay = t->to.ema_decay;
+    if (GIVEN(t->to.warmup)) saved.warmup = t->to.warmup;
+    if (GIVEN(t->to.decay_start)) saved.decay_start = t->to.decay_start;
+    if (GIVEN(t->to.decay_end)) saved.decay_end = t->to.decay_end;
+    if (GIVEN(t->to.lr_end)) saved.lr_end = t->to.lr_end;
+    if (GIVEN(t->to.weight_decay)) saved.weight_decay = t->to.weight_decay;
+    if (GIVEN(t->to.grad_clip)) saved.grad_clip = t->to.grad_clip;
+    if (GIVEN(t->to.label_drop)) saved.label_drop = t->to.label_drop;
+    saved.max_bad_steps = t->to.max_bad_steps;
+    t->to = saved;
+    t->tr->opt = t->to;
+    // the run's data and logging settings, except those given again
+    RunSettings r = t->rs;
+    if (!run_meta_read(t->resume_path, &r, t->data_buf, sizeof t->data_buf, t->vae_buf, sizeof t->vae_buf, &t->iters_stored))
+        fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
+                t->resume_path);
+    if (t->iters_stored && !GIVEN(t->iters) && !GIVEN(t->epochs)) t->iters = r.iters;
+    if (!GIVEN(t->rs.data)) t->rs.data = r.data;
+    if (!GIVEN(t->rs.vae)) t->rs.vae = r.vae;
+    if (!GIVEN(t->rs.log_every)) t->rs.log_every = r.log_every;
+    if (!GIVEN(t->rs.sample_every)) t->rs.sample_every = r.sample_every;
+    if (!GIVEN(t->rs.ckpt_every)) t->rs.ckpt_every = r.ckpt_every;
+    if (!GIVEN(t->rs.hflip)) t->rs.hflip = r.hflip;
+    if (!GIVEN(t->rs.limit)) t->rs.limit = r.limit;
+    if (!GIVEN(t->rs.keep)) t->rs.keep = r.keep;
+    if (!GIVEN(t->rs.sample_steps)) t->rs.sample_steps = r.sample_steps;
+    if (!GIVEN(t->rs.sample_images)) t->rs.sample_images = r.sample_images;
+    if (!GIVEN(t->rs.tensorboard)) t->rs.tensorboard = r.tensorboard;
+    memcpy(t->rs.channels_from, r.channels_from, sizeof t->rs.channels_from);
+    memcpy(t->rs.classes_from, r.classes_from, sizeof t->rs.classes_from);
+    t->rs.init = r.init;
+    EvalEvery fl = t->rs.eval;  // the stored evaluation settings, except flags given again
+    t->rs.eval = r.eval;
+    if (GIVEN(t->rs.eval.images)) t->rs.eval.images = fl.images;
+    if (GIVEN(t->rs.eval.steps)) t->rs.eval.steps = fl.steps;
+    if (GIVEN(t->rs.eval.cfg_scale)) t->rs.eval.cfg_scale = fl.cfg_scale;
+    resume_precision(t->be, t->device, t->precision, r.precision, t->lead);
+}
+
+// The evaluation and schedule settings, checked before anything is written.
+static void train_settings(TrainCmd *t) {
+    if (!t->dry_run) refuse_out_in_data(t->out, t->rs.data);
+    if (t->eval_every && eval_every_parse(t->eval_every, &t->rs.eval, &t->err)) FATAL("%s", t->err.msg);
+    if (t->eval_sampler) snprintf(t->rs.eval.sampler, sizeof t->rs.eval.sampler, "%s", t->eval_sampler);
+    if (t->eval_ref) snprintf(t->rs.eval.ref, sizeof t->rs.eval.ref, "%s", t->eval_ref);
+    if (t->inception) snprintf(t->rs.eval.inception, sizeof t->rs.eval.inception, "%s", t->inception);
+    if (strchr(t->rs.eval.ref, ';') || strchr(t->rs.eval.inception, ';'))  // run.eval's separator
         FATAL("--eval-ref / --inception: a path with ';' cannot be stored in the run's settings: rename it");
     SamplerKind eval_kind;
-    if (sampler_kind_parse(rs.eval.sampler, &eval_kind))
-        FATAL("--eval-sampler %s: expected %s", rs.eval.sampler, sampler_kind_list());
-    if (rs.eval.every && strncmp(rs.eval.ref, "fashion-mnist", 13) && access(rs.eval.ref, R_OK))
-        FATAL("--eval-ref %s: %s", rs.eval.ref, strerror(errno));
+    if (sampler_kind_parse(t->rs.eval.sampler, &eval_kind))
+        FATAL("--eval-sampler %s: expected %s", t->rs.eval.sampler, sampler_kind_list());
+    if (t->rs.eval.every && strncmp(t->rs.eval.ref, "fashion-mnist", 13) && access(t->rs.eval.ref, R_OK))
+        FATAL("--eval-ref %s: %s", t->rs.eval.ref, strerror(errno));
 
     // the schedule as flags and checkpoint make it (before anything is written)
-    if (!to.decay_end && (GIVEN(to.decay_start) || GIVEN(to.lr_end)))
+    if (!t->to.decay_end && (GIVEN(t->to.decay_start) || GIVEN(t->to.lr_end)))
         FATAL("--decay-start and --lr-end need --decay-end (the step the decay ends at)");
-    if (to.decay_end && to.decay_end <= to.decay_start)
-        FATAL("--decay-end %llu must be after --decay-start %llu", (unsigned long long)to.decay_end,
-              (unsigned long long)to.decay_start);
+    if (t->to.decay_end && t->to.decay_end <= t->to.decay_start)
+        FATAL("--decay-end %llu must be after --decay-start %llu", (unsigned long long)t->to.decay_end,
+              (unsigned long long)t->to.decay_start);
+}
 
+// The data, checked before anything is written: it shapes a fresh model; the memory plan. 0 after
+// --dry-run's line (nothing more to do), else -1.
+static int train_data(TrainCmd *t) {
     // 2. the data, checked before anything is written; it shapes a fresh model
-    NetConfig ic;  // --init: the model fine-tuned, at its image size unless --image-size
-    const int from_init = init && !GIVEN(mo.preset) && !GIVEN(mo.backbone);  // else the flags' model
-    if (init) train_init_peek(init, init_heads, &ic);
-    if (from_init && !GIVEN(mo.image_size)) mo.image_size = ic.image_size;
-    const char *model_name = from_init ? "the --init model" : mo.preset;
+    t->from_init = t->init && !GIVEN(t->mo.preset) && !GIVEN(t->mo.backbone);  // else the flags' model
+    if (t->init) train_init_peek(t->init, t->init_heads, &t->ic);
+    if (t->from_init && !GIVEN(t->mo.image_size)) t->mo.image_size = t->ic.image_size;
+    t->model_name = t->from_init ? "the --init model" : t->mo.preset;
     // a latent set fixes the image size (its latents'), unless a flag asks for one
-    const int latent_data = latent_is_set(rs.data);
-    Dataset *ds = dataset_open(rs.data, resume ? c.image_size : latent_data && !GIVEN(mo.image_size) ? 0 : mo.image_size,
-                               resume ? c.in_channels : GIVEN(mo.channels) ? mo.channels : 0, &err);
-    if (!ds) FATAL("%s", err.msg);
-    if (rs.limit > 0 && dataset_limit(ds, rs.limit, &err)) FATAL("%s", err.msg);
-    if (resume && (ds->views > 0) != (c.latent_scale > 0))
-        FATAL("%s: %s, the resumed model is a %s model", rs.data, ds->views ? "a latent set" : "images",
-              c.latent_scale > 0 ? "latent" : "pixel-space");
-    if (resume) {
-        if (c.num_classes && ds->num_classes != c.num_classes)  // an unconditional model takes any data
-            FATAL("%s: %d classes, the resumed model has %d", rs.data, ds->num_classes, c.num_classes);
-        for (int i = 0; i < cn.n; i++)
-            if (strcmp(cn.names[i], ds->class_names[i]))
-                FATAL("%s: class %d is '%s', the resumed model's is '%s' (the labels would change meaning)", rs.data, i,
-                      ds->class_names[i], cn.names[i]);
+    const int latent_data = latent_is_set(t->rs.data);
+    t->ds = dataset_open(t->rs.data, t->resume ? t->c.image_size : latent_data && !GIVEN(t->mo.image_size) ? 0 : t->mo.image_size,
+                               t->resume ? t->c.in_channels : GIVEN(t->mo.channels) ? t->mo.channels : 0, &t->err);
+    if (!t->ds) FATAL("%s", t->err.msg);
+    if (t->rs.limit > 0 && dataset_limit(t->ds, t->rs.limit, &t->err)) FATAL("%s", t->err.msg);
+    if (t->resume && (t->ds->views > 0) != (t->c.latent_scale > 0))
+        FATAL("%s: %s, the resumed model is a %s model", t->rs.data, t->ds->views ? "a latent set" : "images",
+              t->c.latent_scale > 0 ? "latent" : "pixel-space");
+    if (t->resume) {
+        if (t->c.num_classes && t->ds->num_classes != t->c.num_classes)  // an unconditional model takes any data
+            FATAL("%s: %d classes, the resumed model has %d", t->rs.data, t->ds->num_classes, t->c.num_classes);
+        for (int i = 0; i < t->cn.n; i++)
+            if (strcmp(t->cn.names[i], t->ds->class_names[i]))
+                FATAL("%s: class %d is '%s', the resumed model's is '%s' (the labels would change meaning)", t->rs.data, i,
+                      t->ds->class_names[i], t->cn.names[i]);
     } else {
-        const int uncond = GIVEN(mo.classes) && mo.classes == 0;  // the data's labels unused
-        if (GIVEN(mo.classes) && !uncond && mo.classes != ds->num_classes)
+        const int uncond = GIVEN(t->mo.classes) && t->mo.classes == 0;  // the data's labels unused
+        if (GIVEN(t->mo.classes) && !uncond && t->mo.classes != t->ds->num_classes)
             FATAL("--classes %d contradicts the data: %s has %d classes (--classes 0: an unconditional model)",
-                  mo.classes, rs.data, ds->num_classes);
-        snprintf(rs.channels_from, sizeof rs.channels_from, "%s", GIVEN(mo.channels) ? "--channels" : "data");
-        snprintf(rs.classes_from, sizeof rs.classes_from, "%s", GIVEN(mo.classes) ? "--classes" : "data");
-        mo.channels = ds->channels;
-        mo.classes = uncond ? 0 : ds->num_classes;
-        if (ds->views) mo.image_size = ds->image_size;
-        if (from_init) train_init_config(&mo, opts, &ic, &c);
-        else model_opts_config(&mo, &c);
-        c.latent_scale = ds->latent_scale;  // the model file records that it is a latent model
-        model_check_learnable(&c, model_name);
-        if (init) train_init_check(&c, init, !strcmp(init_weights, "online"));  // before the memory plan
-        cn.n = mo.classes;
-        cn.names = xcalloc(cn.n, sizeof(char *));
-        for (int i = 0; i < cn.n; i++) cn.names[i] = xstrdup(ds->class_names[i]);
+                  t->mo.classes, t->rs.data, t->ds->num_classes);
+        snprintf(t->rs.channels_from, sizeof t->rs.channels_from, "%s", GIVEN(t->mo.channels) ? "--channels" : "data");
+        snprintf(t->rs.classes_from, sizeof t->rs.classes_from, "%s", GIVEN(t->mo.classes) ? "--classes" : "data");
+        t->mo.channels = t->ds->channels;
+        t->mo.classes = uncond ? 0 : t->ds->num_classes;
+        if (t->ds->views) t->mo.image_size = t->ds->image_size;
+        if (t->from_init) train_init_config(&t->mo, t->opts, &t->ic, &t->c);
+        else model_opts_config(&t->mo, &t->c);
+        t->c.latent_scale = t->ds->latent_scale;  // the model file records that it is a latent model
+        model_check_learnable(&t->c, t->model_name);
+        if (t->init) train_init_check(&t->c, t->init, !strcmp(t->init_weights, "online"));  // before the memory plan
+        t->cn.n = t->mo.classes;
+        t->cn.names = xcalloc(t->cn.n, sizeof(char *));
+        for (int i = 0; i < t->cn.n; i++) t->cn.names[i] = xstrdup(t->ds->class_names[i]);
     }
-    if (batch % world)
-        FATAL("--batch %d does not split over %d processes: give a multiple of %d", batch, world, world);
-    if (batch > ds->n)
-        FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", batch, (long long)ds->n, rs.data,
-              rs.limit > 0 ? " with --limit" : "");
-    if (GIVEN(epochs)) {  // a step takes --batch x --accum images
-        uint64_t per_epoch = (uint64_t)ds->n / ((uint64_t)batch * accum);
-        iters = (uint64_t)epochs * (per_epoch ? per_epoch : 1);
+    if (t->batch % t->world)
+        FATAL("--batch %d does not split over %d processes: give a multiple of %d", t->batch, t->world, t->world);
+    if (t->batch > t->ds->n)
+        FATAL("--batch %d is larger than the data (%lld images in %s%s): lower --batch", t->batch, (long long)t->ds->n, t->rs.data,
+              t->rs.limit > 0 ? " with --limit" : "");
+    if (GIVEN(t->epochs)) {  // a step takes --batch x --accum images
+        uint64_t per_epoch = (uint64_t)t->ds->n / ((uint64_t)t->batch * t->accum);
+        t->iters = (uint64_t)t->epochs * (per_epoch ? per_epoch : 1);
     }
-    if (dry_run) {  // the model train would build (mala compare's budget_tflop asks its GFLOP/img)
+    if (t->dry_run) {  // the model train would build (mala compare's budget_tflop asks its GFLOP/img)
         size_t trainable;
-        net_param_floats(&c, &trainable);
-        if (lead) printf("{\"params\":%zu,\"gflop_per_img\":%.9g,\"classes\":%d,\"image_size\":%d,\"channels\":%d}\n",
-                         trainable, net_flops_per_image(&c) / 1e9, c.num_classes, c.image_size, c.in_channels);
-        class_names_free(&cn);
-        dataset_close(ds);
+        net_param_floats(&t->c, &trainable);
+        if (t->lead) printf("{\"params\":%zu,\"gflop_per_img\":%.9g,\"classes\":%d,\"image_size\":%d,\"channels\":%d}\n",
+                         trainable, net_flops_per_image(&t->c) / 1e9, t->c.num_classes, t->c.image_size, t->c.in_channels);
+        class_names_free(&t->cn);
+        dataset_close(t->ds);
         dist_finalize();
         return 0;
     }
-    int hflip = rs.hflip >= 0 ? rs.hflip
-                              : strcmp(rs.data, "fashion-mnist") != 0 && strncmp(rs.data, "fashion-mnist:", 14) != 0;
-    if (ds->views) {  // a latent set's flips are its encoded views (a latent cannot be mirrored)
-        if (rs.hflip == 1 && ds->views == 1)
-            FATAL("--hflip 1: %s holds one view per image; encode with `mala encode --hflip` to train with flips", rs.data);
-        hflip = rs.hflip >= 0 ? rs.hflip : ds->views == 2;
+    t->hflip = t->rs.hflip >= 0 ? t->rs.hflip
+                              : strcmp(t->rs.data, "fashion-mnist") != 0 && strncmp(t->rs.data, "fashion-mnist:", 14) != 0;
+    if (t->ds->views) {  // a latent set's flips are its encoded views (a latent cannot be mirrored)
+        if (t->rs.hflip == 1 && t->ds->views == 1)
+            FATAL("--hflip 1: %s holds one view per image; encode with `mala encode --hflip` to train with flips", t->rs.data);
+        t->hflip = t->rs.hflip >= 0 ? t->rs.hflip : t->ds->views == 2;
     }
     // the sample grids' settings and their VAE, checked before the memory plan prints its line
-    if (!lead) rs.sample_every = 0;  // rank 0's grids only
-    int grid_every = rs.sample_every;
-    if (grid_every > 0 && c.latent_scale > 0 && !rs.vae) {
+    if (!t->lead) t->rs.sample_every = 0;  // rank 0's grids only
+    t->grid_every = t->rs.sample_every;
+    if (t->grid_every > 0 && t->c.latent_scale > 0 && !t->rs.vae) {
         fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
-        grid_every = 0;
+        t->grid_every = 0;
     }
-    if (rs.eval.every && c.latent_scale > 0 && !rs.vae)
+    if (t->rs.eval.every && t->c.latent_scale > 0 && !t->rs.vae)
         FATAL("--eval-every: a latent model's samples decode through the VAE: give --vae FILE");
-    if (rs.vae && (GIVEN(rs.vae) || grid_every > 0 || rs.eval.every)) check_vae(rs.vae, rs.data, ds);
-    if (!resume) {  // everything the run allocates, refused before anything is created
-        TrainMemArgs ma = {.batch = batch / world, .world = world, .zero = zero, .accum = accum,
-                           .grids = grid_every > 0, .grid_images = rs.sample_images, .vae = rs.vae, .data_n = ds->n};
-        if (auto_accum) choose_accum(&c, be, &ma, gbatch, &batch, &accum, lead);
-        train_memory_check(&c, be, &ma, batch, 0, model_name, lead);
+    if (t->rs.vae && (GIVEN(t->rs.vae) || t->grid_every > 0 || t->rs.eval.every)) check_vae(t->rs.vae, t->rs.data, t->ds);
+    if (!t->resume) {  // everything the run allocates, refused before anything is created
+        TrainMemArgs ma = {.batch = t->batch / t->world, .world = t->world, .zero = t->zero, .accum = t->accum,
+                           .grids = t->grid_every > 0, .grid_images = t->rs.sample_images, .vae = t->rs.vae, .data_n = t->ds->n};
+        if (t->auto_accum) choose_accum(&t->c, t->be, &ma, t->gbatch, &t->batch, &t->accum, t->lead);
+        train_memory_check(&t->c, t->be, &ma, t->batch, 0, t->model_name, t->lead);
     }
-    to.accum = accum;
+    t->to.accum = t->accum;
+    return -1;
+}
 
+// The data order, the sample grids, the trainer (--init's weights loaded), and the run directory.
+static void train_prepare(TrainCmd *t) {
     // 3. the data order and the sample grids (their VAE loaded), before anything is written
-    Loader *ld = loader_new(ds, batch / world, to.seed, hflip, &err);
-    if (!ld) FATAL("%s", err.msg);
-    if (world > 1) loader_shard(ld, batch, rank * (batch / world));
-    TrainGrid pv = {0};
-    if (grid_every > 0) train_grid_init(&pv, &c, &cn, be, rs.vae, rs.sample_images, rs.sample_steps, &stop_requested);
+    t->ld = loader_new(t->ds, t->batch / t->world, t->to.seed, t->hflip, &t->err);
+    if (!t->ld) FATAL("%s", t->err.msg);
+    if (t->world > 1) loader_shard(t->ld, t->batch, t->rank * (t->batch / t->world));
+    if (t->grid_every > 0) train_grid_init(&t->pv, &t->c, &t->cn, t->be, t->rs.vae, t->rs.sample_images, t->rs.sample_steps, &stop_requested);
 
     // 4. the trainer (a fresh one: --init's weights checked and loaded first), then the run directory
     // (rank 0's, once every rank has checked the run)
-    if (!resume) {
-        tr = trainer_new(&c, &cn, &to, be, batch / world);
-        trainer_shard(tr, rank, world);
-        if (zero) trainer_zero1(tr);
-        trainer_init_weights(tr);
-        if (init) train_init_load(tr, init, !strcmp(init_weights, "online"), lead, &rs.init);
+    if (!t->resume) {
+        t->tr = trainer_new(&t->c, &t->cn, &t->to, t->be, t->batch / t->world);
+        trainer_shard(t->tr, t->rank, t->world);
+        if (t->zero) trainer_zero1(t->tr);
+        trainer_init_weights(t->tr);
+        if (t->init) train_init_load(t->tr, t->init, !strcmp(t->init_weights, "online"), t->lead, &t->rs.init);
     }
     dist_barrier();
-    if (lead) {
-        make_dirs(dir);
+    if (t->lead) {
+        make_dirs(t->dir);
         if (run_lock.fd < 0) {  // --out is new: it is locked now that it exists, and checked again under the lock
-            lock_run(out);
-            refuse_existing_run(out, dir, csv);
+            lock_run(t->out);
+            refuse_existing_run(t->out, t->dir, t->csv);
         }
-        int stale = atomic_remove_stale(dir, ".safetensors", &err);  // partial saves of a killed run
+        int stale = atomic_remove_stale(t->dir, ".safetensors", &t->err);  // partial saves of a killed run
         if (stale > 0)
             fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
-                    dir);
-        if (grid_every > 0) {
-            snprintf(path, sizeof path, "%s/samples", out);
-            make_dirs(path);
+                    t->dir);
+        if (t->grid_every > 0) {
+            snprintf(t->path, sizeof t->path, "%s/samples", t->out);
+            make_dirs(t->path);
         }
     }
-    RunLog hist = {0};
-    if (resume) {
-        if (lead)
-            fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", resume_path, (unsigned long long)tr->step,
-                    (unsigned long long)iters, GIVEN(iters) ? "--iters" : GIVEN(epochs) ? "--epochs"
-                    : iters_stored ? "the run's --iters; give --iters to change it"
+    if (t->resume) {
+        if (t->lead)
+            fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", t->resume_path, (unsigned long long)t->tr->step,
+                    (unsigned long long)t->iters, GIVEN(t->iters) ? "--iters" : GIVEN(t->epochs) ? "--epochs"
+                    : t->iters_stored ? "the run's --iters; give --iters to change it"
                                    : "--iters' default: the checkpoint stores no target");
-        if (lead) rs.elapsed = history_load(&hist, csv, tr->step);
+        if (t->lead) t->rs.elapsed = history_load(&t->hist, t->csv, t->tr->step);
     } else {
-        if (lead && !restarting) args_save(out, argc, argv);
-        FILE *f = lead ? fopen(csv, "w") : NULL;
-        if (lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
-            FATAL("%s: cannot write: %s", csv, strerror(errno));
+        if (t->lead && !restarting) args_save(t->out, t->argc, t->argv);
+        FILE *f = t->lead ? fopen(t->csv, "w") : NULL;
+        if (t->lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
+            FATAL("%s: cannot write: %s", t->csv, strerror(errno));
     }
-    rs.iters = iters;
-    TfEvents tb = {0};  // a new file per start: earlier files are never rewritten
-    if (lead && rs.tensorboard && (tfev_open_dir(&tb, out, &err) ||
-                                   (resume && tfev_session_start(&tb, (int64_t)tr->step + 1, &err))))
-        FATAL("%s", err.msg);
-    snprintf(rs.precision, sizeof rs.precision, "%s", be->precision());
-    TrainEval *tev = NULL;  // --eval-every (collective)
-    if (rs.eval.every && tr->step <= iters &&  // (at the target: its last point may be due, a stop cut it)
-        !(tev = train_eval_open(&rs.eval, &c, &cn, be, rs.vae, out, trainer_step_images(tr)))) {
+}
+
+// The log files and the event file opened, the evaluations set up, and what the run is said on
+// the console. -1, or the exit status when the evaluations cannot start.
+static int train_report(TrainCmd *t) {
+    t->rs.iters = t->iters;
+    if (t->lead && t->rs.tensorboard && (tfev_open_dir(&t->tb, t->out, &t->err) ||
+                                   (t->resume && tfev_session_start(&t->tb, (int64_t)t->tr->step + 1, &t->err))))
+        FATAL("%s", t->err.msg);
+    snprintf(t->rs.precision, sizeof t->rs.precision, "%s", t->be->precision());
+    if (t->rs.eval.every && t->tr->step <= t->iters &&  // (at the target: its last point may be due, a stop cut it)
+        !(t->tev = train_eval_open(&t->rs.eval, &t->c, &t->cn, t->be, t->rs.vae, t->out, trainer_step_images(t->tr)))) {
         dist_finalize();  // its error line is out
         return 1;
     }
-    if (lead && tev)
+    if (t->lead && t->tev)
         fprintf(stderr, "evaluation: %s every %llu %s and at the end, %d images, %s %d steps, guidance %g, against %s "
-                "(evals.csv, fd.png, best.json)\n", rs.eval.inception[0] ? "FID" : "FD (fmnist features)",
-                (unsigned long long)rs.eval.every, rs.eval.in_steps ? "steps" : "training images", rs.eval.images,
-                rs.eval.sampler, rs.eval.steps, rs.eval.cfg_scale, rs.eval.ref);
-    RunMeta meta;
-    run_meta_fill(&meta, &rs);
-    tr->n_meta = meta.n;
-    tr->meta = meta.kv;
-    loader_seek(ld, tr->batches);
-    train_check_replicas(tr);
+                "(evals.csv, fd.png, best.json)\n", t->rs.eval.inception[0] ? "FID" : "FD (fmnist features)",
+                (unsigned long long)t->rs.eval.every, t->rs.eval.in_steps ? "steps" : "training images", t->rs.eval.images,
+                t->rs.eval.sampler, t->rs.eval.steps, t->rs.eval.cfg_scale, t->rs.eval.ref);
+    run_meta_fill(&t->meta, &t->rs);
+    t->tr->n_meta = t->meta.n;
+    t->tr->meta = t->meta.kv;
+    loader_seek(t->ld, t->tr->batches);
+    train_check_replicas(t->tr);
 
     char desc[256];
-    net_config_describe(&c, desc, sizeof desc);
-    if (lead && world > 1)
-        fprintf(stderr, "processes: %d (%s), %d images each of the global batch %d\n", world, dist_engine(), tr->batch,
-                batch);
-    if (lead) fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, tr->net->n_trainable / 1e6, be->name,
+    net_config_describe(&t->c, desc, sizeof desc);
+    if (t->lead && t->world > 1)
+        fprintf(stderr, "processes: %d (%s), %d images each of the global batch %d\n", t->world, dist_engine(), t->tr->batch,
+                t->batch);
+    if (t->lead) fprintf(stderr, "model: %s; %.2fM parameters, %s backend, %d threads\n", desc, t->tr->net->n_trainable / 1e6, t->be->name,
             num_threads());
-    if (lead && (world > 1 || zero))
-        fprintf(stderr, "optimiser state (AdamW m, v): %.2f MB per process%s\n", trainer_opt_state_bytes(tr) / 1e6,
-                tr->zero ? " (ZeRO-1: 1/world of it)" : world > 1 ? " (each holds all of it; --zero 1 shards it)"
+    if (t->lead && (t->world > 1 || t->zero))
+        fprintf(stderr, "optimiser state (AdamW m, v): %.2f MB per process%s\n", trainer_opt_state_bytes(t->tr) / 1e6,
+                t->tr->zero ? " (ZeRO-1: 1/world of it)" : t->world > 1 ? " (each holds all of it; --zero 1 shards it)"
                                                       : " (--zero 1: one process, nothing to shard)");
     char bdesc[64];
-    snprintf(bdesc, sizeof bdesc, accum > 1 ? "%d (--batch %d x --accum %d)" : "%d", batch * accum, batch, accum);
+    snprintf(bdesc, sizeof bdesc, t->accum > 1 ? "%d (--batch %d x --accum %d)" : "%d", t->batch * t->accum, t->batch, t->accum);
     char kdesc[64];
-    snprintf(kdesc, sizeof kdesc, c.num_classes ? "%d classes" : "%d classes unused (an unconditional model)",
-             ds->num_classes);
-    if (lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %s; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
-            rs.data, (long long)ds->n, ds->channels, ds->channels > 1 ? "s" : "", kdesc, bdesc, to.lr,
-            to.ema_decay, (unsigned long long)iters, out);
-    if (lead && to.decay_end > to.decay_start)
-        fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", to.lr,
-                (unsigned long long)to.decay_start, to.lr_end, (unsigned long long)to.decay_end);
-    if (lead && grid_every > 0)
+    snprintf(kdesc, sizeof kdesc, t->c.num_classes ? "%d classes" : "%d classes unused (an unconditional model)",
+             t->ds->num_classes);
+    if (t->lead) fprintf(stderr, "data: %s, %lld images, %d channel%s, %s; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
+            t->rs.data, (long long)t->ds->n, t->ds->channels, t->ds->channels > 1 ? "s" : "", kdesc, bdesc, t->to.lr,
+            t->to.ema_decay, (unsigned long long)t->iters, t->out);
+    if (t->lead && t->to.decay_end > t->to.decay_start)
+        fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", t->to.lr,
+                (unsigned long long)t->to.decay_start, t->to.lr_end, (unsigned long long)t->to.decay_end);
+    if (t->lead && t->grid_every > 0)
         fprintf(stderr, "sample grids: %d images, DDIM %d steps, every %d steps and at the end (--sample-images, "
-                "--sample-steps, --sample-every 0 for none)\n", pv.n, pv.steps, grid_every);
-    if (lead && tr->step >= iters)
+                "--sample-steps, --sample-every 0 for none)\n", t->pv.n, t->pv.steps, t->grid_every);
+    if (t->lead && t->tr->step >= t->iters)
         fprintf(stderr, "note: the run is at step %llu, its target: nothing to train (give a larger --iters to go "
-                "on)\n", (unsigned long long)tr->step);
+                "on)\n", (unsigned long long)t->tr->step);
+    return -1;
+}
 
-    TrainRun run = {tr, ld, &to, &rs, &meta, out, batch, accum, grid_every > 0 ? &pv : NULL, grid_every, tev, &tb, &hist,
-                    lead, &stop_requested};
-    int rc = train_run_loop(&run);
-#undef GIVEN
-    if (tfev_close(&tb, &err)) FATAL("%s", err.msg);
-    if (grid_every > 0) train_grid_free(&pv);
-    train_eval_free(tev);
-    run_log_free(&hist);
-    loader_free(ld);
-    dataset_close(ds);
-    trainer_free(tr);
-    class_names_free(&cn);
+int cmd_train(int argc, char **argv) {
+    TrainCmd *t = xcalloc(1, sizeof *t);
+    t->argc = argc;
+    t->argv = argv;
+    int rc = train_flags(t);
+    if (rc < 0) {
+        train_open(t);
+        train_settings(t);
+        rc = train_data(t);
+    }
+    if (rc < 0) {
+        train_prepare(t);
+        rc = train_report(t);
+    }
+    if (rc >= 0) {
+        free(t);
+        return rc;
+    }
+    TrainRun run = {t->tr, t->ld, &t->to, &t->rs, &t->meta, t->out, t->batch, t->accum,
+                    t->grid_every > 0 ? &t->pv : NULL, t->grid_every, t->tev, &t->tb, &t->hist, t->lead, &stop_requested};
+    rc = train_run_loop(&run);
+    if (tfev_close(&t->tb, &t->err)) FATAL("%s", t->err.msg);
+    if (t->grid_every > 0) train_grid_free(&t->pv);
+    train_eval_free(t->tev);
+    run_log_free(&t->hist);
+    loader_free(t->ld);
+    dataset_close(t->ds);
+    trainer_free(t->tr);
+    class_names_free(&t->cn);
     dist_barrier();  // rank 0's last checkpoint is complete before any rank reports done
     dist_finalize();
+    free(t);
     return rc;
 }
+
+#undef GIVEN
