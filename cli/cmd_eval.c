@@ -442,6 +442,46 @@ static const char *kEvalUsage =
     "Both report precision/recall (k = 3, ADM evaluator) and KID (torch-fidelity) when the reference\n"
     "has features (images, or stats written by mala eval stats), on the first 10,000 of each side.";
 
+// --ckpt: the generator's guided batch checked against the memory (at least its images in and out),
+// and what will be sampled, said.
+static void announce_sampling(const EvalArgs *a, const NetConfig *model_cfg) {
+    args_check_memory("--sample-batch", a->gen.batch, gen_memory_bytes(model_cfg, backend_cpu(), a->gen.batch, NULL),
+                      "the model's weights and activations (2 passes per image with guidance)");
+    char ch[16];
+    fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g on %s eps channels%s, %s labels "
+            "(%s)\n", a->gen.num, a->gen.ckpt, a->sampler, a->gen.opts.steps, a->gen.opts.cfg_scale,
+            gen_cfg_channels_str(a->gen.opts.cfg_channels, a->model_c, ch, sizeof ch),
+            a->gen.opts.clip ? ", clipped" : "", label_mode_name(a->gen.labels),
+            !strcmp(a->preset, "dit") ? "DiT's FID-50K settings"
+            : !strcmp(a->preset, "quick") ? "the QUICK preset: not comparable with DiT's FID-50K"
+                                         : "custom settings, not DiT's FID-50K");
+}
+
+// The feature network --features names (the Fashion-MNIST classifier, or the FID Inception) on
+// the device asked for; m->path points into buf. 1 after an error line.
+static int open_extractor(const EvalArgs *a, Extractor *m, char *buf, size_t cap) {
+    const Backend *be = backend_select(a->gen.device, a->gen.precision);
+    if (!strcmp(a->features, "fmnist")) {
+        if (!(m->path = eval_find_classifier(a->classifier, buf, cap))) return 1;
+        MalaErr err;
+        if (!(m->fm = fmnist_net_load(m->path, be, a->batch, &err))) {
+            fprintf(stderr, "error: %s\n", err.msg);
+            return 1;
+        }
+        m->dim = FMNIST_FEAT_DIM;
+        m->classes = FMNIST_FEAT_CLASSES;
+        fprintf(stderr, "[eval] Fashion-MNIST classifier from %s on %s (test accuracy %.4f)\n", m->path, be->name,
+                fmnist_net_test_accuracy(m->fm));
+    } else {
+        if (!(m->path = eval_find_inception(a->inception, buf, cap))) return 1;
+        // internal batch: memory ~14 MB per image
+        if (!(m->inc = eval_load_inception(m->path, be, a->batch < 32 ? a->batch : 32))) return 1;
+        m->dim = INCEPTION_DIM;
+        m->classes = INCEPTION_CLASSES;
+    }
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv) {
     const char *sub = argc >= 2 ? argv[1] : NULL;
     EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm", .preset = "dit",
@@ -580,40 +620,11 @@ int cmd_eval(int argc, char **argv) {
     if (!strcmp(sub, "stats")) out_check_file("--out", a.out, a.force, NULL);
     if (!strcmp(sub, "fid") && a.save_stats) out_check_file("--save-stats", a.save_stats, a.force, NULL);
     if (a.gen.ckpt && strcmp(sub, "stats")) open_eval_store(&a, &model_cfg);
-    if (a.gen.ckpt) {  // the generator's guided batch, at least its images in and out
-        args_check_memory("--sample-batch", a.gen.batch, gen_memory_bytes(&model_cfg, backend_cpu(), a.gen.batch, NULL),
-                          "the model's weights and activations (2 passes per image with guidance)");
-        char ch[16];
-        fprintf(stderr, "[eval] sampling %d images from %s: %s %d steps, guidance %g on %s eps channels%s, %s labels "
-                "(%s)\n", a.gen.num, a.gen.ckpt, a.sampler, a.gen.opts.steps, a.gen.opts.cfg_scale,
-                gen_cfg_channels_str(a.gen.opts.cfg_channels, a.model_c, ch, sizeof ch),
-                a.gen.opts.clip ? ", clipped" : "", label_mode_name(a.gen.labels),
-                !strcmp(a.preset, "dit") ? "DiT's FID-50K settings"
-                : !strcmp(a.preset, "quick") ? "the QUICK preset: not comparable with DiT's FID-50K"
-                                             : "custom settings, not DiT's FID-50K");
-    }
+    if (a.gen.ckpt) announce_sampling(&a, &model_cfg);
     set_threads(a.threads);
     char buf[1024];
     Extractor m = {.name = a.features};
-    const Backend *be = backend_select(a.gen.device, a.gen.precision);
-    if (!strcmp(a.features, "fmnist")) {
-        if (!(m.path = eval_find_classifier(a.classifier, buf, sizeof buf))) return 1;
-        MalaErr err;
-        if (!(m.fm = fmnist_net_load(m.path, be, a.batch, &err))) {
-            fprintf(stderr, "error: %s\n", err.msg);
-            return 1;
-        }
-        m.dim = FMNIST_FEAT_DIM;
-        m.classes = FMNIST_FEAT_CLASSES;
-        fprintf(stderr, "[eval] Fashion-MNIST classifier from %s on %s (test accuracy %.4f)\n", m.path, be->name,
-                fmnist_net_test_accuracy(m.fm));
-    } else {
-        if (!(m.path = eval_find_inception(a.inception, buf, sizeof buf))) return 1;
-        // internal batch: memory ~14 MB per image
-        if (!(m.inc = eval_load_inception(m.path, be, a.batch < 32 ? a.batch : 32))) return 1;
-        m.dim = INCEPTION_DIM;
-        m.classes = INCEPTION_CLASSES;
-    }
+    if (open_extractor(&a, &m, buf, sizeof buf)) return 1;
     int rc = !strcmp(sub, "stats") ? eval_stats(&a, &m) : !strcmp(sub, "fid") ? eval_fid(&a, &m) : eval_is(&a, &m);
     if (!rc) batch_store_finish(&a.store);  // the result is out: the kept batches go
     if (m.inc) inception_free(m.inc);

@@ -141,61 +141,98 @@ static void open_store(BatchStore *st, const SamplingRecord *rec, const char *ou
     free(set);
 }
 
-int cmd_sample(int argc, char **argv) {
-    const char *ckpt = NULL, *sampler = "ddpm", *cls = NULL, *labels = NULL, *out = NULL, *out_dir = NULL;
-    const char *npz = NULL, *npy = NULL, *init_noise = NULL, *device = NULL, *precision = NULL, *weights = "ema";
-    const char *vae = NULL, *cfg_channels = "all", *label_mode = NULL, *cfg_interval = "none";
-    const char *init_image = NULL, *mask = NULL, *blend = NULL;
-    GenOpts go = gen_opts_default();
-    int n = 0, batch = 16, threads = 0, nrow = 0, force = 0, resample = 0, heads = 0;
-    float strength = 0.75f;
-    uint64_t seed = 0;
+// Everything `mala sample` sets up, from the flags to the images written.
+typedef struct {
+    int argc;
+    char **argv;
+    // the flags
+    const char *ckpt, *sampler, *cls, *labels, *out, *out_dir, *npz, *npy, *init_noise, *device, *precision, *weights;
+    const char *vae, *cfg_channels, *label_mode, *cfg_interval, *init_image, *mask, *blend;
+    GenOpts go;
+    int n, batch, threads, nrow, force, resample, heads;
+    float strength;
+    uint64_t seed;
+    Opt opts[64];
+    int nopts;
+    LabelMode lmode;
+    SampleInit si;
+    // the run
+    int rank, world, lead;
+    const Backend *be;
+    NetConfig pc;  // the file's configuration, read before the model is built
+    MalaErr err;
+    size_t per_image, per, oper;
+    int count, recorded, K, oc, os;
+    double gen_dev, gen_bytes;
+    Generator g;
+    char vae_buf[4200];
+    const NetConfig *c;
+    int32_t *y;
+    float *x, *img, *chunk;
+    uint8_t *u8;
+    GenOpts used;  // as the sampler runs it
+    SamplingRecord rec;
+    BatchStore store;
+    const char *keep;
+    int *done;
+    SampleProgress pr;
+} SampleCmd;
+
+// The flags, checked alone. -1 (go on), or an exit status.
+static int sample_flags(SampleCmd *t) {
+    t->sampler = "ddpm";
+    t->weights = "ema";
+    t->cfg_channels = "all";
+    t->cfg_interval = "none";
+    t->go = gen_opts_default();
+    t->batch = 16;
+    t->strength = 0.75f;
     Opt opts[] = {
-        {"--ckpt", OPT_STR, &ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
-        {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA or online weights (a PyTorch "
+        {"--ckpt", OPT_STR, &t->ckpt, "FILE", "model file (.safetensors; default: the bundled Fashion-MNIST model)"},
+        {"--weights", OPT_STR, &t->weights, "ema|online", "a training checkpoint's EMA or online weights (a PyTorch "
          "checkpoint's ema or model)"},
-        {"--heads", OPT_INT, &heads, "N", "attention heads of a PyTorch .pt (default: its args, else DiT's preset)",
+        {"--heads", OPT_INT, &t->heads, "N", "attention heads of a PyTorch .pt (default: its args, else DiT's preset)",
          ARG_MIN(1), ARG_MAX(1024)},
-        {"--sampler", OPT_STR, &sampler, sampler_kind_list(), "sampler"},
-        {"--steps", OPT_INT, &go.steps, "N", "sampling steps (respaced from 1000)", ARG_MIN(1), ARG_MAX(1000),
+        {"--sampler", OPT_STR, &t->sampler, sampler_kind_list(), "sampler"},
+        {"--steps", OPT_INT, &t->go.steps, "N", "sampling steps (respaced from 1000)", ARG_MIN(1), ARG_MAX(1000),
          ARG_ALIAS("--num-sampling-steps")},
-        {"--eta", OPT_FLOAT, &go.eta, "E", "DDIM noise (0 = deterministic)", ARG_MIN(0), ARG_MAX(10)},
-        {"--cfg-scale", OPT_FLOAT, &go.cfg_scale, "W", "classifier-free guidance scale (1 = none)", ARG_MIN(0),
+        {"--eta", OPT_FLOAT, &t->go.eta, "E", "DDIM noise (0 = deterministic)", ARG_MIN(0), ARG_MAX(10)},
+        {"--cfg-scale", OPT_FLOAT, &t->go.cfg_scale, "W", "classifier-free guidance scale (1 = none)", ARG_MIN(0),
          ARG_MAX(100)},
-        {"--cfg-channels", OPT_STR, &cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
+        {"--cfg-channels", OPT_STR, &t->cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
          "conditional; default all"},
-        {"--cfg-interval", OPT_STR, &cfg_interval, "LO,HI|none", "guide only the steps whose sigma = sqrt(1/abar - 1) "
+        {"--cfg-interval", OPT_STR, &t->cfg_interval, "LO,HI|none", "guide only the steps whose sigma = sqrt(1/abar - 1) "
          "is in (LO, HI] (Kynkaanniemi et al. 2024), one pass elsewhere"},
-        {"--clip", OPT_BOOL, &go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
-        {"--class", OPT_STR, &cls, "K", "class name or number for every image"},
-        {"--labels", OPT_STR, &labels, "L,L,...", "one label per image (names or numbers)"},
-        {"--label-mode", OPT_STR, &label_mode, "balanced|random", "without --class/--labels: the classes in equal "
+        {"--clip", OPT_BOOL, &t->go.clip, "BOOL", "clip predicted x0 to [-1, 1]"},
+        {"--class", OPT_STR, &t->cls, "K", "class name or number for every image"},
+        {"--labels", OPT_STR, &t->labels, "L,L,...", "one label per image (names or numbers)"},
+        {"--label-mode", OPT_STR, &t->label_mode, "balanced|random", "without --class/--labels: the classes in equal "
          "blocks (default), or uniform draws from --seed per image (DiT's sample_ddp.py)"},
-        {"--n", OPT_INT, &n, "N", "images (default: 16 with --class, else 8 per class up to 16 classes, 64 above)",
+        {"--n", OPT_INT, &t->n, "N", "images (default: 16 with --class, else 8 per class up to 16 classes, 64 above)",
          ARG_MIN(1)},
-        {"--seed", OPT_U64, &seed, "S", "seed of the initial and per-step noise", ARG_ALIAS("--global-seed")},
-        {"--batch", OPT_INT, &batch, "B", "images per forward pass", ARG_MIN(1), ARG_ALIAS("--per-proc-batch-size")},
-        {"--out", OPT_STR, &out, "FILE.png", "write a grid"},
-        {"--nrow", OPT_INT, &nrow, "N", "images per grid row (default 8)", ARG_MIN(0)},
-        {"--out-dir", OPT_STR, &out_dir, "DIR", "write one PNG per image", ARG_ALIAS("--sample-dir")},
-        {"--save-npz", OPT_STR, &npz, "FILE", "ADM evaluator batch: arr_0 uint8 NHWC, arr_1 labels"},
-        {"--save-npy", OPT_STR, &npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
-        OPT_FORCE(&force),
-        {"--init-noise", OPT_STR, &init_noise, "FILE.npy", "start from this float32 NCHW noise"},
-        {"--vae", OPT_STR, &vae, "FILE", "latent models: the VAE that decodes their samples (diffusers safetensors)"},
-        {"--init-image", OPT_STR, &init_image, "FILE|DIR", "image-to-image: start from this image (every image) or "
+        {"--seed", OPT_U64, &t->seed, "S", "seed of the initial and per-step noise", ARG_ALIAS("--global-seed")},
+        {"--batch", OPT_INT, &t->batch, "B", "images per forward pass", ARG_MIN(1), ARG_ALIAS("--per-proc-batch-size")},
+        {"--out", OPT_STR, &t->out, "FILE.png", "write a grid"},
+        {"--nrow", OPT_INT, &t->nrow, "N", "images per grid row (default 8)", ARG_MIN(0)},
+        {"--out-dir", OPT_STR, &t->out_dir, "DIR", "write one PNG per image", ARG_ALIAS("--sample-dir")},
+        {"--save-npz", OPT_STR, &t->npz, "FILE", "ADM evaluator batch: arr_0 uint8 NHWC, arr_1 labels"},
+        {"--save-npy", OPT_STR, &t->npy, "FILE", "raw float32 NCHW samples in [-1, 1]"},
+        OPT_FORCE(&t->force),
+        {"--init-noise", OPT_STR, &t->init_noise, "FILE.npy", "start from this float32 NCHW noise"},
+        {"--vae", OPT_STR, &t->vae, "FILE", "latent models: the VAE that decodes their samples (diffusers safetensors)"},
+        {"--init-image", OPT_STR, &t->init_image, "FILE|DIR", "image-to-image: start from this image (every image) or "
          "from each image of DIR (one output each)"},
-        {"--strength", OPT_FLOAT, &strength, "S", "image-to-image: noise the input to t = S T and take the last "
+        {"--strength", OPT_FLOAT, &t->strength, "S", "image-to-image: noise the input to t = S T and take the last "
          "round(S steps) steps (default 0.75; 1 with --mask; 1 = plain generation)", ARG_MIN(0), ARG_MAX(1)},
-        {"--mask", OPT_STR, &mask, "M.png", "inpainting (with --init-image): white = regenerate, black = keep"},
-        {"--resample", OPT_INT, &resample, "R", "inpainting: RePaint jumps per step (ddpm, ddim)", ARG_MIN(0),
+        {"--mask", OPT_STR, &t->mask, "M.png", "inpainting (with --init-image): white = regenerate, black = keep"},
+        {"--resample", OPT_INT, &t->resample, "R", "inpainting: RePaint jumps per step (ddpm, ddim)", ARG_MIN(0),
          ARG_MAX(100)},
-        {"--blend", OPT_STR, &blend, "A,B,W", "class blend: every image's label embedding is (1-W) e_A + W e_B"},
-        OPT_THREADS(&threads),
-        OPT_DEVICE(&device),
-        OPT_PRECISION(&precision),
+        {"--blend", OPT_STR, &t->blend, "A,B,W", "class blend: every image's label embedding is (1-W) e_A + W e_B"},
+        OPT_THREADS(&t->threads),
+        OPT_DEVICE(&t->device),
+        OPT_PRECISION(&t->precision),
     };
-    refuse_model_flags(argc, argv);
+    refuse_model_flags(t->argc, t->argv);
     args_parse("usage: mala sample [flags]\n\nGenerates class-conditional images (an unconditional model's: no --class,\n"
                "no guidance). Without --out, --out-dir, --save-npz or --save-npy it writes samples.png.\n"
                "Existing files are not replaced without --force (which also clears an --out-dir of an\n"
@@ -204,259 +241,296 @@ int cmd_sample(int argc, char **argv) {
                "With --save-npz, --save-npy or --out-dir every batch is kept in OUTPUT.partial as it is\n"
                "sampled: the same command run again continues (other settings are refused). FILE.json\n"
                "beside an .npz / .npy records how it was made (mala info FILE.npz prints it).",
-               opts, sizeof opts / sizeof opts[0], argc, argv, 1);
-    if (sampler_kind_parse(sampler, &go.kind)) FATAL("--sampler %s: expected %s", sampler, sampler_kind_list());
-    if (gen_cfg_channels_parse(cfg_channels, &go.cfg_channels))
-        FATAL("--cfg-channels %s: expected all or a channel count 1..1024", cfg_channels);
-    if (gen_cfg_interval_parse(cfg_interval, &go.cfg_lo, &go.cfg_hi))
-        FATAL("--cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none", cfg_interval);
-    weights = weights_online("--weights", weights) ? "online" : "ema";  // "model" is DiT's "online"
-    ckpt_torch_options(!strcmp(weights, "online"), heads);
-    if (cls && labels) FATAL("--class and --labels exclude each other");
-    LabelMode lmode = LABELS_BALANCED;
-    if (label_mode && (cls || labels)) FATAL("--label-mode and %s exclude each other", cls ? "--class" : "--labels");
-    if (label_mode && label_mode_parse(label_mode, &lmode))
-        FATAL("--label-mode %s: expected balanced or random", label_mode);
-    if (!out && !out_dir && !npz && !npy) out = "samples.png";
-    const int nopts = sizeof opts / sizeof opts[0];
-    if (!init_image) {
-        const char *needs = mask ? "--mask" : args_given(opts, nopts, &strength) ? "--strength"
-                          : args_given(opts, nopts, &resample) ? "--resample" : NULL;
+               opts, sizeof opts / sizeof opts[0], t->argc, t->argv, 1);
+    _Static_assert(sizeof opts <= sizeof t->opts, "SampleCmd's flag table is too small");
+    memcpy(t->opts, opts, sizeof opts);
+    t->nopts = sizeof opts / sizeof opts[0];
+    if (sampler_kind_parse(t->sampler, &t->go.kind)) FATAL("--sampler %s: expected %s", t->sampler, sampler_kind_list());
+    if (gen_cfg_channels_parse(t->cfg_channels, &t->go.cfg_channels))
+        FATAL("--cfg-channels %s: expected all or a channel count 1..1024", t->cfg_channels);
+    if (gen_cfg_interval_parse(t->cfg_interval, &t->go.cfg_lo, &t->go.cfg_hi))
+        FATAL("--cfg-interval %s: expected LO,HI with 0 <= LO < HI (sigma), or none", t->cfg_interval);
+    t->weights = weights_online("--weights", t->weights) ? "online" : "ema";  // "model" is DiT's "online"
+    ckpt_torch_options(!strcmp(t->weights, "online"), t->heads);
+    if (t->cls && t->labels) FATAL("--class and --labels exclude each other");
+    t->lmode = LABELS_BALANCED;
+    if (t->label_mode && (t->cls || t->labels)) FATAL("--label-mode and %s exclude each other", t->cls ? "--class" : "--labels");
+    if (t->label_mode && label_mode_parse(t->label_mode, &t->lmode))
+        FATAL("--label-mode %s: expected balanced or random", t->label_mode);
+    if (!t->out && !t->out_dir && !t->npz && !t->npy) t->out = "samples.png";
+    if (!t->init_image) {
+        const char *needs = t->mask ? "--mask" : args_given(t->opts, t->nopts, &t->strength) ? "--strength"
+                          : args_given(t->opts, t->nopts, &t->resample) ? "--resample" : NULL;
         if (needs) FATAL("%s: needs --init-image FILE|DIR (the image to start from)", needs);
     }
-    if (args_given(opts, nopts, &resample) && !mask) FATAL("--resample: applies to inpainting (--mask) only");
-    if (init_image && !(strength > 0.0f)) FATAL("--strength %g: must be in (0, 1]", (double)strength);
-    if (mask && !args_given(opts, nopts, &strength)) strength = 1.0f;
-    if (blend && (cls || labels)) FATAL("--blend sets every image's class; drop %s", cls ? "--class" : "--labels");
-    SampleInit si;
-    sample_init_list(&si, init_image, mask);
-    if (args_given(opts, sizeof opts / sizeof opts[0], &go.eta) && go.kind != SAMPLER_DDIM)
-        FATAL("--eta: applies to --sampler ddim only (%s has no eta)", sampler);
-    if (out && (strlen(out) < 4 || strcasecmp(out + strlen(out) - 4, ".png")))
-        FATAL("--out %s: writes a PNG grid; give a file name ending in .png", out);
-    set_threads(threads);
+    if (args_given(t->opts, t->nopts, &t->resample) && !t->mask) FATAL("--resample: applies to inpainting (--mask) only");
+    if (t->init_image && !(t->strength > 0.0f)) FATAL("--strength %g: must be in (0, 1]", (double)t->strength);
+    if (t->mask && !args_given(t->opts, t->nopts, &t->strength)) t->strength = 1.0f;
+    if (t->blend && (t->cls || t->labels)) FATAL("--blend sets every image's class; drop %s", t->cls ? "--class" : "--labels");
+    sample_init_list(&t->si, t->init_image, t->mask);
+    if (args_given(opts, sizeof opts / sizeof opts[0], &t->go.eta) && t->go.kind != SAMPLER_DDIM)
+        FATAL("--eta: applies to --sampler ddim only (%s has no eta)", t->sampler);
+    if (t->out && (strlen(t->out) < 4 || strcasecmp(t->out + strlen(t->out) - 4, ".png")))
+        FATAL("--out %s: writes a PNG grid; give a file name ending in .png", t->out);
+    return -1;
+}
+
+// The processes, the device and the model (its VAE attached), sized for the images asked for.
+static void sample_open(SampleCmd *t) {
+    set_threads(t->threads);
     // Under mpirun / srun the batches of --batch images go round-robin over the ranks, each
     // computed exactly as one process computes it (same images, same batch), then gathered:
     // rank 0 writes the same bytes one process writes.
-    dist_init(&argc, &argv);
-    const int rank = dist_rank(), world = dist_world(), lead = rank == 0;
-    const Backend *be = backend_select(device, precision);
-    if (!ckpt) ckpt = default_model_path();
-    NetConfig pc;
-    peek_config(ckpt, &pc);
-    MalaErr err;
-    if (gen_guidance_for(&pc, &go.cfg_scale, args_given(opts, sizeof opts / sizeof opts[0], &go.cfg_scale),
-                         "--cfg-scale", &err))
-        FATAL("%s: %s", ckpt, err.msg);
-    if (pc.latent_scale > 0 && go.clip && args_given(opts, sizeof opts / sizeof opts[0], &go.clip))
+    dist_init(&t->argc, &t->argv);
+    t->rank = dist_rank();
+    t->world = dist_world();
+    t->lead = t->rank == 0;
+    t->be = backend_select(t->device, t->precision);
+    if (!t->ckpt) t->ckpt = default_model_path();
+    peek_config(t->ckpt, &t->pc);
+    if (gen_guidance_for(&t->pc, &t->go.cfg_scale, args_given(t->opts, t->nopts, &t->go.cfg_scale),
+                         "--cfg-scale", &t->err))
+        FATAL("%s: %s", t->ckpt, t->err.msg);
+    if (t->pc.latent_scale > 0 && t->go.clip && args_given(t->opts, t->nopts, &t->go.clip))
         FATAL("--clip true: %s is a latent model, whose x0 (latents) is not bounded to [-1, 1] and is never clipped; "
-              "drop --clip", ckpt);
-    if (pc.num_classes == 0 && (cls || labels))
+              "drop --clip", t->ckpt);
+    if (t->pc.num_classes == 0 && (t->cls || t->labels))
         FATAL("%s %s: %s is an unconditional model (num_classes 0): it samples without classes; drop %s",
-              cls ? "--class" : "--labels", cls ? cls : labels, ckpt, cls ? "--class" : "--labels");
-    size_t per_image = (size_t)pc.in_channels * pc.image_size * pc.image_size;
-    int count = n;
-    if (!count && labels) {
-        count = 1;
-        for (const char *p = labels; *p; p++) count += *p == ',';
+              t->cls ? "--class" : "--labels", t->cls ? t->cls : t->labels, t->ckpt, t->cls ? "--class" : "--labels");
+    t->per_image = (size_t)t->pc.in_channels * t->pc.image_size * t->pc.image_size;
+    t->count = t->n;
+    if (!t->count && t->labels) {
+        t->count = 1;
+        for (const char *p = t->labels; *p; p++) t->count += *p == ',';
     }
-    if (si.npaths > 1 && count && count != si.npaths)
-        FATAL("%s %d images: --init-image %s holds %d (one output each)", labels ? "--labels gives" : "--n asks for",
-              count, init_image, si.npaths);
-    if (si.npaths > 1) count = n = si.npaths;
-    if (!count && si.npaths == 1) count = n = 1;  // one input image: one output unless --n says more
-    if (!count) count = default_count(pc.num_classes, cls != NULL);
-    args_check_memory("--n", count, (double)count * per_image * (sizeof(float) + 1), "the images");
-    if (batch > count) batch = count;  // the generator is sized for the images asked for
-    double gen_dev, gen_bytes = gen_memory_bytes(&pc, be, batch, &gen_dev);
-    args_check_memory("--batch", batch, gen_bytes - gen_dev, "the model's weights and activations (2 passes per image "
+    if (t->si.npaths > 1 && t->count && t->count != t->si.npaths)
+        FATAL("%s %d images: --init-image %s holds %d (one output each)", t->labels ? "--labels gives" : "--n asks for",
+              t->count, t->init_image, t->si.npaths);
+    if (t->si.npaths > 1) t->count = t->n = t->si.npaths;
+    if (!t->count && t->si.npaths == 1) t->count = t->n = 1;  // one input image: one output unless --n says more
+    if (!t->count) t->count = default_count(t->pc.num_classes, t->cls != NULL);
+    args_check_memory("--n", t->count, (double)t->count * t->per_image * (sizeof(float) + 1), "the images");
+    if (t->batch > t->count) t->batch = t->count;  // the generator is sized for the images asked for
+    t->gen_bytes = gen_memory_bytes(&t->pc, t->be, t->batch, &t->gen_dev);
+    args_check_memory("--batch", t->batch, t->gen_bytes - t->gen_dev, "the model's weights and activations (2 passes per image "
                       "with guidance)");
 
-    Generator g;
-    if (generator_open(&g, ckpt, be, batch, &err)) FATAL("%s", err.msg);
-    if (!strcmp(weights, "online") && !torch_file_sniff(ckpt)) use_online_weights(&g, ckpt);  // .pt: chosen on load
-    char vae_buf[4200];
-    int recorded = generator_recorded_vae(&g, ckpt, &vae, vae_buf, sizeof vae_buf, &err);
-    if (recorded < 0) FATAL("%s", err.msg);
-    if (recorded && lead) fprintf(stderr, "using the VAE recorded in %s: %s\n", ckpt, vae);
-    if (generator_attach_vae(&g, vae, ckpt, &err)) FATAL("%s", err.msg);
-    const NetConfig *c = &g.net->cfg;
-    int K = c->num_classes;
-    if ((out || out_dir) && generator_out_channels(&g) != 1 && generator_out_channels(&g) != 3)
+    if (generator_open(&t->g, t->ckpt, t->be, t->batch, &t->err)) FATAL("%s", t->err.msg);
+    if (!strcmp(t->weights, "online") && !torch_file_sniff(t->ckpt)) use_online_weights(&t->g, t->ckpt);  // .pt: chosen on load
+    t->recorded = generator_recorded_vae(&t->g, t->ckpt, &t->vae, t->vae_buf, sizeof t->vae_buf, &t->err);
+    if (t->recorded < 0) FATAL("%s", t->err.msg);
+    if (t->recorded && t->lead) fprintf(stderr, "using the VAE recorded in %s: %s\n", t->ckpt, t->vae);
+    if (generator_attach_vae(&t->g, t->vae, t->ckpt, &t->err)) FATAL("%s", t->err.msg);
+    t->c = &t->g.net->cfg;
+    t->K = t->c->num_classes;
+    if ((t->out || t->out_dir) && generator_out_channels(&t->g) != 1 && generator_out_channels(&t->g) != 3)
         FATAL("%s: the model makes %d-channel images, which a PNG cannot hold; use --save-npy (or --save-npz)",
-              out ? "--out" : "--out-dir", generator_out_channels(&g));
-    int32_t *y = NULL;
-    if (labels) {
-        int got = parse_labels(labels, &g.classes, &y);
-        if (n && n != got) FATAL("--n %d disagrees with the %d labels given", n, got);
-        n = got;
+              t->out ? "--out" : "--out-dir", generator_out_channels(&t->g));
+}
+
+// Every image's label (--labels, --class, the classes in blocks, a blend) and its starting noise;
+// the outputs checked and the input images read, before any work. -1, or the exit status.
+static int sample_inputs(SampleCmd *t) {
+    if (t->labels) {
+        int got = parse_labels(t->labels, &t->g.classes, &t->y);
+        if (t->n && t->n != got) FATAL("--n %d disagrees with the %d labels given", t->n, got);
+        t->n = got;
     } else {
         int k = -1;
-        if (cls && gen_prompt_class(&g.classes, cls, "--class", &k, &err)) {
-            fprintf(stderr, "error: %s\n", err.msg);
-            generator_close(&g);
+        if (t->cls && gen_prompt_class(&t->g.classes, t->cls, "--class", &k, &t->err)) {
+            fprintf(stderr, "error: %s\n", t->err.msg);
+            generator_close(&t->g);
             return 1;
         }
-        if (!n) n = default_count(K, cls != NULL);
-        y = xmalloc(n * sizeof(int32_t));
-        for (int i = 0; i < n; i++) y[i] = k >= 0 ? k : (int32_t)((int64_t)i * K / n);
-        if (lmode == LABELS_RANDOM) gen_labels(y, lmode, seed, 0, n, K);
+        if (!t->n) t->n = default_count(t->K, t->cls != NULL);
+        t->y = xmalloc(t->n * sizeof(int32_t));
+        for (int i = 0; i < t->n; i++) t->y[i] = k >= 0 ? k : (int32_t)((int64_t)i * t->K / t->n);
+        if (t->lmode == LABELS_RANDOM) gen_labels(t->y, t->lmode, t->seed, 0, t->n, t->K);
     }
-    if (blend) {
-        if (!K) FATAL("--blend %s: %s is an unconditional model (num_classes 0)", blend, ckpt);
-        sample_parse_blend(blend, &g.classes, &go);
-        for (int i = 0; i < n; i++) y[i] = go.blend_a;  // the label embedding is the blend's
+    if (t->blend) {
+        if (!t->K) FATAL("--blend %s: %s is an unconditional model (num_classes 0)", t->blend, t->ckpt);
+        sample_parse_blend(t->blend, &t->g.classes, &t->go);
+        for (int i = 0; i < t->n; i++) t->y[i] = t->go.blend_a;  // the label embedding is the blend's
     }
-    size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
-    float *x = xmalloc(per * n * sizeof(float));
-    if (init_noise) {
+    t->per = (size_t)t->c->in_channels * t->c->image_size * t->c->image_size;
+    t->x = xmalloc(t->per * t->n * sizeof(float));
+    if (t->init_noise) {
         NpyArray a;
-        if (npy_load(init_noise, &a, &err)) FATAL("%s", err.msg);
-        if (strcmp(a.dtype, "<f4") || a.ndim != 4 || a.shape[0] != n || a.shape[1] != c->in_channels ||
-            a.shape[2] != c->image_size || a.shape[3] != c->image_size)
+        if (npy_load(t->init_noise, &a, &t->err)) FATAL("%s", t->err.msg);
+        if (strcmp(a.dtype, "<f4") || a.ndim != 4 || a.shape[0] != t->n || a.shape[1] != t->c->in_channels ||
+            a.shape[2] != t->c->image_size || a.shape[3] != t->c->image_size)
         {
             char shape[96] = "";
             for (int d = 0; d < a.ndim && d < 8; d++)
                 snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "", (long long)a.shape[d]);
-            FATAL("%s: expected float32 [%d,%d,%d,%d] noise, got %s [%s]", init_noise, n, c->in_channels, c->image_size,
-                  c->image_size, a.dtype, shape);
+            FATAL("%s: expected float32 [%d,%d,%d,%d] noise, got %s [%s]", t->init_noise, t->n, t->c->in_channels, t->c->image_size,
+                  t->c->image_size, a.dtype, shape);
         }
-        memcpy(x, a.data, per * n * sizeof(float));
+        memcpy(t->x, a.data, t->per * t->n * sizeof(float));
         npy_free(&a);
     } else {
-        generator_noise(&g, x, seed, 0, n);
+        generator_noise(&t->g, t->x, t->seed, 0, t->n);
     }
     // After every flag and input is validated (their errors say more than "exists") and before any
     // work: nothing is computed for an output that cannot be written.
-    if (lead) {
-        const char *const files[3][2] = {{"--out", out}, {"--save-npz", npz}, {"--save-npy", npy}};
+    if (t->lead) {
+        const char *const files[3][2] = {{"--out", t->out}, {"--save-npz", t->npz}, {"--save-npy", t->npy}};
         for (int i = 0; i < 3; i++)
-            if (files[i][1]) out_check_file(files[i][0], files[i][1], force, NULL);
-        if (out_dir) {
-            int removed = out_check_dir("--out-dir", out_dir, force, is_sample_png);
-            if (removed) fprintf(stderr, "--force: removed %d images of an earlier run from %s\n", removed, out_dir);
+            if (files[i][1]) out_check_file(files[i][0], files[i][1], t->force, NULL);
+        if (t->out_dir) {
+            int removed = out_check_dir("--out-dir", t->out_dir, t->force, is_sample_png);
+            if (removed) fprintf(stderr, "--force: removed %d images of an earlier run from %s\n", removed, t->out_dir);
         }
     }
-    sample_init_load(&si, &g, n, strength, resample);
+    sample_init_load(&t->si, &t->g, t->n, t->strength, t->resample);
 
-    GenOpts used = go;  // as the sampler runs it
-    used.clip = go.clip && !(c->latent_scale > 0);
-    SamplingRecord rec = {ckpt, weights, c, &used, labels ? "list" : cls ? "class" : label_mode_name(lmode), y, n,
-                          batch, seed, init_noise, be, g.vae ? vae : NULL};
-    rec.init_image = init_image;
-    rec.mask = mask;
-    rec.strength = strength;
-    rec.resample = resample;
-    BatchStore store = {0};  // a long run's batches, kept beside the output that asks for all of them
-    const char *keep = npz ? npz : npy ? npy : out_dir;
-    if (keep) open_store(&store, &rec, keep, npz ? "--save-npz" : npy ? "--save-npy" : "--out-dir", per, force);
-    int *done = xcalloc((size_t)(n + batch - 1) / batch, sizeof *done);
-    SampleProgress pr = {.total_images = n, .t0 = now_seconds()};
-    for (int b0 = 0; b0 < n; b0 += batch) {
-        int mine = (b0 / batch) % world == rank, nb = n - b0 < batch ? n - b0 : batch;
-        done[b0 / batch] = mine && store.kept && batch_store_load(&store, b0 / batch, x + per * b0, nb);
-        pr.batches += mine && !done[b0 / batch];
-    }
-    progress_init(&pr.pg, stderr);
-    for (int b0 = 0; b0 < n; b0 += batch) {
-        if ((b0 / batch) % world != rank || done[b0 / batch]) continue;
-        int nb = n - b0 < batch ? n - b0 : batch;
-        pr.done_images = b0;
-        pr.batch_end = b0 + nb;
-        GenInit gi = si.gi;  // this batch's inputs
-        if (si.init) gi.image += per * b0;
-        if (gi.mask) gi.mask += (size_t)c->image_size * c->image_size * b0;
-        if (generator_run_init(&g, &go, si.init ? &gi : NULL, x + per * b0, y + b0, nb, seed, b0,
-                               lead ? on_step : NULL, &pr, &err))
-            FATAL("%s", err.msg);
-        if (store.dir[0]) batch_store_save(&store, b0 / batch, x + per * b0, nb);
-        pr.batches_done++;
-    }
-    progress_break(&pr.pg);
-    free(done);
-    for (int b0 = 0; world > 1 && b0 < n; b0 += batch) {  // every batch from the rank that made it
-        int nb = n - b0 < batch ? n - b0 : batch;
-        dist_bcast(x + per * b0, (size_t)nb * per * sizeof(float), (b0 / batch) % world);
-    }
-    if (!lead) out = out_dir = npz = npy = NULL;  // rank 0 writes
+    t->used = t->go;  // as the sampler runs it
+    t->used.clip = t->go.clip && !(t->c->latent_scale > 0);
+    t->rec = (SamplingRecord){t->ckpt, t->weights, t->c, &t->used, t->labels ? "list" : t->cls ? "class" : label_mode_name(t->lmode), t->y, t->n,
+                          t->batch, t->seed, t->init_noise, t->be, t->g.vae ? t->vae : NULL};
+    t->rec.init_image = t->init_image;
+    t->rec.mask = t->mask;
+    t->rec.strength = t->strength;
+    t->rec.resample = t->resample;
+    return -1;
+}
 
+// The batches: this process's share sampled (or found in the partial run kept), then gathered.
+static void sample_run(SampleCmd *t) {
+    // a long run's batches, kept beside the output that asks for all of them
+    t->keep = t->npz ? t->npz : t->npy ? t->npy : t->out_dir;
+    if (t->keep) open_store(&t->store, &t->rec, t->keep, t->npz ? "--save-npz" : t->npy ? "--save-npy" : "--out-dir", t->per, t->force);
+    t->done = xcalloc((size_t)(t->n + t->batch - 1) / t->batch, sizeof *t->done);
+    t->pr = (SampleProgress){.total_images = t->n, .t0 = now_seconds()};
+    for (int b0 = 0; b0 < t->n; b0 += t->batch) {
+        int mine = (b0 / t->batch) % t->world == t->rank, nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
+        t->done[b0 / t->batch] = mine && t->store.kept && batch_store_load(&t->store, b0 / t->batch, t->x + t->per * b0, nb);
+        t->pr.batches += mine && !t->done[b0 / t->batch];
+    }
+    progress_init(&t->pr.pg, stderr);
+    for (int b0 = 0; b0 < t->n; b0 += t->batch) {
+        if ((b0 / t->batch) % t->world != t->rank || t->done[b0 / t->batch]) continue;
+        int nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
+        t->pr.done_images = b0;
+        t->pr.batch_end = b0 + nb;
+        GenInit gi = t->si.gi;  // this batch's inputs
+        if (t->si.init) gi.image += t->per * b0;
+        if (gi.mask) gi.mask += (size_t)t->c->image_size * t->c->image_size * b0;
+        if (generator_run_init(&t->g, &t->go, t->si.init ? &gi : NULL, t->x + t->per * b0, t->y + b0, nb, t->seed, b0,
+                               t->lead ? on_step : NULL, &t->pr, &t->err))
+            FATAL("%s", t->err.msg);
+        if (t->store.dir[0]) batch_store_save(&t->store, b0 / t->batch, t->x + t->per * b0, nb);
+        t->pr.batches_done++;
+    }
+    progress_break(&t->pr.pg);
+    free(t->done);
+    for (int b0 = 0; t->world > 1 && b0 < t->n; b0 += t->batch) {  // every batch from the rank that made it
+        int nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
+        dist_bcast(t->x + t->per * b0, (size_t)nb * t->per * sizeof(float), (b0 / t->batch) % t->world);
+    }
+    if (!t->lead) t->out = t->out_dir = t->npz = t->npy = NULL;  // rank 0 writes
+}
+
+// The outputs (rank 0): the images decoded batch by batch (a latent model's through its VAE), kept
+// whole only for the grid and the .npy; PNG files with their parameters, the grid, .npz, .npy and
+// how they were made.
+static void sample_write(SampleCmd *t) {
     // the images: decoded batch by batch (a latent model's through its VAE), kept whole only
     // for the grid and the .npy
-    const int oc = generator_out_channels(&g), os = generator_out_size(&g);
-    const size_t oper = generator_out_floats(&g);
-    if (out || npy) args_check_memory("--n", n, (double)n * oper * sizeof(float), "the decoded images");
-    if (npz) args_check_memory("--n", n, (double)n * oper, "the .npz's uint8 images");
-    float *img = out || npy ? xmalloc(oper * n * sizeof(float)) : NULL;
-    float *chunk = img ? NULL : xmalloc(oper * batch * sizeof(float));
-    uint8_t *u8 = npz ? xmalloc(oper * n) : NULL;
-    progress_init(&pr.pg, stderr);
-    for (int b0 = 0; (out || out_dir || npz || npy) && b0 < n; b0 += batch) {
-        int nb = n - b0 < batch ? n - b0 : batch;
-        float *dst = img ? img + oper * b0 : chunk;
-        if (generator_decode(&g, x + per * b0, nb, dst, &err)) FATAL("%s", err.msg);
-        if (g.vae) progress_update(&pr.pg, b0 + nb == n, "decoding images %d-%d of %d", b0 + 1, b0 + nb, n);
-        for (int i = 0; out_dir && i < nb; i++) {
+    t->oc = generator_out_channels(&t->g);
+    t->os = generator_out_size(&t->g);
+    t->oper = generator_out_floats(&t->g);
+    if (t->out || t->npy) args_check_memory("--n", t->n, (double)t->n * t->oper * sizeof(float), "the decoded images");
+    if (t->npz) args_check_memory("--n", t->n, (double)t->n * t->oper, "the .npz's uint8 images");
+    t->img = t->out || t->npy ? xmalloc(t->oper * t->n * sizeof(float)) : NULL;
+    t->chunk = t->img ? NULL : xmalloc(t->oper * t->batch * sizeof(float));
+    t->u8 = t->npz ? xmalloc(t->oper * t->n) : NULL;
+    progress_init(&t->pr.pg, stderr);
+    for (int b0 = 0; (t->out || t->out_dir || t->npz || t->npy) && b0 < t->n; b0 += t->batch) {
+        int nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
+        float *dst = t->img ? t->img + t->oper * b0 : t->chunk;
+        if (generator_decode(&t->g, t->x + t->per * b0, nb, dst, &t->err)) FATAL("%s", t->err.msg);
+        if (t->g.vae) progress_update(&t->pr.pg, b0 + nb == t->n, "decoding images %d-%d of %d", b0 + 1, b0 + nb, t->n);
+        for (int i = 0; t->out_dir && i < nb; i++) {
             char path[4096];
-            const char *name = K ? g.classes.names[y[b0 + i]] : "uncond";
-            if (si.npaths > 1) {  // --init-image DIR: the input's name without folder and extension, too
-                const char *in = strrchr(si.paths[b0 + i], '/'), *dot = strrchr(in ? in + 1 : si.paths[b0 + i], '.');
-                in = in ? in + 1 : si.paths[b0 + i];
-                snprintf(path, sizeof path, "%s/%06d_%s_%.*s.png", out_dir, b0 + i, name, (int)(dot ? dot - in : 1000), in);
+            const char *name = t->K ? t->g.classes.names[t->y[b0 + i]] : "uncond";
+            if (t->si.npaths > 1) {  // --init-image DIR: the input's name without folder and extension, too
+                const char *in = strrchr(t->si.paths[b0 + i], '/'), *dot = strrchr(in ? in + 1 : t->si.paths[b0 + i], '.');
+                in = in ? in + 1 : t->si.paths[b0 + i];
+                snprintf(path, sizeof path, "%s/%06d_%s_%.*s.png", t->out_dir, b0 + i, name, (int)(dot ? dot - in : 1000), in);
             } else {
-                snprintf(path, sizeof path, "%s/%06d_%s.png", out_dir, b0 + i, name);
+                snprintf(path, sizeof path, "%s/%06d_%s.png", t->out_dir, b0 + i, name);
             }
-            for (char *p = path + strlen(out_dir) + 1; *p; p++)
+            for (char *p = path + strlen(t->out_dir) + 1; *p; p++)
                 if (*p == '/' || *p == ' ') *p = '_';
-            char *params = png_params(&g, ckpt, vae, &used, y + b0 + i, 1, seed, b0 + i, &si);
-            if (image_save_grid_text(path, dst + oper * i, 1, oc, os, os, 1, 0, GEN_PARAMS_KEYWORD, params, &err))
-                FATAL("%s", err.msg);
+            char *params = png_params(&t->g, t->ckpt, t->vae, &t->used, t->y + b0 + i, 1, t->seed, b0 + i, &t->si);
+            if (image_save_grid_text(path, dst + t->oper * i, 1, t->oc, t->os, t->os, 1, 0, GEN_PARAMS_KEYWORD, params, &t->err))
+                FATAL("%s", t->err.msg);
             free(params);
         }
-        if (u8) to_u8_nhwc(u8 + oper * b0, dst, nb, oc, os);
+        if (t->u8) to_u8_nhwc(t->u8 + t->oper * b0, dst, nb, t->oc, t->os);
     }
-    progress_break(&pr.pg);
-    if (out) {
-        char *params = png_params(&g, ckpt, vae, &used, y, n, seed, 0, &si);
-        if (image_save_grid_text(out, img, n, oc, os, os, nrow > 0 ? nrow : 8, 2, GEN_PARAMS_KEYWORD, params, &err))
-            FATAL("%s", err.msg);
+    progress_break(&t->pr.pg);
+    if (t->out) {
+        char *params = png_params(&t->g, t->ckpt, t->vae, &t->used, t->y, t->n, t->seed, 0, &t->si);
+        if (image_save_grid_text(t->out, t->img, t->n, t->oc, t->os, t->os, t->nrow > 0 ? t->nrow : 8, 2, GEN_PARAMS_KEYWORD, params, &t->err))
+            FATAL("%s", t->err.msg);
         free(params);
-        fprintf(stderr, "wrote %s (%d images)\n", out, n);
+        fprintf(stderr, "wrote %s (%d images)\n", t->out, t->n);
     }
-    if (out_dir) fprintf(stderr, "wrote %d PNGs to %s\n", n, out_dir);
-    if (npz) {
-        int64_t *lab = xmalloc(n * sizeof(int64_t));
-        for (int i = 0; i < n; i++) lab[i] = y[i];
+    if (t->out_dir) fprintf(stderr, "wrote %d PNGs to %s\n", t->n, t->out_dir);
+    if (t->npz) {
+        int64_t *lab = xmalloc(t->n * sizeof(int64_t));
+        for (int i = 0; i < t->n; i++) lab[i] = t->y[i];
         NpyArray arr[2];
-        npy_wrap(&arr[0], "|u1", u8, 4, (int64_t[]){n, os, os, oc});
-        npy_wrap(&arr[1], "<i8", lab, 1, (int64_t[]){n});
+        npy_wrap(&arr[0], "|u1", t->u8, 4, (int64_t[]){t->n, t->os, t->os, t->oc});
+        npy_wrap(&arr[1], "<i8", lab, 1, (int64_t[]){t->n});
         const char *keys[2] = {"arr_0", "arr_1"};
-        if (npz_save(npz, keys, arr, 2, &err)) FATAL("%s", err.msg);
-        fprintf(stderr, "wrote %s (arr_0 uint8 [%d,%d,%d,%d], arr_1 labels)\n", npz, n, os, os, oc);
+        if (npz_save(t->npz, keys, arr, 2, &t->err)) FATAL("%s", t->err.msg);
+        fprintf(stderr, "wrote %s (arr_0 uint8 [%d,%d,%d,%d], arr_1 labels)\n", t->npz, t->n, t->os, t->os, t->oc);
         free(lab);
     }
-    if (npy) {
+    if (t->npy) {
         NpyArray a;
-        npy_wrap(&a, "<f4", img, 4, (int64_t[]){n, oc, os, os});
-        if (npy_save(npy, &a, &err)) FATAL("%s", err.msg);
-        fprintf(stderr, "wrote %s\n", npy);
+        npy_wrap(&a, "<f4", t->img, 4, (int64_t[]){t->n, t->oc, t->os, t->os});
+        if (npy_save(t->npy, &a, &t->err)) FATAL("%s", t->err.msg);
+        fprintf(stderr, "wrote %s\n", t->npy);
     }
-    if (lead && (npz || npy)) {  // how they were made, beside them
+    if (t->lead && (t->npz || t->npy)) {  // how they were made, beside them
         Manifest *m = xcalloc(1, sizeof *m);
         manifest_str(m, "cmd", "mala sample");
-        manifest_add_sampling(m, &rec);
-        manifest_lit(m, "batch", "%d", batch);
-        if (npz) manifest_write_beside(m, npz);
-        if (npy) manifest_write_beside(m, npy);
+        manifest_add_sampling(m, &t->rec);
+        manifest_lit(m, "batch", "%d", t->batch);
+        if (t->npz) manifest_write_beside(m, t->npz);
+        if (t->npy) manifest_write_beside(m, t->npy);
         free(m);
     }
-    if (lead) batch_store_finish(&store);
-    free(img);
-    free(chunk);
-    free(u8);
-    free(x);
-    free(y);
-    sample_init_free(&si);
-    generator_close(&g);
+    if (t->lead) batch_store_finish(&t->store);
+}
+
+int cmd_sample(int argc, char **argv) {
+    SampleCmd *t = xcalloc(1, sizeof *t);
+    t->argc = argc;
+    t->argv = argv;
+    int rc = sample_flags(t);
+    if (rc < 0) {
+        sample_open(t);
+        rc = sample_inputs(t);
+    }
+    if (rc >= 0) {
+        free(t);
+        return rc;
+    }
+    sample_run(t);
+    sample_write(t);
+    free(t->img);
+    free(t->chunk);
+    free(t->u8);
+    free(t->x);
+    free(t->y);
+    sample_init_free(&t->si);
+    generator_close(&t->g);
     dist_finalize();
+    free(t);
     return 0;
 }
