@@ -797,6 +797,7 @@ int cmd_train(int argc, char **argv) {
     TrainRun run = {t->tr, t->ld, &t->to, &t->rs, &t->meta, t->out, t->batch, t->accum,
                     t->grid_every > 0 ? &t->pv : NULL, t->grid_every, t->tev, &t->tb, &t->hist, t->lead, &stop_requested};
     rc = train_run_loop(&run);
+    if (rc == TRAIN_RUN_IO_ERROR) FATAL("%s", run.err.msg);
     if (tfev_close(&t->tb, &t->err)) FATAL("%s", t->err.msg);
     if (t->grid_every > 0) train_grid_free(&t->pv);
     train_eval_free(t->tev);

@@ -10,7 +10,7 @@
 
 void progress_init(Progress *p, FILE *f) {
     p->f = f;
-    p->tty = isatty(fileno(f));
+    p->tty = f && isatty(fileno(f));
     p->interval = PROGRESS_INTERVAL_S;
     p->clock = now_seconds;
     p->last = -1;
@@ -20,6 +20,7 @@ void progress_init(Progress *p, FILE *f) {
 }
 
 void progress_update(Progress *p, int final, const char *fmt, ...) {
+    if (!p->f) return;  // a quiet run
     double now = p->clock();
     if (!final && p->last >= 0 && now - p->last < (p->tty ? 0.1 : p->interval)) return;
     char line[512];

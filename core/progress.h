@@ -21,7 +21,7 @@ typedef struct {
 } Progress;
 
 // Status lines on f (usually stderr); tty from isatty(fileno(f)).
-void progress_init(Progress *p, FILE *f);
+void progress_init(Progress *p, FILE *f);  // f NULL: updates print nothing
 // Shows the status (printf format). final = the last update of this piece of work: shown in any case.
 void progress_update(Progress *p, int final, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // Seconds as "4m05s" or "2h13m" ("?" when not finite or negative), for ETAs.

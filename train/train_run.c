@@ -50,6 +50,7 @@ int train_run_loop(TrainRun *r) {
     const TrainOpts to = *r->to;
     const uint64_t iters = rs->iters;
     const int batch = r->batch, accum = r->accum, lead = r->lead, grid_every = r->grid_every;
+    const int say = lead && !r->quiet;  // the console's lines (the files are lead's either way)
     const char *out = r->out;
     const NetConfig *c = &tr->net->cfg;
     const size_t per = (size_t)c->in_channels * c->image_size * c->image_size;
@@ -61,24 +62,25 @@ int train_run_loop(TrainRun *r) {
     float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
     int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
     double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
-    int acc_n = 0, rc = 0;
+    int acc_n = 0, rc = 0, asked = 0;  // asked: on_log asked to stop
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
-    progress_init(&pg, stderr);
+    progress_init(&pg, say ? stderr : NULL);
     // a point whose evaluation a stop cut short (its checkpoint is this step's) is evaluated first
-    if (r->tev && tr->step > 0 && !dist_any((*r->stop)) && train_eval_due(r->tev, tr->step, iters))
+    if (r->tev && tr->step > 0 && !dist_any(*r->stop) && train_eval_due(r->tev, tr->step, iters))
         t_log += train_eval_run(r->tev, tr, rs->elapsed, r->tb, r->stop);
-    while (tr->step < iters && !dist_any((*r->stop))) {
+    while (tr->step < iters && !asked && !dist_any(*r->stop)) {
         for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
         StepStats st = trainer_step(tr, x, y);
         maybe_diverge(tr);
         if (st.skipped) {
             progress_break(&pg);
-            if (lead) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
+            if (say) fprintf(stderr, "warning: step %llu: non-finite loss or gradient, skipped (%d in a row)\n",
                     (unsigned long long)tr->step + 1, tr->bad_in_a_row);
             if (tr->bad_in_a_row >= to.max_bad_steps) {
-                if (lead) fprintf(stderr, "error: %d non-finite steps in a row; stopping. The last good checkpoint is %s\n",
-                        tr->bad_in_a_row, last_saved ? (run_ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
+                mala_errf(&r->err, "%d non-finite steps in a row; stopping. The last good checkpoint is %s",
+                          tr->bad_in_a_row, last_saved ? (run_ckpt_path(path, sizeof path, out, last_saved), path) : "(none)");
+                if (say) fprintf(stderr, "error: %s\n", r->err.msg);
                 rc = 1;
                 break;
             }
@@ -103,15 +105,22 @@ int train_run_loop(TrainRun *r) {
                               acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
                               train_lr(&to, tr->step),
                               (unsigned long long)tr->skipped_total, rs->elapsed + (now - t_start), stamp) < 0 ||
-                fclose(f))
-                FATAL("%s: cannot append: %s", csv, strerror(errno));
+                fclose(f)) {
+                mala_errf(&r->err, "%s: cannot append: %s", csv, strerror(errno));
+                rc = TRAIN_RUN_IO_ERROR;
+                break;
+            }
             TbRow row = {acc_loss / acc_n, acc_mse / acc_n, acc_vb / acc_n, acc_gn / acc_n, rate,
                          train_lr(&to, tr->step), tr->skipped_total};
-            if (r->tb->f && tb_log_row(r->tb, tr->step, &row, &err)) FATAL("%s", err.msg);
+            if (r->tb->f && tb_log_row(r->tb, tr->step, &row, &r->err)) {
+                rc = TRAIN_RUN_IO_ERROR;
+                break;
+            }
+            if (r->on_log && r->on_log(r->user, tr->step, &row)) asked = 1;
             run_log_add(r->hist, tr->step, acc_loss / acc_n, NAN, NAN);
             if (loss_plot_png(plot, r->hist->step, r->hist->loss, r->hist->n, &err)) {
                 progress_break(&pg);
-                fprintf(stderr, "warning: %s\n", err.msg);
+                if (say) fprintf(stderr, "warning: %s\n", err.msg);
             }
             acc_loss = acc_mse = acc_vb = acc_gn = 0;
             acc_n = 0;
@@ -120,7 +129,10 @@ int train_run_loop(TrainRun *r) {
         if ((lead || tr->zero) && (tr->step % rs->ckpt_every == 0 || tr->step == iters)) {  // ZeRO: all gather
             run_ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(r->meta, rs);
-            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            if (trainer_save(tr, path, &r->err)) {
+                rc = TRAIN_RUN_IO_ERROR;
+                break;
+            }
             last_saved = tr->step;
             if (lead) run_prune_checkpoints(out, rs->keep, tr->step);
         }
@@ -129,8 +141,10 @@ int train_run_loop(TrainRun *r) {
             double t0 = now_seconds();
             progress_break(&pg);
             if (!train_grid_write(r->grid, tr, path) && r->tb->f &&  // also the final grid, at the run's last step
-                tb_log_grid(r->tb, tr->step, path, &err))
-                FATAL("%s", err.msg);
+                tb_log_grid(r->tb, tr->step, path, &r->err)) {
+                rc = TRAIN_RUN_IO_ERROR;
+                break;
+            }
             t_log += now_seconds() - t0;   // img/s counts training only
         }
         if (r->tev && train_eval_due(r->tev, tr->step, iters)) {
@@ -139,27 +153,42 @@ int train_run_loop(TrainRun *r) {
         }
     }
     progress_break(&pg);
-    int stopped = dist_any((*r->stop));  // the vote that ended the loop (a signal on any rank)
+    if (rc == TRAIN_RUN_IO_ERROR) {
+        free(x);
+        free(y);
+        return rc;
+    }
+    int stopped = dist_any(*r->stop);  // the vote that ended the loop (a signal on any rank)
+    if (asked && !stopped && tr->step != last_saved && lead) {  // on_log's stop: the step is kept
+        run_ckpt_path(path, sizeof path, out, tr->step);
+        run_meta_fill(r->meta, rs);
+        if (trainer_save(tr, path, &r->err)) rc = TRAIN_RUN_IO_ERROR;
+        else run_prune_checkpoints(out, rs->keep, tr->step);
+    }
     if (stopped) {  // also when it came during start-up or while a checkpoint was written
         int wrote = tr->step != last_saved;
         if (wrote && (lead || tr->zero)) {
             run_ckpt_path(path, sizeof path, out, tr->step);
             run_meta_fill(r->meta, rs);
-            if (trainer_save(tr, path, &err)) FATAL("%s", err.msg);
+            if (trainer_save(tr, path, &r->err)) {
+                free(x);
+                free(y);
+                return TRAIN_RUN_IO_ERROR;
+            }
             if (lead) run_prune_checkpoints(out, rs->keep, tr->step);
         }
         if (wrote) last_saved = tr->step;
         char why[48] = "a signal to another process";
-        if ((*r->stop)) snprintf(why, sizeof why, "signal %d", (int)(*r->stop));
+        if (*r->stop) snprintf(why, sizeof why, "signal %d", (int)*r->stop);
         if (last_saved) run_ckpt_path(path, sizeof path, out, last_saved);
-        if (lead)
+        if (say)
             fprintf(stderr, "stopped by %s at step %llu; %s %s%s\n", why, (unsigned long long)tr->step,
                     !last_saved ? "no checkpoint" : wrote ? "wrote" : "the last checkpoint is",
                     last_saved ? path : "written", last_saved ? " (continue with --resume)" : "");
         // as a shell reports a command a signal ended: 128 + the signal (every rank: SIGINT's if any rank had one)
-        int sigint = dist_any((*r->stop) == SIGINT);
+        int sigint = dist_any(*r->stop == SIGINT);
         if (rc == 0) rc = 128 + (sigint ? SIGINT : SIGTERM);
-    } else if (lead && rc == 0) {
+    } else if (say && rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
                 now_seconds() - t_start, dir);
     }

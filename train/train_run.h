@@ -15,6 +15,7 @@
 #include "train/run_settings.h"
 #include "train/train_eval.h"
 #include "train/train_grid.h"
+#include "train/train_tensorboard.h"  // defines: TbRow
 #include "train/trainer.h"
 
 typedef struct {
@@ -32,10 +33,20 @@ typedef struct {
     RunLog *hist;                 // the loss curve's rows
     int lead;                     // this process writes the console, log.csv and loss.png (rank 0)
     volatile sig_atomic_t *stop;  // set by a signal: the run stops after the step under way
+    int quiet;                    // 1: nothing on the console (the library's runs)
+    // NULL, or called at every log line (lead only) with its row; non-zero stops the run after this
+    // step, which is then checkpointed
+    int (*on_log)(void *user, uint64_t step, const TbRow *row);
+    void *user;
+    MalaErr err;                  // why the run returned 1 or TRAIN_RUN_IO_ERROR
 } TrainRun;
 
-// Trains to rs->iters. Returns the exit status: 0; 1 after --max-bad-steps non-finite steps in a row;
-// 128 + the signal after a stop (its checkpoint written first).
+// A run's file could not be written (log.csv, the event file, a checkpoint): r->err says which.
+#define TRAIN_RUN_IO_ERROR (-2)
+
+// Trains to rs->iters (or until on_log asks to stop). Returns the exit status: 0; 1 after
+// --max-bad-steps non-finite steps in a row; 128 + the signal after a stop (its checkpoint written
+// first); TRAIN_RUN_IO_ERROR when a file of the run cannot be written.
 int train_run_loop(TrainRun *r);
 // Under MPI: stops every process (exit 1) when a replica's weights differ from rank 0's.
 void train_check_replicas(const Trainer *tr);
