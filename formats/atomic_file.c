@@ -1,4 +1,4 @@
-// defines: atomic_open, atomic_put, atomic_fail, atomic_commit, atomic_abort, atomic_write_file,
+// defines: dirs_make, atomic_open, atomic_put, atomic_fail, atomic_commit, atomic_abort, atomic_write_file,
 //          atomic_remove_stale
 #include "formats/atomic_file.h"
 
@@ -127,4 +127,20 @@ int atomic_remove_stale(const char *dir, const char *ext, MalaErr *err) {
     }
     closedir(d);
     return removed;
+}
+
+int dirs_make(const char *path, MalaErr *err) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return mala_errf(err, "%s: path too long", path);
+    for (char *s = p + 1; ; s++) {  // every prefix ending at a '/', then the whole path
+        if (*s && *s != '/') continue;
+        char c = *s;
+        *s = 0;
+        struct stat st;
+        if (mkdir(p, 0755) && errno != EEXIST) return mala_errf(err, "%s: cannot create directory: %s", p, strerror(errno));
+        if (stat(p, &st) || !S_ISDIR(st.st_mode)) return mala_errf(err, "%s: exists and is not a directory", p);
+        *s = c;
+        if (!c) break;
+    }
+    return 0;
 }

@@ -41,5 +41,7 @@ int atomic_write_file(const char *path, const void *buf, size_t len, MalaErr *er
 // Removes the regular files in dir whose names end in <ext>.tmp (leftovers of killed writers,
 // e.g. ext ".safetensors"); returns how many, or -1 with err set when dir cannot be read.
 int atomic_remove_stale(const char *dir, const char *ext, MalaErr *err);
+// mkdir -p: path and every folder above it (0755); an existing non-directory on the way is an error.
+int dirs_make(const char *path, MalaErr *err);
 
 #endif

@@ -46,7 +46,9 @@
                info.out_channels, info.out_size, 8)) ...
        mala_model_free(m); mala_context_free(ctx);
 
-   Training runs have no API yet: they come when the training loop moves out of the command line.
+   Training: mala_train_open(ctx, &options, &run), then mala_train_run (to the end, with the run
+   directory `mala train` writes and a callback at every log line) or mala_train_step (one optimiser
+   step at a time); mala_train_save writes a training checkpoint (examples/train.c).
 */
 #ifndef MALA_H
 #define MALA_H
@@ -215,6 +217,47 @@ MALA_EXPORT int mala_fid_stats_load(mala_context *ctx, const char *path, mala_fi
 MALA_EXPORT int mala_fid_stats_save(mala_context *ctx, const mala_fid_stats *s, const char *path);
 MALA_EXPORT void mala_fid_stats_free(mala_fid_stats *s);
 MALA_EXPORT int mala_fid(mala_context *ctx, const mala_fid_stats *a, const mala_fid_stats *b, double *fid);
+
+/* ---- training (a fresh run, one process; `mala train` for resume, fine-tuning, MPI) ---- */
+typedef struct mala_train mala_train;
+typedef struct {
+    const char *data;      /* "fashion-mnist", an image folder root/<class>/<image>, or a latent set (mala encode) */
+    const char *model;     /* a preset, as `mala train --model`: "DiT-S/2", "DiT-T/4", "DiG-S/2", "DiC-S", ... */
+    int image_size;        /* pixel data: the side images are brought to (32); a latent set's own when 0 */
+    int limit;             /* use only this many images, spread over the data (0: all) */
+    int batch;             /* images per optimiser step */
+    float lr, ema_decay, label_drop, weight_decay, grad_clip;
+    int warmup;            /* linear learning-rate warmup steps */
+    uint64_t seed;         /* the weights' initialisation, the data order and the noise */
+    uint64_t iters;        /* the step mala_train_run trains to */
+    const char *out;       /* the run directory of mala_train_run (created; one holding a run is refused) */
+    int ckpt_every, log_every, keep, tensorboard;  /* as `mala train`'s flags */
+} mala_train_options;
+/* `mala train`'s defaults: fashion-mnist, DiT-S/2, batch 256, lr 1e-4, EMA 0.9999, label dropout 0.1,
+   400000 steps, a checkpoint every 5000 steps and the last 3 kept, a log line every 100, no event
+   file, out NULL. */
+MALA_EXPORT mala_train_options mala_train_options_default(void);
+/* The data opened, the model built and initialised, the data order set. */
+MALA_EXPORT int mala_train_open(mala_context *ctx, const mala_train_options *o, mala_train **out);
+MALA_EXPORT void mala_train_free(mala_train *t);
+MALA_EXPORT const char *mala_train_error(const mala_train *t);
+
+typedef struct {
+    uint64_t step;                  /* optimiser steps taken */
+    double loss, mse, vb, grad_norm; /* the step's (mala_train_step), or the mean since the last log line */
+    double images_per_s, lr;
+    int skipped;                    /* mala_train_step: 1 when the step was not finite and was skipped */
+} mala_train_stats;
+/* One optimiser step on the next batch; writes no file. */
+MALA_EXPORT int mala_train_step(mala_train *t, mala_train_stats *st);
+/* Trains to options.iters in options.out as `mala train` does (checkpoints/, log.csv, loss.png, the
+   same checkpoint bytes as `mala train` with the same settings, which `mala train --resume`
+   continues). on_log (may be NULL) is called at every log line; non-zero stops the run after a
+   checkpoint of the step. */
+typedef int (*mala_train_log_fn)(void *user, const mala_train_stats *st);
+MALA_EXPORT int mala_train_run(mala_train *t, mala_train_log_fn on_log, void *user);
+/* A training checkpoint of the run as it stands (EMA and online weights, optimiser state), atomically. */
+MALA_EXPORT int mala_train_save(mala_train *t, const char *path);
 
 #ifdef __cplusplus
 }

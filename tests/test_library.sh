@@ -48,6 +48,23 @@ PY
 cmp -s <(idat "$tmp/ex.png") <(idat "$tmp/cli.png") || fail "examples/generate's PNG differs from mala sample ${args[*]}"
 echo "ok: examples/generate.c built with pkg-config against the installed library; its PNG = mala sample ${args[*]}"
 
+# examples/train.c: a run through the API writes the checkpoints `mala train` writes with the same
+# settings, byte for byte, and `mala train --resume` continues it
+cc -std=c11 -Wall -Wextra -Werror examples/train.c -o "$tmp/train" $(pkg-config --cflags --libs mala)
+"$tmp/train" "$tmp/api-run" DiT-T/4 4 8 64 >"$tmp/train.log" 2>&1 || { cat "$tmp/train.log" >&2; fail "examples/train failed"; }
+grep -q "^step 4 " "$tmp/train.log" || fail "examples/train printed no log line for step 4"
+"$mala" train --model DiT-T/4 --iters 4 --batch 8 --limit 64 --ckpt-every 100 --log-every 50 --sample-every 0 \
+    --tensorboard 0 --threads 2 --out "$tmp/cli-run" 2>/dev/null || fail "mala train (the example's twin) failed"
+cmp -s "$tmp/api-run/checkpoints/0000004.safetensors" "$tmp/cli-run/checkpoints/0000004.safetensors" ||
+    fail "examples/train's checkpoint differs from mala train's"
+"$tmp/train" "$tmp/api-run" DiT-T/4 4 8 64 >/dev/null 2>"$tmp/again.err" && fail "a second run into the same directory was not refused"
+grep -q "holds a training run" "$tmp/again.err" || fail "the refusal of a used directory does not say why: $(cat "$tmp/again.err")"
+"$mala" train --resume --iters 6 --out "$tmp/api-run" --threads 2 2>/dev/null || fail "mala train --resume of the API's run"
+echo "ok: examples/train.c: its checkpoint = mala train's with the same settings; a used directory refused; --resume continues it"
+
+cc -std=c11 -Wall -Wextra -Werror tests/api_train.c -o "$tmp/api_train" $(pkg-config --cflags --libs mala)
+"$tmp/api_train" "$tmp" || fail "tests/api_train.c"
+
 cc -std=c11 -Wall -Wextra -Werror tests/api_threads.c -o "$tmp/api_threads" -lpthread $(pkg-config --cflags --libs mala)
 "$tmp/api_threads" assets/mala-dit-fmnist.safetensors || fail "tests/api_threads.c"
 
