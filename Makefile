@@ -304,6 +304,7 @@ fixtures:
 	/usr/bin/python3 tools/ref/ref_sample_torchzip.py
 	/usr/bin/python3 tools/ref/make_torch_1000class_fixture.py
 	/usr/bin/python3 tools/ref/make_torch_digdic_fixtures.py
+	/usr/bin/python3 tools/ref/make_vae_folder_fixture.py
 	/usr/bin/python3 tools/ref/make_imagenet_classes.py
 
 clean:

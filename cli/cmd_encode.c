@@ -108,7 +108,7 @@ int cmd_encode(int argc, char **argv) {
     m.c = c.latent;
     m.h = m.w = size / fct;
     m.image_size = size;
-    m.scale = VAE_SCALE;
+    m.scale = c.scale;  // the VAE's scaling_factor (config.json), SD-VAE's 0.18215 by default
     m.num_classes = ds->num_classes;
     m.shard_images = shard;
     snprintf(m.crop, sizeof m.crop, "%s", fmnist ? "fashion_mnist_pad_32" : "adm_center_crop_arr");

@@ -6,6 +6,7 @@
 
 #include "core/sha256.h"
 #include "core/version.h"
+#include "model/vae.h"  // defines: vae_weights_file
 
 void manifest_add_file_hash(Manifest *m, const char *key, const char *path) {
     char hex[65];
@@ -23,7 +24,10 @@ void manifest_add_model(Manifest *m, const SamplingRecord *r) {
     manifest_str(m, "weights", "%s", r->weights ? r->weights : "ema");
     if (r->vae) {
         manifest_str(m, "vae", "%s", r->vae);
-        manifest_add_file_hash(m, "vae_sha256", r->vae);
+        char wf[4200];  // a diffusers folder: its weights file's hash
+        MalaErr err;
+        if (vae_weights_file(r->vae, wf, sizeof wf, &err)) FATAL("%s", err.msg);
+        manifest_add_file_hash(m, "vae_sha256", wf);
     }
 }
 

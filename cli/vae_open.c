@@ -8,10 +8,8 @@
 #define VAE_AUTO_BYTES ((size_t)2 << 30)  // activations budget when --batch is not given
 
 void vae_peek(const char *path, VaeConfig *c) {
-    StFile f;
     MalaErr err;
-    if (st_open(&f, path, &err) || vae_config_from_file(c, &f, &err)) FATAL("%s", err.msg);
-    st_close(&f);
+    if (vae_config_read(path, c, &err)) FATAL("%s", err.msg);
 }
 
 Vae *vae_open_for(const char *path, const Backend *be, int batch, int n, int h, int w, int *batch_out) {

@@ -13,6 +13,7 @@
 #include "model/net.h"  // defines: Arena, arena_take
 #include "core/rng.h"
 #include "model/vae.h"
+#include "model/vae_file.h"
 
 #define GN_EPS 1e-6f
 
@@ -276,26 +277,24 @@ void vae_free(Vae *v) {
 }
 
 Vae *vae_load(const char *path, const Backend *be, int max_batch, int max_h, int max_w, MalaErr *err) {
-    StFile f;
-    if (st_open(&f, path, err)) return NULL;
-    VaeConfig c;
-    Vae *v = NULL;
-    if (!vae_config_from_file(&c, &f, err)) v = vae_new(&c, be, max_batch, max_h, max_w, err);
+    VaeFile f;
+    if (vae_file_open(&f, path, err)) return NULL;
+    Vae *v = vae_new(&f.c, be, max_batch, max_h, max_w, err);
     if (v) {
         float *h = xmalloc(sizeof(float) * v->t.floats);
         int rc = 0;
         for (int i = 0; i < v->t.n && !rc; i++) {
             const VaeParam *p = &v->t.p[i];
-            rc = st_read_f32(&f, st_find(&f, p->name), h + p->offset, err);
+            rc = vae_file_read(&f, p->name, h + p->offset, err);
             for (size_t k = 0; k < p->numel && !rc; k++)
                 if (!isfinite(h[p->offset + k]))
-                    rc = mala_errf(err, "%s: tensor '%s' holds a non-finite value at [%zu]", path, p->name, k);
+                    rc = mala_errf(err, "%s: tensor '%s' holds a non-finite value at [%zu]", f.path, p->name, k);
         }
         if (!rc) be->to_device(v->w, h, sizeof(float) * v->t.floats);
         free(h);
         if (rc) { vae_free(v); v = NULL; }
     }
-    st_close(&f);
+    vae_file_close(&f);
     return v;
 }
 
@@ -407,7 +406,7 @@ int vae_decode(Vae *v, const float *z, int N, int h, int w, float *x, MalaErr *e
     for (int n0 = 0; n0 < N; n0 += v->max_batch) {
         const int B = N - n0 < v->max_batch ? N - n0 : v->max_batch;
         v->be->to_device(v->buf[0], z + n0 * in_per, sizeof(float) * B * in_per);
-        v->be->scale(v->buf[0], 1.0f / VAE_SCALE, B * in_per);
+        v->be->scale(v->buf[0], 1.0f / c->scale, B * in_per);  // diffusers: decode(z / scaling_factor)
         const float *out = decoder(v, (Map){B, c->latent, h, w});
         v->be->to_host(x + n0 * out_per, out, sizeof(float) * B * out_per);
     }

@@ -23,7 +23,7 @@
 #include "formats/safetensors.h"   // defines: StFile
 
 #define VAE_MAX_LEVELS 8
-#define VAE_SCALE 0.18215f          // scaling_factor: a diffusion model's latent = mean-space z * VAE_SCALE
+#define VAE_SCALE 0.18215f          // the default scaling_factor (SD-VAE's): a latent = mean-space z * scale
 #define VAE_LOGVAR_MIN -30.0f       // DiagonalGaussianDistribution's clamp
 #define VAE_LOGVAR_MAX 20.0f
 #define VAE_DEFAULT_GROUPS 32
@@ -38,6 +38,7 @@ typedef struct {
     int groups;                  // norm_num_groups
     VaeNaming naming;            // attention tensor names
     int attn_conv;               // attention weights stored [C, C, 1, 1]
+    float scale;                 // scaling_factor: config.json's, else VAE_SCALE
 } VaeConfig;
 
 // sd-vae-ft-ema / -mse: 128 256 512 512, 2 layers, latent 4, 32 groups, current names.
@@ -78,9 +79,32 @@ int vae_config_derive(VaeConfig *c, VaeShapeFn fn, void *ctx, const char *file, 
 // the table (shapes, nothing missing, nothing extra). The first bad tensor is named.
 int vae_config_from_file(VaeConfig *c, const StFile *f, MalaErr *err);
 
+// diffusers' config.json of an AutoencoderKL (model/vae_json.c): scale (scaling_factor, VAE_SCALE
+// when absent), groups (norm_num_groups) and the architecture fields it states (0 when absent: the
+// weights' shapes give them, and a field that contradicts them refuses the folder). _class_name
+// (AutoencoderKL) and act_fn (silu) are checked when present. -1 with err naming `name` and the key.
+typedef struct {
+    float scale;
+    int groups, latent, layers, in_channels, out_channels, levels;
+    int ch[VAE_MAX_LEVELS];
+} VaeJson;
+int vae_json_parse(const char *text, size_t len, const char *name, VaeJson *out, MalaErr *err);
+
+// The configuration of a VAE as `--vae PATH` names it (model/vae_file.c), any of:
+//   a folder as diffusers publishes one: config.json with diffusion_pytorch_model.safetensors, or
+//     diffusion_pytorch_model.bin (torch.save's zip format) when there is no .safetensors;
+//   a diffusion_pytorch_model.* file: with the config.json beside it, if there is one;
+//   any other .safetensors (norm_num_groups from its metadata) or torch.save file of the weights.
+// scale and groups come from config.json, else the defaults; every tensor is checked against the
+// table (shapes, nothing missing, nothing extra). -1 with err naming the file at fault.
+int vae_config_read(const char *path, VaeConfig *c, MalaErr *err);
+// The weights file PATH names (the folder's diffusion_pytorch_model.*, else PATH): what a run records
+// the hash of.
+int vae_weights_file(const char *path, char *out, size_t n, MalaErr *err);
+
 typedef struct Vae Vae;
 
-// Loads a diffusers file and plans memory for up to max_batch images of at most max_h x max_w
+// Loads a VAE (any layout vae_config_read takes) and plans memory for up to max_batch images of at most max_h x max_w
 // pixels (multiples of vae_factor). NULL with err set on a bad file.
 Vae *vae_load(const char *path, const Backend *be, int max_batch, int max_h, int max_w, MalaErr *err);
 // Random weights (variance 1 / fan_in, GroupNorm 1 and 0, biases 0) for benchmarks.

@@ -17,6 +17,7 @@ void vae_config_sd(VaeConfig *c) {
     c->in_channels = c->out_channels = 3;
     c->latent = 4;
     c->groups = VAE_DEFAULT_GROUPS;
+    c->scale = VAE_SCALE;
 }
 
 int vae_factor(const VaeConfig *c) { return 1 << (c->levels - 1); }
@@ -204,6 +205,7 @@ static int need(VaeShapeFn fn, void *ctx, const char *file, const char *name, in
 
 int vae_config_derive(VaeConfig *c, VaeShapeFn fn, void *ctx, const char *file, int groups, MalaErr *err) {
     memset(c, 0, sizeof *c);
+    c->scale = VAE_SCALE;
     int64_t sh[4];
     char s[96];
     for (c->levels = 0;; c->levels++) {

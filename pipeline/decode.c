@@ -47,12 +47,8 @@ int generator_attach_vae(Generator *g, const char *vae_path, const char *model, 
         return mala_errf(err, "%s is a latent model (%dx%dx%d latents, scale %g): give --vae FILE, the VAE its data was "
                          "encoded with, to decode its samples", model, c->in_channels, c->image_size, c->image_size,
                          c->latent_scale);
-    StFile f;
     VaeConfig vc;
-    if (st_open(&f, vae_path, err)) return -1;
-    int rc = vae_config_from_file(&vc, &f, err);
-    st_close(&f);
-    if (rc) return -1;
+    if (vae_config_read(vae_path, &vc, err)) return -1;
     if (vc.latent != c->in_channels)
         return mala_errf(err, "--vae %s: its latents have %d channels, %s's have %d", vae_path, vc.latent, model,
                          c->in_channels);
@@ -83,9 +79,10 @@ int generator_decode(Generator *g, const float *x, int n, float *out, MalaErr *e
     const size_t per = generator_image_floats(g);
     const float *z = x;
     float *rescaled = NULL;
-    if (c->latent_scale != VAE_SCALE) {  // the VAE divides by its own 0.18215
+    const float vs = vae_config(g->vae)->scale;
+    if (c->latent_scale != vs) {  // the VAE divides by its own scaling_factor; the model's latents are z * latent_scale
         rescaled = xmalloc((size_t)n * per * sizeof(float));
-        for (size_t i = 0; i < (size_t)n * per; i++) rescaled[i] = x[i] * (VAE_SCALE / c->latent_scale);
+        for (size_t i = 0; i < (size_t)n * per; i++) rescaled[i] = x[i] * (vs / c->latent_scale);
         z = rescaled;
     }
     int rc = vae_decode(g->vae, z, n, c->image_size, c->image_size, out, err);

@@ -9,6 +9,7 @@
 
 #include "core/sha256.h"
 #include "core/version.h"
+#include "model/vae.h"  // defines: vae_weights_file
 
 typedef struct { char *b; size_t n, cap; } Text;
 
@@ -128,7 +129,10 @@ static int all_one_class(const GenParams *p) {
 char *gen_params_text(const GenParams *p, MalaErr *err) {
     char hash[11], vae_hash[11] = "", name[256], vae_name[256] = "";
     if (gen_params_file_hash(p->model_path, hash, err)) return NULL;
-    if (p->vae_path && gen_params_file_hash(p->vae_path, vae_hash, err)) return NULL;
+    char vae_file[4200];  // a diffusers folder: its weights file
+    if (p->vae_path && (vae_weights_file(p->vae_path, vae_file, sizeof vae_file, err) ||
+                        gen_params_file_hash(vae_file, vae_hash, err)))
+        return NULL;
     stem(p->model_path, name, sizeof name);
     if (p->vae_path) stem(p->vae_path, vae_name, sizeof vae_name);
     const GenOpts *o = p->opts;

@@ -1211,6 +1211,17 @@ START_TEST(test_sample_torch_file) {
     a = tu_read_file(tp("exp.npy"), &na), b = tu_read_file(tp("sd_pt.npy"), &nb);
     ck_assert_msg(na == nb && !memcmp(a, b, na), "export of a .pt samples otherwise than the .pt");
     free(a); free(b);
+    // diffusers' VAE folder (config.json + diffusion_pytorch_model.bin): the same images as its weights in
+    // our file, and the PNG and .npy records name the folder and hash its weights file
+#define PTV "sample --ckpt tests/fixtures/torchzip_sd.pt --heads 2 --n 2 --steps 3 --sampler ddim --seed 1 --threads 1"
+    RUN_OK(PTV " --vae tests/fixtures/vae_tiny_bin --out %s --save-npy %s", tp("dir.png"), tp("dir.npy"));
+    RUN_OK(PTV " --vae tests/fixtures/vae_tiny_old.safetensors --save-npy %s", tp("old.npy"));
+#undef PTV
+    a = tu_read_file(tp("dir.npy"), &na), b = tu_read_file(tp("old.npy"), &nb);
+    ck_assert_msg(a && b && na == nb && !memcmp(a, b, na), "--vae DIR decodes otherwise than its weights");
+    free(a); free(b);
+    RUN_OK("info %s", tp("dir.png"));
+    ck_assert_msg(strstr(g_out, "VAE: vae_tiny_bin"), "%s", g_out);
 #undef PTS
     RUN_OK("info tests/fixtures/torchzip_ckpt.pt --heads 2");
     ck_assert_msg(strstr(g_out, "a PyTorch file (torch.save, zip format), weights from the checkpoint's ema") &&

@@ -333,6 +333,110 @@ static float *load_f32(const char *path, const char *key, int64_t *shape) {
     return x;
 }
 
+// The reference latents in.z times mul, decoded through the VAE `path` names (*n floats; caller frees).
+static float *decode_z(const char *path, float mul, size_t *n) {
+    int64_t zs[4];
+    float *z = ref_tensor("in.z", zs);
+    const int N = (int)zs[0], h = (int)zs[2], w = (int)zs[3];
+    for (int64_t i = 0; i < zs[0] * zs[1] * zs[2] * zs[3]; i++) z[i] *= mul;
+    MalaErr err;
+    Vae *v = vae_load(path, backend_cpu(), N, 8 * h, 8 * w, &err);
+    ck_assert_msg(v != NULL, "%s", err.msg);
+    *n = (size_t)N * 3 * 64 * h * w;
+    float *x = malloc(sizeof(float) * *n);
+    ck_assert_msg(vae_decode(v, z, N, h, w, x, &err) == 0, "%s", err.msg);
+    vae_free(v);
+    free(z);
+    return x;
+}
+
+static void put_file(const char *path, const void *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f && fwrite(buf, 1, n, f) == n, "%s", path);
+    fclose(f);
+}
+
+// A diffusers folder in tu_tmp/dir: the fixture's config.json with `from` replaced by `to` (NULL:
+// unchanged; to "": no config.json) and a copy of `weights` as diffusion_pytorch_model.safetensors.
+static const char *make_folder(const char *dir, const char *weights, const char *from, const char *to) {
+    static char root[512];
+    snprintf(root, sizeof root, "%s/%s", tu_tmp, dir);
+    mkdir(root, 0755);
+    char path[700];
+    size_t n;
+    char *buf = tu_read_file(weights, &n);
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", root);
+    put_file(path, buf, n);
+    free(buf);
+    if (to && !*to) return root;
+    char *raw = tu_read_file(FIX "vae_tiny_bin/config.json", &n), cfg[4096], out[4096] = "";
+    snprintf(cfg, sizeof cfg, "%.*s", (int)n, raw);  // the file's bytes, terminated
+    free(raw);
+    const char *at = from ? strstr(cfg, from) : NULL;
+    if (at) snprintf(out, sizeof out, "%.*s%s%s", (int)(at - cfg), cfg, to, at + strlen(from));
+    else snprintf(out, sizeof out, "%s", cfg);
+    snprintf(path, sizeof path, "%s/config.json", root);
+    put_file(path, out, strlen(out));
+    return root;
+}
+
+// diffusers' VAE as published: a folder with config.json and diffusion_pytorch_model.bin (torch.save,
+// tools/ref/make_vae_folder_fixture.py) or .safetensors, or that file named alone (its config.json
+// beside it), decodes as the same weights in our file, bit for bit; config.json gives
+// norm_num_groups (the .bin has no metadata) and scaling_factor: 0.5 decodes z as the default
+// decodes z * 0.18215 / 0.5. A folder without config.json, bad JSON, a field of the wrong type or
+// one that contradicts the weights: one line naming config.json and the key.
+START_TEST(test_vae_folder) {
+    tu_make_tmpdir("vae");
+    size_t na, nb;
+    float *ref_old = decode_z(FIX "vae_tiny_old.safetensors", 1, &na);
+    float *x = decode_z(FIX "vae_tiny_bin", 1, &nb);
+    ck_assert_msg(na == nb && !memcmp(x, ref_old, na * sizeof(float)), "the .bin folder decodes otherwise");
+    free(x);
+    x = decode_z(FIX "vae_tiny_bin/diffusion_pytorch_model.bin", 1, &nb);
+    ck_assert_msg(na == nb && !memcmp(x, ref_old, na * sizeof(float)), "the .bin named alone decodes otherwise");
+    free(x);
+    free(ref_old);
+    VaeConfig c;
+    MalaErr err;
+    ck_assert_msg(vae_config_read(FIX "vae_tiny_bin", &c, &err) == 0, "%s", err.msg);
+    ck_assert_int_eq(c.groups, 2);
+    ck_assert(c.scale == 0.18215f);
+    float *ref = decode_z(FIX "vae_tiny.safetensors", 1, &na);
+    x = decode_z(make_folder("st", FIX "vae_tiny.safetensors", NULL, NULL), 1, &nb);
+    ck_assert_msg(na == nb && !memcmp(x, ref, na * sizeof(float)), "the .safetensors folder decodes otherwise");
+    free(x);
+    // another scaling factor: decode(z / 0.5)
+    const char *half = make_folder("half", FIX "vae_tiny.safetensors", "\"scaling_factor\": 0.18215",
+                                   "\"scaling_factor\": 0.5");
+    ck_assert_msg(vae_config_read(half, &c, &err) == 0 && c.scale == 0.5f, "%s", err.msg);
+    x = decode_z(half, 1, &nb);
+    float *y = decode_z(FIX "vae_tiny.safetensors", 0.18215f / 0.5f, &na);
+    ck_assert_msg(na == nb && tu_nerr(x, y, na, 1e-6) < 1e-5, "scaling_factor 0.5: nerr %g", tu_nerr(x, y, na, 1e-6));
+    ck_assert_msg(tu_nerr(x, ref, na, 1e-6) > 1e-2, "scaling_factor 0.5 decodes as 0.18215");
+    free(x); free(y); free(ref);
+    // refused, one line each
+    static const struct { const char *dir, *from, *to, *want; } bad[] = {
+        {"nocfg", NULL, "", "a folder without config.json"},
+        {"badjson", "{", "[", "config.json: not valid JSON"},
+        {"strscale", "0.18215", "\"big\"", "config.json: \"scaling_factor\" must be a number"},
+        {"zeroscale", "0.18215", "0", "config.json: \"scaling_factor\" must be a number in (0, 1000]"},
+        {"latent", "\"latent_channels\": 4", "\"latent_channels\": 8", "config.json: \"latent_channels\" is 8, the "
+                                                                         "weights' is 4"},
+        {"unet", "AutoencoderKL", "UNet2DConditionModel", "config.json: \"_class_name\" is \"UNet2DConditionModel\""},
+        {"groups", "\"norm_num_groups\": 2", "\"norm_num_groups\": \"2\"", "\"norm_num_groups\" must be an integer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *dir = make_folder(bad[i].dir, FIX "vae_tiny.safetensors", bad[i].from, bad[i].to);
+        ck_assert_msg(vae_config_read(dir, &c, &err) != 0, "%s: accepted", bad[i].dir);
+        ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, bad[i].want) && !strchr(err.msg, '\n'), "%s: %s",
+                      bad[i].dir, err.msg);
+        ck_assert_msg(vae_load(dir, backend_cpu(), 1, 32, 32, &err) == NULL, "%s: loaded", bad[i].dir);
+    }
+    tu_rm_tmpdir();
+}
+END_TEST
+
 START_TEST(test_cli_decode_encode) {
     tu_make_tmpdir("vae_cli");
     int64_t xs[4], zs[4], ms[4], s[4];
@@ -453,6 +557,7 @@ int main(void) {
     tcase_add_test(tc, test_full_names_oldconv);
     tcase_add_test(tc, test_full_plan);
     tcase_add_test(tc, test_malformed);
+    tcase_add_test(tc, test_vae_folder);
     tcase_add_test(tc, test_cli_decode_encode);
     tcase_add_test(tc, test_cli_encode_folder);
     tcase_add_test(tc, test_cli_errors);

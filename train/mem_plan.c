@@ -163,13 +163,9 @@ int train_grid_images(const NetConfig *c, int images) {
 
 // The VAE a latent model's grids decode through (pipeline/decode.c sizes it): 0 when it cannot be read.
 static double grid_vae_bytes(const NetConfig *c, const Backend *be, const char *path, int n, double *out_floats) {
-    StFile f;
     VaeConfig vc;
     MalaErr err;
-    if (!path || st_open(&f, path, &err)) return 0;
-    int rc = vae_config_from_file(&vc, &f, &err);
-    st_close(&f);
-    if (rc) return 0;
+    if (!path || vae_config_read(path, &vc, &err)) return 0;
     const int S = c->image_size * vae_factor(&vc), batch = vae_batch_for(&vc, be, S, S, (size_t)2 << 30, n < 8 ? n : 8);
     *out_floats = (double)vc.out_channels * S * S;
     return (double)vae_weight_bytes(&vc) + (double)vae_activation_bytes(&vc, be, batch, S, S);

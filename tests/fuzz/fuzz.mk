@@ -23,6 +23,7 @@ FUZZ_LIB_SRC    = core/common.c core/half.c formats/json.c formats/npy.c formats
                   formats/atomic_file.c formats/png_text.c formats/st_meta.c core/rng.c formats/torch_legacy.c formats/idx.c \
                   data/latents.c model/vae_table.c formats/view_settings.c eval/fmnist_table.c
 FUZZ_LIB_SRC   += pipeline/gen_params_parse.c
+FUZZ_LIB_SRC   += model/vae_json.c  # diffusers' config.json (fuzz_vae_config)
 FUZZ_LIB_SRC   += compare/compare_config.c model/dit_config.c  # an arm's attention setting is DiT's
 FUZZ_LIB_OBJ    = $(FUZZ_LIB_SRC:%.c=$(FUZZ_OUT)/%.o)
 # fuzz_checkpoint builds the networks a file describes: the model layer and the CPU backend.
