@@ -7,6 +7,7 @@
 
 #include "formats/image_io.h"
 #include "viewer/viewer.h"
+#include "core/progress.h"
 
 #define TS 2           // text scale (font units -> pixels)
 #define PANEL_W 420
@@ -560,8 +561,12 @@ static void progress_text(const View *v, int p, int narrow, char *buf, size_t n)
     const char *kind = sampler_kind_label(r->opts.kind) ? sampler_kind_label(r->opts.kind) : "?";
     if (pn->st.phase == WORKER_RUNNING && narrow)
         snprintf(buf, n, "%d/%d  %.1f steps/s  %s", st->step, st->nsteps, st->steps_per_s, dev);
-    else if (pn->st.phase == WORKER_RUNNING)
-        snprintf(buf, n, "step %d/%d   %.1f steps/s   %.1f s   %s", st->step, st->nsteps, st->steps_per_s, st->seconds, dev);
+    else if (pn->st.phase == WORKER_RUNNING) {  // the time left at the rate so far
+        char eta[32] = "--";
+        if (st->steps_per_s > 0) progress_format_eta(eta, sizeof eta, (st->nsteps - st->step) / st->steps_per_s);
+        snprintf(buf, n, "step %d/%d   %.1f steps/s   %.1f s   ETA %s   %s", st->step, st->nsteps, st->steps_per_s,
+                 st->seconds, eta, dev);
+    }
     else if (st->outcome == RUN_DONE && narrow)
         snprintf(buf, n, "done  %.1f steps/s  %s", st->steps_per_s, dev);
     else if (st->outcome == RUN_DONE)
