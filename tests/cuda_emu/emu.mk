@@ -57,8 +57,8 @@ $(EMU_TEST): $(EMU_OBJ)
 EMU_CLI_C    = $(shell grep -l 'MALA_CUDA\|MALA_NCCL' $(CLI_SRC))
 EMU_CLI_OBJ  = $(filter-out $(EMU_CLI_C:%.c=$(BUILD)/%.o),$(CLI_OBJ)) $(EMU_CLI_C:%.c=$(EMU_OUT)/%.o)
 
-$(EMU_MALA): $(EMU_CLI_OBJ) $(VIEW_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
-	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(SDL_LIBS)
+$(EMU_MALA): $(EMU_CLI_OBJ) $(VIEW_OBJ) $(SERVE_OBJ) $(filter-out $(EMU_OUT)/tests/%,$(EMU_OBJ))
+	$(CXX) $(OPT) -g -fopenmp -o $@ $^ $(EMU_LDLIBS) $(SDL_LIBS) $(MHD_LIBS)
 
 # Runs the two mala programs; it takes only the npy and safetensors readers from the library (so
 # no CUDA library is linked in a CUDA=1 build either).
