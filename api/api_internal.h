@@ -46,5 +46,7 @@ int api_end(const mala_context *ctx, int rc);
 int api_model_fail(mala_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // p as GenOpts and the count's labels (malloc'd), checked as `mala sample` checks its flags.
 int api_gen_setup(mala_model *m, const mala_gen_params *p, GenOpts *o, int32_t **labels);
+// One image's CHW floats in [-1, 1] -> HWC bytes (image_io.h's rounding).
+void api_chw_to_u8(const float *x, int C, int S, uint8_t *out);
 
 #endif

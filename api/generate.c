@@ -1,6 +1,7 @@
 // The public API's models and generation (include/mala.h) over pipeline/generate.h: the parameters
 // checked as `mala sample` checks its flags, the same noise, batches and labels, so the same images.
-// defines: mala_model_*, mala_gen_params_default, mala_generate, mala_generate_init, mala_generate_u8
+// defines: mala_model_*, mala_gen_params_default, mala_generate, mala_generate_init, mala_generate_u8,
+//          api_model_fail, api_gen_setup, api_chw_to_u8
 #include "api/api_internal.h"
 
 #include <stdarg.h>
@@ -231,6 +232,11 @@ static int generate(mala_model *m, const mala_gen_params *p, const mala_init_ima
     return rc;
 }
 
+void api_chw_to_u8(const float *x, int C, int S, uint8_t *out) {
+    for (int c = 0; c < C; c++)
+        for (size_t k = 0; k < (size_t)S * S; k++) out[k * C + c] = image_sample_to_u8(x[(size_t)c * S * S + k]);
+}
+
 static int generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out) {
     const int C = generator_out_channels(&m->g), S = generator_out_size(&m->g);
     const size_t oper = generator_out_floats(&m->g);
@@ -238,10 +244,7 @@ static int generate_u8(mala_model *m, const mala_gen_params *p, uint8_t *out) {
     float *x = malloc(sizeof(float) * oper * p->count);
     if (!x) return api_model_fail(m, "out of memory");
     int rc = generate(m, p, NULL, x);
-    for (int i = 0; rc == MALA_OK && i < p->count; i++)  // NCHW floats -> HWC bytes (image_io.h's rounding)
-        for (int c = 0; c < C; c++)
-            for (size_t k = 0; k < (size_t)S * S; k++)
-                out[(i * (size_t)S * S + k) * C + c] = image_sample_to_u8(x[oper * i + (size_t)c * S * S + k]);
+    for (int i = 0; rc == MALA_OK && i < p->count; i++) api_chw_to_u8(x + oper * i, C, S, out + (size_t)i * S * S * C);
     free(x);
     return rc;
 }

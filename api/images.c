@@ -85,8 +85,7 @@ int mala_preview_u8(mala_model *m, const float *preview, uint8_t *out) {
         }
         x = dec;
     }
-    for (int c = 0; c < C; c++)  // CHW floats -> HWC bytes
-        for (size_t k = 0; k < (size_t)S * S; k++) out[k * C + c] = image_sample_to_u8(x[(size_t)c * S * S + k]);
+    api_chw_to_u8(x, C, S, out);
     free(dec);
     return MALA_OK;
 }

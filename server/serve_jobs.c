@@ -1,5 +1,5 @@
 // defines: jobs_start, jobs_submit, jobs_find, jobs_release, jobs_wait, jobs_cancel, jobs_interrupt,
-//          jobs_stop, jobs_free, jobs_queued, job_state_name
+//          jobs_stop, jobs_free, jobs_queued, job_state_name, serve_random
 #include "server/serve_jobs.h"
 
 #include <errno.h>
@@ -15,12 +15,6 @@
 #include "formats/image_io.h"
 
 #define KEEP_FINISHED 256  // finished jobs kept at most, whatever their age (memory stays bounded)
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 const char *job_state_name(JobState s) {
     static const char *const n[] = {"queued", "running", "done", "failed", "cancelled"};
@@ -39,7 +33,7 @@ static void job_free(Job *j) {
 // Under the lock: drops the table's reference of finished jobs past their time, and of the
 // oldest finished ones past KEEP_FINISHED.
 static void expire(JobQueue *q) {
-    double t = now_s();
+    double t = now_seconds();
     int finished = 0;
     for (Job *j = q->table; j; j = j->next) finished += j->state >= JOB_DONE;
     for (Job **pp = &q->table; *pp;) {
@@ -55,14 +49,18 @@ static void expire(JobQueue *q) {
     }
 }
 
+int serve_random(void *buf, size_t n) {
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, buf, n) : -1;
+    if (fd >= 0) close(fd);
+    return got == (ssize_t)n ? 0 : -1;
+}
+
 static void random_id(char *id) {
     uint8_t b[16];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, b, sizeof b) : -1;
-    if (fd >= 0) close(fd);
-    if (got != (ssize_t)sizeof b) {  // no /dev/urandom: the clock and a counter (ids need only be unique)
+    if (serve_random(b, sizeof b)) {  // no /dev/urandom: the clock and a counter (ids need only be unique)
         static uint64_t n;
-        uint64_t v[2] = {(uint64_t)(now_s() * 1e9), ++n};
+        uint64_t v[2] = {(uint64_t)(now_seconds() * 1e9), ++n};
         memcpy(b, v, sizeof b);
     }
     for (int i = 0; i < 16; i++) sprintf(id + 2 * i, "%02x", b[i]);
@@ -90,7 +88,7 @@ static int on_step(void *user, int first, int n, int step, int steps, const floa
     pthread_mutex_unlock(&s->q->lock);
     if (cancel) return 1;
     // a preview at most 4 times a second (a latent model's decodes through the VAE: once a second)
-    double t = now_s();
+    double t = now_seconds();
     if (t - s->last_preview < (s->latent ? 1.0 : 0.25) && step + 1 < steps) return 0;
     s->last_preview = t;
     if (mala_preview_u8(s->m, preview, s->u8)) return 0;  // a preview that cannot be made is only skipped
@@ -134,7 +132,7 @@ static void run_job(JobQueue *q, Job *j) {
     mala_gen_params p = j->p;
     p.on_step = on_step;
     p.user = &sc;
-    double t0 = now_s();
+    double t0 = now_seconds();
     int rc = !out || !sc.u8 ? -2 : mala_generate_init(m, &p, j->req.has_init ? &init : NULL, out);
     uint8_t **png = NULL;
     size_t *len = NULL;
@@ -163,7 +161,7 @@ static void run_job(JobQueue *q, Job *j) {
     free(out);
     free(sc.u8);
     pthread_mutex_lock(&q->lock);
-    j->t_end = now_s();
+    j->t_end = now_seconds();
     if (status) {
         for (int i = 0; png && i < j->req.count; i++) free(png[i]);
         free(png);
@@ -193,14 +191,14 @@ static void *worker(void *arg) {
         q->qhead = (q->qhead + 1) % q->qcap;
         q->qlen--;
         if (j->cancel) {  // cancelled while it waited
-            j->state = JOB_CANCELLED, j->status = 409, j->t_end = now_s();
+            j->state = JOB_CANCELLED, j->status = 409, j->t_end = now_seconds();
             snprintf(j->error, sizeof j->error, "cancelled");
             q->jobs_total++;
             pthread_cond_broadcast(&q->changed);
             continue;
         }
         j->state = JOB_RUNNING;
-        j->t_start = now_s();
+        j->t_start = now_seconds();
         q->running = j;
         pthread_mutex_unlock(&q->lock);
         run_job(q, j);
@@ -235,7 +233,7 @@ int jobs_submit(JobQueue *q, ServeRequest *req, int m, const mala_gen_params *p,
     j->p.sampler = j->req.sampler;  // p's sampler name is the request's text, which the job now holds
     j->batches = (j->req.count + j->p.batch - 1) / j->p.batch;
     j->steps = j->p.steps;
-    j->t_submit = now_s();
+    j->t_submit = now_seconds();
     pthread_mutex_lock(&q->lock);
     expire(q);
     int status = q->stopping ? 503 : q->qlen >= q->qcap ? 429 : 0;
@@ -311,7 +309,7 @@ void jobs_stop(JobQueue *q) {
     if (q->running) q->running->cancel = 1;
     for (; q->qlen; q->qlen--, q->qhead = (q->qhead + 1) % q->qcap) {
         Job *j = q->queue[q->qhead];
-        j->state = JOB_FAILED, j->status = 503, j->t_end = now_s();
+        j->state = JOB_FAILED, j->status = 503, j->t_end = now_seconds();
         snprintf(j->error, sizeof j->error, "the server is shutting down");
     }
     pthread_cond_broadcast(&q->changed);

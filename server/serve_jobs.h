@@ -71,5 +71,7 @@ void jobs_stop(JobQueue *q);
 void jobs_free(JobQueue *q);
 int jobs_queued(JobQueue *q);
 const char *job_state_name(JobState s);
+// n bytes from /dev/urandom; -1 when it cannot be read.
+int serve_random(void *buf, size_t n);
 
 #endif

@@ -4,7 +4,6 @@
 // defines: serve_route, reply_json, reply_error
 #include "server/serve_internal.h"
 
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,10 +122,8 @@ static void route_samplers(Reply *r) {
 // ---- generation ----
 
 static uint64_t random_seed(void) {  // A1111's -1: a seed drawn for the request, reported back
-    uint32_t v = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = (uint32_t)time(NULL) ^ (uint32_t)getpid();
-    if (fd >= 0) close(fd);
+    uint32_t v;
+    if (serve_random(&v, sizeof v)) v = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     return v & 0x7fffffff;
 }
 
@@ -267,17 +264,11 @@ static double job_progress(const Job *j) {
     return ((double)j->batch * j->steps + j->step) / ((double)j->batches * j->steps);
 }
 
-static double now_mono(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static void route_progress(Server *s, Reply *r) {
     JsonBuf b = {0};
     pthread_mutex_lock(&s->q.lock);
     const Job *j = s->q.running;
-    double p = j ? job_progress(j) : 0, el = j ? now_mono() - j->t_start : 0;
+    double p = j ? job_progress(j) : 0, el = j ? now_seconds() - j->t_start : 0;
     json_buf_printf(&b, "{\"progress\":%.6f,\"eta_relative\":%.3f,\"state\":{\"skipped\":false,\"interrupted\":%s,"
                     "\"job\":", p, p > 0 ? el / p - el : 0.0, j && j->cancel ? "true" : "false");
     put_str(&b, j ? j->id : "");
