@@ -141,10 +141,11 @@ static int parse_common(const JsonValue *o, ReqKind kind, const ServeLimits *lim
         get_int(o, "n_iter", 1, lim->max_images, &r->n_iter, e) < 0 || get_int(o, "width", 1, 65536, &r->width, e) < 0 ||
         get_int(o, "height", 1, 65536, &r->height, e) < 0 || get_int(o, "resample", 0, 100, &r->resample, e) < 0)
         return -1;
-    if (get_number(o, "cfg_scale", 0, 100, &d, e) < 0) return -1;
-    if (json_get(o, "cfg_scale") && json_get(o, "cfg_scale")->type == JSON_NUMBER) r->cfg_scale = (float)d;
-    if (get_number(o, "eta", 0, 10, &d, e) < 0) return -1;
-    if (json_get(o, "eta") && json_get(o, "eta")->type == JSON_NUMBER) r->eta = (float)d;
+    int got = get_number(o, "cfg_scale", 0, 100, &d, e);
+    if (got < 0) return -1;
+    if (got) r->cfg_scale = (float)d;
+    if ((got = get_number(o, "eta", 0, 10, &d, e)) < 0) return -1;
+    if (got) r->eta = (float)d;
     const JsonValue *seed = json_get(o, "seed");
     if (seed && seed->type != JSON_NULL) {
         int64_t s;
@@ -168,10 +169,9 @@ static int parse_common(const JsonValue *o, ReqKind kind, const ServeLimits *lim
             if (get_image(mask, "mask", lim->max_image_bytes, &r->mask, &r->mask_len, e)) return -1;
             r->strength = 1.0f;  // inpainting: the whole schedule unless told (`mala sample --mask`)
         }
-        if (get_number(o, "denoising_strength", 0, 1, &d, e) < 0) return -1;
-        const JsonValue *ds = json_get(o, "denoising_strength");
-        if (ds && ds->type == JSON_NUMBER) {
-            if (!(d > 0)) return fail(e, 400, "denoising_strength %s: must be in (0, 1]", ds->str);
+        if ((got = get_number(o, "denoising_strength", 0, 1, &d, e)) < 0) return -1;
+        if (got) {
+            if (!(d > 0)) return fail(e, 400, "denoising_strength %g: must be in (0, 1]", d);
             r->strength = (float)d;
         }
         const JsonValue *inv = json_get(o, "inpainting_mask_invert");  // A1111 sends 0 or 1; true / false too
