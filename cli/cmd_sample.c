@@ -17,6 +17,7 @@
 #include "cpu/cpu_threads.h"
 #include "pipeline/gen_params.h"
 #include "pipeline/batch_store.h"
+#include "pipeline/generate_shard.h"
 #include "pipeline/labels.h"
 #include "cli/run_manifest.h"
 #include "cli/sample_init.h"
@@ -24,20 +25,22 @@
 typedef struct {
     Progress pg;
     double t0;                     // when sampling began
-    int done_images, batch_end, total_images;
-    int batches_done, batches;     // this process's batches: finished, and in all
+    int total_images;
+    int batches;                   // this process's batches to sample (kept ones not counted)
+    const ShardedGen *sg;          // which batch runs, and how many ran before it
 } SampleProgress;
 
 // The ETA covers the whole job: every step of every batch this process samples.
 static int on_step(void *ctx, int i, int n, const float *x0) {
     SampleProgress *p = ctx;
+    const ShardedGen *s = p->sg;
     double dt = now_seconds() - p->t0;
-    long long done = (long long)p->batches_done * n + i + 1, total = (long long)p->batches * n;
+    long long done = (long long)s->batches_run * n + i + 1, total = (long long)p->batches * n;
     char eta[32];
     progress_format_eta(eta, sizeof eta, (double)(total - done) * dt / (double)done);
     progress_update(&p->pg, done == total, "sampling images %d-%d of %d: batch %d/%d, step %d/%d, %.2f steps/s, ETA %s",
-                    p->done_images + 1, p->batch_end, p->total_images, p->batches_done + 1, p->batches, i + 1, n,
-                    done / dt, eta);
+                    s->batch_first + 1, s->batch_first + s->batch_n, p->total_images, s->batches_run + 1, p->batches,
+                    i + 1, n, done / dt, eta);
     return 0;
 }
 
@@ -174,7 +177,6 @@ typedef struct {
     SamplingRecord rec;
     BatchStore store;
     const char *keep;
-    int *done;
     SampleProgress pr;
 } SampleCmd;
 
@@ -395,39 +397,36 @@ static int sample_inputs(SampleCmd *t) {
     return -1;
 }
 
-// The batches: this process's share sampled (or found in the partial run kept), then gathered.
+// The batches, sharded over the processes (pipeline/generate_shard.h): this process's share
+// sampled (or found in the partial run kept), and every image gathered on rank 0.
 static void sample_run(SampleCmd *t) {
     // a long run's batches, kept beside the output that asks for all of them
     t->keep = t->npz ? t->npz : t->npy ? t->npy : t->out_dir;
     if (t->keep) open_store(&t->store, &t->rec, t->keep, t->npz ? "--save-npz" : t->npy ? "--save-npy" : "--out-dir", t->per, t->force);
-    t->done = xcalloc((size_t)(t->n + t->batch - 1) / t->batch, sizeof *t->done);
-    t->pr = (SampleProgress){.total_images = t->n, .t0 = now_seconds()};
+    ShardedGen sg;
+    sharded_gen_init(&sg, &t->g, &t->go, t->seed, t->n, t->batch);
+    sg.given_y = t->y;
+    sg.given_noise = t->x;  // read a round ahead of the images written over it
+    sg.init = t->si.init ? &t->si.gi : NULL;
+    sg.store = t->store.dir[0] ? &t->store : NULL;
+    t->pr = (SampleProgress){.total_images = t->n, .t0 = now_seconds(), .sg = &sg};
     for (int b0 = 0; b0 < t->n; b0 += t->batch) {
-        int mine = (b0 / t->batch) % t->world == t->rank, nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
-        t->done[b0 / t->batch] = mine && t->store.kept && batch_store_load(&t->store, b0 / t->batch, t->x + t->per * b0, nb);
-        t->pr.batches += mine && !t->done[b0 / t->batch];
+        int nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
+        t->pr.batches += (b0 / t->batch) % t->world == t->rank && !(sg.store && batch_store_has(sg.store, b0 / t->batch, nb));
+    }
+    if (t->lead) {
+        sg.on_step = on_step;
+        sg.step_ctx = &t->pr;
     }
     progress_init(&t->pr.pg, stderr);
-    for (int b0 = 0; b0 < t->n; b0 += t->batch) {
-        if ((b0 / t->batch) % t->world != t->rank || t->done[b0 / t->batch]) continue;
-        int nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
-        t->pr.done_images = b0;
-        t->pr.batch_end = b0 + nb;
-        GenInit gi = t->si.gi;  // this batch's inputs
-        if (t->si.init) gi.image += t->per * b0;
-        if (gi.mask) gi.mask += (size_t)t->c->image_size * t->c->image_size * b0;
-        if (generator_run_init(&t->g, &t->go, t->si.init ? &gi : NULL, t->x + t->per * b0, t->y + b0, nb, t->seed, b0,
-                               t->lead ? on_step : NULL, &t->pr, &t->err))
-            FATAL("%s", t->err.msg);
-        if (t->store.dir[0]) batch_store_save(&t->store, b0 / t->batch, t->x + t->per * b0, nb);
-        t->pr.batches_done++;
+    if (t->lead) {
+        for (int i = 0, k; i < t->n; i += k)
+            if ((k = sharded_gen_next(&sg, t->x + t->per * i, t->n - i, &t->err)) <= 0) FATAL("%s", t->err.msg);
+    } else if (sharded_gen_serve(&sg, &t->err)) {
+        FATAL("%s", t->err.msg);
     }
     progress_break(&t->pr.pg);
-    free(t->done);
-    for (int b0 = 0; t->world > 1 && b0 < t->n; b0 += t->batch) {  // every batch from the rank that made it
-        int nb = t->n - b0 < t->batch ? t->n - b0 : t->batch;
-        dist_bcast(t->x + t->per * b0, (size_t)nb * t->per * sizeof(float), (b0 / t->batch) % t->world);
-    }
+    sharded_gen_free(&sg);
     if (!t->lead) t->out = t->out_dir = t->npz = t->npy = NULL;  // rank 0 writes
 }
 

@@ -1,4 +1,4 @@
-// defines: batch_store_open, batch_store_load, batch_store_save, batch_store_finish, batch_store_dir_for
+// defines: batch_store_open, batch_store_load, batch_store_has, batch_store_save, batch_store_finish, batch_store_dir_for
 #include "pipeline/batch_store.h"
 
 #include <dirent.h>
@@ -105,6 +105,13 @@ int batch_store_load(const BatchStore *bs, int j, float *x, int nb) {
     int extra = fgetc(f) != EOF;
     fclose(f);
     return got == want && !extra;
+}
+
+int batch_store_has(const BatchStore *bs, int j, int nb) {
+    char p[4400];
+    batch_path(bs, j, p, sizeof p);
+    struct stat st;
+    return !stat(p, &st) && S_ISREG(st.st_mode) && (size_t)st.st_size == (size_t)nb * bs->per * sizeof(float);
 }
 
 void batch_store_save(BatchStore *bs, int j, const float *x, int nb) {

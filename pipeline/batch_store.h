@@ -40,6 +40,8 @@ void batch_store_open(BatchStore *bs, const char *dir, const Manifest *settings,
                       int force, const char *flag);
 // 1 with x [nb images] filled when batch j is kept, else 0.
 int batch_store_load(const BatchStore *bs, int j, float *x, int nb);
+// 1 when batch j (nb images) is kept: batch_store_load would fill it. Reads nothing.
+int batch_store_has(const BatchStore *bs, int j, int nb);
 // Keeps batch j (atomically); exits on a write error.
 void batch_store_save(BatchStore *bs, int j, const float *x, int nb);
 // Removes the folder and what is in it (rank 0, after the outputs are written).

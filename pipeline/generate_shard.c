@@ -26,9 +26,10 @@ void sharded_gen_free(ShardedGen *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int cancel_step(void *ctx, int i, int n, const float *x0) {
+static int shard_step(void *ctx, int i, int n, const float *x0) {
     const ShardedGen *s = ctx;
-    return *s->cancel != 0;
+    if (s->on_step && s->on_step(s->step_ctx, i, n, x0)) return 1;
+    return s->cancel && *s->cancel != 0;
 }
 
 // Round r: this rank samples batch r * world + rank (if the run has it) into its place of buf,
@@ -39,11 +40,23 @@ static int run_round(ShardedGen *s, int r, MalaErr *err) {
     float *x = s->buf;  // rank 0's own batch is the round's first
     if (first < s->n) {
         int nb = s->n - first < s->batch ? s->n - first : s->batch;
-        gen_labels(s->y, s->labels, s->seed, first, nb, K);
+        if (s->given_y) memcpy(s->y, s->given_y + first, (size_t)nb * sizeof(int32_t));
+        else gen_labels(s->y, s->labels, s->seed, first, nb, K);
         if (!s->store || !batch_store_load(s->store, first / s->batch, x, nb)) {
-            generator_noise(s->g, x, s->seed, first, nb);
-            int rc = generator_run(s->g, &s->o, x, s->y, nb, s->seed, first, s->cancel ? cancel_step : NULL, s, err);
+            if (s->given_noise) memcpy(x, s->given_noise + per * first, (size_t)nb * per * sizeof(float));
+            else generator_noise(s->g, x, s->seed, first, nb);
+            GenInit gi;
+            if (s->init) {  // this batch's input images
+                gi = *s->init;
+                gi.image += per * first;
+                if (gi.mask) gi.mask += (size_t)s->g->net->cfg.image_size * s->g->net->cfg.image_size * first;
+            }
+            s->batch_first = first;
+            s->batch_n = nb;
+            int rc = generator_run_init(s->g, &s->o, s->init ? &gi : NULL, x, s->y, nb, s->seed, first,
+                                        s->cancel || s->on_step ? shard_step : NULL, s, err);
             if (rc < 0) return -1;
+            s->batches_run++;
             if (rc == SAMPLER_CANCELLED) s->cancelled = 1;
             else if (s->store) batch_store_save(s->store, first / s->batch, x, nb);
         }

@@ -1,9 +1,9 @@
 // A run of n generated images sharded over the processes of a job (docs/design.md §9, DiT's
-// sample_ddp.py) for a consumer on rank 0 that takes them in order (mala eval --ckpt): batch j,
+// sample_ddp.py) for a consumer on rank 0 that takes them in order (mala sample, eval --ckpt): batch j,
 // images j*B .. j*B+B-1, is sampled by rank j % world exactly as one process samples it (image
 // i's noise depends only on (seed, i)), a round of world batches at a time, and gathered on rank
 // 0, which so sees the images one process sees. Image i's class is gen_labels' (labels.h; default
-// balanced, i mod K).
+// balanced, i mod K) unless the run's labels are given; its noise is generator_noise's unless given.
 #ifndef MALA_GENERATE_SHARD_H
 #define MALA_GENERATE_SHARD_H
 
@@ -28,6 +28,19 @@ typedef struct {
     // a round, so none waits for a batch never sent), and next / serve return -1 with cancelled 1.
     const volatile int *cancel;
     int cancelled;
+    // Optional, set before the first round (NULL: the defaults): the run's labels [n]; its starting
+    // noise [n, C, S, S] (image i's at i C S S; it may be the array sharded_gen_next fills, as a
+    // round reads its images' noise before they are handed out); its input images (img2img and
+    // inpainting: image and mask are image 0's, a batch takes its own from there).
+    const int32_t *given_y;
+    const float *given_noise;
+    const GenInit *init;
+    // NULL, or called at every sampler step of each batch this rank samples (kept batches are not
+    // sampled); batch_first and batch_n say which images, batches_run how many batches this rank
+    // sampled before this one. Returns 1 to cancel, as SamplerStepFn.
+    SamplerStepFn on_step;
+    void *step_ctx;
+    int batch_first, batch_n, batches_run;
 } ShardedGen;
 
 // batch <= g->max_batch. Collective use follows: rank 0 calls sharded_gen_next, the others
