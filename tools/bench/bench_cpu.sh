@@ -16,8 +16,14 @@
 # benchmark. A busy machine stops the script, unless --force is given: then it warns, runs, and
 # marks the lines "busy". (This project's sandbox reads ~0.7 runnable when idle: MAX_RUNNABLE=1.5.)
 # A run that fails or passes RUN_TIMEOUT seconds (default 900) is recorded with its error.
+# CASES picks the set: `small` (the default: the configs above), `xl` (DiT's released network,
+# DiT-XL/2 with softmax attention and 1000 classes, at 256x256 = 32x32x4 latents and 512x512 =
+# 64x64x4: one training step at batch 2, guided DDIM-5 of 2 images and 1 image; against PyTorch),
+# `tokens` (mala only: one plain step of one image of DiT-XL/2 with softmax against MALA attention
+# at 256, 1024 and 4096 tokens, latents 32, 64 and 128: how the cost per image grows), or `all`.
 #   usage: tools/bench/bench_cpu.sh [--force] [--only REGEX]
-#   env: THREADS (2), ROUNDS (3), MAX_LOAD, MAX_RUNNABLE, RUN_TIMEOUT, PYTHON (/usr/bin/python3), MALA (./mala)
+#   env: THREADS (2), ROUNDS (3), CASES (small), MAX_LOAD, MAX_RUNNABLE, RUN_TIMEOUT, PYTHON (/usr/bin/python3),
+#        MALA (./mala)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 FORCE=0 ONLY=.
@@ -25,7 +31,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --force) FORCE=1 ;;
         --only) ONLY=${2:?--only needs a regular expression}; shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "bench_cpu.sh: unknown argument '$1' (--force, --only REGEX)" >&2; exit 2 ;;
     esac
     shift
@@ -35,6 +41,8 @@ R=${ROUNDS:-${REPEATS:-3}}
 MAX_LOAD=${MAX_LOAD:-0.5}
 MAX_RUNNABLE=${MAX_RUNNABLE:-0.5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
+CASES=${CASES:-small}
+case $CASES in small|xl|tokens|all) ;; *) echo "bench_cpu.sh: CASES=$CASES: expected small, xl, tokens or all" >&2; exit 2 ;; esac
 PY=${PYTHON:-/usr/bin/python3}
 MALA=${MALA:-./mala}
 out=bench-cpu.jsonl
@@ -83,7 +91,7 @@ echo "bench_cpu.sh: OpenBLAS kernels: ${OPENBLAS_CORETYPE:-the library default},
 
 # One benchmark per line: CASE|WHO|PRECISION|COMMAND (WHO mala or torch; the command gets
 # --precision PRECISION, PyTorch's bf16 being its autocast).
-cases() {
+small_cases() {
     local m a f p
     for m in "DiT-S/2 mala" "DiT-S/2 softmax" "DiG-S/2 -" "DiC-S -"; do
         a=${m#* }; m=${m%% *}
@@ -109,6 +117,41 @@ cases() {
         echo "inception|mala|$p|$MALA bench inception --batch 16 --iters 2 --threads $T --device cpu"
         echo "inception|torch|$p|$PY tools/bench/bench_inception_torch.py --batch 16 --iters 2 --threads $T"
     done
+}
+
+# DiT's released network: softmax attention without RoPE and LePE, 1000 classes, learned sigma.
+xl_cases() {
+    local s p f
+    for s in 256 512; do
+        f="--model DiT-XL/2 --attn softmax --rope 0 --lepe 0 --classes 1000 --channels 4 --image-size $((s / 8)) --threads $T"
+        for p in fp32 bf16; do
+            echo "train XL/2 $s|mala|$p|$MALA bench train $f --batch 2 --steps 1 --device cpu"
+            echo "train XL/2 $s|torch|$p|$PY tools/bench/bench_train_torch.py $f --batch 2 --steps 1"
+        done
+        local n=2
+        [ "$s" = 512 ] && n=1
+        for p in fp32 bf16; do
+            echo "sample XL/2 $s|mala|$p|$MALA bench sample $f --sampler ddim --steps 5 --n $n --repeats 1 --device cpu"
+            echo "sample XL/2 $s|torch|$p|$PY tools/bench/bench_sample_torch.py $f --sampler ddim --steps 5 --n $n"
+        done
+    done
+}
+
+token_cases() {
+    local l a f
+    for l in 32 64 128; do
+        for a in "softmax --rope 0 --lepe 0" "mala"; do
+            f="--model DiT-XL/2 --attn $a --classes 1000 --channels 4 --image-size $l --threads $T"
+            echo "tokens $((l * l / 4)) ${a%% *}|mala|fp32|$MALA bench sample $f --sampler ddim --steps 1 --n 1 --repeats 1 --device cpu"
+        done
+    done
+}
+
+cases() {
+    [ "$CASES" = small ] || [ "$CASES" = all ] && small_cases
+    [ "$CASES" = xl ] || [ "$CASES" = all ] && xl_cases
+    [ "$CASES" = tokens ] || [ "$CASES" = all ] && token_cases
+    return 0
 }
 
 check_idle start

@@ -6,6 +6,10 @@ in the same precision (`sgemm_gflops` of the `mala bench train` runs of that pre
 in their own process; oneDNN's matmul in a oneDNN build).
 
     /usr/bin/python3 tools/bench/bench_cpu_table.py bench-cpu.jsonl
+
+The `tokens N ATTN` runs (CASES=tokens: one plain step of one image) get a table of their own: seconds
+per image at each token count for softmax and MALA attention, their ratio, and how each grows from the
+smallest count.
 """
 import json
 import statistics
@@ -34,51 +38,74 @@ def ratio(a, b):
 
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-    cases = list(dict.fromkeys(r["case"] for r in rows))
+    cases = [c for c in dict.fromkeys(r["case"] for r in rows) if not c.startswith("tokens ")]
     rounds = max((r["round"] for r in rows), default=0)
     ceil = {p: [r["sgemm_gflops"] for r in rows if r.get("bench") == "train" and r["who"] == "mala"
                 and r["prec"] == p and "sgemm_gflops" in r] for p in ("fp32", "bf16")}
     busy = any(r.get("busy") for r in rows)
-    print(f"img/s, median of {rounds} interleaved rounds [min .. max]" + (" (BUSY machine)" if busy else "") + ".")
-    if any(ceil.values()):
-        print("GEMM rate in the same precision (`mala bench train`'s in-process measurement, median): " +
-              ", ".join(f"{p} {fmt(med(v))} GFLOP/s" for p, v in ceil.items() if v) + ".")
+    if cases:
+        print(f"img/s, median of {rounds} interleaved rounds [min .. max]" + (" (BUSY machine)" if busy else "") + ".")
+        if any(ceil.values()):
+            print("GEMM rate in the same precision (`mala bench train`'s in-process measurement, median): " +
+                  ", ".join(f"{p} {fmt(med(v))} GFLOP/s" for p, v in ceil.items() if v) + ".")
+        print()
+        print("| benchmark | mala fp32 | mala bf16 | PyTorch fp32 | PyTorch autocast bf16 | mala bf16 / PyTorch bf16 "
+              "| mala bf16 / PyTorch fp32 | mala fp32 / PyTorch fp32 | mala GFLOP/s fp32, bf16 (of the GEMM rate) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for case in cases:
+            rs = [r for r in rows if r["case"] == case]
+            kind = case.split()[0]
+            keys = {"train": [("img_per_s", "")], "sample": [("img_per_s_cfg", ", guided (2 passes)"),
+                                                             ("img_per_s", ", plain")],
+                    "vae": [("decode_img_per_s", " decode"), ("encode_img_per_s", " encode")],
+                    "inception": [("img_per_s", "")]}[kind]
+            for key, what in keys:
+                v, err = {}, {}
+                for who, p in COLS:
+                    sel = [r for r in rs if r["who"] == who and r["prec"] == p]
+                    v[who, p] = [r[key] for r in sel if key in r]
+                    err[who, p] = next((r["error"] for r in sel if "error" in r), None)
+                gf = []
+                for p in ("fp32", "bf16"):
+                    sel = [r for r in rs if r["who"] == "mala" and r["prec"] == p]
+                    g = None
+                    if kind == "train":
+                        g = med([r["gflops"] for r in sel if "gflops" in r])
+                    elif kind == "sample":  # forward GFLOP/img (train's count is 3 forwards) x steps x passes x img/s
+                        tr = [r for r in rows if r["case"] == "train" + case[6:] and r["who"] == "mala"
+                              and r["prec"] == p and "gflop_per_img" in r]
+                        if tr and v["mala", p]:
+                            g = tr[0]["gflop_per_img"] / 3 * sel[0]["steps"] * (2 if "cfg" in key else 1) * med(v["mala", p])
+                    elif kind == "vae":
+                        g = med([r[key.replace("img_per_s", "gflops")] for r in sel if key.replace("img_per_s", "gflops") in r])
+                    else:
+                        g = med([r["gflop_per_s"] for r in sel if "gflop_per_s" in r])
+                    gf.append("-" if g is None else f"{g:.0f}" + (f" ({g / med(ceil[p]):.0%})" if ceil[p] else ""))
+                print(f"| {case}{what} | " + " | ".join(cell(v[c], err[c]) for c in COLS) +
+                      f" | {ratio(v['mala', 'bf16'], v['torch', 'bf16'])} | {ratio(v['mala', 'bf16'], v['torch', 'fp32'])}"
+                      f" | {ratio(v['mala', 'fp32'], v['torch', 'fp32'])} | {', '.join(gf)} |")
+    tokens_table(rows)
+
+
+def tokens_table(rows):
+    runs = {}
+    for r in rows:
+        if r["case"].startswith("tokens ") and "img_per_s" in r:
+            _, n, attn = r["case"].split()
+            runs.setdefault((int(n), attn), []).append(1 / r["img_per_s"])
+    counts = sorted({n for n, _ in runs})
+    if not counts:
+        return
     print()
-    print("| benchmark | mala fp32 | mala bf16 | PyTorch fp32 | PyTorch autocast bf16 | mala bf16 / PyTorch bf16 "
-          "| mala bf16 / PyTorch fp32 | mala fp32 / PyTorch fp32 | mala GFLOP/s fp32, bf16 (of the GEMM rate) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for case in cases:
-        rs = [r for r in rows if r["case"] == case]
-        kind = case.split()[0]
-        keys = {"train": [("img_per_s", "")], "sample": [("img_per_s_cfg", ", guided (2 passes)"),
-                                                         ("img_per_s", ", plain")],
-                "vae": [("decode_img_per_s", " decode"), ("encode_img_per_s", " encode")],
-                "inception": [("img_per_s", "")]}[kind]
-        for key, what in keys:
-            v, err = {}, {}
-            for who, p in COLS:
-                sel = [r for r in rs if r["who"] == who and r["prec"] == p]
-                v[who, p] = [r[key] for r in sel if key in r]
-                err[who, p] = next((r["error"] for r in sel if "error" in r), None)
-            gf = []
-            for p in ("fp32", "bf16"):
-                sel = [r for r in rs if r["who"] == "mala" and r["prec"] == p]
-                g = None
-                if kind == "train":
-                    g = med([r["gflops"] for r in sel if "gflops" in r])
-                elif kind == "sample":  # forward GFLOP/img (train's count is 3 forwards) x steps x passes x img/s
-                    tr = [r for r in rows if r["case"] == "train" + case[6:] and r["who"] == "mala"
-                          and r["prec"] == p and "gflop_per_img" in r]
-                    if tr and v["mala", p]:
-                        g = tr[0]["gflop_per_img"] / 3 * sel[0]["steps"] * (2 if "cfg" in key else 1) * med(v["mala", p])
-                elif kind == "vae":
-                    g = med([r[key.replace("img_per_s", "gflops")] for r in sel if key.replace("img_per_s", "gflops") in r])
-                else:
-                    g = med([r["gflop_per_s"] for r in sel if "gflop_per_s" in r])
-                gf.append("-" if g is None else f"{g:.0f}" + (f" ({g / med(ceil[p]):.0%})" if ceil[p] else ""))
-            print(f"| {case}{what} | " + " | ".join(cell(v[c], err[c]) for c in COLS) +
-                  f" | {ratio(v['mala', 'bf16'], v['torch', 'bf16'])} | {ratio(v['mala', 'bf16'], v['torch', 'fp32'])}"
-                  f" | {ratio(v['mala', 'fp32'], v['torch', 'fp32'])} | {', '.join(gf)} |")
+    print("Seconds per image of one plain step (one forward pass), DiT-XL/2 width and depth, median of the rounds:")
+    print()
+    print("| tokens | softmax s/img | MALA s/img | softmax / MALA | softmax growth | MALA growth |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    base = {a: med(runs.get((counts[0], a), [])) for a in ("softmax", "mala")}
+    for n in counts:
+        s, m = med(runs.get((n, "softmax"), [])), med(runs.get((n, "mala"), []))
+        grow = [f"{v / base[a]:.1f}x" if v and base[a] else "-" for v, a in ((s, "softmax"), (m, "mala"))]
+        print(f"| {n} | {fmt(s)} | {fmt(m)} | {f'{s / m:.2f}x' if s and m else '-'} | {grow[0]} | {grow[1]} |")
 
 
 if __name__ == "__main__":
