@@ -151,7 +151,16 @@ Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, in
     NetConfig c;
     if (ckpt_read_config(&f, &c, cn, err)) { st_close(&f); return NULL; }
     Net *m = net_create(&c, be, max_batch, mode);
-    const char *prefix = ckpt_has_ema(m, &f) ? "ema." : "";
+    const int ema = ckpt_has_ema(m, &f);
+    if (torch_online && !ema) {  // a model file: its one set is the EMA one when it was exported
+        mala_errf(err, "--weights online: %s holds one set of weights (a model file, EMA when exported); the online "
+                  "weights are in training checkpoints (runs/NAME/checkpoints/)", path);
+        net_free(m);
+        class_names_free(cn);
+        st_close(&f);
+        return NULL;
+    }
+    const char *prefix = ema && !torch_online ? "ema." : "";  // a training checkpoint: online under plain names
     if (ckpt_load_tensors(m, &f, prefix, m->w, err)) {
         net_free(m);
         class_names_free(cn);

@@ -1097,6 +1097,7 @@ START_TEST(latent_recorded_vae) {
     assert_ran(run_view_model(path, script, NULL, dir_path("lat_rec.log")), 0, dir_path("lat_rec.log"));
     char *params = png_params(dir_path("lat_rec.png"));
     ck_assert_msg(strstr(params, ", VAE: vae_tiny, "), "%s", params);
+    ck_assert_msg(strstr(params, "Sampler: dpm++2m"), "a latent model's default sampler: %s", params);
     free(params);
 }
 END_TEST

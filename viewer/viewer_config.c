@@ -1,10 +1,23 @@
-// defines: view_config_load, view_config_model_ready, view_config_save
+// defines: view_config_model_defaults, view_config_load, view_config_model_ready, view_config_save
 // The viewer's last settings between runs: view_settings.c reads and writes the file, this file
 // maps it onto the View (class, guidance, steps, sampler, eta, seed, grid size, attention view).
 #include <string.h>
 
 #include "formats/view_settings.h"
 #include "viewer/viewer.h"
+
+#define LATENT_STEPS 20
+
+void view_config_model_defaults(View *v, const char *model) {
+    NetConfig c;
+    ClassNames cn;
+    MalaErr err;
+    if (ckpt_file_config(model, &c, &cn, &err)) return;  // worker_check_vae has read it already
+    class_names_free(&cn);
+    if (!(c.latent_scale > 0)) return;
+    v->opts.kind = SAMPLER_DPMPP_2M;
+    v->opts.steps = LATENT_STEPS;
+}
 
 int view_config_load(View *v, const char *path) {
     if (!path) return 0;
