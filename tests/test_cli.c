@@ -1308,6 +1308,23 @@ END_TEST
 
 static int same_tensors(const char *a, const char *b);
 
+// mala vae preview-fit prints a VAE's latent-to-RGB projection (the step previews' for a VAE other
+// than the SD-VAE): a row per latent channel, bias and R^2, the same for the same seed.
+START_TEST(test_vae_preview_fit) {
+    const char *fit = "vae preview-fit --vae tests/fixtures/vae_tiny.safetensors --cells 4 --count 4 --threads 1";
+    RUN_OK("%s --seed 1", fit);
+    char *a = strdup(g_out);
+    ck_assert_msg(strstr(a, "\n  z0 ") && strstr(a, "\n  z3 ") && !strstr(a, "\n  z4 ") && strstr(a, "\n  bias ") &&
+                  strstr(a, "\n  R^2 "), "%s", a);
+    RUN_OK("%s --seed 1", fit);
+    ck_assert_msg(!strcmp(a, g_out), "the same seed fitted twice:\n%s\n%s", a, g_out);
+    RUN_OK("%s --seed 2", fit);
+    ck_assert_msg(strcmp(a, g_out), "another seed, the same fit");
+    free(a);
+    expect_error(run("vae preview-fit --cells 4"), "preview-fit without --vae", "--vae is required", NULL);
+}
+END_TEST
+
 // One vocabulary for which weights of a training checkpoint: ema, or online, which DiT's checkpoints
 // call model. sample, view, eval --ckpt, info, import, export (--weights) and train (--init-weights) take both spellings of
 // online alike and refuse any other word with one line naming the flag.
@@ -1459,6 +1476,7 @@ int main(void) {
     tcase_add_test(names, test_help_and_names);
     tcase_add_test(names, test_info_export_vae);
     tcase_add_test(names, test_weights_words);
+    tcase_add_test(names, test_vae_preview_fit);
     suite_add_tcase(s, names);
     TCase *t37 = tcase_create("train37");  // --accum, --classes 0, --init
     tcase_set_timeout(t37, 600);
