@@ -879,6 +879,14 @@ START_TEST(settings_round_trip) {
                           "seed_mode=fixed\n", "images=2\n", "attn=on\n", "block=1\n", "head=0\n", "scale=2\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) ck_assert_msg(strstr(text, want[i]), "no %s in:\n%s", want[i], text);
     free(text);
+    // the model's own sampler and steps are not saved: another model starts from its own
+    char ini0[600];
+    snprintf(ini0, sizeof ini0, "%s", dir_path("conf/mala/viewer0.ini"));
+    char *flags0[] = {"--ckpt", g_model, "--config", (char *)ini0, NULL};
+    assert_ran(run_view_flags(flags0, "cfg=2;quit", NULL, dir_path("set0.log")), 0, dir_path("set0.log"));
+    text = read_text(ini0);
+    ck_assert_msg(strstr(text, "cfg=2\n") && !strstr(text, "sampler=") && !strstr(text, "steps="), "%s", text);
+    free(text);
     // a second run starts from them: no setting in its script
     char script[1024];
     snprintf(script, sizeof script, "generate;wait;attn_dump=%s;quit", dir_path("set.npy"));
