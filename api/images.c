@@ -74,19 +74,19 @@ int mala_preview_u8(mala_model *m, const float *preview, uint8_t *out) {
     Generator *g = &m->g;
     const int C = generator_out_channels(g), S = generator_out_size(g);
     const float *x = preview;
-    float *dec = NULL;
-    if (g->vae) {  // a latent model: the predicted x0 through the decoder
+    float *img = NULL;
+    if (g->vae) {  // a latent model: the predicted x0's latent-to-RGB projection, no VAE pass
         MalaErr err;
-        dec = malloc(sizeof(float) * generator_out_floats(g));
-        if (!dec) return api_model_fail(m, "out of memory");
-        if (generator_decode(g, preview, 1, dec, &err)) {
-            free(dec);
+        img = malloc(sizeof(float) * generator_out_floats(g));
+        if (!img) return api_model_fail(m, "out of memory");
+        if (generator_preview(g, preview, 1, img, &err)) {
+            free(img);
             return api_model_fail(m, "%s", err.msg);
         }
-        x = dec;
+        x = img;
     }
     api_chw_to_u8(x, C, S, out);
-    free(dec);
+    free(img);
     return MALA_OK;
 }
 

@@ -46,6 +46,7 @@ typedef struct {
     const char *label_mode;              // --label-mode as given, or NULL: the preset's
     const char *partial;                 // --partial DIR: where the sampled batches are kept
     const char *cfg_interval;            // --cfg-interval LO,HI|none (NULL: none)
+    const char *weights;                 // --ckpt of a training checkpoint: "ema" or "online"
     BatchStore store;                    // --ckpt: its folder (dir "" when none)
     int model_c;                         // --ckpt: the model's eps channels
     NetConfig model_cfg;                 // --ckpt: its configuration
@@ -145,7 +146,7 @@ static void manifest_images(Manifest *mf, const EvalArgs *a, int all) {
     }
     GenOpts used = a->gen.opts;  // as the sampler ran it
     used.clip = used.clip && !(a->model_cfg.latent_scale > 0);
-    SamplingRecord rec = {a->gen.ckpt, "ema", &a->model_cfg, &used, label_mode_name(a->gen.labels), NULL,
+    SamplingRecord rec = {a->gen.ckpt, a->weights, &a->model_cfg, &used, label_mode_name(a->gen.labels), NULL,
                           eval_total(a), eval_shard_batch(a), a->gen.seed, NULL, be, a->gen.vae};
     if (all) {
         manifest_add_sampling(mf, &rec);
@@ -385,7 +386,7 @@ static void open_eval_store(EvalArgs *a, const NetConfig *c) {
     Manifest *set = xcalloc(1, sizeof *set);
     GenOpts used = a->gen.opts;  // as the sampler runs it
     used.clip = used.clip && !(c->latent_scale > 0);
-    SamplingRecord rec = {a->gen.ckpt, "ema", c, &used, label_mode_name(a->gen.labels), NULL, eval_total(a),
+    SamplingRecord rec = {a->gen.ckpt, a->weights, c, &used, label_mode_name(a->gen.labels), NULL, eval_total(a),
                           eval_shard_batch(a), a->gen.seed, NULL, backend_select(a->gen.device, a->gen.precision)};
     manifest_partial_settings(set, &rec);
     batch_store_open(&a->store, dir, set, rec.n, rec.batch,
@@ -485,7 +486,7 @@ static int open_extractor(const EvalArgs *a, Extractor *m, char *buf, size_t cap
 int cmd_eval(int argc, char **argv) {
     const char *sub = argc >= 2 ? argv[1] : NULL;
     EvalArgs a = {.batch = 50, .threads = 0, .splits = DEFAULT_SPLITS, .sampler = "ddpm", .preset = "dit",
-                  .features = "inception"};
+                  .features = "inception", .weights = "ema"};
     a.gen.opts = gen_opts_default();  // DiT's sample_ddp.py: DDPM 250 steps, guidance 1.5, clip_denoised=False
     a.gen.opts.cfg_scale = 1.5f;
     a.gen.opts.clip = 0;
@@ -511,6 +512,8 @@ int cmd_eval(int argc, char **argv) {
         {"--vae", OPT_STR, &a.gen.vae, "FILE", "--ckpt of a latent model: the VAE that decodes its samples"},
         {"--heads", OPT_INT, &torch_heads, "N", "--ckpt of a PyTorch .pt: attention heads (default: its args, else "
          "DiT's preset)", ARG_MIN(1), ARG_MAX(1024)},
+        {"--weights", OPT_STR, &a.weights, "ema|online", "--ckpt of a training checkpoint: its EMA or online weights "
+         "(a PyTorch .pt's `ema` or `model`); default ema"},
         {"--num", OPT_INT, &a.gen.num, "N", "--ckpt: images to sample", ARG_MIN(1), ARG_ALIAS("--num-fid-samples")},
         {"--sample-batch", OPT_INT, &a.gen.batch, "B", "--ckpt: images per sampling batch", ARG_MIN(1),
          ARG_ALIAS("--per-proc-batch-size")},
@@ -548,7 +551,8 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     args_parse(kEvalUsage, opts, nopts, argc, argv, 2);
-    ckpt_torch_options(0, torch_heads);
+    a.weights = weights_online("--weights", a.weights) ? "online" : "ema";  // "model" is DiT's "online"
+    ckpt_torch_options(!strcmp(a.weights, "online"), torch_heads);
     int given_sampler = args_given(opts, nopts, &a.sampler), given_steps = args_given(opts, nopts, &a.gen.opts.steps),
         given_num = args_given(opts, nopts, &a.gen.num);
     if (a.quick) {

@@ -55,23 +55,26 @@ static int provenance(const char *ckpt, const StFile *f, const char **kv) {
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *ckpt = NULL, *out = NULL, *dtype = "f16";
+    const char *ckpt = NULL, *out = NULL, *dtype = "f16", *weights = "ema";
     int force = 0, heads = 0;
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "training checkpoint or model file"},
         {"--out", OPT_STR, &out, "FILE", "model file to write (.safetensors)"},
         {"--dtype", OPT_STR, &dtype, "f16|bf16|f32", "storage type"},
+        {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA (default) or online weights"},
         {"--heads", OPT_INT, &heads, "N", "a PyTorch .pt: attention heads (default: its args, else DiT's preset)",
          ARG_MIN(1), ARG_MAX(1024)},
         OPT_FORCE(&force),
     };
-    args_parse("usage: mala export --ckpt CHECKPOINT --out MODEL.safetensors [--dtype f16]\n\n"
-               "Writes the EMA weights (the plain ones when the file has no EMA) for sampling. An earlier\n"
+    args_parse("usage: mala export --ckpt CHECKPOINT --out MODEL.safetensors [--dtype f16] [--weights ema|online]\n\n"
+               "Writes the EMA weights (the plain ones when the file has no EMA; --weights online: the\n"
+               "online ones) for sampling. An earlier\n"
                "exported model at --out is replaced; a training checkpoint never is; any other existing\n"
                "file needs --force.",
                opts, sizeof opts / sizeof opts[0], argc, argv, 1);
     if (!ckpt || !out) FATAL("mala export needs --ckpt and --out (see --help)");
-    ckpt_torch_options(0, heads);
+    const int online = weights_online("--weights", weights);
+    ckpt_torch_options(online, heads);
     StDtype dt;
     if (!strcasecmp(dtype, "f16")) dt = ST_F16;
     else if (!strcasecmp(dtype, "bf16")) dt = ST_BF16;
@@ -97,6 +100,11 @@ int cmd_export(int argc, char **argv) {
         kv[0] = "exported_from";
         kv[1] = ckpt;
         nkv = 1;
+    }
+    if (online && nkv < PROVENANCE_MAX) {  // the EMA ones are the default, unrecorded as before
+        kv[2 * nkv] = "exported_weights";
+        kv[2 * nkv + 1] = "online";
+        nkv++;
     }
     if (ckpt_save_weights_meta(m, &cn, m->w, dt, kv, nkv, out, &err)) FATAL("%s", err.msg);
     if (meta) st_close(&f);

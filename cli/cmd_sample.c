@@ -9,7 +9,6 @@
 #include "cli/commands.h"
 #include "core/dist.h"
 #include "pipeline/generate.h"
-#include "model/torch_load.h"  // defines: torch_file_sniff
 #include "formats/image_io.h"
 #include "formats/npy.h"
 #include "cli/out_paths.h"
@@ -74,18 +73,6 @@ static void peek_config(const char *path, NetConfig *c) {
     ClassNames cn;
     if (ckpt_file_config(path, c, &cn, &err)) FATAL("%s", err.msg);
     class_names_free(&cn);
-}
-
-// --weights online: the training checkpoint's online weights in place of the EMA ones.
-static void use_online_weights(Generator *g, const char *path) {
-    MalaErr err;
-    StFile f;
-    if (st_open(&f, path, &err)) FATAL("%s", err.msg);
-    if (!ckpt_has_ema(g->net, &f))
-        FATAL("--weights online: %s holds one set of weights (a model file, EMA when exported); the online weights "
-              "are in training checkpoints (runs/NAME/checkpoints/)", path);
-    if (ckpt_load_tensors(g->net, &f, "", g->net->w, &err)) FATAL("%s", err.msg);
-    st_close(&f);
 }
 
 // Labels from --labels "3,Sneaker,7" (names or numbers).
@@ -318,7 +305,6 @@ static void sample_open(SampleCmd *t) {
                       "with guidance)");
 
     if (generator_open(&t->g, t->ckpt, t->be, t->batch, &t->err)) FATAL("%s", t->err.msg);
-    if (!strcmp(t->weights, "online") && !torch_file_sniff(t->ckpt)) use_online_weights(&t->g, t->ckpt);  // .pt: chosen on load
     t->recorded = generator_recorded_vae(&t->g, t->ckpt, &t->vae, t->vae_buf, sizeof t->vae_buf, &t->err);
     if (t->recorded < 0) FATAL("%s", t->err.msg);
     if (t->recorded && t->lead) fprintf(stderr, "using the VAE recorded in %s: %s\n", t->ckpt, t->vae);

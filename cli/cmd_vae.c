@@ -183,13 +183,15 @@ static int cmd_vae_encode(int argc, char **argv) {
 }
 
 int cmd_vae(int argc, char **argv) {
-    const char *usage = "usage: mala vae encode|decode [flags]   (mala vae encode --help)\n"
-                        "  encode  images (X.npy or a folder) -> posterior mean and logvar (M.npz)\n"
-                        "  decode  scaled latents (Z.npy) -> images (X.npy or a PNG grid)\n";
+    const char *usage = "usage: mala vae encode|decode|preview-fit [flags]   (mala vae encode --help)\n"
+                        "  encode       images (X.npy or a folder) -> posterior mean and logvar (M.npz)\n"
+                        "  decode       scaled latents (Z.npy) -> images (X.npy or a PNG grid)\n"
+                        "  preview-fit  the linear latent-to-RGB projection of step previews, fitted\n";
     if (argc >= 2 && !strcmp(argv[1], "encode")) return cmd_vae_encode(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "preview-fit")) return cmd_vae_preview_fit(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "decode")) return cmd_vae_decode(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
-    fprintf(stderr, "error: mala vae: expected encode or decode%s%s%s (mala vae --help)\n", argc >= 2 ? ", got '" : "",
+    fprintf(stderr, "error: mala vae: expected encode, decode or preview-fit%s%s%s (mala vae --help)\n", argc >= 2 ? ", got '" : "",
             argc >= 2 ? argv[1] : "", argc >= 2 ? "'" : "");
     return 2;
 }

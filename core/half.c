@@ -1,7 +1,10 @@
-// defines: half_to_f32, f32_to_half, bf16_to_f32, f32_to_bf16
+// defines: half_to_f32, half_to_f32_n, f32_to_half, bf16_to_f32, f32_to_bf16
 #include "core/half.h"
 
 #include <string.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 static uint32_t f32_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
 static float bits_f32(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
@@ -11,6 +14,15 @@ float half_to_f32(uint16_t h) {
     if (exp == 0x1f) return bits_f32(sign | 0x7f800000 | (mant << 13));
     if (exp) return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
     return bits_f32(sign | f32_bits((float)mant * 0x1p-24f));  // zero or subnormal: exact
+}
+
+void half_to_f32_n(const void *src, float *dst, size_t n) {
+    const uint8_t *s = src;
+    size_t i = 0;
+#ifdef __F16C__
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + 2 * i))));
+#endif
+    for (; i < n; i++) dst[i] = half_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
 }
 
 uint16_t f32_to_half(float f) {

@@ -177,8 +177,9 @@ MALA_EXPORT int mala_generate_init(mala_model *m, const mala_gen_params *p, cons
 MALA_EXPORT int mala_image_png(mala_model *m, const mala_gen_params *p, const mala_init_image *init, int i,
                                const float *image, uint8_t **png, size_t *len);
 /* The first image of an on_step preview as out_size x out_size x out_channels bytes (HWC): the
-   predicted x0 itself for a pixel model, decoded through the VAE for a latent model (a full decode:
-   call it from on_step at the rate you can afford). Call it only from within the model's on_step. */
+   predicted x0 itself for a pixel model; for a latent model its linear latent-to-RGB projection,
+   each latent cell upsampled to its block of pixels (no VAE pass: cheap enough for every step;
+   the final images come decoded from the run). Call it only from within the model's on_step. */
 MALA_EXPORT int mala_preview_u8(mala_model *m, const float *preview, uint8_t *out);
 /* The "parameters" text of a PNG (A1111's infotext, as `mala info FILE.png` prints it): MALA_OK
    with *text malloc'd (free with mala_free), or with *text NULL when the PNG has none; MALA_ERROR

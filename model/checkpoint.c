@@ -6,6 +6,10 @@
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/half.h"
 
 #include "formats/json.h"
 #include "model/torch_load.h"  // defines: torch_file_sniff, torch_load_model
@@ -91,6 +95,15 @@ static int known_name(const Net *m, const char *name) {
     return 0;
 }
 
+// Drops the file pages of tensor t from the process once it is converted (the whole pages inside
+// it; a mapping only: the data of a file read into memory is left alone).
+static void release_pages(const StFile *f, const StTensor *t) {
+    if (!f->map) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)(f->data + t->begin) + page - 1) & ~(page - 1), b = (uintptr_t)(f->data + t->end) & ~(page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);  // read-only, private: the file stays as it is
+}
+
 int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *dst, MalaErr *err) {
     for (int i = 0; i < f->n; i++)
         if (!known_name(m, f->tensors[i].name)) {
@@ -99,16 +112,29 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
             return mala_errf(err, "%s: tensor '%s' does not belong to this model (%s)", f->path, f->tensors[i].name,
                              desc);
         }
-    float *host = xmalloc(m->n_floats * sizeof(float));
     char name[128];
+    for (int i = 0; i < m->nparams; i++) {  // every name and shape first: a refused file changes nothing
+        snprintf(name, sizeof name, "%s%s", prefix, m->params[i].name);
+        if (st_expect(f, name, m->params[i].shape, m->params[i].ndim, err)) return -1;
+    }
+    // Host backends take the floats in place; a device's go through one host copy. Each tensor is
+    // converted once, from the mapped file, whose pages are then let go, so a DiT-XL/2 F16 file
+    // peaks near its float32 weights rather than weights + copy + file.
+    const int in_place = backend_on_host(m->be);
+    float *host = in_place ? dst : xmalloc(m->n_floats * sizeof(float));
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        if (st_load_f32(f, name, p->shape, p->ndim, host + p->offset, err)) { free(host); return -1; }
+        const StTensor *t = st_find(f, name);
+        if (t->dtype == ST_F16) half_to_f32_n(st_data(f, t), host + p->offset, (size_t)st_numel(t));
+        else st_read_f32(f, t, host + p->offset, err);  // cannot fail: t and its shape are checked
+        release_pages(f, t);
     }
-    m->be->to_device(dst, host, m->n_floats * sizeof(float));
+    if (!in_place) {
+        m->be->to_device(dst, host, m->n_floats * sizeof(float));
+        free(host);
+    }
     m->be->weights_changed();
-    free(host);
     return 0;
 }
 
@@ -151,7 +177,16 @@ Net *ckpt_load_model_mode(const char *path, const Backend *be, int max_batch, in
     NetConfig c;
     if (ckpt_read_config(&f, &c, cn, err)) { st_close(&f); return NULL; }
     Net *m = net_create(&c, be, max_batch, mode);
-    const char *prefix = ckpt_has_ema(m, &f) ? "ema." : "";
+    const int ema = ckpt_has_ema(m, &f);
+    if (torch_online && !ema) {  // a model file: its one set is the EMA one when it was exported
+        mala_errf(err, "--weights online: %s holds one set of weights (a model file, EMA when exported); the online "
+                  "weights are in training checkpoints (runs/NAME/checkpoints/)", path);
+        net_free(m);
+        class_names_free(cn);
+        st_close(&f);
+        return NULL;
+    }
+    const char *prefix = ema && !torch_online ? "ema." : "";  // a training checkpoint: online under plain names
     if (ckpt_load_tensors(m, &f, prefix, m->w, err)) {
         net_free(m);
         class_names_free(cn);

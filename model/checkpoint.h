@@ -22,9 +22,10 @@ int ckpt_read_config(const StFile *f, NetConfig *c, ClassNames *cn, MalaErr *err
 // The same from a model file of either format (safetensors, or a PyTorch .pt via model/torch_load.h:
 // its `ema` sub-dict when it has one, heads from DiT's presets or its args).
 int ckpt_file_config(const char *path, NetConfig *c, ClassNames *cn, MalaErr *err);
-// The command line's --weights and --heads for PyTorch files, set once before any model is read
-// (ckpt_file_config, ckpt_load_model*): `online` picks a training checkpoint's `model` sub-dict
-// in place of `ema`; heads > 0 overrides the inferred head count.
+// The command line's --weights and --heads, set once before any model is read (ckpt_file_config,
+// ckpt_load_model*): `online` picks a training checkpoint's online weights in place of its EMA
+// ones (a PyTorch .pt's `model` sub-dict, ours' plain tensor names), and refuses a model file of
+// ours, which holds one set; heads > 0 overrides a .pt's inferred head count.
 void ckpt_torch_options(int online, int heads);
 // Writes the configuration and class names as metadata.
 void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn);

@@ -78,16 +78,19 @@ Net *torch_load_model(const char *path, const char *weights, int heads, const Ba
         return NULL;
     }
     Net *m = net_create(&c, be, max_batch, mode);
-    float *host = xmalloc(m->n_floats * sizeof(float));
+    const int in_place = backend_on_host(be);  // host weights take the floats directly: no second copy
+    float *host = in_place ? m->w : xmalloc(m->n_floats * sizeof(float));
     if (load_params(m, t, host, err)) {
-        free(host);
+        if (!in_place) free(host);
         net_free(m);
         torch_legacy_close(t);
         return NULL;
     }
-    m->be->to_device(m->w, host, m->n_floats * sizeof(float));
+    if (!in_place) {
+        m->be->to_device(m->w, host, m->n_floats * sizeof(float));
+        free(host);
+    }
     m->be->weights_changed();
-    free(host);
     torch_legacy_close(t);
     torch_class_names(cn, c.num_classes);
     return m;

@@ -1,5 +1,5 @@
 // defines: generator_recorded_vae, generator_attach_vae, generator_out_channels, generator_out_size,
-//          generator_out_floats, generator_decode
+//          generator_out_floats, generator_decode, generator_preview
 //
 // Latent models (docs/design.md §8): their samples are VAE latents times the model's latent_scale, and
 // every command that writes or shows images decodes them here, through the one VAE it was given.
@@ -86,6 +86,39 @@ int generator_decode(Generator *g, const float *x, int n, float *out, MalaErr *e
         z = rescaled;
     }
     int rc = vae_decode(g->vae, z, n, c->image_size, c->image_size, out, err);
+    g->vae_decodes++;
     free(rescaled);
     return rc;
+}
+
+// The SD-VAE family (kl-f8: 128 256 512 512, 4 latent channels, RGB), whose published factors fit.
+static int is_sd_vae(const VaeConfig *vc) {
+    VaeConfig sd;
+    vae_config_sd(&sd);
+    if (vc->levels != sd.levels || vc->latent != sd.latent || vc->out_channels != sd.out_channels) return 0;
+    for (int i = 0; i < sd.levels; i++)
+        if (vc->ch[i] != sd.ch[i]) return 0;
+    return 1;
+}
+
+#define PREVIEW_FIT_CELLS 8   // the fit's latents: 4 of 8x8 cells (or the model's grid when smaller)
+#define PREVIEW_FIT_COUNT 4
+#define PREVIEW_FIT_SEED 0x70726576u
+
+int generator_preview(Generator *g, const float *x, int n, float *out, MalaErr *err) {
+    if (!g->vae) return generator_decode(g, x, n, out, err);  // a pixel model: a copy (a latent one: the error)
+    const NetConfig *c = &g->net->cfg;
+    if (!g->proj_ready) {
+        const VaeConfig *vc = vae_config(g->vae);
+        if (is_sd_vae(vc)) {
+            latent_proj_sd(&g->proj);
+        } else {
+            int cells = c->image_size < PREVIEW_FIT_CELLS ? c->image_size : PREVIEW_FIT_CELLS;
+            if (latent_proj_fit(&g->proj, g->vae, cells, PREVIEW_FIT_COUNT, PREVIEW_FIT_SEED, err)) return -1;
+            g->vae_decodes += (PREVIEW_FIT_COUNT + vae_max_batch(g->vae) - 1) / vae_max_batch(g->vae);
+        }
+        g->proj_ready = 1;
+    }
+    latent_proj_apply(&g->proj, x, n, c->image_size, c->image_size, vae_config(g->vae)->scale / c->latent_scale, out);
+    return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "model/checkpoint.h"
 #include "sampler/sampler.h"
+#include "pipeline/latent_preview.h"
 
 typedef struct Vae Vae;  // model/vae.h
 
@@ -27,6 +28,9 @@ typedef struct {
     SamplerStepFn user_step; void *user_ctx;
     Vae *vae;              // latent models: the decoder of their samples (generator_attach_vae)
     int out_c, out_s;      // the decoded images' channels and size
+    LatentProj proj;       // latent models: the step preview's projection (generator_preview)
+    int proj_ready;
+    long vae_decodes;      // VAE decoder passes so far (generator_decode, and a projection's fit)
 } Generator;
 
 typedef struct {
@@ -120,6 +124,12 @@ size_t generator_out_floats(const Generator *g);
 // generator_run's samples x [n, C, S, S] -> images out [n, out_C, out_S, out_S] in the [-1, 1]
 // scale: decoded through the VAE, or copied for a pixel model (out may be x then).
 int generator_decode(Generator *g, const float *x, int n, float *out, MalaErr *err);
+// A step preview of x [n, C, S, S] as images out [n, out_C, out_S, out_S] in [-1, 1] that costs
+// no decode: a latent model's latents through a linear latent-to-RGB projection, each latent cell
+// upsampled (nearest) to its block of pixels and clamped (pipeline/latent_preview.h): the SD-VAE's
+// published factors, or for any other VAE a least-squares fit made once, on the first preview,
+// from 4 random 8x8 latents decoded. A pixel model's x is copied (out may be x then).
+int generator_preview(Generator *g, const float *x, int n, float *out, MalaErr *err);
 // The inverse for inputs: images [n, out_C, out_S, out_S] in [-1, 1] -> the model's space x
 // [n, C, S, S]: through the VAE's encoder (the posterior mean times latent_scale; deterministic)
 // for a latent model, copied for a pixel model (x may be img then).

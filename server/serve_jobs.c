@@ -72,7 +72,7 @@ typedef struct {
     JobQueue *q;
     Job *j;
     mala_model *m;
-    int latent, oc, os, batch;
+    int oc, os, batch;
     double last_preview;
     uint8_t *u8;
 } StepCtx;
@@ -87,9 +87,9 @@ static int on_step(void *user, int first, int n, int step, int steps, const floa
     int cancel = j->cancel;
     pthread_mutex_unlock(&s->q->lock);
     if (cancel) return 1;
-    // a preview at most 4 times a second (a latent model's decodes through the VAE: once a second)
+    // a preview at most 4 times a second (a latent model's: the latent-to-RGB projection, no VAE pass)
     double t = now_seconds();
-    if (t - s->last_preview < (s->latent ? 1.0 : 0.25) && step + 1 < steps) return 0;
+    if (t - s->last_preview < 0.25 && step + 1 < steps) return 0;
     s->last_preview = t;
     if (mala_preview_u8(s->m, preview, s->u8)) return 0;  // a preview that cannot be made is only skipped
     uint8_t *png;
@@ -124,7 +124,7 @@ static void run_job(JobQueue *q, Job *j) {
     mala_model_info info;
     mala_model_get_info(m, &info);
     const size_t oper = (size_t)info.out_channels * info.out_size * info.out_size;
-    StepCtx sc = {q, j, m, info.latent, info.out_channels, info.out_size, j->p.batch, 0, NULL};
+    StepCtx sc = {q, j, m, info.out_channels, info.out_size, j->p.batch, 0, NULL};
     sc.u8 = malloc((size_t)3 * info.out_size * info.out_size);
     float *out = malloc(sizeof(float) * oper * j->req.count);
     mala_init_image init = {j->req.init, j->req.init_len, "init_images[0]", j->req.strength, j->req.mask, j->req.mask_len,

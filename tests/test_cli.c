@@ -1306,8 +1306,27 @@ START_TEST(test_sample_torch_digdic) {
 }
 END_TEST
 
+static int same_tensors(const char *a, const char *b);
+
+// mala vae preview-fit prints a VAE's latent-to-RGB projection (the step previews' for a VAE other
+// than the SD-VAE): a row per latent channel, bias and R^2, the same for the same seed.
+START_TEST(test_vae_preview_fit) {
+    const char *fit = "vae preview-fit --vae tests/fixtures/vae_tiny.safetensors --cells 4 --count 4 --threads 1";
+    RUN_OK("%s --seed 1", fit);
+    char *a = strdup(g_out);
+    ck_assert_msg(strstr(a, "\n  z0 ") && strstr(a, "\n  z3 ") && !strstr(a, "\n  z4 ") && strstr(a, "\n  bias ") &&
+                  strstr(a, "\n  R^2 "), "%s", a);
+    RUN_OK("%s --seed 1", fit);
+    ck_assert_msg(!strcmp(a, g_out), "the same seed fitted twice:\n%s\n%s", a, g_out);
+    RUN_OK("%s --seed 2", fit);
+    ck_assert_msg(strcmp(a, g_out), "another seed, the same fit");
+    free(a);
+    expect_error(run("vae preview-fit --cells 4"), "preview-fit without --vae", "--vae is required", NULL);
+}
+END_TEST
+
 // One vocabulary for which weights of a training checkpoint: ema, or online, which DiT's checkpoints
-// call model. sample, info, import (--weights) and train (--init-weights) take both spellings of
+// call model. sample, view, eval --ckpt, info, import, export (--weights) and train (--init-weights) take both spellings of
 // online alike and refuse any other word with one line naming the flag.
 START_TEST(test_weights_words) {
     tu_make_tmpdir("cli");
@@ -1333,6 +1352,28 @@ START_TEST(test_weights_words) {
     ck_assert_msg(a && b && na == nb && !memcmp(a, b, na), "import: --weights model is not online");
     free(a); free(b);
     RUN_OK("import tests/fixtures/torchzip_sd.pt --heads 2 --weights ema --out %s", tp("sd.safetensors"));
+    // export and eval --ckpt take --weights as sample does: export's online tensors are import's
+    RUN_OK("export --ckpt " PT " --weights model --dtype f32 --out %s", tp("exp_online.safetensors"));
+    RUN_OK("export --ckpt " PT " --dtype f32 --out %s", tp("exp_ema.safetensors"));
+    ck_assert_msg(same_tensors(tp("exp_online.safetensors"), tp("online.safetensors")), "export --weights online is not "
+                  "import's online");
+    ck_assert_msg(!same_tensors(tp("exp_online.safetensors"), tp("exp_ema.safetensors")), "export: online is ema");
+    const char *ev = "eval is --ckpt " PT " --vae tests/fixtures/vae_tiny.safetensors --num 2 --sample-batch 2 --steps 2 "
+                     "--sampler ddim --inception random --batch 2 --splits 1 --device cpu --threads 1";
+    char is_ema[64] = "", is_online[64] = "";
+    RUN_OK("%s --weights ema", ev);
+    const char *k = strstr(g_out, "\"inception_score_mean\":");
+    ck_assert_msg(k && strstr(g_out, "\"weights\":\"ema\""), "%s", g_out);
+    snprintf(is_ema, sizeof is_ema, "%.36s", k);  // the key and its value
+    RUN_OK("%s --weights online", ev);
+    k = strstr(g_out, "\"inception_score_mean\":");
+    ck_assert_msg(k && strstr(g_out, "\"weights\":\"online\""), "%s", g_out);
+    snprintf(is_online, sizeof is_online, "%.36s", k);
+    ck_assert_msg(strcmp(is_ema, is_online), "eval --weights online scored the ema samples: %s", is_online);
+    expect_error(run("export --ckpt %s --weights online --out %s", MODEL, tp("x.safetensors")), "export online of a "
+                 "model file", "--weights online", "one set of weights");
+    expect_error(run("view --ckpt " PT " --weights last"), "view --weights last", "--weights last: expected ema or "
+                 "online", NULL);
     expect_error(run(SMP " --weights mdoel --out %s", tp("x.png")), "sample --weights mdoel", "--weights mdoel: "
                  "expected ema or online", NULL);
     expect_error(run("info " PT " --weights last"), "info --weights last", "--weights last: expected ema or online",
@@ -1435,6 +1476,7 @@ int main(void) {
     tcase_add_test(names, test_help_and_names);
     tcase_add_test(names, test_info_export_vae);
     tcase_add_test(names, test_weights_words);
+    tcase_add_test(names, test_vae_preview_fit);
     suite_add_tcase(s, names);
     TCase *t37 = tcase_create("train37");  // --accum, --classes 0, --init
     tcase_set_timeout(t37, 600);

@@ -879,6 +879,14 @@ START_TEST(settings_round_trip) {
                           "seed_mode=fixed\n", "images=2\n", "attn=on\n", "block=1\n", "head=0\n", "scale=2\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) ck_assert_msg(strstr(text, want[i]), "no %s in:\n%s", want[i], text);
     free(text);
+    // the model's own sampler and steps are not saved: another model starts from its own
+    char ini0[600];
+    snprintf(ini0, sizeof ini0, "%s", dir_path("conf/mala/viewer0.ini"));
+    char *flags0[] = {"--ckpt", g_model, "--config", (char *)ini0, NULL};
+    assert_ran(run_view_flags(flags0, "cfg=2;quit", NULL, dir_path("set0.log")), 0, dir_path("set0.log"));
+    text = read_text(ini0);
+    ck_assert_msg(strstr(text, "cfg=2\n") && !strstr(text, "sampler=") && !strstr(text, "steps="), "%s", text);
+    free(text);
     // a second run starts from them: no setting in its script
     char script[1024];
     snprintf(script, sizeof script, "generate;wait;attn_dump=%s;quit", dir_path("set.npy"));
@@ -1097,7 +1105,39 @@ START_TEST(latent_recorded_vae) {
     assert_ran(run_view_model(path, script, NULL, dir_path("lat_rec.log")), 0, dir_path("lat_rec.log"));
     char *params = png_params(dir_path("lat_rec.png"));
     ck_assert_msg(strstr(params, ", VAE: vae_tiny, "), "%s", params);
+    ck_assert_msg(strstr(params, "Sampler: dpm++2m"), "a latent model's default sampler: %s", params);
     free(params);
+}
+END_TEST
+
+// --weights online: a PyTorch training checkpoint's `model` weights in the viewer, as mala sample
+// takes them; the same request on its `ema` weights gives other pixels, and again the same ones.
+static char *view_weights_png(const char *weights, const char *name) {
+    char script[1024], log[700];
+    snprintf(script, sizeof script, "n=1;steps=2;seed=3;generate;wait;save=%s;quit", dir_path(name));
+    snprintf(log, sizeof log, "%s.log", dir_path(name));
+    char *flags[] = {"--ckpt", "tests/fixtures/torchzip_ckpt.pt", "--heads", "2", "--vae",
+                     "tests/fixtures/vae_tiny.safetensors", "--weights", (char *)weights, NULL};
+    assert_ran(run_view_flags(flags, script, NULL, log), 0, log);
+    size_t n;
+    char *png = tu_read_file(dir_path(name), &n);
+    ck_assert_msg(png && n > 0, "%s was not saved", name);
+    return png;
+}
+
+START_TEST(weights_online) {
+    if (skip_without_display("weights_online")) return;
+    char *ema = view_weights_png("ema", "w_ema.png"), *ema2 = view_weights_png("ema", "w_ema2.png"),
+         *online = view_weights_png("online", "w_online.png");
+    size_t n1, n2, n3;
+    free(tu_read_file(dir_path("w_ema.png"), &n1));
+    free(tu_read_file(dir_path("w_ema2.png"), &n2));
+    free(tu_read_file(dir_path("w_online.png"), &n3));
+    ck_assert_msg(n1 == n2 && !memcmp(ema, ema2, n1), "two runs on the ema weights differ");
+    ck_assert_msg(n1 != n3 || memcmp(ema, online, n1), "--weights online showed the ema weights' image");
+    free(ema);
+    free(ema2);
+    free(online);
 }
 END_TEST
 
@@ -1121,6 +1161,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, text_fits);
     tcase_add_test(tc, img2img_inpaint_blend);
     tcase_add_test(tc, latent_recorded_vae);
+    tcase_add_test(tc, weights_online);
     tcase_add_test(tc, drop_grid_takes_one_cell);
     suite_add_tcase(s, tc);
     return s;

@@ -183,6 +183,8 @@ typedef struct {
     int cls, n, seed_random;
     uint64_t seed;
     GenOpts opts;
+    SamplerKind default_kind;  // the model's starting sampler and steps (view_config_model_defaults):
+    int default_steps;         // the settings file keeps a sampler or steps only when it differs
     // the models: every --ckpt, then the files of --models DIR; pane p shows models[model_at[p]]
     const char *const *models;
     int nmodels, npanes, model_at[VIEW_MAX_PANES];
@@ -271,6 +273,12 @@ int view_input_request(View *v, int p, ViewRequest *r);
 void view_input_drop(View *v, const char *path);
 
 // viewer_config.c: the settings file (view_settings.h) between runs
+// The sampler a fresh View starts with for `model`: DPM-Solver++ (2M), 20 steps for a latent model
+// (DiT-XL/2 on a CPU: seconds per step), the 50 DDIM steps of view_init for a pixel model. Call it
+// before view_config_load, whose saved settings (and a script's commands after it) win. The file
+// keeps a sampler or a step count only when the person chose one other than the model's start,
+// so a session on a pixel model saves none that would hold back a latent model's next session.
+void view_config_model_defaults(View *v, const char *model);
 // Applies the file at path to v's settings (the class by name once the model is loaded). A
 // corrupt file is ignored with a one-line warning on stderr; returns -1 then (it is not
 // overwritten at the end), else 0 (also when there is no file yet).

@@ -25,8 +25,8 @@ static const int STEP_PRESETS[] = {1, 2, 3, 4, 5, 8, 10, 15, 20, 25, 30, 40, 50,
 void view_init(View *v) {
     memset(v, 0, sizeof *v);
     v->opts = gen_opts_default();
-    v->opts.kind = SAMPLER_DDIM;  // interactive default: 50 deterministic DDIM steps
-    v->opts.steps = 50;
+    v->opts.kind = v->default_kind = SAMPLER_DDIM;  // interactive default: 50 deterministic DDIM steps
+    v->opts.steps = v->default_steps = 50;
     v->n = VIEW_MAX_IMAGES;
     v->save_dir = ".";
     v->list_cls = -1;

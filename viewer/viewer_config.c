@@ -1,10 +1,23 @@
-// defines: view_config_load, view_config_model_ready, view_config_save
+// defines: view_config_model_defaults, view_config_load, view_config_model_ready, view_config_save
 // The viewer's last settings between runs: view_settings.c reads and writes the file, this file
 // maps it onto the View (class, guidance, steps, sampler, eta, seed, grid size, attention view).
 #include <string.h>
 
 #include "formats/view_settings.h"
 #include "viewer/viewer.h"
+
+#define LATENT_STEPS 20
+
+void view_config_model_defaults(View *v, const char *model) {
+    NetConfig c;
+    ClassNames cn;
+    MalaErr err;
+    if (ckpt_file_config(model, &c, &cn, &err)) return;  // worker_check_vae has read it already
+    class_names_free(&cn);
+    if (!(c.latent_scale > 0)) return;
+    v->opts.kind = v->default_kind = SAMPLER_DPMPP_2M;
+    v->opts.steps = v->default_steps = LATENT_STEPS;
+}
 
 int view_config_load(View *v, const char *path) {
     if (!path) return 0;
@@ -46,7 +59,9 @@ void view_config_save(const View *v, const char *path) {
     if (!path) return;
     ViewSettings s;
     memset(&s, 0, sizeof s);
-    s.have = VS_CFG | VS_STEPS | VS_SAMPLER | VS_ETA | VS_SEED | VS_SEED_MODE | VS_IMAGES | VS_ATTN | VS_HEAD | VS_SCALE;
+    s.have = VS_CFG | VS_ETA | VS_SEED | VS_SEED_MODE | VS_IMAGES | VS_ATTN | VS_HEAD | VS_SCALE;
+    if (v->opts.steps != v->default_steps) s.have |= VS_STEPS;  // else the next model's own start
+    if (v->opts.kind != v->default_kind) s.have |= VS_SAMPLER;
     const ClassNames *cn = &v->pane[0].model.classes;
     if (v->pane[0].ready && v->cls < cn->n && strlen(cn->names[v->cls]) < sizeof s.cls && !strchr(cn->names[v->cls], '\n')) {
         snprintf(s.cls, sizeof s.cls, "%s", cn->names[v->cls]);

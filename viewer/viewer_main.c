@@ -24,6 +24,7 @@ typedef struct {
     const char *cfg_channels;  // --cfg-channels N|all (every pane), and its value (gen_cfg_channels_parse)
     int cfg_ch;
     const char *init_image;  // the input of image-to-image / inpainting
+    const char *weights;     // a training checkpoint's "ema" or "online" weights (every pane)
     int threads, width, height, no_config;
 } ViewArgs;
 
@@ -359,7 +360,7 @@ static void close_window(View *v) {
 
 static void parse_view_args(ViewArgs *a, int argc, char **argv) {
     static int torch_heads;  // --heads, handed to the .pt loader (ckpt_torch_options)
-    *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720, .cfg_channels = "all"};
+    *a = (ViewArgs){.save_dir = ".", .width = 1100, .height = 720, .cfg_channels = "all", .weights = "ema"};
     Opt opts[] = {
         {"--ckpt", OPT_STR, &a->ckpt, "FILE", "model or training checkpoint (default: the bundled Fashion-MNIST model); "
          "twice: two models side by side"},
@@ -367,6 +368,8 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
         {"--vae", OPT_STR, &a->vae, "FILE", "latent models: the VAE that decodes their samples"},
         {"--heads", OPT_INT, &torch_heads, "N", "a PyTorch .pt: attention heads (default: its args, else DiT's "
          "preset)", ARG_MIN(1), ARG_MAX(1024)},
+        {"--weights", OPT_STR, &a->weights, "ema|online", "a training checkpoint's EMA (default) or online weights "
+         "(a PyTorch .pt's `ema` or `model`)"},
         {"--cfg-channels", OPT_STR, &a->cfg_channels, "N|all", "guide the first N eps channels (DiT: 3), the rest "
          "conditional; default all"},
         {"--init-image", OPT_STR, &a->init_image, "FILE", "start from this image (image-to-image; paint a mask on it "
@@ -390,7 +393,7 @@ static void parse_view_args(ViewArgs *a, int argc, char **argv) {
              "Press H in the window for the keys.\n\n%s\n--screenshot is taken when the script ends (without "
              "--script: once the model is loaded).", script_usage());
     args_parse(usage, opts, sizeof opts / sizeof opts[0], argc, argv, 1);
-    ckpt_torch_options(0, torch_heads);
+    ckpt_torch_options(weights_online("--weights", a->weights), torch_heads);
     if (gen_cfg_channels_parse(a->cfg_channels, &a->cfg_ch))
         FATAL("--cfg-channels %s: expected all or a channel count 1..1024", a->cfg_channels);
 }
@@ -500,6 +503,7 @@ int cmd_view(int argc, char **argv) {
     v.threads = a.threads;
     v.wake = wake_ui;
     v.save_dir = a.save_dir;
+    view_config_model_defaults(&v, models[0]);  // the left pane's model; saved settings override it
     if (view_config_load(&v, cfg)) cfg = NULL;  // corrupt: ignored, and kept as it is
     v.in.pending = a.init_image;
     if (open_window(&v, a.width, a.height) == 0) {

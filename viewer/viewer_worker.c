@@ -40,16 +40,14 @@ struct Worker {
     Generator *g;
     float *row;               // scratch row [gh*gw]
     float *dec;               // latent models: decoded images [VIEW_MAX_IMAGES, out C, out S, out S]
-    double last_decode;       // when the last intermediate frame was decoded
     const char *vae;          // latent models: the VAE attached (--vae, else vae_buf: the recorded one)
     char vae_buf[4200];
 };
 
 static size_t image_floats(const ModelInfo *mi) { return (size_t)mi->C * mi->S * mi->S; }
 
-// ---- latent models: frames decoded through the VAE ----
+// ---- latent models: step frames projected, the final one decoded through the VAE ----
 static const char *g_vae_path;  // set before any worker starts (worker_set_vae)
-#define LATENT_FRAME_EVERY_S 1.0  // intermediate frames of a latent model: at most one decode a second
 
 void worker_set_vae(const char *vae_path) { g_vae_path = vae_path; }
 
@@ -73,11 +71,13 @@ int worker_check_vae(const char *model, const char *vae_path, int pixel_ok, Mala
     return 0;
 }
 
-// x (model space, n images) as the frame's images: w->dec for a latent model, else x itself.
-static const float *frame_images(Worker *w, const float *x, int n) {
+// x (model space, n images) as the frame's images: w->dec for a latent model, else x itself. A
+// step's frame (final 0) is the latent-to-RGB projection (generator_preview, no VAE pass), the
+// final one the VAE's decode.
+static const float *frame_images(Worker *w, const float *x, int n, int final) {
     if (!w->g->vae) return x;
     MalaErr err;
-    if (generator_decode(w->g, x, n, w->dec, &err)) {
+    if (final ? generator_decode(w->g, x, n, w->dec, &err) : generator_preview(w->g, x, n, w->dec, &err)) {
         fprintf(stderr, "warning: viewer: %s\n", err.msg);
         return NULL;
     }
@@ -155,12 +155,7 @@ static void update_attn(Worker *w) {
 
 static int on_step(void *ctx, int i, int nsteps, const float *x0) {
     Worker *w = ctx;
-    const float *img = x0;
-    if (w->g->vae) {
-        if (now_seconds() - w->last_decode < LATENT_FRAME_EVERY_S && i + 1 < nsteps) return atomic_load(&w->cancel) ? 1 : 0;
-        img = frame_images(w, x0, w->req.n);
-        w->last_decode = now_seconds();
-    }
+    const float *img = frame_images(w, x0, w->req.n, 0);  // a latent model: the projection, every step
     pthread_mutex_lock(&w->mu);
     if (img) store_frame(w, img, w->req.n, 0);
     w->st.step = i + 1;
@@ -195,7 +190,7 @@ static int next_request(Worker *w, ViewRequest *r) {
 }
 
 static void finish_run(Worker *w, int rc, const float *x, const MalaErr *err) {
-    const float *img = rc == 0 ? frame_images(w, x, w->req.n) : NULL;
+    const float *img = rc == 0 ? frame_images(w, x, w->req.n, 1) : NULL;
     pthread_mutex_lock(&w->mu);
     w->st.seconds = now_seconds() - w->t0;
     if (rc == 0 && img) {
