@@ -73,6 +73,8 @@ static int bench_train(int argc, char **argv) {
                "on random data and prints one JSON line: the median step time with the min and max.",
                opts, MODEL_OPTS_N + 6, argc, argv, 1);
     set_threads(threads);
+    if (precision && !strcmp(precision, "int8"))
+        FATAL("--precision int8: int8 is for sampling only (it has no backward); bench train in fp32 or bf16");
     const Backend *be = backend_select(device, precision);
     if (profile) be = backend_profiled(be);
     NetConfig c;

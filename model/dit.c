@@ -212,7 +212,7 @@ static void block_forward(Net *n, int i, int B) {
     }
     // x = x + gate_msa * attn(modulate(LN(x), shift_msa, scale_msa))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat1 : NULL, b->rstd1, A->x, ada, ada + H, B, L, H, 6 * H);
-    be->linear_fwd(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
+    be->linear_fwd_quant(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
     attention_forward(n, b, o, B);
     if (m->keep_qkv) {  // NET_INFER_ATTN: what attn_row needs of this block (n->max_batch rows per block)
         size_t rows = (size_t)n->max_batch * L;
@@ -221,18 +221,18 @@ static void block_forward(Net *n, int i, int B) {
     }
     const float *proj_in = b->o;
     if (c->gate) {
-        be->linear_fwd(b->g, A->xm, W + o->gate_w, W + o->gate_b, BL, H, H);
+        be->linear_fwd_quant(b->g, A->xm, W + o->gate_w, W + o->gate_b, BL, H, H);
         be->mul_fwd(A->y, b->o, b->g, (size_t)BL * H);
         proj_in = A->y;
     }
-    be->linear_fwd(b->ao, proj_in, W + o->proj_w, W + o->proj_b, BL, H, H);
+    be->linear_fwd_quant(b->ao, proj_in, W + o->proj_w, W + o->proj_b, BL, H, H);
     be->gate_residual_fwd(A->x, b->ao, ada + 2 * H, B, L, H, 6 * H);
     // x = x + gate_mlp * mlp(modulate(LN(x), shift_mlp, scale_mlp))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat2 : NULL, b->rstd2, A->x, ada + 3 * H, ada + 4 * H, B, L, H,
                                6 * H);
-    be->linear_fwd(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
+    be->linear_fwd_quant(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
-    be->linear_fwd(b->mo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
+    be->linear_fwd_quant(b->mo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
     be->gate_residual_fwd(A->x, b->mo, ada + 5 * H, B, L, H, 6 * H);
 }
 
