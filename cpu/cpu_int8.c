@@ -28,18 +28,23 @@ int cpu_int8_set(int on) {
 
 int cpu_int8_on(void) { return int8_on; }
 
-// One row: its scale and its int8 values (scale 0 for an all-zero row).
-static float quantise_row(int8_t *q, const float *x, int n) {
+// One row: its scale and its int8 values (scale 0 for an all-zero row). Written so that the
+// compiler vectorises both loops (max and a clamped round-to-nearest-even conversion).
+static float quantise_row(int8_t *restrict q, const float *restrict x, int n) {
     float amax = 0.0f;
-    for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    for (int i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
     if (!(amax > 0.0f)) {
         memset(q, 0, (size_t)n);
         return 0.0f;
     }
     const float inv = 127.0f / amax;
     for (int i = 0; i < n; i++) {
-        long v = lroundf(x[i] * inv);
-        q[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        float v = nearbyintf(x[i] * inv);
+        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+        q[i] = (int8_t)(int)v;
     }
     return amax / 127.0f;
 }
@@ -113,7 +118,8 @@ int cpu_int8_linear_fwd(float *out, const float *in, const float *w, const float
     DnnlKey k = {{0}};
     k.v[K_OP] = OP_MATMUL_S8, k.v[K_N] = N, k.v[K_I] = I, k.v[K_O] = O, k.v[K_NTHR] = cpu_dnnl_threads();
     const Matmul *m = cpu_dnnl_cache_get(&k, make_matmul, NULL);
-    int32_t *acc = (int32_t *)(void *)out;  // (the int32 sums in out's own memory, dequantised in place)
+    // (the int32 sums in out's own memory, dequantised in place: each element read, then written as a float)
+    int32_t *acc = (int32_t *)(void *)out;
     const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     dnnl_memory_t mems[3] = {cpu_dnnl_mem(&m->a, qa), cpu_dnnl_mem(&m->b, qw), cpu_dnnl_mem(&m->c, acc)};
     cpu_dnnl_exec(m->prim, &m->scratch, 3, args, mems);
@@ -121,12 +127,12 @@ int cpu_int8_linear_fwd(float *out, const float *in, const float *w, const float
     #pragma omp parallel for schedule(static) if ((size_t)N * O >= ((size_t)1 << 15))
     for (int n = 0; n < N; n++) {
         float *row = out + (size_t)n * O;
+        const int32_t *arow = acc + (size_t)n * O;
         const float s = sa[n];
-        for (int o = 0; o < O; o++) {
-            int32_t a;
-            memcpy(&a, row + o, sizeof a);
-            row[o] = (float)a * (s * sw[o]) + (b ? b[o] : 0.0f);
-        }
+        if (b)
+            for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]) + b[o];
+        else
+            for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]);
     }
     return 1;
 #else

@@ -4,7 +4,7 @@
 // out[n,o] = sa[n] sw[o] sum_i qa[n,i] qw[o,i] + b[o], with
 //   qw[o,i] = round(W[o,i] / sw[o]), sw[o] = max_i |W[o,i]| / 127   (per output channel, symmetric)
 //   qa[n,i] = round(x[n,i] / sa[n]), sa[n] = max_i |x[n,i]| / 127   (per token, dynamic, symmetric)
-// rounding to nearest (ties away from zero, lroundf), values in [-127, 127]; an all-zero row or
+// rounding to nearest (ties to even), values in [-127, 127]; an all-zero row or
 // channel has scale 0 and quantises to 0. The sum is s8 x s8 with int32 accumulation (oneDNN's
 // VNNI kernels); the int32 result is dequantised and the bias added in one pass over the output.
 // The weights' int8 copy and scales are a shadow (cpu_bf16.h's cache: made once per weights

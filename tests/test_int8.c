@@ -39,7 +39,7 @@ static int int8_on(const char *what) {
     return 1;
 }
 
-// Round to nearest, ties away from zero; per-row scale max|x| / 127; a zero row has scale 0.
+// Round to nearest, ties to even; per-row scale max|x| / 127; a zero row has scale 0.
 START_TEST(test_quantise_rows) {
     const float x[3][4] = {{1.0f, -0.5f, 0.25f, 0.0f}, {0, 0, 0, 0}, {-254.0f, 1.0f, 127.0f, 3.0f}};
     int8_t q[3][3];
@@ -47,14 +47,14 @@ START_TEST(test_quantise_rows) {
     cpu_int8_quantise_rows(&q[0][0], s, &x[0][0], 3, 3, 4);  // (cols 3 of the 4: the stride is honoured)
     ck_assert_float_eq(s[0], 1.0f / 127.0f);
     ck_assert_int_eq(q[0][0], 127);
-    ck_assert_int_eq(q[0][1], -64);  // -63.5: away from zero
+    ck_assert_int_eq(q[0][1], -64);  // -63.5: to even
     ck_assert_int_eq(q[0][2], 32);  // 31.75
     ck_assert_float_eq(s[1], 0.0f);
     ck_assert_int_eq(q[1][0], 0);
     ck_assert_int_eq(q[1][2], 0);
     ck_assert_float_eq(s[2], 2.0f);
     ck_assert_int_eq(q[2][0], -127);
-    ck_assert_int_eq(q[2][1], 1);  // 0.5: away from zero
+    ck_assert_int_eq(q[2][1], 0);  // 0.5: to even
     ck_assert_int_eq(q[2][2], 64);  // 63.5
 }
 END_TEST
