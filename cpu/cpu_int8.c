@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/quant8.h"
 #include "cpu/cpu_bf16.h"
 #include "cpu/cpu_dnnl.h"
 #include "cpu/cpu_gemm.h"
@@ -28,30 +29,9 @@ int cpu_int8_set(int on) {
 
 int cpu_int8_on(void) { return int8_on; }
 
-// One row: its scale and its int8 values (scale 0 for an all-zero row). Written so that the
-// compiler vectorises both loops (max and a clamped round-to-nearest-even conversion).
-static float quantise_row(int8_t *restrict q, const float *restrict x, int n) {
-    float amax = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float a = fabsf(x[i]);
-        amax = a > amax ? a : amax;
-    }
-    if (!(amax > 0.0f)) {
-        memset(q, 0, (size_t)n);
-        return 0.0f;
-    }
-    const float inv = 127.0f / amax;
-    for (int i = 0; i < n; i++) {
-        float v = nearbyintf(x[i] * inv);
-        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-        q[i] = (int8_t)(int)v;
-    }
-    return amax / 127.0f;
-}
-
 void cpu_int8_quantise_rows(int8_t *q, float *scale, const float *x, int rows, int cols, int ld) {
     #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 15))
-    for (int r = 0; r < rows; r++) scale[r] = quantise_row(q + (size_t)r * cols, x + (size_t)r * ld, cols);
+    for (int r = 0; r < rows; r++) scale[r] = quant8_row(q + (size_t)r * cols, x + (size_t)r * ld, cols);
 }
 
 #ifdef MALA_DNNL

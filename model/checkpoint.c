@@ -4,9 +4,12 @@
 #include "model/checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "core/quant8.h"
 #include "formats/json.h"
 #include "model/torch_load.h"  // defines: torch_file_sniff, torch_load_model
 
@@ -80,6 +83,8 @@ void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn) {
     json_buf_free(&jb);
 }
 
+#define Q8_SCALE ".q8_scale"
+
 // A tensor name the model's files may hold besides the table: prefixed copies and trainer state.
 static int known_name(const Net *m, const char *name) {
     static const char *prefixes[] = {"", "ema.", "opt.m.", "opt.v."};
@@ -88,6 +93,36 @@ static int known_name(const Net *m, const char *name) {
         size_t n = strlen(prefixes[i]);
         if (!strncmp(name, prefixes[i], n) && net_find_param(m, name + n)) return 1;
     }
+    // a q8 file's scales: NAME.q8_scale next to NAME
+    const size_t len = strlen(name), sl = strlen(Q8_SCALE);
+    if (len > sl && !strcmp(name + len - sl, Q8_SCALE)) {
+        char base[160];
+        snprintf(base, sizeof base, "%.*s", (int)(len - sl), name);
+        return known_name(m, base);
+    }
+    return 0;
+}
+
+// Dequantises a q8 tensor read as floats (int8 values) in place: row r times scale[r].
+static int load_q8_scales(const StFile *f, const char *name, const ParamInfo *p, float *host, MalaErr *err) {
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
+    const int64_t rows = p->shape[0], cols = (int64_t)p->numel / (rows ? rows : 1);
+    const StTensor *t = st_find(f, sname);
+    if (!t) return mala_errf(err, "%s: tensor '%s' is I8 but its scales '%s' are missing", f->path, name, sname);
+    if (t->dtype != ST_F32) return mala_errf(err, "%s: tensor '%s' is %s, expected F32", f->path, sname,
+                                             st_dtype_name(t->dtype));
+    float *scale = xmalloc((size_t)(rows ? rows : 1) * sizeof(float));
+    if (st_load_f32(f, sname, &rows, 1, scale, err)) { free(scale); return -1; }
+    for (int64_t r = 0; r < rows; r++) {
+        if (!isfinite(scale[r]) || scale[r] < 0) {
+            free(scale);
+            return mala_errf(err, "%s: tensor '%s' holds %g at %lld (scales are finite and >= 0)", f->path, sname,
+                             (double)scale[r], (long long)r);
+        }
+        for (int64_t c = 0; c < cols; c++) host[r * cols + c] *= scale[r];
+    }
+    free(scale);
     return 0;
 }
 
@@ -105,6 +140,10 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
         if (st_load_f32(f, name, p->shape, p->ndim, host + p->offset, err)) { free(host); return -1; }
+        if (st_find(f, name)->dtype == ST_I8 && load_q8_scales(f, name, p, host + p->offset, err)) {
+            free(host);
+            return -1;
+        }
     }
     m->be->to_device(dst, host, m->n_floats * sizeof(float));
     m->be->weights_changed();
@@ -112,12 +151,29 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
     return 0;
 }
 
+// A quant8 parameter as q8: its int8 values (as floats, which the writer stores as I8 exactly) and
+// its row scales, both copied into the writer.
+static void add_q8(StWriter *w, const char *name, const ParamInfo *p, const float *x) {
+    const int64_t rows = p->shape[0];
+    const int cols = (int)(p->numel / (size_t)rows);
+    int8_t *q = xmalloc(p->numel);
+    float *qf = xmalloc(p->numel * sizeof(float)), *scale = xmalloc((size_t)rows * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) scale[r] = quant8_row(q + r * cols, x + r * cols, cols);
+    for (size_t i = 0; i < p->numel; i++) qf[i] = q[i];
+    st_writer_add_copy(w, name, ST_I8, p->shape, p->ndim, qf);
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
+    st_writer_add_copy(w, sname, ST_F32, &rows, 1, scale);
+    free(q), free(qf), free(scale);
+}
+
 void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype) {
     char name[128];
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        st_writer_add(w, name, dtype, p->shape, p->ndim, host + p->offset);
+        if (dtype == CKPT_Q8 && p->quant8) add_q8(w, name, p, host + p->offset);
+        else st_writer_add(w, name, dtype == CKPT_Q8 ? ST_F16 : dtype, p->shape, p->ndim, host + p->offset);
     }
 }
 

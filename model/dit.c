@@ -55,9 +55,10 @@ static void dit_build(Net *n) {
         BlockOffsets *b = &m->blk[i];
 #define BLK(field, suffix, ...) do { snprintf(name, sizeof name, "blocks.%d.%s", i, suffix); \
         b->field = net_add_param(n, name, NET_NDIM(__VA_ARGS__), NET_SHAPE(__VA_ARGS__)); } while (0)
-        BLK(qkv_w, "attn.qkv.weight", 3 * H, H);
+#define QUANT8 n->params[n->nparams - 1].quant8 = 1  // (the parameter just added: run and stored in int8)
+        BLK(qkv_w, "attn.qkv.weight", 3 * H, H); QUANT8;
         BLK(qkv_b, "attn.qkv.bias", 3 * H);
-        BLK(proj_w, "attn.proj.weight", H, H);
+        BLK(proj_w, "attn.proj.weight", H, H); QUANT8;
         BLK(proj_b, "attn.proj.bias", H);
         b->lepe_w = b->lepe_b = b->gate_w = b->gate_b = ABSENT;
         if (c->lepe) {
@@ -65,12 +66,12 @@ static void dit_build(Net *n) {
             BLK(lepe_b, "attn.lepe.bias", H);
         }
         if (c->gate) {
-            BLK(gate_w, "attn.gate.weight", H, H);
+            BLK(gate_w, "attn.gate.weight", H, H); QUANT8;
             BLK(gate_b, "attn.gate.bias", H);
         }
-        BLK(fc1_w, "mlp.fc1.weight", 4 * H, H);
+        BLK(fc1_w, "mlp.fc1.weight", 4 * H, H); QUANT8;
         BLK(fc1_b, "mlp.fc1.bias", 4 * H);
-        BLK(fc2_w, "mlp.fc2.weight", H, 4 * H);
+        BLK(fc2_w, "mlp.fc2.weight", H, 4 * H); QUANT8;
         BLK(fc2_b, "mlp.fc2.bias", H);
         // the authors' parts in PyTorch's registration order: the MLP's dwconv last in the MLP, the
         // block's pos last in the block
@@ -86,6 +87,7 @@ static void dit_build(Net *n) {
             BLK(pos_b, "pos.bias", H);
         }
 #undef BLK
+#undef QUANT8
     }
     dit_embed_params_out(n, &m->e);
     n->n_trainable = n->n_floats;

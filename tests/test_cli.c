@@ -1124,6 +1124,17 @@ START_TEST(test_precision_int8) {
     printf("test_precision_int8: bundled model, DDIM-4, 4 images: max |int8 - fp32| %.3f (images in [-1, 1])\n", d);
     ck_assert_msg(d > 0 && d < 0.5, "int8 images against fp32: max diff %g", d);
     npy_free(&a), npy_free(&b);
+    // a q8 file: written by export, described by info, sampled as it is in both precisions
+    RUN_OK("export --ckpt " BUNDLED " --out %s --type q8", tp("q8.safetensors"));
+    RUN_OK("info %s", tp("q8.safetensors"));
+    ck_assert_msg(strstr(g_out, "type q8 (") && strstr(g_out, "1.8 MB") && strstr(g_out, "1,290,784 trainable"), "%s",
+                  g_out);
+    RUN_OK("info " BUNDLED);
+    ck_assert_msg(strstr(g_out, "type F16, file 2,603,840 bytes"), "%s", g_out);
+    RUN_OK("sample --ckpt %s --sampler ddim --steps 2 --n 2 --device cpu --threads 2 --precision int8 --out %s",
+           tp("q8.safetensors"), tp("q8i8.png"));
+    RUN_OK("sample --ckpt %s --sampler ddim --steps 2 --n 2 --device cpu --threads 2 --out %s", tp("q8.safetensors"),
+           tp("q8f32.png"));
     RUN_OK("bench sample --model DiT-T/4 --n 2 --steps 2 --repeats 1 --threads 2 --device cpu --precision int8");
     ck_assert_msg(strstr(g_out, "\"precision\":\"int8\""), "%s", g_out);
 #else

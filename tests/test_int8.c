@@ -21,6 +21,9 @@
 #include "cpu/cpu_bf16.h"
 #include "cpu/cpu_gemm.h"
 #include "cpu/cpu_int8.h"
+#include "core/half.h"
+#include "core/quant8.h"
+#include "model/checkpoint.h"
 #include "model/net.h"
 #include "sampler/diffusion.h"
 #include "sampler/sampler.h"
@@ -225,6 +228,85 @@ START_TEST(test_reach) {
 }
 END_TEST
 
+// A q8 model file: the blocks' linear weights I8 with F32 row scales, the rest F16; loaded, the
+// weights are q * scale, and quantising them again (what --precision int8 does) gives back the
+// stored int8 values. Scales missing or not finite are refused with the tensor's name.
+START_TEST(test_q8_file) {
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 2; c.dit.hidden = 64; c.dit.heads = 2; c.dit.patch = 2;
+    dit_config_attn_defaults(&c.dit, ATTN_MALA);
+    c.dit.gate = 1;  // (so that every quantised linear is there)
+    c.image_size = 8; c.in_channels = 2; c.num_classes = 3;
+    ClassNames cn;
+    class_names_default(&cn, c.num_classes);
+    const Backend *be = backend_select("cpu", "fp32");
+    Net *n = net_create(&c, be, 1, NET_INFER);
+    tu_fill(n->w, n->n_floats, -0.2f, 0.2f, 31);
+    tu_make_tmpdir("int8");
+    MalaErr err;
+    ck_assert_msg(ckpt_save_weights(n, &cn, n->w, CKPT_Q8, tp("q8.safetensors"), &err) == 0, "%s", err.msg);
+    StFile f;
+    ck_assert_msg(st_open(&f, tp("q8.safetensors"), &err) == 0, "%s", err.msg);
+    ClassNames cn2;
+    Net *m = ckpt_load_model(tp("q8.safetensors"), be, 1, &cn2, &err);
+    ck_assert_msg(m, "%s", err.msg);
+    int quantised = 0;
+    for (int i = 0; i < n->nparams; i++) {
+        const ParamInfo *p = &n->params[i];
+        const StTensor *t = st_find(&f, p->name);
+        ck_assert(t);
+        const float *got = m->w + p->offset, *orig = n->w + p->offset;
+        if (!p->quant8) {
+            ck_assert_msg(t->dtype == ST_F16, "%s is %s", p->name, st_dtype_name(t->dtype));
+            for (size_t k = 0; k < p->numel; k++) ck_assert_float_eq(got[k], half_to_f32(f32_to_half(orig[k])));
+            continue;
+        }
+        quantised++;
+        ck_assert_msg(t->dtype == ST_I8, "%s is %s", p->name, st_dtype_name(t->dtype));
+        char sname[160];
+        snprintf(sname, sizeof sname, "%s.q8_scale", p->name);
+        const StTensor *ts = st_find(&f, sname);
+        ck_assert(ts && ts->dtype == ST_F32 && ts->ndim == 1 && ts->shape[0] == p->shape[0]);
+        const int rows = (int)p->shape[0], cols = (int)(p->numel / rows);
+        const int8_t *stored = st_data(&f, t);
+        float scale_file[4096];
+        ck_assert(rows <= 4096);
+        ck_assert(st_read_f32(&f, ts, scale_file, &err) == 0);
+        int8_t q[4096];
+        for (int r = 0; r < rows; r++) {
+            const float s2 = quant8_row(q, got + (size_t)r * cols, cols);
+            ck_assert_msg(!memcmp(q, stored + (size_t)r * cols, cols), "%s row %d: int8 values changed", p->name, r);
+            ck_assert_msg(fabsf(s2 - scale_file[r]) <= 2e-7f * scale_file[r], "%s row %d scale", p->name, r);
+            for (int k = 0; k < cols; k++)  // within half a step of the original
+                ck_assert(fabsf(got[(size_t)r * cols + k] - orig[(size_t)r * cols + k]) <= 0.5001f * scale_file[r]);
+        }
+    }
+    ck_assert_int_eq(quantised, 2 * 5);  // qkv, gate, proj, fc1, fc2 in each block
+    st_close(&f);
+    net_free(m);
+    class_names_free(&cn2);
+
+    // a q8 file without one of its scales
+    StWriter *w = st_writer_new();
+    ckpt_write_config(w, &c, &cn);
+    for (int i = 0; i < n->nparams; i++) {
+        const ParamInfo *p = &n->params[i];
+        st_writer_add(w, p->name, p->quant8 && !strcmp(p->name, "blocks.1.mlp.fc2.weight") ? ST_I8 : ST_F32, p->shape,
+                      p->ndim, n->w + p->offset);
+    }
+    ck_assert_msg(st_writer_save(w, tp("noscale.safetensors"), &err) == 0, "%s", err.msg);
+    st_writer_free(w);
+    ck_assert(!ckpt_load_model(tp("noscale.safetensors"), be, 1, &cn2, &err));
+    printf("  q8 file without its scales: %s\n", err.msg);
+    ck_assert_msg(strstr(err.msg, "'blocks.1.mlp.fc2.weight' is I8 but its scales 'blocks.1.mlp.fc2.weight.q8_scale' "
+                                  "are missing"), "%s", err.msg);
+    tu_rm_tmpdir();
+    class_names_free(&cn);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(test_refused_without_dnnl) {
     cpu_gemm_select(GEMM_OPENBLAS, -1);
     backend_select("cpu", "int8");
@@ -240,6 +322,7 @@ int main(void) {
     tcase_add_test(tc, test_shadow_once);
     tcase_add_test(tc, test_reach);
     tcase_add_test(tc, test_xl2_shaped_ddim10);
+    tcase_add_test(tc, test_q8_file);
     tcase_add_exit_test(tc, test_refused_without_dnnl, 1);
     suite_add_tcase(s, tc);
     return tu_run(s);
