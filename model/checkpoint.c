@@ -116,9 +116,10 @@ static int load_q8_scales(const StFile *f, const char *name, const ParamInfo *p,
     if (st_load_f32(f, sname, &rows, 1, scale, err)) { free(scale); return -1; }
     for (int64_t r = 0; r < rows; r++) {
         if (!isfinite(scale[r]) || scale[r] < 0) {
+            const double bad = scale[r];
             free(scale);
-            return mala_errf(err, "%s: tensor '%s' holds %g at %lld (scales are finite and >= 0)", f->path, sname,
-                             (double)scale[r], (long long)r);
+            return mala_errf(err, "%s: tensor '%s' holds %g at %lld (scales are finite and >= 0)", f->path, sname, bad,
+                             (long long)r);
         }
         for (int64_t c = 0; c < cols; c++) host[r * cols + c] *= scale[r];
     }
