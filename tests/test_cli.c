@@ -1137,6 +1137,9 @@ START_TEST(test_precision_int8) {
            tp("q8f32.png"));
     RUN_OK("bench sample --model DiT-T/4 --n 2 --steps 2 --repeats 1 --threads 2 --device cpu --precision int8");
     ck_assert_msg(strstr(g_out, "\"precision\":\"int8\""), "%s", g_out);
+    RUN_OK("bench gemm --repeats 1 --tokens 64 --threads 2");  // four shapes, three rates each
+    ck_assert_msg(strstr(g_out, "\"layer\":\"DiT-S/2 fc2\"") && strstr(g_out, "\"int8_gflops\":") &&
+                  strstr(g_out, "\"bf16_gflops\":"), "%s", g_out);
 #else
     expect_error(run("sample --ckpt " BUNDLED " --n 1 --device cpu --precision int8"), "no oneDNN",
                  "--precision int8: this build has no oneDNN", NULL);
