@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu/cpu_gemm.h"
+#include "cpu/cpu_int8.h"
 #include "cpu/cpu_threads.h"
 #include "formats/image_io.h"
 
@@ -36,8 +37,9 @@ mala_context *mala_context_new(const mala_context_options *opt, char *err, size_
         snprintf(msg, sizeof msg, "device %s: unknown device (expected cpu or cuda)", o.device);
         return copy_err(err, cap, msg), NULL;
     }
-    if (o.precision && strcmp(o.precision, "fp32") && strcmp(o.precision, "tf32") && strcmp(o.precision, "bf16")) {
-        snprintf(msg, sizeof msg, "precision %s: unknown precision (expected fp32, tf32 or bf16)", o.precision);
+    if (o.precision && strcmp(o.precision, "fp32") && strcmp(o.precision, "tf32") && strcmp(o.precision, "bf16") &&
+        strcmp(o.precision, "int8")) {
+        snprintf(msg, sizeof msg, "precision %s: unknown precision (expected fp32, tf32, bf16 or int8)", o.precision);
         return copy_err(err, cap, msg), NULL;
     }
     if (o.threads < 0) return copy_err(err, cap, "threads: must be 0 (every core) or more"), NULL;
@@ -58,12 +60,23 @@ mala_context *mala_context_new(const mala_context_options *opt, char *err, size_
             return copy_err(err, cap, "precision bf16: this build or CPU cannot run bf16 products (oneDNN); use fp32"), NULL;
         }
     }
+    if (o.precision && !strcmp(o.precision, "int8")) {  // (backend_select exits where int8 cannot run)
+        const char *no = want_cuda || (!(o.device && !strcmp(o.device, "cpu")) && backend_cuda(NULL))
+                             ? "precision int8: int8 products run on the CPU only (CUDA int8 is not there yet); use device cpu"
+                         : !cpu_int8_available() ? "precision int8: this build or CPU cannot run int8 products (oneDNN); use fp32"
+                                                 : NULL;
+        if (no) {
+            pthread_mutex_unlock(&prec_lock);
+            return copy_err(err, cap, no), NULL;
+        }
+    }
     const Backend *be = backend_select(o.device, o.precision);  // (validated above: it does not exit)
     const char *prec = be->precision();
     if (prec_users && strcmp(prec_name, prec)) {
         snprintf(msg, sizeof msg, "precision %s: another live context runs in %s (the CPU's product precision is "
                  "one per process)", prec, prec_name);
-        be->set_precision(!strcmp(prec_name, "bf16") ? PREC_BF16 : !strcmp(prec_name, "tf32") ? PREC_TF32 : PREC_FP32);
+        be->set_precision(!strcmp(prec_name, "bf16") ? PREC_BF16 : !strcmp(prec_name, "tf32") ? PREC_TF32
+                         : !strcmp(prec_name, "int8") ? PREC_INT8 : PREC_FP32);
         pthread_mutex_unlock(&prec_lock);
         return copy_err(err, cap, msg), NULL;
     }

@@ -88,6 +88,8 @@ static int train_open(mala_context *ctx, const mala_train_options *o, mala_train
     *out = NULL;
     char msg[MALA_ERR_LEN];
     if (check_options(o, msg, sizeof msg)) return api_ctx_fail(ctx, msg);
+    if (!strcmp(ctx->precision, "int8"))
+        return api_ctx_fail(ctx, "precision int8: int8 is for sampling only (it has no backward); train in fp32 or bf16");
     mala_train *t = calloc(1, sizeof *t);
     if (!t) return api_ctx_fail(ctx, "out of memory");
     t->ctx = ctx;

@@ -45,9 +45,9 @@ void args_check_memory(const char *flag, long long value, double bytes, const ch
     {"--threads", OPT_INT, (var), "N", "CPU threads (0 = all cores)", ARG_MIN(0), ARG_MAX(ARGS_MAX_THREADS)}
 #define OPT_DEVICE(var) {"--device", OPT_STR, (var), "cpu|cuda", "op backend (default: cuda if present)"}
 #define OPT_PRECISION(var)                                                                                         \
-    {"--precision", OPT_STR, (var), "fp32|bf16|tf32",                                                              \
-     "matrix products: CPU fp32 or bf16 (oneDNN), CUDA tf32 tensor cores, bf16 or fp32 "                           \
-     "(default: fp32 on the CPU, tf32 on CUDA)"}
+    {"--precision", OPT_STR, (var), "fp32|bf16|tf32|int8",                                                         \
+     "matrix products: CPU fp32 or bf16 (oneDNN), CUDA tf32 tensor cores, bf16 or fp32; int8: sampling on the CPU "  \
+     "with the DiT blocks' linears in int8 (oneDNN) (default: fp32 on the CPU, tf32 on CUDA)"}
 
 
 #endif

@@ -73,6 +73,8 @@ static int bench_train(int argc, char **argv) {
                "on random data and prints one JSON line: the median step time with the min and max.",
                opts, MODEL_OPTS_N + 6, argc, argv, 1);
     set_threads(threads);
+    if (precision && !strcmp(precision, "int8"))
+        FATAL("--precision int8: int8 is for sampling only (it has no backward); bench train in fp32 or bf16");
     const Backend *be = backend_select(device, precision);
     if (profile) be = backend_profiled(be);
     NetConfig c;
@@ -216,16 +218,17 @@ static int bench_sample(int argc, char **argv) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    static const char *const kinds[] = {"train", "sample", "inception", "vae"};
-    const char *usage = "usage: mala bench train|sample|inception|vae [flags]   (mala bench train --help)\n";
+    static const char *const kinds[] = {"train", "sample", "inception", "vae", "gemm"};
+    const char *usage = "usage: mala bench train|sample|inception|vae|gemm [flags]   (mala bench train --help)\n";
     if (argc >= 2 && !strcmp(argv[1], "train")) return bench_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "sample")) return bench_sample(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inception")) return cmd_bench_inception(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "vae")) return cmd_bench_vae(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "gemm")) return cmd_bench_gemm(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { printf("%s", usage); return 0; }
     if (argc >= 2) {
-        const char *s = text_suggest(argv[1], kinds, 4);
-        fprintf(stderr, "error: mala bench: unknown benchmark '%s'%s%s%s (train, sample, inception or vae)\n", argv[1],
+        const char *s = text_suggest(argv[1], kinds, 5);
+        fprintf(stderr, "error: mala bench: unknown benchmark '%s'%s%s%s (train, sample, inception, vae or gemm)\n", argv[1],
                 s ? "; did you mean " : "", s ? s : "", s ? "?" : "");
         return 2;
     }

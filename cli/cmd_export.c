@@ -60,7 +60,8 @@ int cmd_export(int argc, char **argv) {
     Opt opts[] = {
         {"--ckpt", OPT_STR, &ckpt, "FILE", "training checkpoint or model file"},
         {"--out", OPT_STR, &out, "FILE", "model file to write (.safetensors)"},
-        {"--dtype", OPT_STR, &dtype, "f16|bf16|f32", "storage type"},
+        {"--dtype", OPT_STR, &dtype, "f16|bf16|f32|q8", "storage type (q8: the transformer blocks' linear weights as int8 "
+         "with per-row F32 scales, the rest F16; docs/formats.md)", ARG_ALIAS("--type")},
         {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA (default) or online weights"},
         {"--heads", OPT_INT, &heads, "N", "a PyTorch .pt: attention heads (default: its args, else DiT's preset)",
          ARG_MIN(1), ARG_MAX(1024)},
@@ -79,7 +80,8 @@ int cmd_export(int argc, char **argv) {
     if (!strcasecmp(dtype, "f16")) dt = ST_F16;
     else if (!strcasecmp(dtype, "bf16")) dt = ST_BF16;
     else if (!strcasecmp(dtype, "f32")) dt = ST_F32;
-    else FATAL("--dtype %s: expected f16, bf16 or f32", dtype);
+    else if (!strcasecmp(dtype, "q8")) dt = CKPT_Q8;
+    else FATAL("--dtype %s: expected f16, bf16, f32 or q8", dtype);
     struct stat a, b;
     if (!stat(ckpt, &a) && !stat(out, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         FATAL("--out %s: the same file as --ckpt; choose another name", out);

@@ -12,7 +12,8 @@ int cmd_import(int argc, char **argv) {
     int force = 0, heads = 0;
     Opt opts[] = {
         {"--out", OPT_STR, &out, "FILE", "model file to write (.safetensors)"},
-        {"--dtype", OPT_STR, &dtype, "f16|bf16|f32", "storage type"},
+        {"--dtype", OPT_STR, &dtype, "f16|bf16|f32|q8", "storage type (q8: the transformer blocks' linear weights as int8 "
+         "with per-row F32 scales, the rest F16; docs/formats.md)", ARG_ALIAS("--type")},
         {"--weights", OPT_STR, &weights, "ema|online", "a training checkpoint's EMA or online weights (DiT's `model`; "
          "default: ema, as DiT)"},
         {"--heads", OPT_INT, &heads, "N", "attention heads (default: args.model, else DiT's preset for the width)",
@@ -20,7 +21,7 @@ int cmd_import(int argc, char **argv) {
         OPT_FORCE(&force),
     };
     const char *path = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
-    args_parse("usage: mala import FILE.pt --out MODEL.safetensors [--dtype f16|bf16|f32] [--weights ema|online] "
+    args_parse("usage: mala import FILE.pt --out MODEL.safetensors [--dtype f16|bf16|f32|q8] [--weights ema|online] "
                "[--heads N]\n\nConverts a file torch.save wrote (a DiT, DiG or DiC state dict or training checkpoint) into a "
                "model file;\nan existing file at --out needs --force.",
                opts, sizeof opts / sizeof opts[0], argc, argv, path ? 2 : 1);
@@ -29,7 +30,8 @@ int cmd_import(int argc, char **argv) {
     if (!strcasecmp(dtype, "f16")) dt = ST_F16;
     else if (!strcasecmp(dtype, "bf16")) dt = ST_BF16;
     else if (!strcasecmp(dtype, "f32")) dt = ST_F32;
-    else FATAL("--dtype %s: expected f16, bf16 or f32", dtype);
+    else if (!strcasecmp(dtype, "q8")) dt = CKPT_Q8;
+    else FATAL("--dtype %s: expected f16, bf16, f32 or q8", dtype);
     const int online = weights && weights_online("--weights", weights);
     out_check_file("--out", out, force, NULL);
     MalaErr err;

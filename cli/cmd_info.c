@@ -37,6 +37,25 @@ static void model_provenance(const StFile *f) {
     else printf("  training step: not recorded (exported before mala export kept it, or written by another tool)\n");
 }
 
+// The storage type of the weights and the file's size: q8 where some are I8 (the blocks' linear
+// weights, with F32 row scales, the rest F16; docs/formats.md), else the one float type, or "mixed".
+static void storage(const StFile *f) {
+    int q8 = 0, mixed = 0;
+    StDtype first = ST_F32;
+    for (int i = 0; i < f->n; i++) {
+        const StDtype d = f->tensors[i].dtype;
+        if (d == ST_I8) q8 = 1;
+        else if (i && d != first) mixed = 1;
+        if (!i) first = d;
+    }
+    char size[32];
+    grouped(size, sizeof size, (long long)f->map_len);
+    if (q8) printf("  type q8 (the blocks' linear weights I8 with F32 scales per output row, the rest F16), "
+                   "file %s bytes (%.1f MB)\n", size, f->map_len / 1e6);
+    else printf("  type %s, file %s bytes (%.1f MB)\n", mixed ? "mixed" : st_dtype_name(first), size,
+                f->map_len / 1e6);
+}
+
 // The run.* settings: empty ones (no VAE) left out, -1 (the data's default) said in words.
 static void run_settings(const StFile *f) {
     int run = 0;
@@ -225,7 +244,9 @@ int cmd_info(int argc, char **argv) {
     long long params = 0, fixed = 0;  // the model's own tensors (not ema.*, opt.*); pos_embed is not trained
     for (int i = 0; i < f.n; i++) {
         const char *name = f.tensors[i].name;
+        const size_t len = strlen(name);
         if (!strncmp(name, "ema.", 4) || !strncmp(name, "opt.", 4)) continue;
+        if (len > 9 && !strcmp(name + len - 9, ".q8_scale")) continue;  // (a q8 file's scales)
         if (!strcmp(name, "pos_embed")) fixed += st_numel(&f.tensors[i]);
         else params += st_numel(&f.tensors[i]);
     }
@@ -238,6 +259,7 @@ int cmd_info(int argc, char **argv) {
     if (training) printf("  training checkpoint at step %s (online and EMA weights, AdamW moments), %d tensors\n",
                          step ? step : "?", f.n);
     else model_provenance(&f);
+    storage(&f);
     if (training) {
         static const char *const hyper[] = {"batch",      "accum",     "lr",        "warmup",    "decay_start", "decay_end",
                                             "lr_end",     "weight_decay", "grad_clip", "ema_decay",  "label_drop",

@@ -458,6 +458,8 @@ static void train_open(TrainCmd *t) {
     signal(SIGINT, on_signal);   // before anything slow (device, dataset, model), so that a signal
     signal(SIGTERM, on_signal);  // during start-up stops the run cleanly too
     set_threads(t->threads);
+    if (t->precision && !strcmp(t->precision, "int8"))
+        FATAL("--precision int8: int8 is for sampling only (it has no backward); train in fp32 or bf16");
     t->be = backend_select(t->device, t->precision);
 
     snprintf(t->dir, sizeof t->dir, "%s/checkpoints", t->out);

@@ -23,6 +23,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_eval_sweep(int argc, char **argv);  // mala eval sweep (cli/cmd_sweep.c)
 // FID Inception forward throughput: one JSON line with img/s. argv[0] is the command name.
 int cmd_bench_inception(int argc, char **argv);
+// The CPU's linear forward in fp32, bf16 and int8, interleaved: cli/cmd_bench_gemm.c.
+int cmd_bench_gemm(int argc, char **argv);
 // mala vae encode|decode|preview-fit (argv[0] is "vae") and mala bench vae (argv[0] is "vae"):
 // cli/cmd_vae.c, preview-fit in cli/cmd_vae_fit.c (argv[0] is "preview-fit").
 int cmd_vae(int argc, char **argv);

@@ -52,7 +52,8 @@ typedef struct {
 } ConvShape;
 
 // Backend.set_precision's modes (0 and 1 as before: reduced and full fp32).
-enum { PREC_REDUCED = 0, PREC_FP32 = 1, PREC_BF16 = 2, PREC_TF32 = 3 };
+// PREC_INT8 (the CPU only, for sampling): linear_fwd_quant in int8, every other product in fp32.
+enum { PREC_REDUCED = 0, PREC_FP32 = 1, PREC_BF16 = 2, PREC_TF32 = 3, PREC_INT8 = 4 };
 
 struct Backend {
     const char *name;
@@ -71,7 +72,7 @@ struct Backend {
     // The argument is a mode: PREC_FP32 (1), PREC_REDUCED (0: the reduced precision last chosen; TF32
     // on CUDA until PREC_BF16 chooses bf16 there), PREC_BF16 (2) or PREC_TF32 (3: fp32 on the CPU).
     void (*set_precision)(int mode);
-    const char *(*precision)(void);  // "tf32", "bf16" or "fp32": what the products run in now
+    const char *(*precision)(void);  // "tf32", "bf16", "int8" or "fp32": what the products run in now
     // GFLOP/s of this backend's matrix product (cpu_sgemm: oneDNN or OpenBLAS; cuBLAS in the current precision)
     // on a DiT-S/2-shaped product (8192x384 times 384x1152): the ceiling `mala bench train` reports.
     double (*gemm_gflops)(void);
@@ -86,6 +87,11 @@ struct Backend {
     // dw[Dout,Din] += dout^T in;  db[Dout] += sum_n dout[n]
     void (*linear_bwd)(float *din, float *dw, float *db, const float *dout, const float *in,
                        const float *w, int N, int Din, int Dout, float din_beta);
+    // linear_fwd for a transformer block's large linears (attention qkv, gate and projection; MLP fc1
+    // and fc2), the ones a backend may run quantised: at PREC_INT8 the CPU runs them as int8 x int8
+    // products with int32 sums (per-output-channel weight scales, per-token activation scales;
+    // cpu/cpu_int8.h); at every other precision, and on CUDA, exactly linear_fwd.
+    void (*linear_fwd_quant)(float *out, const float *in, const float *w, const float *b, int N, int Din, int Dout);
 
     // ---- normalisation and adaLN ----
     // LayerNorm over C without affine, eps 1e-6: out = (x - mean) * rstd; rstd[N] kept for backward.
@@ -381,7 +387,7 @@ struct Backend {
 #define MALA_BACKEND_SLOTS(X) \
     X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
     X(gemm_gflops) X(weights_changed) \
-    X(linear_fwd) X(linear_bwd) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
+    X(linear_fwd) X(linear_bwd) X(linear_fwd_quant) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
     X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(gelu_erf_fwd) \
     X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(elu1_rope_fwd) \
     X(rope_bwd) X(mala_cache_floats) \
@@ -418,8 +424,9 @@ const Backend *backend_cuda(const char **why);
 // device: "cpu", "cuda" or NULL (auto: cuda when present, else cpu); precision: NULL (the device's
 // default: fp32 on the CPU, tf32 on CUDA), "fp32" (full fp32 products), "tf32" (CUDA's TF32 tensor
 // cores; the CPU has none and stays fp32) or "bf16" (bf16 inputs to the products, fp32 accumulation:
-// oneDNN's products and convolutions on the CPU, cuBLAS's on CUDA). Exits with a clear message when cuda is asked for and unavailable, on bf16 where it
-// cannot run, or on an unknown name.
+// oneDNN's products and convolutions on the CPU, cuBLAS's on CUDA) or "int8" (sampling on the CPU:
+// linear_fwd_quant on int8, the rest fp32). Exits with a clear message when cuda is asked for and
+// unavailable, on bf16 or int8 where it cannot run (int8 on CUDA), or on an unknown name.
 const Backend *backend_select(const char *device, const char *precision);
 
 #endif

@@ -45,14 +45,23 @@ static int precision_mode(const Backend *be, const char *precision) {
     if (!precision) return cpu ? PREC_FP32 : PREC_TF32;  // the defaults: the CPU's numbers as before, CUDA's TF32
     if (!strcmp(precision, "fp32")) return PREC_FP32;
     if (!strcmp(precision, "tf32")) return cpu ? PREC_FP32 : PREC_TF32;  // (the CPU has no TF32: fp32)
+    if (!strcmp(precision, "int8")) return PREC_INT8;
     return PREC_BF16;  // the CPU: oneDNN; CUDA: cuBLAS with bf16 inputs (ops_bf16.cu)
 }
 
 const Backend *backend_select(const char *device, const char *precision) {
-    if (precision && strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "bf16"))
-        FATAL("--precision %s: unknown precision (expected fp32, tf32 or bf16)", precision);
+    if (precision && strcmp(precision, "fp32") && strcmp(precision, "tf32") && strcmp(precision, "bf16") &&
+        strcmp(precision, "int8"))
+        FATAL("--precision %s: unknown precision (expected fp32, tf32, bf16 or int8)", precision);
+    const int int8 = precision && !strcmp(precision, "int8");
+    if (int8 && device && !strcmp(device, "cuda"))  // (said before CUDA is started: the same line with or without a GPU)
+        FATAL("--precision int8: int8 products run on the CPU only (CUDA int8 is not there yet); use --device cpu "
+              "or --precision tf32");
     const Backend *be = select_device(device);
     backend_check(be);
+    if (int8 && be != backend_cpu())
+        FATAL("--precision int8: int8 products run on the CPU only (CUDA int8 is not there yet); use --device cpu "
+              "or --precision tf32");
     be->set_precision(precision_mode(be, precision));
     return be;
 }

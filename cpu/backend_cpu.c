@@ -1,5 +1,6 @@
 // The CPU op table: oneDNN or OpenBLAS for the products (cpu_gemm.h), OpenMP loops for the rest.
-// Precision fp32 (the default: today's numbers) or bf16 (oneDNN; cpu_gemm.h, cpu_bf16.h).
+// Precision fp32 (the default: today's numbers), bf16 (oneDNN; cpu_gemm.h, cpu_bf16.h) or int8 for the
+// transformer blocks' large linears when sampling (oneDNN; cpu_int8.h).
 // defines: backend_cpu
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "cpu/ops_cpu_dense.h"
 #include "cpu/cpu_gemm.h"
 #include "cpu/cpu_bf16.h"
+#include "cpu/cpu_int8.h"
 
 // calloc, 64-byte aligned: a large block comes from the kernel already zero and is not touched here,
 // so its pages are mapped on first use (no start-up pass over a training arena of many GB). The
@@ -34,31 +36,49 @@ static void cpu_memcpy(void *dst, const void *src, size_t bytes) { if (bytes) me
 static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
 static void cpu_sync(void) {}
 
-// Why bf16 cannot run here: its products and convolutions are oneDNN's.
-static const char *bf16_refusal(void) {
+// Why bf16 (or int8: what) cannot run here: their products and convolutions are oneDNN's.
+static const char *bf16_refusal_for(const char *what) {
+    static char line[200];
 #ifndef MALA_DNNL
-    return "this build has no oneDNN (libdnnl-dev, see tools/install_deps.sh), which bf16 runs on";
+    snprintf(line, sizeof line, "this build has no oneDNN (libdnnl-dev, see tools/install_deps.sh), which %s runs on", what);
 #else
-    return "the products run on OpenBLAS here (MALA_GEMM=openblas, or oneDNN did not start), and bf16 needs oneDNN's";
+    snprintf(line, sizeof line, "the products run on OpenBLAS here (MALA_GEMM=openblas, or oneDNN did not start), and "
+             "%s needs oneDNN's", what);
 #endif
+    return line;
 }
 
 // Without native bf16 dot products (avx512_bf16) oneDNN emulates them: it runs, slower, and says so.
 static void bf16_rate_check(void);
+// PREC_INT8: fp32 products everywhere but the transformer blocks' large linears (linear_fwd_quant),
+// which run on int8 (cpu_int8.h). Any other mode turns the int8 linears off.
 static void cpu_set_precision(int mode) {
+    if (mode == PREC_INT8) {
+        cpu_gemm_set_precision(GEMM_F32);
+        if (!cpu_int8_set(1))
+            FATAL("--precision int8: %s; use --precision fp32",
+                  bf16_refusal_for("int8"));
+        return;
+    }
+    cpu_int8_set(0);
     const int fp32 = mode == PREC_FP32 || mode == PREC_TF32;  // (PREC_REDUCED and PREC_BF16: bf16)
     if (fp32 || cpu_gemm_precision() == GEMM_BF16) {
         cpu_gemm_set_precision(fp32 ? GEMM_F32 : GEMM_BF16);
         return;
     }
-    if (!cpu_gemm_set_precision(GEMM_BF16)) FATAL("--precision bf16: %s; use --precision fp32", bf16_refusal());
+    if (!cpu_gemm_set_precision(GEMM_BF16)) FATAL("--precision bf16: %s; use --precision fp32", bf16_refusal_for("bf16"));
     static int warned;
     if (!cpu_bf16_native() && !warned++)
         fprintf(stderr, "mala: this CPU has no native bf16 dot products (avx512_bf16): oneDNN emulates them, "
                         "slower than --precision fp32\n");
     bf16_rate_check();
 }
-static const char *cpu_precision(void) { return cpu_gemm_precision() == GEMM_BF16 ? "bf16" : "fp32"; }
+static const char *cpu_precision(void) {
+    return cpu_int8_on() ? "int8" : cpu_gemm_precision() == GEMM_BF16 ? "bf16" : "fp32";
+}
+static void cpu_linear_fwd_quant(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
+    if (!cpu_int8_on() || !cpu_int8_linear_fwd(out, in, w, b, N, I, O)) cpu_linear_fwd(out, in, w, b, N, I, O);
+}
 static void cpu_weights_changed(void) { cpu_bf16_weights_changed(); }
 // The optimiser's ops write parameters: their bf16 shadows are made again at their next use.
 static void cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
@@ -113,7 +133,7 @@ static const Backend CPU = {
     .copy = cpu_memcpy, .zero = cpu_zero, .sync = cpu_sync,
     .set_precision = cpu_set_precision, .precision = cpu_precision, .gemm_gflops = cpu_gemm_gflops,
     .weights_changed = cpu_weights_changed,
-    .linear_fwd = cpu_linear_fwd, .linear_bwd = cpu_linear_bwd,
+    .linear_fwd = cpu_linear_fwd, .linear_bwd = cpu_linear_bwd, .linear_fwd_quant = cpu_linear_fwd_quant,
     .layernorm_fwd = cpu_layernorm_fwd, .layernorm_bwd = cpu_layernorm_bwd,
     .modulate_fwd = cpu_modulate_fwd, .modulate_bwd = cpu_modulate_bwd,
     .layernorm_modulate_fwd = cpu_layernorm_modulate_fwd,

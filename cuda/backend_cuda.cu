@@ -159,6 +159,7 @@ static void fill_table(Backend *t) {
     t->alloc = cu_alloc; t->release = cu_release; t->to_device = cu_to_device; t->to_host = cu_to_host;
     t->copy = cu_copy; t->zero = cu_zero; t->sync = cu_sync;
     t->linear_fwd = cuda_linear_fwd; t->linear_bwd = cuda_linear_bwd;
+    t->linear_fwd_quant = cuda_linear_fwd;  // (no int8 on CUDA yet: backend_select refuses PREC_INT8 there)
     t->layernorm_fwd = cuda_layernorm_fwd; t->layernorm_bwd = cuda_layernorm_bwd;
     t->modulate_fwd = cuda_modulate_fwd; t->modulate_bwd = cuda_modulate_bwd;
     t->layernorm_modulate_fwd = cuda_layernorm_modulate_fwd;

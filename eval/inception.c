@@ -549,7 +549,8 @@ int inception_forward_all(Inception *m, const float *imgs, int N, int C, int H, 
     const int host = backend_on_host(be);  // the CPU backend reads the caller's array as it is
     // Full fp32 products for the forward whatever the backend's setting (pytorch-fid's parity);
     // the setting is restored after.
-    const int reduced = strcmp(be->precision(), "fp32") != 0;  // TF32 on CUDA, bf16 on the CPU
+    // (int8 is the DiT blocks' linears only: this network's products are fp32 under it)
+    const int reduced = strcmp(be->precision(), "fp32") && strcmp(be->precision(), "int8");  // TF32, bf16
     if (reduced) be->set_precision(1);
     const size_t per = (size_t)C * H * W;
     for (int i = 0; i < N; i += m->max_batch) {

@@ -22,9 +22,9 @@
 
 // rank: the order of the Python library's Dtype enum; files store higher ranks first.
 static const struct { const char *name; size_t size; int rank; } DTYPES[] = {
-    [ST_F32] = {"F32", 4, 4}, [ST_F16] = {"F16", 2, 1}, [ST_BF16] = {"BF16", 2, 2},
-    [ST_F64] = {"F64", 8, 5}, [ST_I32] = {"I32", 4, 3}, [ST_I64] = {"I64", 8, 6},
-    [ST_U8] = {"U8", 1, 0},
+    [ST_F32] = {"F32", 4, 5}, [ST_F16] = {"F16", 2, 2}, [ST_BF16] = {"BF16", 2, 3},
+    [ST_F64] = {"F64", 8, 6}, [ST_I32] = {"I32", 4, 4}, [ST_I64] = {"I64", 8, 7},
+    [ST_U8] = {"U8", 1, 0}, [ST_I8] = {"I8", 1, 1},
 };
 #define N_DTYPES ((int)(sizeof DTYPES / sizeof DTYPES[0]))
 
@@ -57,6 +57,7 @@ static float load_f32(const uint8_t *src, StDtype dtype) {
     case ST_I32: { int32_t v; memcpy(&v, src, 4); return (float)v; }
     case ST_I64: { int64_t v; memcpy(&v, src, 8); return (float)v; }
     case ST_U8: return (float)src[0];
+    case ST_I8: return (float)(int8_t)src[0];
     }
     return 0;
 }
@@ -81,6 +82,7 @@ static void store_f32(uint8_t *dst, float x, StDtype dtype) {
     case ST_I32: { int32_t v = (int32_t)clamp_i64(round_sat_i64(x), INT32_MIN, INT32_MAX); memcpy(dst, &v, 4); break; }
     case ST_I64: { int64_t v = round_sat_i64(x); memcpy(dst, &v, 8); break; }
     case ST_U8: dst[0] = (uint8_t)clamp_i64(round_sat_i64(x), 0, 255); break;
+    case ST_I8: { int8_t v = (int8_t)clamp_i64(round_sat_i64(x), -128, 127); memcpy(dst, &v, 1); break; }
     }
 }
 

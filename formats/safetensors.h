@@ -19,7 +19,7 @@
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_LEN 100000000  // the Python library's limit
 
-typedef enum { ST_F32, ST_F16, ST_BF16, ST_F64, ST_I32, ST_I64, ST_U8 } StDtype;
+typedef enum { ST_F32, ST_F16, ST_BF16, ST_F64, ST_I32, ST_I64, ST_U8, ST_I8 } StDtype;
 
 typedef struct {
     char *name;
@@ -58,7 +58,7 @@ const char *st_meta(const StFile *f, const char *key);       // NULL when absent
 const void *st_data(const StFile *f, const StTensor *t);
 
 // Converts all st_numel(t) elements of t to float32 into dst. F32/F16/BF16/F64 convert as
-// floats; I32/I64/U8 convert to the nearest float.
+// floats; I32/I64/U8/I8 convert to the nearest float.
 int st_read_f32(const StFile *f, const StTensor *t, float *dst, MalaErr *err);
 // 0 when tensor `name` exists with exactly this shape; else -1 with
 // "FILE: tensor 'NAME' is missing" or "FILE: tensor 'NAME' has shape [a,b], the model expects [c,d]".

@@ -82,7 +82,7 @@ typedef struct mala_fid_stats mala_fid_stats;
 /* ---- context ---- */
 typedef struct {
     const char *device;    /* "cpu", "cuda" or NULL (CUDA when this build and machine have it, else the CPU) */
-    const char *precision; /* NULL (the device's default: fp32 on the CPU, tf32 on CUDA), "fp32", "tf32", "bf16" */
+    const char *precision; /* NULL (the device's default: fp32 on the CPU, tf32 on CUDA), "fp32", "tf32", "bf16", "int8" (the CPU, sampling: the DiT blocks' large linears in int8) */
     int threads;           /* CPU threads of this context's calls; 0: every core */
 } mala_context_options;
 MALA_EXPORT mala_context_options mala_context_options_default(void);
@@ -92,7 +92,7 @@ MALA_EXPORT void mala_context_free(mala_context *ctx);
 /* The last error of a call that created a handle from ctx ("" if none). The text stays valid
    until the next such call from the calling thread (each thread has its own copy). */
 MALA_EXPORT const char *mala_context_error(mala_context *ctx);
-/* "cpu" or "cuda", and "fp32", "tf32" or "bf16": what the context runs on. */
+/* "cpu" or "cuda", and "fp32", "tf32", "bf16" or "int8": what the context runs on. */
 MALA_EXPORT const char *mala_context_device(const mala_context *ctx);
 MALA_EXPORT const char *mala_context_precision(const mala_context *ctx);
 

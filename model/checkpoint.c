@@ -4,6 +4,8 @@
 #include "model/checkpoint.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
@@ -11,6 +13,7 @@
 
 #include "core/half.h"
 
+#include "core/quant8.h"
 #include "formats/json.h"
 #include "model/torch_load.h"  // defines: torch_file_sniff, torch_load_model
 
@@ -84,6 +87,8 @@ void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn) {
     json_buf_free(&jb);
 }
 
+#define Q8_SCALE ".q8_scale"
+
 // A tensor name the model's files may hold besides the table: prefixed copies and trainer state.
 static int known_name(const Net *m, const char *name) {
     static const char *prefixes[] = {"", "ema.", "opt.m.", "opt.v."};
@@ -92,7 +97,45 @@ static int known_name(const Net *m, const char *name) {
         size_t n = strlen(prefixes[i]);
         if (!strncmp(name, prefixes[i], n) && net_find_param(m, name + n)) return 1;
     }
+    // a q8 file's scales: NAME.q8_scale next to NAME
+    const size_t len = strlen(name), sl = strlen(Q8_SCALE);
+    if (len > sl && !strcmp(name + len - sl, Q8_SCALE)) {
+        char base[160];
+        snprintf(base, sizeof base, "%.*s", (int)(len - sl), name);
+        return known_name(m, base);
+    }
     return 0;
+}
+
+// A q8 tensor's scales, NAME.q8_scale: F32 [rows], each finite and >= 0, read into a new array
+// (the caller frees it). NULL on an error (err).
+static float *read_q8_scales(const StFile *f, const char *name, const ParamInfo *p, MalaErr *err) {
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
+    const int64_t rows = p->shape[0];
+    const StTensor *t = st_find(f, sname);
+    if (!t) {
+        mala_errf(err, "%s: tensor '%s' is I8 but its scales '%s' are missing", f->path, name, sname);
+        return NULL;
+    }
+    if (t->dtype != ST_F32) {
+        mala_errf(err, "%s: tensor '%s' is %s, expected F32", f->path, sname, st_dtype_name(t->dtype));
+        return NULL;
+    }
+    float *scale = xmalloc((size_t)(rows ? rows : 1) * sizeof(float));
+    if (st_load_f32(f, sname, &rows, 1, scale, err)) {
+        free(scale);
+        return NULL;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        if (!isfinite(scale[r]) || scale[r] < 0) {
+            const double bad = scale[r];
+            free(scale);
+            mala_errf(err, "%s: tensor '%s' holds %g at %lld (scales are finite and >= 0)", f->path, sname, bad,
+                      (long long)r);
+            return NULL;
+        }
+    return scale;
 }
 
 // Drops the file pages of tensor t from the process once it is converted (the whole pages inside
@@ -113,9 +156,12 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
                              desc);
         }
     char name[128];
-    for (int i = 0; i < m->nparams; i++) {  // every name and shape first: a refused file changes nothing
+    for (int i = 0; i < m->nparams; i++) {  // every name, shape and scale first: a refused file changes nothing
         snprintf(name, sizeof name, "%s%s", prefix, m->params[i].name);
         if (st_expect(f, name, m->params[i].shape, m->params[i].ndim, err)) return -1;
+        float *scale = st_find(f, name)->dtype == ST_I8 ? read_q8_scales(f, name, &m->params[i], err) : NULL;
+        if (st_find(f, name)->dtype == ST_I8 && !scale) return -1;
+        free(scale);
     }
     // Host backends take the floats in place; a device's go through one host copy. Each tensor is
     // converted once, from the mapped file, whose pages are then let go, so a DiT-XL/2 F16 file
@@ -126,8 +172,16 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
         const StTensor *t = st_find(f, name);
-        if (t->dtype == ST_F16) half_to_f32_n(st_data(f, t), host + p->offset, (size_t)st_numel(t));
-        else st_read_f32(f, t, host + p->offset, err);  // cannot fail: t and its shape are checked
+        float *to = host + p->offset;
+        if (t->dtype == ST_F16) half_to_f32_n(st_data(f, t), to, (size_t)st_numel(t));
+        else st_read_f32(f, t, to, err);  // cannot fail: t and its shape are checked
+        if (t->dtype == ST_I8) {  // a q8 weight: row r of the int8 values times its scale (checked above)
+            float *scale = read_q8_scales(f, name, p, err);
+            const int64_t rows = p->shape[0], cols = (int64_t)p->numel / (rows ? rows : 1);
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++) to[r * cols + c] *= scale[r];
+            free(scale);
+        }
         release_pages(f, t);
     }
     if (!in_place) {
@@ -138,12 +192,29 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
     return 0;
 }
 
+// A quant8 parameter as q8: its int8 values (as floats, which the writer stores as I8 exactly) and
+// its row scales, both copied into the writer.
+static void add_q8(StWriter *w, const char *name, const ParamInfo *p, const float *x) {
+    const int64_t rows = p->shape[0];
+    const int cols = (int)(p->numel / (size_t)rows);
+    int8_t *q = xmalloc(p->numel);
+    float *qf = xmalloc(p->numel * sizeof(float)), *scale = xmalloc((size_t)rows * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) scale[r] = quant8_row(q + r * cols, x + r * cols, cols);
+    for (size_t i = 0; i < p->numel; i++) qf[i] = q[i];
+    st_writer_add_copy(w, name, ST_I8, p->shape, p->ndim, qf);
+    char sname[160];
+    snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
+    st_writer_add_copy(w, sname, ST_F32, &rows, 1, scale);
+    free(q), free(qf), free(scale);
+}
+
 void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype) {
     char name[128];
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        st_writer_add(w, name, dtype, p->shape, p->ndim, host + p->offset);
+        if (dtype == CKPT_Q8 && p->quant8) add_q8(w, name, p, host + p->offset);
+        else st_writer_add(w, name, dtype == CKPT_Q8 ? ST_F16 : dtype, p->shape, p->ndim, host + p->offset);
     }
 }
 

@@ -31,9 +31,13 @@ void ckpt_torch_options(int online, int heads);
 void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn);
 // Copies every tensor of the model's table from `prefix + name` into dst (backend memory of
 // m->n_floats floats). Missing tensors, wrong shapes and tensors the model does not know are
-// refused, naming the first offending tensor.
+// refused, naming the first offending tensor. An I8 tensor (a q8 file) is dequantised: row r
+// times its `NAME.q8_scale`[r], which must be there (F32, [rows], finite).
 int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *dst, MalaErr *err);
-// Adds the table's tensors from a host buffer under `prefix + name`.
+// Adds the table's tensors from a host buffer under `prefix + name`. dtype CKPT_Q8: the q8 file
+// type: each quant8 parameter (net.h) as I8 rows (core/quant8.h) with their F32 scales in
+// `prefix + name + ".q8_scale"` (shape [rows]), every other tensor F16 (export's default type).
+#define CKPT_Q8 ((StDtype)64)
 void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype);
 
 // Opens a model for sampling: configuration from the metadata, EMA weights when present.

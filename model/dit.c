@@ -55,9 +55,10 @@ static void dit_build(Net *n) {
         BlockOffsets *b = &m->blk[i];
 #define BLK(field, suffix, ...) do { snprintf(name, sizeof name, "blocks.%d.%s", i, suffix); \
         b->field = net_add_param(n, name, NET_NDIM(__VA_ARGS__), NET_SHAPE(__VA_ARGS__)); } while (0)
-        BLK(qkv_w, "attn.qkv.weight", 3 * H, H);
+#define QUANT8 n->params[n->nparams - 1].quant8 = 1  // (the parameter just added: run and stored in int8)
+        BLK(qkv_w, "attn.qkv.weight", 3 * H, H); QUANT8;
         BLK(qkv_b, "attn.qkv.bias", 3 * H);
-        BLK(proj_w, "attn.proj.weight", H, H);
+        BLK(proj_w, "attn.proj.weight", H, H); QUANT8;
         BLK(proj_b, "attn.proj.bias", H);
         b->lepe_w = b->lepe_b = b->gate_w = b->gate_b = ABSENT;
         if (c->lepe) {
@@ -65,12 +66,12 @@ static void dit_build(Net *n) {
             BLK(lepe_b, "attn.lepe.bias", H);
         }
         if (c->gate) {
-            BLK(gate_w, "attn.gate.weight", H, H);
+            BLK(gate_w, "attn.gate.weight", H, H); QUANT8;
             BLK(gate_b, "attn.gate.bias", H);
         }
-        BLK(fc1_w, "mlp.fc1.weight", 4 * H, H);
+        BLK(fc1_w, "mlp.fc1.weight", 4 * H, H); QUANT8;
         BLK(fc1_b, "mlp.fc1.bias", 4 * H);
-        BLK(fc2_w, "mlp.fc2.weight", H, 4 * H);
+        BLK(fc2_w, "mlp.fc2.weight", H, 4 * H); QUANT8;
         BLK(fc2_b, "mlp.fc2.bias", H);
         // the authors' parts in PyTorch's registration order: the MLP's dwconv last in the MLP, the
         // block's pos last in the block
@@ -86,6 +87,7 @@ static void dit_build(Net *n) {
             BLK(pos_b, "pos.bias", H);
         }
 #undef BLK
+#undef QUANT8
     }
     dit_embed_params_out(n, &m->e);
     n->n_trainable = n->n_floats;
@@ -212,7 +214,7 @@ static void block_forward(Net *n, int i, int B) {
     }
     // x = x + gate_msa * attn(modulate(LN(x), shift_msa, scale_msa))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat1 : NULL, b->rstd1, A->x, ada, ada + H, B, L, H, 6 * H);
-    be->linear_fwd(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
+    be->linear_fwd_quant(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
     attention_forward(n, b, o, B);
     if (m->keep_qkv) {  // NET_INFER_ATTN: what attn_row needs of this block (n->max_batch rows per block)
         size_t rows = (size_t)n->max_batch * L;
@@ -221,18 +223,18 @@ static void block_forward(Net *n, int i, int B) {
     }
     const float *proj_in = b->o;
     if (c->gate) {
-        be->linear_fwd(b->g, A->xm, W + o->gate_w, W + o->gate_b, BL, H, H);
+        be->linear_fwd_quant(b->g, A->xm, W + o->gate_w, W + o->gate_b, BL, H, H);
         be->mul_fwd(A->y, b->o, b->g, (size_t)BL * H);
         proj_in = A->y;
     }
-    be->linear_fwd(b->ao, proj_in, W + o->proj_w, W + o->proj_b, BL, H, H);
+    be->linear_fwd_quant(b->ao, proj_in, W + o->proj_w, W + o->proj_b, BL, H, H);
     be->gate_residual_fwd(A->x, b->ao, ada + 2 * H, B, L, H, 6 * H);
     // x = x + gate_mlp * mlp(modulate(LN(x), shift_mlp, scale_mlp))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat2 : NULL, b->rstd2, A->x, ada + 3 * H, ada + 4 * H, B, L, H,
                                6 * H);
-    be->linear_fwd(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
+    be->linear_fwd_quant(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
-    be->linear_fwd(b->mo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
+    be->linear_fwd_quant(b->mo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
     be->gate_residual_fwd(A->x, b->mo, ada + 5 * H, B, L, H, 6 * H);
 }
 

@@ -62,6 +62,9 @@ typedef struct {
     int ndim;
     int64_t shape[4];
     size_t offset, numel;  // in floats, into the parameter buffer
+    // A transformer block's large linear weight [out, in] (the ones Backend.linear_fwd_quant takes):
+    // stored as int8 rows with per-row scales in a q8 model file (model/checkpoint.h).
+    int quant8;
 } ParamInfo;
 
 // NET_TRAIN keeps every layer's activations for backward; NET_INFER_ATTN is inference that also

@@ -1,7 +1,7 @@
 """mala: the public C API of mala-dit (include/mala.h) from Python, through ctypes; numpy arrays in and out.
 
     import mala
-    ctx = mala.Context()                      # device=None|"cpu"|"cuda", precision=None|"fp32"|"tf32"|"bf16", threads=0
+    ctx = mala.Context()                      # device=None|"cpu"|"cuda", precision=None|"fp32"|"tf32"|"bf16"|"int8", threads=0
     m = ctx.load("assets/mala-dit-fmnist.safetensors")
     img = m.generate(cls="Sneaker", count=16, sampler="ddim", steps=50, seed=0)  # float32 [16, C, S, S] in [-1, 1]
     u8 = m.generate(cls="Sneaker", count=16, sampler="ddim", steps=50, dtype="uint8")  # uint8 [16, S, S, C]

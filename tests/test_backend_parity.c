@@ -127,6 +127,10 @@ static void check_linear(int N, int I, int O, int bias, uint64_t seed) {
     GPU->linear_fwd(out.d, in.d, w.d, bias ? b.d : NULL, N, I, O);
     snprintf(what, sizeof what, "linear_fwd N%d I%d O%d bias%d", N, I, O, bias);
     buf_check(what, &out, TOL_GEMM);
+    CPU->linear_fwd_quant(out.h, in.h, w.h, bias ? b.h : NULL, N, I, O);  // (fp32 on both: linear_fwd)
+    GPU->linear_fwd_quant(out.d, in.d, w.d, bias ? b.d : NULL, N, I, O);
+    snprintf(what, sizeof what, "linear_fwd_quant N%d I%d O%d bias%d", N, I, O, bias);
+    buf_check(what, &out, TOL_GEMM);
 
     Buf dout = buf_rand((size_t)N * O, -1, 1, seed + 4), din = buf_rand((size_t)N * I, -1, 1, seed + 5);
     Buf dw = buf_rand((size_t)O * I, -1, 1, seed + 6), db = buf_rand(O, -1, 1, seed + 7);

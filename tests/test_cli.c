@@ -1095,6 +1095,59 @@ START_TEST(test_precision_flag) {
 }
 END_TEST
 
+// --precision int8 (sampling on the CPU, oneDNN builds): sample on the bundled model writes images
+// close to fp32's and records the precision; bench sample names it; training and CUDA refuse it
+// with one line each.
+#define BUNDLED "assets/mala-dit-fmnist.safetensors"
+START_TEST(test_precision_int8) {
+    tu_make_tmpdir("cli8");
+    expect_error(run("train " TINY " --device cpu --precision int8 --out %s", tp("t")), "train int8",
+                 "--precision int8: int8 is for sampling only", NULL);
+    expect_error(run("bench train --model DiT-T/4 --batch 2 --steps 1 --device cpu --precision int8"), "bench train int8",
+                 "--precision int8: int8 is for sampling only", NULL);
+    expect_error(run("sample --ckpt " BUNDLED " --n 1 --device cuda --precision int8"), "cuda int8",
+                 "--precision int8:", "CUDA int8 is not there yet");
+#ifdef MALA_DNNL
+    RUN_OK("sample --ckpt " BUNDLED " --sampler ddim --steps 4 --n 4 --batch 4 --device cpu --threads 2 --precision int8 "
+           "--save-npy %s --out %s", tp("i8.npy"), tp("i8.png"));
+    char js[4096];
+    slurp(tp("i8.npy.json"), js, sizeof js);
+    ck_assert_msg(strstr(js, "\"matmul_precision\":\"int8\""), "%s", js);
+    RUN_OK("sample --ckpt " BUNDLED " --sampler ddim --steps 4 --n 4 --batch 4 --device cpu --threads 2 "
+           "--save-npy %s --out %s", tp("f32.npy"), tp("f32.png"));
+    NpyArray a, b;
+    MalaErr err;
+    ck_assert_msg(npy_load(tp("i8.npy"), &a, &err) == 0 && npy_load(tp("f32.npy"), &b, &err) == 0, "%s", err.msg);
+    const size_t n = (size_t)npy_numel(&a);
+    ck_assert(n == (size_t)npy_numel(&b) && n == 4 * 32 * 32);
+    const double d = tu_max_abs_diff((const float *)a.data, (const float *)b.data, n);
+    printf("test_precision_int8: bundled model, DDIM-4, 4 images: max |int8 - fp32| %.3f (images in [-1, 1])\n", d);
+    ck_assert_msg(d > 0 && d < 0.5, "int8 images against fp32: max diff %g", d);
+    npy_free(&a), npy_free(&b);
+    // a q8 file: written by export, described by info, sampled as it is in both precisions
+    RUN_OK("export --ckpt " BUNDLED " --out %s --type q8", tp("q8.safetensors"));
+    RUN_OK("info %s", tp("q8.safetensors"));
+    ck_assert_msg(strstr(g_out, "type q8 (") && strstr(g_out, "1.8 MB") && strstr(g_out, "1,290,784 trainable"), "%s",
+                  g_out);
+    RUN_OK("info " BUNDLED);
+    ck_assert_msg(strstr(g_out, "type F16, file 2,603,840 bytes"), "%s", g_out);
+    RUN_OK("sample --ckpt %s --sampler ddim --steps 2 --n 2 --device cpu --threads 2 --precision int8 --out %s",
+           tp("q8.safetensors"), tp("q8i8.png"));
+    RUN_OK("sample --ckpt %s --sampler ddim --steps 2 --n 2 --device cpu --threads 2 --out %s", tp("q8.safetensors"),
+           tp("q8f32.png"));
+    RUN_OK("bench sample --model DiT-T/4 --n 2 --steps 2 --repeats 1 --threads 2 --device cpu --precision int8");
+    ck_assert_msg(strstr(g_out, "\"precision\":\"int8\""), "%s", g_out);
+    RUN_OK("bench gemm --repeats 1 --tokens 64 --threads 2");  // four shapes, three rates each
+    ck_assert_msg(strstr(g_out, "\"layer\":\"DiT-S/2 fc2\"") && strstr(g_out, "\"int8_gflops\":") &&
+                  strstr(g_out, "\"bf16_gflops\":"), "%s", g_out);
+#else
+    expect_error(run("sample --ckpt " BUNDLED " --n 1 --device cpu --precision int8"), "no oneDNN",
+                 "--precision int8: this build has no oneDNN", NULL);
+#endif
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // --eval-every evaluates the EMA weights at every multiple (training images, or
 // steps with the s suffix) and at the end: evals.csv (append-only; points already evaluated are
 // not again after --resume), fd.png, best.json and best.safetensors outside checkpoints/, and the
@@ -1470,6 +1523,10 @@ int main(void) {
     tcase_add_test(tc, test_threads_over_cores);
     tcase_add_test(tc, test_resume_precision);
     suite_add_tcase(s, tc);
+    TCase *int8 = tcase_create("int8");  // --precision int8
+    tcase_set_timeout(int8, 120);
+    tcase_add_test(int8, test_precision_int8);
+    suite_add_tcase(s, int8);
     TCase *names = tcase_create("names");  // process name, info, help
     tcase_set_timeout(names, 600);
     tcase_add_test(names, test_process_name);

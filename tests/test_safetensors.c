@@ -391,6 +391,7 @@ START_TEST(test_round_trip) {
     w16[0] = INFINITY; w16[1] = -INFINITY; w16[2] = NAN; w16[3] = 1e6f; w16[4] = 1e-7f; w16[5] = -0.0f;
     wbf[0] = NAN; wbf[1] = 3.4e38f; wbf[2] = 1e-40f;
     float wi32[4] = {-2.5f, 3.7f, 1e10f, NAN}, wi64[3] = {-1e12f, 0.5f, 1.5f}, wu8[4] = {-5, 0.5f, 1.5f, 300};
+    float wi8[4] = {-300, -1.5f, 2.5f, 127.4f};
     float scalar = 3.25f;
     int64_t s23[] = {2, 3}, s34[] = {3, 4}, s222[] = {2, 2, 2}, s3[] = {3}, s4[] = {4}, s04[] = {0, 4};
     StWriter *w = st_writer_new();
@@ -406,6 +407,7 @@ START_TEST(test_round_trip) {
     st_writer_add(w, "i32", ST_I32, s4, 1, wi32);
     st_writer_add(w, "i64", ST_I64, s3, 1, wi64);
     st_writer_add(w, "u8", ST_U8, s4, 1, wu8);
+    st_writer_add(w, "i8", ST_I8, s4, 1, wi8);
     st_writer_add(w, "scalar", ST_F32, NULL, 0, &scalar);
     st_writer_add(w, "empty", ST_F16, s04, 2, NULL);
     const char *path = tpath("rt.safetensors");
@@ -416,7 +418,7 @@ START_TEST(test_round_trip) {
 
     StFile f;
     ck_assert_msg(st_open(&f, path, &err) == 0, "%s", err.msg);
-    ck_assert_int_eq(f.n, 9);
+    ck_assert_int_eq(f.n, 10);
     ck_assert_int_eq(f.nmeta, 3);
     ck_assert_str_eq(f.meta_keys[0], "depth");
     ck_assert_str_eq(st_meta(&f, "depth"), "2");
@@ -458,6 +460,10 @@ START_TEST(test_round_trip) {
     v = read_all(&f, "u8", 4);
     ck_assert(v[0] == 0 && v[1] == 0 && v[2] == 2 && v[3] == 255);
     free(v);
+    v = read_all(&f, "i8", 4);  // (nearest, ties to even, saturating)
+    ck_assert(v[0] == -128 && v[1] == -2 && v[2] == 2 && v[3] == 127);
+    free(v);
+    ck_assert_int_eq(st_find(&f, "i8")->end, st_find(&f, "u8")->begin);  // I8 just before U8
     ck_assert_int_eq(st_find(&f, "scalar")->ndim, 0);
     v = read_all(&f, "scalar", 1);
     ck_assert(v[0] == 3.25f);
@@ -465,7 +471,7 @@ START_TEST(test_round_trip) {
     assert_shape(st_find(&f, "empty"), ST_F16, 2, s04);
     ck_assert_int_eq(st_numel(st_find(&f, "empty")), 0);
 
-    // The library's layout: 8-aligned data, I64 first, then F64, F32 (by name), ... U8 last.
+    // The library's layout: 8-aligned data, I64 first, then F64, F32 (by name), ... I8, U8 last.
     ck_assert_int_eq((f.data - (const uint8_t *)f.map) % 8, 0);
     ck_assert_int_eq(st_find(&f, "i64")->begin, 0);
     ck_assert_int_eq(st_find(&f, "d")->begin, 24);
@@ -624,7 +630,7 @@ static const BadCase BAD[] = {
     {"duplicate_field", "{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
      "tensor 'a' has more than one 'dtype' field"},
     {"unknown_dtype", "{\"a\":" T1("F128", "[1]", "[0,4]") "}", 4, "tensor 'a' has unsupported dtype 'F128'"},
-    {"unsupported_dtype", "{\"a\":" T1("I8", "[4]", "[0,4]") "}", 4, "unsupported dtype 'I8'"},
+    {"unsupported_dtype", "{\"a\":" T1("I16", "[2]", "[0,4]") "}", 4, "unsupported dtype 'I16'"},
     {"shape_float", "{\"a\":" T1("F32", "[2.5]", "[0,4]") "}", 4, "shape entry 2.5 is not an integer"},
     {"shape_exponent", "{\"a\":" T1("F32", "[1e0]", "[0,4]") "}", 4, "shape entry 1e0 is not an integer"},
     {"shape_entry_string", "{\"a\":" T1("F32", "[\"1\"]", "[0,4]") "}", 4, "shape entry 0 is a string"},
