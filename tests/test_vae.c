@@ -539,7 +539,7 @@ START_TEST(test_cli_errors) {
                      ".npy or .png");
     expect_cli_error(run("vae encode --vae " FIX "vae_tiny.safetensors --in %s/none --out %s/m.npz", tu_tmp, tu_tmp),
                      "none", NULL);
-    expect_cli_error(run("vae frobnicate"), "encode or decode", NULL);
+    expect_cli_error(run("vae frobnicate"), "encode, decode or preview-fit", NULL);
     tu_rm_tmpdir();
 }
 END_TEST
