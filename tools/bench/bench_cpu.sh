@@ -162,13 +162,18 @@ for r in $(seq 1 "$R"); do
         [[ "$case $who $prec" =~ $ONLY ]] || continue
         check_idle "round $r: $case $who $prec"
         echo "\$ $cmd --precision $prec   (round $r of $R)" >&2
-        err=$(mktemp)
-        line=$(timeout "$RUN_TIMEOUT" $cmd --precision "$prec" 2>"$err" | grep '^{' | tail -n 1) || true
-        if [ -z "$line" ]; then  # a failed run: its last line of stderr is its result
-            msg=$(tail -n 1 "$err" | tr -d '"\\' | cut -c1-200)
-            line="{\"error\":\"${msg:-no output (timeout $RUN_TIMEOUT s?)}\"}"
+        err=$(mktemp) res=$(mktemp) st=0
+        timeout "$RUN_TIMEOUT" $cmd --precision "$prec" >"$res" 2>"$err" || st=$?
+        line=$(grep '^{' "$res" | tail -n 1) || true
+        if [ -z "$line" ]; then  # a failed run: how it ended, else its last line of stderr, is its result
+            case $st in
+                124) msg="timed out after $RUN_TIMEOUT s" ;;
+                137) msg="killed by SIGKILL (the kernel's out-of-memory killer, when dmesg says so)" ;;
+                *) msg=$(tail -n 1 "$err" | tr -d '"\\' | cut -c1-200); msg="exit status $st${msg:+: $msg}" ;;
+            esac
+            line="{\"error\":\"$msg\"}"
         fi
-        rm -f "$err"
+        rm -f "$err" "$res"
         line="${line%\}}"
         line="$line,\"case\":\"$case\",\"who\":\"$who\",\"prec\":\"$prec\",\"round\":$r,\"busy\":$busy,\"cmd\":\"$cmd --precision $prec\"}"
         echo "$line" | tee -a "$out"
