@@ -227,6 +227,11 @@ $(BUILD)/bench_precision: tools/bench/bench_precision.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
 
+# A preset's shape as an F32 model file with DiT's initialisation (docs/performance.md, "int8 sampling").
+$(BUILD)/random_model: tools/bench/random_model.c $(BUILD)/libmala.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libmala.a $(LDLIBS)
+
 # Whether products and convolutions give the same bits at 1 and 2 threads (docs/performance.md, "Determinism").
 $(BUILD)/dnnl_threads: tools/bench/dnnl_threads.c $(BUILD)/libmala.a
 	@mkdir -p $(dir $@)

@@ -92,6 +92,14 @@ struct Backend {
     // products with int32 sums (per-output-channel weight scales, per-token activation scales;
     // cpu/cpu_int8.h); at every other precision, and on CUDA, exactly linear_fwd.
     void (*linear_fwd_quant)(float *out, const float *in, const float *w, const float *b, int N, int Din, int Dout);
+    // The same product from weights held in int8 only (a network sampling at PREC_INT8 keeps no fp32
+    // copy of these linears, model/net.h): qw[Dout, Din] int8 rows and their scales sw[Dout], W = qw
+    // times sw by rows (core/quant8.h), the activations quantised per token as linear_fwd_quant does.
+    // On the CPU it gives the bits linear_fwd_quant gives at PREC_INT8 from weights whose quantisation
+    // is (qw, sw). CUDA has no int8 (backend_select refuses PREC_INT8 there, so no network holds int8
+    // weights there): it refuses.
+    void (*linear_fwd_q8)(float *out, const float *in, const int8_t *qw, const float *sw, const float *b, int N,
+                          int Din, int Dout);
 
     // ---- normalisation and adaLN ----
     // LayerNorm over C without affine, eps 1e-6: out = (x - mean) * rstd; rstd[N] kept for backward.
@@ -387,7 +395,7 @@ struct Backend {
 #define MALA_BACKEND_SLOTS(X) \
     X(alloc) X(release) X(to_device) X(to_host) X(copy) X(zero) X(sync) X(set_precision) X(precision) \
     X(gemm_gflops) X(weights_changed) \
-    X(linear_fwd) X(linear_bwd) X(linear_fwd_quant) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
+    X(linear_fwd) X(linear_bwd) X(linear_fwd_quant) X(linear_fwd_q8) X(layernorm_fwd) X(layernorm_bwd) X(modulate_fwd) X(layernorm_modulate_fwd) \
     X(modulate_bwd) X(gate_residual_fwd) X(gate_residual_bwd) X(gelu_fwd) X(gelu_bwd) X(gelu_erf_fwd) \
     X(gelu_erf_bwd) X(silu_fwd) X(silu_bwd) X(add) X(mul_fwd) X(mul_bwd) X(elu1_fwd) X(elu1_bwd) X(rope_fwd) X(elu1_rope_fwd) \
     X(rope_bwd) X(mala_cache_floats) \

@@ -79,6 +79,13 @@ static const char *cpu_precision(void) {
 static void cpu_linear_fwd_quant(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
     if (!cpu_int8_on() || !cpu_int8_linear_fwd(out, in, w, b, N, I, O)) cpu_linear_fwd(out, in, w, b, N, I, O);
 }
+// Weights held in int8 (a network sampling at PREC_INT8): made only where int8 runs, and run in int8 whatever
+// the precision is now (there is no fp32 copy to fall back on).
+static void cpu_linear_fwd_q8(float *out, const float *in, const int8_t *qw, const float *sw, const float *b, int N,
+                              int I, int O) {
+    if (!cpu_int8_linear_fwd_q8(out, in, qw, sw, b, N, I, O))
+        FATAL("int8 weights: %s", bf16_refusal_for("int8"));
+}
 static void cpu_weights_changed(void) { cpu_bf16_weights_changed(); }
 // The optimiser's ops write parameters: their bf16 shadows are made again at their next use.
 static void cpu_adamw_step(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
@@ -134,6 +141,7 @@ static const Backend CPU = {
     .set_precision = cpu_set_precision, .precision = cpu_precision, .gemm_gflops = cpu_gemm_gflops,
     .weights_changed = cpu_weights_changed,
     .linear_fwd = cpu_linear_fwd, .linear_bwd = cpu_linear_bwd, .linear_fwd_quant = cpu_linear_fwd_quant,
+    .linear_fwd_q8 = cpu_linear_fwd_q8,
     .layernorm_fwd = cpu_layernorm_fwd, .layernorm_bwd = cpu_layernorm_bwd,
     .modulate_fwd = cpu_modulate_fwd, .modulate_bwd = cpu_modulate_bwd,
     .layernorm_modulate_fwd = cpu_layernorm_modulate_fwd,

@@ -1,5 +1,6 @@
 // int8 linears through oneDNN's s8 x s8 -> s32 matmul (cpu_int8.h).
-// defines: cpu_int8_available, cpu_int8_set, cpu_int8_on, cpu_int8_quantise_rows, cpu_int8_linear_fwd
+// defines: cpu_int8_available, cpu_int8_set, cpu_int8_on, cpu_int8_quantise_rows, cpu_int8_linear_fwd,
+//          cpu_int8_linear_fwd_q8
 #include "cpu/cpu_int8.h"
 
 #include <math.h>
@@ -80,17 +81,11 @@ static void *make_matmul(const DnnlKey *k, void *ctx) {
 }
 #endif
 
-int cpu_int8_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
 #ifdef MALA_DNNL
-    if (!cpu_int8_available()) return 0;
-    if (N <= 0 || O <= 0) return 1;
-    CHECK(I > 0, "int8 linear: %d inputs", I);
-    WShape ws = {O, I};
-    // (bit 63 keeps these apart from the bf16 shadows' layouts of the same pointer)
-    const uint64_t layout = 1ull << 63 | (uint64_t)O << 32 | (uint64_t)I;
-    const char *shadow = cpu_bf16_shadow(w, layout, scales_bytes(O) + (size_t)O * I, fill_weights, &ws);
-    const float *sw = (const float *)shadow;
-    const int8_t *qw = (const int8_t *)(shadow + scales_bytes(O));
+// out = the int8 product of in (quantised per token here) and the weights' int8 rows qw with their
+// scales sw, dequantised, plus b.
+static void linear_q8(float *out, const float *in, const int8_t *qw, const float *sw, const float *b, int N, int I,
+                      int O) {
     int8_t *qa = cpu_bf16_scratch(2, (size_t)N * I);
     float *sa = cpu_bf16_scratch(3, (size_t)N * sizeof(float));
     cpu_int8_quantise_rows(qa, sa, in, N, I, I);
@@ -114,9 +109,36 @@ int cpu_int8_linear_fwd(float *out, const float *in, const float *w, const float
         else
             for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]);
     }
+}
+#endif
+
+int cpu_int8_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
+#ifdef MALA_DNNL
+    if (!cpu_int8_available()) return 0;
+    if (N <= 0 || O <= 0) return 1;
+    CHECK(I > 0, "int8 linear: %d inputs", I);
+    WShape ws = {O, I};
+    // (bit 63 keeps these apart from the bf16 shadows' layouts of the same pointer)
+    const uint64_t layout = 1ull << 63 | (uint64_t)O << 32 | (uint64_t)I;
+    const char *shadow = cpu_bf16_shadow(w, layout, scales_bytes(O) + (size_t)O * I, fill_weights, &ws);
+    linear_q8(out, in, (const int8_t *)(shadow + scales_bytes(O)), (const float *)shadow, b, N, I, O);
     return 1;
 #else
     (void)out, (void)in, (void)w, (void)b, (void)N, (void)I, (void)O;
+    return 0;
+#endif
+}
+
+int cpu_int8_linear_fwd_q8(float *out, const float *in, const int8_t *qw, const float *sw, const float *b, int N,
+                           int I, int O) {
+#ifdef MALA_DNNL
+    if (!cpu_int8_available()) return 0;
+    if (N <= 0 || O <= 0) return 1;
+    CHECK(I > 0, "int8 linear: %d inputs", I);
+    linear_q8(out, in, qw, sw, b, N, I, O);
+    return 1;
+#else
+    (void)out, (void)in, (void)qw, (void)sw, (void)b, (void)N, (void)I, (void)O;
     return 0;
 #endif
 }

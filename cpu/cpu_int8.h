@@ -9,7 +9,8 @@
 // VNNI kernels); the int32 result is dequantised and the bias added in one pass over the output.
 // The weights' int8 copy and scales are a shadow (cpu_bf16.h's cache: made once per weights
 // generation, so once after loading when sampling).
-// defines: cpu_int8_available, cpu_int8_set, cpu_int8_on, cpu_int8_quantise_rows, cpu_int8_linear_fwd
+// defines: cpu_int8_available, cpu_int8_set, cpu_int8_on, cpu_int8_quantise_rows, cpu_int8_linear_fwd,
+//          cpu_int8_linear_fwd_q8
 #ifndef MALA_CPU_INT8_H
 #define MALA_CPU_INT8_H
 
@@ -26,5 +27,10 @@ void cpu_int8_quantise_rows(int8_t *q, float *scale, const float *x, int rows, i
 // out[N,O] = quantised(in[N,I]) quantised(w[O,I])^T dequantised + b (b may be NULL). 0 when not
 // taken (int8 not available): the caller computes it in fp32 then.
 int cpu_int8_linear_fwd(float *out, const float *in, const float *w, const float *b, int N, int I, int O);
+// The same from weights already in int8: qw[O,I] and their scales sw[O] in place of w's shadow (a
+// network that holds only those, model/net.h). The same bits as cpu_int8_linear_fwd on a w whose
+// quantisation is (qw, sw). 0 when int8 is not available.
+int cpu_int8_linear_fwd_q8(float *out, const float *in, const int8_t *qw, const float *sw, const float *b, int N,
+                           int I, int O);
 
 #endif

@@ -150,6 +150,13 @@ static void cu_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 // ---------------------------------------------------------------------------------------------
 // The table
 
+// No int8 on CUDA: backend_select refuses PREC_INT8 here, so no network holds int8 weights (model/net.h).
+static void cuda_linear_fwd_q8(float *, const float *, const int8_t *, const float *, const float *, int, int, int) {
+    fprintf(stderr, "error: int8 weights: int8 products run on the CPU only (CUDA int8 is not there yet); use --device "
+                    "cpu\n");
+    exit(1);
+}
+
 static Backend g_cuda;
 static int g_state = 0;  // 0: not tried, 1: ready, -1: no device
 static char g_why[256];
@@ -160,6 +167,7 @@ static void fill_table(Backend *t) {
     t->copy = cu_copy; t->zero = cu_zero; t->sync = cu_sync;
     t->linear_fwd = cuda_linear_fwd; t->linear_bwd = cuda_linear_bwd;
     t->linear_fwd_quant = cuda_linear_fwd;  // (no int8 on CUDA yet: backend_select refuses PREC_INT8 there)
+    t->linear_fwd_q8 = cuda_linear_fwd_q8;
     t->layernorm_fwd = cuda_layernorm_fwd; t->layernorm_bwd = cuda_layernorm_bwd;
     t->modulate_fwd = cuda_modulate_fwd; t->modulate_bwd = cuda_modulate_bwd;
     t->layernorm_modulate_fwd = cuda_layernorm_modulate_fwd;

@@ -147,6 +147,24 @@ static void release_pages(const StFile *f, const StTensor *t) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);  // read-only, private: the file stays as it is
 }
 
+// A quant8 tensor of a q8 network (net.h) from the file: I8 rows and their scales as they are (see
+// net_put_param_q8), any other type through its floats. Cannot fail: t, its shape and scales are checked.
+static void load_q8_tensor(const Net *m, const ParamInfo *p, const StFile *f, const StTensor *t, const char *name,
+                           MalaErr *err) {
+    Net *net = (Net *)m;  // (the caller's network, whose weights this fills)
+    if (t->dtype == ST_I8) {
+        float *scale = read_q8_scales(f, name, p, err);
+        net_put_param_q8(net, p, st_data(f, t), scale);
+        free(scale);
+        return;
+    }
+    float *x = xmalloc(p->numel * sizeof(float));
+    if (t->dtype == ST_F16) half_to_f32_n(st_data(f, t), x, (size_t)st_numel(t));
+    else st_read_f32(f, t, x, err);
+    net_put_param(net, p, x);
+    free(x);
+}
+
 int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *dst, MalaErr *err) {
     for (int i = 0; i < f->n; i++)
         if (!known_name(m, f->tensors[i].name)) {
@@ -166,12 +184,20 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
     // Host backends take the floats in place; a device's go through one host copy. Each tensor is
     // converted once, from the mapped file, whose pages are then let go, so a DiT-XL/2 F16 file
     // peaks near its float32 weights rather than weights + copy + file.
+    // A q8 network's quant8 tensors go to its int8 weights instead: a q8 file's rows straight from the
+    // file, any other tensor through one tensor's floats, quantised.
+    CHECK(!m->q8 || dst == m->w, "ckpt_load_tensors: a q8 network's weights load only into the network");
     const int in_place = backend_on_host(m->be);
     float *host = in_place ? dst : xmalloc(m->n_floats * sizeof(float));
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
         const StTensor *t = st_find(f, name);
+        if (m->q8 && p->quant8) {
+            load_q8_tensor(m, p, f, t, name, err);
+            release_pages(f, t);
+            continue;
+        }
         float *to = host + p->offset;
         if (t->dtype == ST_F16) half_to_f32_n(st_data(f, t), to, (size_t)st_numel(t));
         else st_read_f32(f, t, to, err);  // cannot fail: t and its shape are checked
@@ -208,12 +234,31 @@ static void add_q8(StWriter *w, const char *name, const ParamInfo *p, const floa
     free(q), free(qf), free(scale);
 }
 
+// A quant8 tensor of a q8 network (net.h), from its int8 weights: as they are (q8), else their values
+// q * scale in dtype.
+static void add_held_q8(StWriter *w, const char *name, const Net *m, const ParamInfo *p, StDtype dtype) {
+    const int64_t rows = p->shape[0], cols = p->shape[1];
+    int8_t *q = xmalloc(p->numel);
+    float *x = xmalloc(p->numel * sizeof(float)), *scale = xmalloc((size_t)rows * sizeof(float));
+    net_get_param_q8(m, p, q, scale);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) x[r * cols + c] = dtype == CKPT_Q8 ? q[r * cols + c] : q[r * cols + c] * scale[r];
+    st_writer_add_copy(w, name, dtype == CKPT_Q8 ? ST_I8 : dtype, p->shape, p->ndim, x);
+    if (dtype == CKPT_Q8) {
+        char sname[160];
+        snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
+        st_writer_add_copy(w, sname, ST_F32, &rows, 1, scale);
+    }
+    free(q), free(x), free(scale);
+}
+
 void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype) {
     char name[128];
     for (int i = 0; i < m->nparams; i++) {
         const ParamInfo *p = &m->params[i];
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
-        if (dtype == CKPT_Q8 && p->quant8) add_q8(w, name, p, host + p->offset);
+        if (m->q8 && p->quant8) add_held_q8(w, name, m, p, dtype);
+        else if (dtype == CKPT_Q8 && p->quant8) add_q8(w, name, p, host + p->offset);
         else st_writer_add(w, name, dtype == CKPT_Q8 ? ST_F16 : dtype, p->shape, p->ndim, host + p->offset);
     }
 }

@@ -32,11 +32,15 @@ void ckpt_write_config(StWriter *w, const NetConfig *c, const ClassNames *cn);
 // Copies every tensor of the model's table from `prefix + name` into dst (backend memory of
 // m->n_floats floats). Missing tensors, wrong shapes and tensors the model does not know are
 // refused, naming the first offending tensor. An I8 tensor (a q8 file) is dequantised: row r
-// times its `NAME.q8_scale`[r], which must be there (F32, [rows], finite).
+// times its `NAME.q8_scale`[r], which must be there (F32, [rows], finite). A network holding int8
+// weights (net.h, Net.q8; dst must be m->w) takes its quant8 tensors into them with no fp32 copy
+// of the tensor kept: an I8 one row by row from the file, any other quantised as it is read.
 int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *dst, MalaErr *err);
 // Adds the table's tensors from a host buffer under `prefix + name`. dtype CKPT_Q8: the q8 file
 // type: each quant8 parameter (net.h) as I8 rows (core/quant8.h) with their F32 scales in
 // `prefix + name + ".q8_scale"` (shape [rows]), every other tensor F16 (export's default type).
+// A network holding int8 weights (Net.q8) gives its quant8 tensors from those (the host buffer
+// has n_floats, without them): as they are for CKPT_Q8, else their values q * scale.
 #define CKPT_Q8 ((StDtype)64)
 void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype);
 

@@ -55,10 +55,12 @@ static void dit_build(Net *n) {
         BlockOffsets *b = &m->blk[i];
 #define BLK(field, suffix, ...) do { snprintf(name, sizeof name, "blocks.%d.%s", i, suffix); \
         b->field = net_add_param(n, name, NET_NDIM(__VA_ARGS__), NET_SHAPE(__VA_ARGS__)); } while (0)
-#define QUANT8 n->params[n->nparams - 1].quant8 = 1  // (the parameter just added: run and stored in int8)
-        BLK(qkv_w, "attn.qkv.weight", 3 * H, H); QUANT8;
+// (a weight run and stored in int8: in a q8 network, its offset is into the int8 weights)
+#define BLK_QUANT8(field, suffix, ...) do { snprintf(name, sizeof name, "blocks.%d.%s", i, suffix); \
+        b->field = net_add_param_quant8(n, name, NET_NDIM(__VA_ARGS__), NET_SHAPE(__VA_ARGS__)); } while (0)
+        BLK_QUANT8(qkv_w, "attn.qkv.weight", 3 * H, H);
         BLK(qkv_b, "attn.qkv.bias", 3 * H);
-        BLK(proj_w, "attn.proj.weight", H, H); QUANT8;
+        BLK_QUANT8(proj_w, "attn.proj.weight", H, H);
         BLK(proj_b, "attn.proj.bias", H);
         b->lepe_w = b->lepe_b = b->gate_w = b->gate_b = ABSENT;
         if (c->lepe) {
@@ -66,12 +68,12 @@ static void dit_build(Net *n) {
             BLK(lepe_b, "attn.lepe.bias", H);
         }
         if (c->gate) {
-            BLK(gate_w, "attn.gate.weight", H, H); QUANT8;
+            BLK_QUANT8(gate_w, "attn.gate.weight", H, H);
             BLK(gate_b, "attn.gate.bias", H);
         }
-        BLK(fc1_w, "mlp.fc1.weight", 4 * H, H); QUANT8;
+        BLK_QUANT8(fc1_w, "mlp.fc1.weight", 4 * H, H);
         BLK(fc1_b, "mlp.fc1.bias", 4 * H);
-        BLK(fc2_w, "mlp.fc2.weight", H, 4 * H); QUANT8;
+        BLK_QUANT8(fc2_w, "mlp.fc2.weight", H, 4 * H);
         BLK(fc2_b, "mlp.fc2.bias", H);
         // the authors' parts in PyTorch's registration order: the MLP's dwconv last in the MLP, the
         // block's pos last in the block
@@ -87,7 +89,7 @@ static void dit_build(Net *n) {
             BLK(pos_b, "pos.bias", H);
         }
 #undef BLK
-#undef QUANT8
+#undef BLK_QUANT8
     }
     dit_embed_params_out(n, &m->e);
     n->n_trainable = n->n_floats;
@@ -195,6 +197,19 @@ static const float *ffn_dwconv_forward(Net *n, const BlockOffsets *o, int B) {
     return A->h3;
 }
 
+// A block's large linear (weight offset w, bias offset bias): from its int8 weights in a q8 network,
+// else linear_fwd_quant on the fp32 ones.
+static void quant_linear(const Net *n, float *out, const float *in, size_t w, size_t bias, int N, int I, int O) {
+    if (n->q8) {
+        const int8_t *q;
+        const float *scale;
+        net_q8_weights(n, w, O, &q, &scale);
+        n->be->linear_fwd_q8(out, in, q, scale, n->w + bias, N, I, O);
+    } else {
+        n->be->linear_fwd_quant(out, in, n->w + w, n->w + bias, N, I, O);
+    }
+}
+
 static void block_forward(Net *n, int i, int B) {
     const Backend *be = n->be;
     const DitConfig *c = &n->cfg.dit;
@@ -214,7 +229,7 @@ static void block_forward(Net *n, int i, int B) {
     }
     // x = x + gate_msa * attn(modulate(LN(x), shift_msa, scale_msa))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat1 : NULL, b->rstd1, A->x, ada, ada + H, B, L, H, 6 * H);
-    be->linear_fwd_quant(b->qkv, A->xm, W + o->qkv_w, W + o->qkv_b, BL, H, 3 * H);
+    quant_linear(n, b->qkv, A->xm, o->qkv_w, o->qkv_b, BL, H, 3 * H);
     attention_forward(n, b, o, B);
     if (m->keep_qkv) {  // NET_INFER_ATTN: what attn_row needs of this block (n->max_batch rows per block)
         size_t rows = (size_t)n->max_batch * L;
@@ -223,18 +238,18 @@ static void block_forward(Net *n, int i, int B) {
     }
     const float *proj_in = b->o;
     if (c->gate) {
-        be->linear_fwd_quant(b->g, A->xm, W + o->gate_w, W + o->gate_b, BL, H, H);
+        quant_linear(n, b->g, A->xm, o->gate_w, o->gate_b, BL, H, H);
         be->mul_fwd(A->y, b->o, b->g, (size_t)BL * H);
         proj_in = A->y;
     }
-    be->linear_fwd_quant(b->ao, proj_in, W + o->proj_w, W + o->proj_b, BL, H, H);
+    quant_linear(n, b->ao, proj_in, o->proj_w, o->proj_b, BL, H, H);
     be->gate_residual_fwd(A->x, b->ao, ada + 2 * H, B, L, H, 6 * H);
     // x = x + gate_mlp * mlp(modulate(LN(x), shift_mlp, scale_mlp))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat2 : NULL, b->rstd2, A->x, ada + 3 * H, ada + 4 * H, B, L, H,
                                6 * H);
-    be->linear_fwd_quant(b->h1, A->xm, W + o->fc1_w, W + o->fc1_b, BL, H, 4 * H);
+    quant_linear(n, b->h1, A->xm, o->fc1_w, o->fc1_b, BL, H, 4 * H);
     be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
-    be->linear_fwd_quant(b->mo, ffn_dwconv_forward(n, o, B), W + o->fc2_w, W + o->fc2_b, BL, 4 * H, H);
+    quant_linear(n, b->mo, ffn_dwconv_forward(n, o, B), o->fc2_w, o->fc2_b, BL, 4 * H, H);
     be->gate_residual_fwd(A->x, b->mo, ada + 5 * H, B, L, H, 6 * H);
 }
 

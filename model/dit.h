@@ -8,7 +8,8 @@
 #include "model/dit_embed.h"
 #include "model/net.h"
 
-// Offsets (in floats) of one block's tensors in the parameter buffer; SIZE_MAX when absent.
+// Offsets (in floats) of one block's tensors in the parameter buffer; SIZE_MAX when absent. In a q8
+// network (net.h) the quant8 weights' (qkv_w, proj_w, gate_w, fc1_w, fc2_w) are bytes into Net.q8w.
 typedef struct {
     size_t qkv_w, qkv_b, proj_w, proj_b, lepe_w, lepe_b, gate_w, gate_b;
     size_t fc1_w, fc1_b, fc2_w, fc2_b, ada_w, ada_b;

@@ -2,7 +2,8 @@
 // table, the arena, and the calls that dispatch to a backbone.
 // defines: net_backbone, backbone_parse, backbone_name, net_preset_canonical, net_config_*, net_arena_bytes,
 //          net_param_floats, net_plan, net_plan_free,
-//          net_create, net_free, net_find_param, net_init_weights, net_forward, net_backward, net_add_param,
+//          net_create, net_holds_q8, net_free, net_find_param, net_init_weights, net_put_param, net_put_param_q8,
+//          net_get_param_q8, net_q8_weights, net_forward, net_backward, net_add_param, net_add_param_quant8,
 //          arena_take, init_xavier_uniform, init_normal, init_uniform
 #include "model/net.h"
 
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/quant8.h"
 #include "formats/st_meta.h"
 
 extern const NetOps DIT_NET_OPS, DIG_NET_OPS, DIC_NET_OPS;
@@ -199,15 +201,40 @@ size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape) {
     return p->offset;
 }
 
+// A quant8 tensor's block in a q8 network's q8w: its row scales (floats), then its int8 rows, each
+// part padded to 64 bytes.
+static size_t pad64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+static size_t q8_scales_bytes(int64_t rows) { return pad64((size_t)rows * sizeof(float)); }
+static size_t q8_block_bytes(const ParamInfo *p) { return q8_scales_bytes(p->shape[0]) + pad64(p->numel); }
+
+size_t net_add_param_quant8(Net *n, const char *name, int ndim, const int64_t *shape) {
+    CHECK(ndim == 2, "quant8 parameter %s: a linear weight [out, in], not %d-D", name, ndim);
+    const size_t floats = n->n_floats, offset = net_add_param(n, name, ndim, shape);
+    ParamInfo *p = &n->params[n->nparams - 1];
+    p->quant8 = 1;
+    if (!n->q8) return offset;
+    n->n_floats = floats;  // (no floats of its own)
+    p->offset = SIZE_MAX;
+    p->q8_offset = n->q8_bytes;
+    n->q8_bytes += q8_block_bytes(p);
+    return p->q8_offset;
+}
+
+void net_q8_weights(const Net *n, size_t off, int rows, const int8_t **q, const float **scale) {
+    *scale = (const float *)(const void *)(n->q8w + off);
+    *q = (const int8_t *)(n->q8w + off + q8_scales_bytes(rows));
+}
+
 static void net_layout(Net *n, Arena *a) {
     n->w = arena_take(a, n->n_floats);
+    n->q8w = n->q8_bytes ? (char *)arena_take(a, (n->q8_bytes + sizeof(float) - 1) / sizeof(float)) : NULL;
     n->ops->layout(n, a);
     n->label_mix_floats = n->mode == NET_TRAIN ? 0 : net_label_mix_size(n);
     n->label_mix = n->label_mix_floats ? arena_take(a, n->label_mix_floats) : NULL;
 }
 
 // The table and the backbone state, without the backend allocation.
-static Net *net_build(const NetConfig *c, const Backend *be, int max_batch, int mode) {
+static Net *net_build(const NetConfig *c, const Backend *be, int max_batch, int mode, int q8) {
     MalaErr err;
     if (net_config_validate(c, &err)) FATAL("%s", err.msg);
     CHECK(max_batch >= 1, "network batch %d must be positive", max_batch);
@@ -217,6 +244,7 @@ static Net *net_build(const NetConfig *c, const Backend *be, int max_batch, int 
     n->be = be;
     n->mode = mode;
     n->max_batch = max_batch;
+    n->q8 = q8;
     n->out_channels = c->in_channels * (c->learn_sigma ? 2 : 1);
     n->ops->build(n);
     Arena count = {NULL, 0};
@@ -231,27 +259,29 @@ static void net_release_host(Net *n) {
     free(n);
 }
 
+int net_holds_q8(const Backend *be, int mode) { return mode != NET_TRAIN && !strcmp(be->precision(), "int8"); }
+
 size_t net_arena_bytes(const NetConfig *c, const Backend *be, int max_batch, int mode) {
-    Net *n = net_build(c, be, max_batch, mode);
+    Net *n = net_build(c, be, max_batch, mode, net_holds_q8(be, mode));
     size_t bytes = n->arena_bytes;
     net_release_host(n);
     return bytes;
 }
 
 size_t net_param_floats(const NetConfig *c, size_t *trainable) {
-    Net *n = net_build(c, backend_host(), 1, NET_INFER);
+    Net *n = net_build(c, backend_host(), 1, NET_INFER, 0);
     size_t floats = n->n_floats;
     if (trainable) *trainable = n->n_trainable;
     net_release_host(n);
     return floats;
 }
 
-Net *net_plan(const NetConfig *c) { return net_build(c, backend_host(), 1, NET_INFER); }
+Net *net_plan(const NetConfig *c) { return net_build(c, backend_host(), 1, NET_INFER, 0); }
 
 void net_plan_free(Net *n) { net_release_host(n); }
 
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode) {
-    Net *n = net_build(c, be, max_batch, mode);
+    Net *n = net_build(c, be, max_batch, mode, net_holds_q8(be, mode));
     n->arena = be->alloc(n->arena_bytes);
     Arena real = {n->arena, 0};
     net_layout(n, &real);
@@ -271,11 +301,67 @@ const ParamInfo *net_find_param(const Net *n, const char *name) {
 }
 
 void net_init_weights(Net *n, uint64_t seed) {
-    float *w = xcalloc(n->n_floats, sizeof(float));
-    n->ops->init_weights(n, w, seed);
-    n->be->to_device(n->w, w, n->n_floats * sizeof(float));
+    // (a q8 network: the initialisation in the fp32 layout, then every tensor put, the quant8 ones quantised)
+    Net *full = n->q8 ? net_plan(&n->cfg) : n;
+    float *w = xcalloc(full->n_floats, sizeof(float));
+    n->ops->init_weights(full, w, seed);
+    if (n->q8)
+        for (int i = 0; i < n->nparams; i++) net_put_param(n, &n->params[i], w + full->params[i].offset);
+    else
+        n->be->to_device(n->w, w, n->n_floats * sizeof(float));
     n->be->weights_changed();
     free(w);
+    if (full != n) net_plan_free(full);
+}
+
+// The q8 block of p: on a host backend its own memory, else a host copy (*staged) to send after.
+static char *q8_block_host(const Net *n, const ParamInfo *p, int *staged) {
+    *staged = !backend_on_host(n->be);
+    return *staged ? xmalloc(q8_block_bytes(p)) : n->q8w + p->q8_offset;
+}
+
+static void q8_block_done(Net *n, const ParamInfo *p, char *blk, int staged) {
+    if (!staged) return;
+    n->be->to_device(n->q8w + p->q8_offset, blk, q8_block_bytes(p));
+    free(blk);
+}
+
+void net_put_param(Net *n, const ParamInfo *p, const float *host) {
+    if (!(n->q8 && p->quant8)) {
+        n->be->to_device(n->w + p->offset, host, p->numel * sizeof(float));
+        return;
+    }
+    const int64_t rows = p->shape[0], cols = p->shape[1];
+    int staged;
+    char *blk = q8_block_host(n, p, &staged);
+    float *scale = (float *)(void *)blk;
+    int8_t *q = (int8_t *)(blk + q8_scales_bytes(rows));
+    for (int64_t r = 0; r < rows; r++) scale[r] = quant8_row(q + r * cols, host + r * cols, (int)cols);
+    q8_block_done(n, p, blk, staged);
+}
+
+void net_put_param_q8(Net *n, const ParamInfo *p, const int8_t *q_in, const float *scale_in) {
+    CHECK(n->q8 && p->quant8, "net_put_param_q8: %s is not held in int8", p->name);
+    const int64_t rows = p->shape[0], cols = p->shape[1];
+    int staged;
+    char *blk = q8_block_host(n, p, &staged);
+    float *scale = (float *)(void *)blk, *row = xmalloc((size_t)cols * sizeof(float));
+    int8_t *q = (int8_t *)(blk + q8_scales_bytes(rows));
+    for (int64_t r = 0; r < rows; r++) {
+        // (q * scale in fp32, the values the file stands for, as an fp32 network loads them)
+        for (int64_t c = 0; c < cols; c++) row[c] = (float)q_in[r * cols + c] * scale_in[r];
+        scale[r] = quant8_row(q + r * cols, row, (int)cols);
+    }
+    free(row);
+    q8_block_done(n, p, blk, staged);
+}
+
+void net_get_param_q8(const Net *n, const ParamInfo *p, int8_t *q, float *scale) {
+    CHECK(n->q8 && p->quant8, "net_get_param_q8: %s is not held in int8", p->name);
+    const int64_t rows = p->shape[0];
+    const char *blk = n->q8w + p->q8_offset;
+    n->be->to_host(scale, blk, (size_t)rows * sizeof(float));
+    n->be->to_host(q, blk + q8_scales_bytes(rows), p->numel);
 }
 
 void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B) {

@@ -63,8 +63,11 @@ typedef struct {
     int64_t shape[4];
     size_t offset, numel;  // in floats, into the parameter buffer
     // A transformer block's large linear weight [out, in] (the ones Backend.linear_fwd_quant takes):
-    // stored as int8 rows with per-row scales in a q8 model file (model/checkpoint.h).
+    // stored as int8 rows with per-row scales in a q8 model file (model/checkpoint.h). In a network
+    // holding int8 weights (Net.q8) such a tensor has no floats (offset is SIZE_MAX): its row scales
+    // and int8 rows are at q8_offset bytes into Net.q8w (net_q8_weights).
     int quant8;
+    size_t q8_offset;
 } ParamInfo;
 
 // NET_TRAIN keeps every layer's activations for backward; NET_INFER_ATTN is inference that also
@@ -129,6 +132,11 @@ struct Net {
     void *arena;
     size_t arena_bytes;
     float *w;                  // parameters [n_floats], backend memory
+    // Sampling at int8 (net_holds_q8): the quant8 tensors are held as int8 rows and row scales only,
+    // in q8w (backend memory, q8_bytes; in the arena), and n_floats leaves them out. 0 otherwise.
+    int q8;
+    char *q8w;
+    size_t q8_bytes;
     void *impl;                // the backbone's offsets and activations
     int params_cap;
     // the class blend (model/label_blend.c): on, classes a and b, weight w; label_mix is the
@@ -173,11 +181,29 @@ size_t net_param_floats(const NetConfig *c, size_t *trainable);
 // weights or activations (w unset): for checks before anything is allocated. Free with net_plan_free.
 Net *net_plan(const NetConfig *c);
 void net_plan_free(Net *n);
+// A network for sampling (any mode but NET_TRAIN) on a backend running int8 (be->precision() "int8":
+// the CPU's --precision int8) holds its quant8 tensors in int8 only (Net.q8): their fp32 values are
+// never allocated, and it runs them through Backend.linear_fwd_q8 whatever the precision is later.
 Net *net_create(const NetConfig *c, const Backend *be, int max_batch, int mode);
+// 1 when net_create(c, be, _, mode) makes a network holding int8 weights (see above).
+int net_holds_q8(const Backend *be, int mode);
 void net_free(Net *n);
 const ParamInfo *net_find_param(const Net *n, const char *name);
-// Writes the official initialisation into n->w.
+// Writes the official initialisation into n->w (and, in a q8 network, its int8 tensors, quantised).
 void net_init_weights(Net *n, uint64_t seed);
+// Parameter p's values (host, p->numel floats) into the network: into w, or in a q8 network a quant8
+// tensor quantised by rows (core/quant8.h: what the CPU's int8 products do to fp32 weights).
+void net_put_param(Net *n, const ParamInfo *p, const float *host);
+// A quant8 tensor of a q8 network from a q8 file's int8 rows q and row scales: the values q * scale
+// quantised again, row by row (so the same int8 weights as from loading those values as floats), with
+// one row of floats as scratch.
+void net_put_param_q8(Net *n, const ParamInfo *p, const int8_t *q, const float *scale);
+// A quant8 tensor of a q8 network: its int8 rows q [rows, cols] and their scales [rows] into host
+// memory.
+void net_get_param_q8(const Net *n, const ParamInfo *p, int8_t *q, float *scale);
+// Where a q8 network's quant8 tensor at q8 byte offset `off` with `rows` output rows keeps its int8
+// rows and scales (backend memory): what Backend.linear_fwd_q8 takes.
+void net_q8_weights(const Net *n, size_t off, int rows, const int8_t **q, const float **scale);
 // out [B, C_out, S, S] = net(x [B,C,S,S], t [B] (float timesteps), y [B] (K = the null class)).
 // Backend pointers; B <= max_batch.
 void net_forward(Net *n, float *out, const float *x, const float *t, const int32_t *y, int B);
@@ -199,6 +225,9 @@ void init_uniform(Rng *r, float *w, size_t n, double bound);
 
 // For backbones: appends a row to the parameter table, returns its offset.
 size_t net_add_param(Net *n, const char *name, int ndim, const int64_t *shape);
+// The same for a quant8 tensor (a linear weight [out, in] that Backend.linear_fwd_quant takes): in a
+// q8 network it takes no floats and the return value is its q8_offset, for net_q8_weights.
+size_t net_add_param_quant8(Net *n, const char *name, int ndim, const int64_t *shape);
 #define NET_SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 #define NET_NDIM(...) ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 

@@ -2,6 +2,7 @@
 #include "model/torch_load.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/imagenet_classes.h"
@@ -44,6 +45,14 @@ static int load_params(const Net *m, TorchLegacy *t, float *host, MalaErr *err) 
         int same = x->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == p->shape[d];
         if (!same) return mala_errf(err, "%s: tensor '%s' has the wrong shape for this model", path, p->name);
+        if (m->q8 && p->quant8) {  // a network holding int8 weights (net.h): this tensor's floats, quantised
+            float *v = xmalloc(p->numel * sizeof(float));
+            const int rc = torch_legacy_read_f32(t, x, v, err);
+            if (!rc) net_put_param((Net *)m, p, v);
+            free(v);
+            if (rc) return -1;
+            continue;
+        }
         if (torch_legacy_read_f32(t, x, host + p->offset, err)) return -1;
     }
     return 0;

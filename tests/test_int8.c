@@ -1,6 +1,7 @@
 // --precision int8 on the CPU (cpu/cpu_int8.h): the quantisation, the int8 product against the
 // same quantised math computed exactly, the shadows of the weights, a DiT-XL/2-shaped network's
-// guided DDIM-10 samples against fp32, and the precision's reach (which linears, which commands).
+// guided DDIM-10 samples against fp32, the precision's reach (which linears, which commands), and
+// networks that hold their quantised weights in int8 only.
 //
 // Tolerances.
 // - The product: the int8 sums are exact in int32 (|sum| <= I 127^2 < 2^31 for I < 133,000), so
@@ -307,6 +308,81 @@ START_TEST(test_q8_file) {
 }
 END_TEST
 
+// A network sampling at int8 holds its quant8 weights in int8 only: loaded from a q8 file (its rows
+// taken from the file) or from an fp32 one (quantised as they are read) it has no floats of them,
+// and its output is bit for bit that of a network holding fp32 weights, loaded from the same file
+// and run at PREC_INT8 (its weights quantised into shadows). Saved as q8 again, it writes the file
+// the fp32 weights gave.
+START_TEST(test_q8_net) {
+    if (!int8_on("int8-only weights")) return;
+    enum { B = 2 };
+    NetConfig c;
+    net_config_default(&c, BACKBONE_DIT);
+    c.dit.depth = 2; c.dit.hidden = 64; c.dit.heads = 2; c.dit.patch = 2;
+    dit_config_attn_defaults(&c.dit, ATTN_MALA);
+    c.dit.gate = 1;
+    c.image_size = 8; c.in_channels = 2; c.num_classes = 3;
+    ClassNames cn;
+    class_names_default(&cn, c.num_classes);
+    const Backend *be = backend_select("cpu", "fp32");
+    Net *n = net_create(&c, be, B, NET_INFER);
+    ck_assert(!n->q8);
+    tu_fill(n->w, n->n_floats, -0.2f, 0.2f, 41);
+    size_t held = 0;  // the quant8 tensors' floats
+    for (int i = 0; i < n->nparams; i++) held += n->params[i].quant8 ? n->params[i].numel : 0;
+    ck_assert_uint_gt(held, 0);
+    tu_make_tmpdir("int8net");
+    MalaErr err;
+    ck_assert_msg(ckpt_save_weights(n, &cn, n->w, CKPT_Q8, tp("q8.safetensors"), &err) == 0, "%s", err.msg);
+    ck_assert_msg(ckpt_save_weights(n, &cn, n->w, ST_F32, tp("f32.safetensors"), &err) == 0, "%s", err.msg);
+    const int C = c.in_channels, S = c.image_size;
+    const size_t count = (size_t)B * C * S * S, outn = (size_t)B * 2 * C * S * S;
+    float *x = malloc(count * 4), *ref = malloc(outn * 4), *got = malloc(outn * 4);
+    tu_fill(x, count, -1.5f, 1.5f, 42);
+    const float t[B] = {999.0f, 250.0f};
+    const int32_t y[B] = {1, 3};  // (3: the null class)
+    const char *files[2] = {"q8.safetensors", "f32.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        ClassNames cn2;
+        be = backend_select("cpu", "fp32");
+        Net *r = ckpt_load_model(tp(files[k]), be, B, &cn2, &err);
+        ck_assert_msg(r, "%s", err.msg);
+        class_names_free(&cn2);
+        ck_assert(!r->q8 && r->n_floats == n->n_floats);
+        be = backend_select("cpu", "int8");
+        net_forward(r, ref, x, t, y, B);
+        Net *q = ckpt_load_model(tp(files[k]), be, B, &cn2, &err);
+        ck_assert_msg(q, "%s", err.msg);
+        class_names_free(&cn2);
+        ck_assert_msg(q->q8, "a network loaded at int8 holds fp32 weights");
+        ck_assert_uint_eq(q->n_floats, n->n_floats - held);
+        ck_assert_uint_lt(q->arena_bytes, r->arena_bytes);
+        for (int i = 0; i < q->nparams; i++)
+            if (q->params[i].quant8) ck_assert_msg(q->params[i].offset == SIZE_MAX, "%s has floats", q->params[i].name);
+        net_forward(q, got, x, t, y, B);
+        ck_assert_msg(!memcmp(got, ref, outn * 4), "%s: int8-only weights give other output than fp32 ones quantised",
+                      files[k]);
+        be = backend_select("cpu", "fp32");  // (no fp32 weights to fall back on: it stays int8)
+        memset(got, 0, outn * 4);
+        net_forward(q, got, x, t, y, B);
+        ck_assert(!memcmp(got, ref, outn * 4));
+        if (k == 1) {  // saved from the int8 weights
+            ck_assert_msg(ckpt_save_weights(q, &cn, q->w, CKPT_Q8, tp("again.safetensors"), &err) == 0, "%s", err.msg);
+            size_t la, lb;
+            char *a = tu_read_file(tp("q8.safetensors"), &la), *b = tu_read_file(tp("again.safetensors"), &lb);
+            ck_assert_msg(la == lb && !memcmp(a, b, la), "a q8 file saved from int8 weights differs");
+            free(a), free(b);
+        }
+        net_free(q);
+        net_free(r);
+    }
+    free(x), free(ref), free(got);
+    tu_rm_tmpdir();
+    class_names_free(&cn);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(test_refused_without_dnnl) {
     cpu_gemm_select(GEMM_OPENBLAS, -1);
     backend_select("cpu", "int8");
@@ -323,6 +399,7 @@ int main(void) {
     tcase_add_test(tc, test_reach);
     tcase_add_test(tc, test_xl2_shaped_ddim10);
     tcase_add_test(tc, test_q8_file);
+    tcase_add_test(tc, test_q8_net);
     tcase_add_exit_test(tc, test_refused_without_dnnl, 1);
     suite_add_tcase(s, tc);
     return tu_run(s);

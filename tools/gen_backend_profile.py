@@ -25,7 +25,7 @@ CATEGORY = {
     "to_device": M, "to_host": M, "copy": M, "zero": M, "fill": M, "channel_copy_fwd": M,
     "channel_copy_bwd": M,
     # matrix products (convolutions are im2col + GEMM)
-    "linear_fwd": G, "linear_bwd": G, "linear_fwd_quant": G, "conv2d_fwd": G, "conv2d_bwd": G,
+    "linear_fwd": G, "linear_bwd": G, "linear_fwd_quant": G, "linear_fwd_q8": G, "conv2d_fwd": G, "conv2d_bwd": G,
     # attention core
     "rope_fwd": A, "rope_bwd": A, "elu1_rope_fwd": A, "mala_fwd": A, "mala_bwd": A, "linattn_fwd": A, "linattn_bwd": A,
     "softmax_fwd": A, "softmax_bwd": A, "attn_row": A, "dwconv_fwd": A, "dwconv_bwd": A,
