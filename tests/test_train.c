@@ -1,6 +1,7 @@
 // Training: AdamW and EMA against PyTorch, the non-finite guard, the loss going down on a
 // Fashion-MNIST subset, and `mala train --resume` being bit-exact (also past a truncated
-// checkpoint), and the range checks of the trainer's metadata.
+// checkpoint), the range checks of the trainer's metadata, and the run's set-up returning its
+// refusals instead of exiting.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include "testutil.h"
 #include "testcli.h"
 #include "train/train_meta.h"
+#include "train/train_setup.h"
 #include "train/trainer.h"
 
 static float *fixture(const StFile *f, const char *name) {
@@ -476,6 +478,42 @@ START_TEST(test_unconditional_ignores_labels) {
 }
 END_TEST
 
+// The set-up's refusals come back as errors (the process goes on), with the lines `mala train`
+// prints after "error: ".
+START_TEST(test_setup_returns_errors) {
+    tu_make_tmpdir("setup");
+    TrainSetup *t = calloc(1, sizeof *t);
+    MalaErr err;
+    t->out = tu_tmp, t->device = "cpu", t->precision = "int8";
+    ck_assert_int_eq(train_setup_open(t, &err), -1);
+    ck_assert_str_eq(err.msg, "--precision int8: int8 is for sampling only (it has no backward); train in fp32 or bf16");
+    // a directory whose log.csv has a row and no checkpoint: refused, its lock given back by free
+    FILE *f = fopen(tp("log.csv"), "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n1,0.5,0.4,0.1,1,10,1e-4,0,1,0\n");
+    fclose(f);
+    t->precision = NULL;
+    ck_assert_int_eq(train_setup_open(t, &err), -1);
+    ck_assert_msg(strstr(err.msg, "already holds a run (log.csv with 1 row) but no checkpoint"), "%s", err.msg);
+    ck_assert_int_ge(t->lock.fd, 0);
+    train_setup_free(t);
+    ck_assert_int_eq(t->lock.fd, -1);
+    // --resume of a directory with nothing to resume
+    memset(t, 0, sizeof *t);
+    t->out = tp("none"), t->device = "cpu", t->resume = 1;
+    ck_assert_int_eq(train_setup_open(t, &err), -1);
+    ck_assert_msg(strstr(err.msg, "--resume: nothing to resume in ") && strstr(err.msg, "drop --resume"), "%s", err.msg);
+    // the settings: an evaluation reference that is not there
+    memset(t, 0, sizeof *t);
+    eval_every_default(&t->rs.eval);
+    t->out = tp("run"), t->rs.data = "fashion-mnist", t->eval_every = "2s", t->eval_ref = "no/such.npz";
+    ck_assert_int_eq(train_setup_settings(t, &err), -1);
+    ck_assert_str_eq(err.msg, "--eval-ref no/such.npz: No such file or directory");
+    free(t);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train");
@@ -487,6 +525,7 @@ int main(void) {
     tcase_add_test(tc, test_lr_schedule);
     tcase_add_test(tc, test_resume_decay_bit_exact);
     tcase_add_test(tc, test_train_meta_ranges);
+    tcase_add_test(tc, test_setup_returns_errors);
     suite_add_tcase(s, tc);
     TCase *ta = tcase_create("issue37");  // --accum, --classes 0, --init
     tcase_set_timeout(ta, 300);

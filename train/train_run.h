@@ -3,7 +3,7 @@
 // and the loss curve, TensorBoard scalars, checkpoints every --ckpt-every steps (and the newest
 // --keep kept), sample grids, evaluations, a checkpoint at a stop, and the replicas' weights
 // compared at every log line under MPI (docs/design.md §9). `mala train` sets the run up
-// (cli/cmd_train.c) and hands it here.
+// (train/train_setup.h) and hands it here.
 #ifndef MALA_TRAIN_RUN_H
 #define MALA_TRAIN_RUN_H
 

@@ -6,6 +6,7 @@
 #define MALA_TRAIN_BATCH_H
 
 #include "core/backend.h"
+#include "core/common.h"
 #include "train/mem_plan.h"
 #include "model/net.h"
 
@@ -15,10 +16,11 @@ typedef struct {
 } BatchFlags;
 
 // --global-batch G with --batch or --accum: the other one (G must be their product); alone: B = G, K = 1
-// (choose_accum may split it later). Exits with one line when they do not fit together.
-void split_global_batch(int global, int *batch, int *accum, int batch_given, int accum_given);
-// --resume: a flag given again must be the run's (a run keeps its batch and accumulation).
-void check_resumed_batch(const BatchFlags *f, int run_batch, int run_accum);
+// (choose_accum may split it later). 0, or -1 with err (one line) when they do not fit together.
+int split_global_batch(int global, int *batch, int *accum, int batch_given, int accum_given, MalaErr *err);
+// --resume: a flag given again must be the run's (a run keeps its batch and accumulation). 0, or -1
+// with err.
+int check_resumed_batch(const BatchFlags *f, int run_batch, int run_accum, MalaErr *err);
 // --global-batch G alone: the fewest K whose per-process batch G / K / world fits (train_memory_fits),
 // into *batch, *accum and a->batch, a->accum, with a note when K > 1; K = 1 when none fits (the
 // memory check then says what would).

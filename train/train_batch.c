@@ -1,39 +1,43 @@
 // defines: split_global_batch, check_resumed_batch, choose_accum
-#include "cli/train_batch.h"
+#include "train/train_batch.h"
 
 #include <stdio.h>
 
 #include "core/common.h"
 
-void split_global_batch(int global, int *batch, int *accum, int batch_given, int accum_given) {
+int split_global_batch(int global, int *batch, int *accum, int batch_given, int accum_given, MalaErr *err) {
     if (batch_given && accum_given) {
         if ((long long)*batch * *accum != global)
-            FATAL("--global-batch %d is not --batch %d x --accum %d (it is their product: give two of them)", global,
-                  *batch, *accum);
+            return mala_errf(err, "--global-batch %d is not --batch %d x --accum %d (it is their product: give two "
+                             "of them)", global, *batch, *accum);
     } else if (batch_given) {
         if (global % *batch)
-            FATAL("--global-batch %d is not a multiple of --batch %d (--accum = global batch / batch)", global, *batch);
+            return mala_errf(err, "--global-batch %d is not a multiple of --batch %d (--accum = global batch / batch)",
+                             global, *batch);
         *accum = global / *batch;
     } else if (accum_given) {
         if (global % *accum)
-            FATAL("--global-batch %d does not split into --accum %d batches (--batch = global batch / accum)", global,
-                  *accum);
+            return mala_errf(err, "--global-batch %d does not split into --accum %d batches (--batch = global batch / "
+                             "accum)", global, *accum);
         *batch = global / *accum;
     } else {
         *batch = global;
         *accum = 1;
     }
+    return 0;
 }
 
-void check_resumed_batch(const BatchFlags *f, int run_batch, int run_accum) {
+int check_resumed_batch(const BatchFlags *f, int run_batch, int run_accum, MalaErr *err) {
     if (f->batch_given && f->batch != run_batch)
-        FATAL("--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", f->batch, run_batch);
+        return mala_errf(err, "--resume: --batch %d contradicts the run's batch %d (a run keeps its batch size)", f->batch,
+                         run_batch);
     if (f->accum_given && f->accum != run_accum)
-        FATAL("--resume: --accum %d contradicts the run's --accum %d (a run keeps its batch size and accumulation)",
-              f->accum, run_accum);
+        return mala_errf(err, "--resume: --accum %d contradicts the run's --accum %d (a run keeps its batch size and "
+                         "accumulation)", f->accum, run_accum);
     if (f->global_given && (long long)f->global != (long long)run_batch * run_accum)
-        FATAL("--resume: --global-batch %d contradicts the run's %lld (--batch %d x --accum %d)", f->global,
-              (long long)run_batch * run_accum, run_batch, run_accum);
+        return mala_errf(err, "--resume: --global-batch %d contradicts the run's %lld (--batch %d x --accum %d)",
+                         f->global, (long long)run_batch * run_accum, run_batch, run_accum);
+    return 0;
 }
 
 void choose_accum(const NetConfig *c, const Backend *be, TrainMemArgs *a, int global, int *batch, int *accum, int lead) {
