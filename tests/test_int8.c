@@ -60,6 +60,19 @@ START_TEST(test_quantise_rows) {
     ck_assert_int_eq(q[2][0], -127);
     ck_assert_int_eq(q[2][1], 0);  // 0.5: to even
     ck_assert_int_eq(q[2][2], 64);  // 63.5
+    // non-finite values (a diverged sample, a damaged file) quantise without undefined behaviour
+    const float bad[2][3] = {{NAN, 2.0f, -1.0f}, {INFINITY, 1.0f, NAN}};
+    int8_t qb[2][3];
+    float sb[2];
+    cpu_int8_quantise_rows(&qb[0][0], sb, &bad[0][0], 2, 3, 3);
+    ck_assert_float_eq(sb[0], 2.0f / 127.0f);
+    ck_assert_int_eq(qb[0][0], 0);
+    ck_assert_int_eq(qb[0][1], 127);
+    ck_assert_int_eq(qb[0][2], -64);  // -63.5: to even
+    ck_assert(isinf(sb[1]));
+    ck_assert_int_eq(qb[1][0], 0);
+    ck_assert_int_eq(qb[1][1], 0);
+    ck_assert_int_eq(qb[1][2], 0);
 }
 END_TEST
 

@@ -2,7 +2,8 @@
 // `mala train --resume` read it: st_open, the network configuration and class names out of the
 // metadata (every backbone's keys, validation), the trainer's settings with their ranges; then,
 // for a configuration small enough to build here, the parameter table and arena sizes, the network
-// itself on the CPU backend and the strict tensor load (every tensor named and shaped as the table).
+// itself on the CPU backend and the strict tensor load (every tensor named and shaped as the table),
+// into an fp32 network and into one that holds int8 weights.
 #include <string.h>
 
 #include "core/backend.h"
@@ -17,6 +18,8 @@ static int blocks(const NetConfig *c) {
     for (int s = 0; s < c->dic.n; s++) n += c->dic.depths[s];
     return n;
 }
+
+static const char *int8_name(void) { return "int8"; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     StFile f;
@@ -40,6 +43,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (train < infer) abort();
             if (infer <= ((size_t)64 << 20)) {
                 Net *m = net_create(&c, be, 1, NET_INFER);
+                (void)ckpt_load_tensors(m, &f, ckpt_has_ema(m, &f) ? "ema." : "", m->w, &err);
+                net_free(m);
+                // as --precision int8 samples: the blocks' large linears held in int8 only, filled
+                // from the file's I8 rows or quantised from its floats (through a device's staging
+                // copy: this backend is not the host's)
+                Backend int8_be = *be;
+                int8_be.precision = int8_name;
+                m = net_create(&c, &int8_be, 1, NET_INFER);
                 (void)ckpt_load_tensors(m, &f, ckpt_has_ema(m, &f) ? "ema." : "", m->w, &err);
                 net_free(m);
             }
