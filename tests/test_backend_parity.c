@@ -1448,10 +1448,17 @@ static int uncovered_slots(void) {
     const char *const *names;
     const int n = backend_profile_timed_slots(&names);
     const BackendProfile p = backend_profile_read();
-    int missing = 0;
-    for (int i = 0; i < n; i++)
-        if (!p.slot_calls[i]) printf("not covered: op slot %s was never called by the parity suite\n", names[i]), missing++;
-    printf("parity coverage: %d of %d op slots called\n", n - missing, n);
+    // Slots the GPU table only refuses: linear_fwd_q8 takes weights held in int8, which no network
+    // on CUDA holds (backend_select refuses --precision int8 there before any is made).
+    static const char *const refused_on_gpu[] = {"linear_fwd_q8"};
+    int missing = 0, skipped = 0;
+    for (int i = 0; i < n; i++) {
+        int refused = 0;
+        for (size_t k = 0; k < sizeof refused_on_gpu / sizeof *refused_on_gpu; k++) refused |= !strcmp(names[i], refused_on_gpu[k]);
+        if (refused && !p.slot_calls[i]) printf("not compared: op slot %s, which the GPU table refuses\n", names[i]), skipped++;
+        else if (!p.slot_calls[i]) printf("not covered: op slot %s was never called by the parity suite\n", names[i]), missing++;
+    }
+    printf("parity coverage: %d of %d op slots called (%d refused by the GPU table)\n", n - missing - skipped, n, skipped);
     return missing;
 }
 
