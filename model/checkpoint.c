@@ -218,20 +218,28 @@ int ckpt_load_tensors(const Net *m, const StFile *f, const char *prefix, float *
     return 0;
 }
 
-// A quant8 parameter as q8: its int8 values (as floats, which the writer stores as I8 exactly) and
-// its row scales, both copied into the writer.
-static void add_q8(StWriter *w, const char *name, const ParamInfo *p, const float *x) {
+// A quant8 parameter's int8 values (as floats, which the writer stores as I8 exactly) and its row
+// scales, both copied into the writer.
+static void add_q8_pair(StWriter *w, const char *name, const ParamInfo *p, const int8_t *q, const float *scale) {
     const int64_t rows = p->shape[0];
-    const int cols = (int)(p->numel / (size_t)rows);
-    int8_t *q = xmalloc(p->numel);
-    float *qf = xmalloc(p->numel * sizeof(float)), *scale = xmalloc((size_t)rows * sizeof(float));
-    for (int64_t r = 0; r < rows; r++) scale[r] = quant8_row(q + r * cols, x + r * cols, cols);
+    float *qf = xmalloc(p->numel * sizeof(float));
     for (size_t i = 0; i < p->numel; i++) qf[i] = q[i];
     st_writer_add_copy(w, name, ST_I8, p->shape, p->ndim, qf);
     char sname[160];
     snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
     st_writer_add_copy(w, sname, ST_F32, &rows, 1, scale);
-    free(q), free(qf), free(scale);
+    free(qf);
+}
+
+// A quant8 parameter as q8, quantised from its floats x.
+static void add_q8(StWriter *w, const char *name, const ParamInfo *p, const float *x) {
+    const int64_t rows = p->shape[0];
+    const int cols = (int)(p->numel / (size_t)rows);
+    int8_t *q = xmalloc(p->numel);
+    float *scale = xmalloc((size_t)rows * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) scale[r] = quant8_row(q + r * cols, x + r * cols, cols);
+    add_q8_pair(w, name, p, q, scale);
+    free(q), free(scale);
 }
 
 // A quant8 tensor of a q8 network (net.h), from its int8 weights: as they are (q8), else their values
@@ -239,17 +247,18 @@ static void add_q8(StWriter *w, const char *name, const ParamInfo *p, const floa
 static void add_held_q8(StWriter *w, const char *name, const Net *m, const ParamInfo *p, StDtype dtype) {
     const int64_t rows = p->shape[0], cols = p->shape[1];
     int8_t *q = xmalloc(p->numel);
-    float *x = xmalloc(p->numel * sizeof(float)), *scale = xmalloc((size_t)rows * sizeof(float));
+    float *scale = xmalloc((size_t)rows * sizeof(float));
     net_get_param_q8(m, p, q, scale);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) x[r * cols + c] = dtype == CKPT_Q8 ? q[r * cols + c] : q[r * cols + c] * scale[r];
-    st_writer_add_copy(w, name, dtype == CKPT_Q8 ? ST_I8 : dtype, p->shape, p->ndim, x);
     if (dtype == CKPT_Q8) {
-        char sname[160];
-        snprintf(sname, sizeof sname, "%s%s", name, Q8_SCALE);
-        st_writer_add_copy(w, sname, ST_F32, &rows, 1, scale);
+        add_q8_pair(w, name, p, q, scale);
+    } else {
+        float *x = xmalloc(p->numel * sizeof(float));
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) x[r * cols + c] = q[r * cols + c] * scale[r];
+        st_writer_add_copy(w, name, dtype, p->shape, p->ndim, x);
+        free(x);
     }
-    free(q), free(x), free(scale);
+    free(q), free(scale);
 }
 
 void ckpt_add_tensors(StWriter *w, const Net *m, const char *prefix, const float *host, StDtype dtype) {
