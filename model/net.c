@@ -301,7 +301,14 @@ const ParamInfo *net_find_param(const Net *n, const char *name) {
 }
 
 void net_init_weights(Net *n, uint64_t seed) {
-    // (a q8 network: the initialisation in the fp32 layout, then every tensor put, the quant8 ones quantised)
+    if (!n->q8 && backend_on_host(n->be)) {  // in place: no second copy of the weights (2.7 GB for DiT-XL/2)
+        memset(n->w, 0, n->n_floats * sizeof(float));
+        n->ops->init_weights(n, n->w, seed);
+        n->be->weights_changed();
+        return;
+    }
+    // (a q8 network: the initialisation in the fp32 layout, then every tensor put, the quant8 ones quantised;
+    // a device's: made on the host and sent)
     Net *full = n->q8 ? net_plan(&n->cfg) : n;
     float *w = xcalloc(full->n_floats, sizeof(float));
     n->ops->init_weights(full, w, seed);

@@ -19,11 +19,19 @@
 # CASES picks the set: `small` (the default: the configs above), `xl` (DiT's released network,
 # DiT-XL/2 with softmax attention and 1000 classes, at 256x256 = 32x32x4 latents and 512x512 =
 # 64x64x4: one training step at batch 2, guided DDIM-5 of 2 images and 1 image; against PyTorch),
-# `tokens` (mala only: one plain step of one image of DiT-XL/2 with softmax against MALA attention
+# `int8` (sampling in fp32, bf16 and int8 on both sides, PyTorch's int8 being quantize_dynamic on the
+# blocks' linears: DiT-S/2 MALA at 32x32x4, guided DDIM-10 of 8 images, and DiT-XL/2 at 256 as in
+# `xl`; with `mala bench gemm`'s in-process linear rates in the three precisions), `tokens` (mala only: one plain step of one image of DiT-XL/2 with softmax against MALA attention
 # at 256, 1024 and 4096 tokens, latents 32, 64 and 128: how the cost per image grows), or `all`.
+# PyTorch runs with tcmalloc preloaded (TORCH_MALLOC, default the first of libtcmalloc.so.4 and
+# libtcmalloc_minimal.so.4 found; Debian: apt-get install libgoogle-perftools4), as PyTorch's CPU
+# performance guide advises: with glibc's malloc its big activations come back from the kernel as
+# fresh pages on every call, and its DiT-S/2 forward at batch 16 took 2.4-3.0 s against 0.9 s with
+# tcmalloc on the AMD EPYC (jemalloc with the guide's MALLOC_CONF measured as tcmalloc). TORCH_MALLOC=glibc
+# runs it without. mala allocates its buffers once and runs with the system's malloc.
 #   usage: tools/bench/bench_cpu.sh [--force] [--only REGEX]
 #   env: THREADS (2), ROUNDS (3), CASES (small), MAX_LOAD, MAX_RUNNABLE, RUN_TIMEOUT, PYTHON (/usr/bin/python3),
-#        MALA (./mala)
+#        MALA (./mala), TORCH_MALLOC
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 FORCE=0 ONLY=.
@@ -31,7 +39,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --force) FORCE=1 ;;
         --only) ONLY=${2:?--only needs a regular expression}; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "bench_cpu.sh: unknown argument '$1' (--force, --only REGEX)" >&2; exit 2 ;;
     esac
     shift
@@ -42,8 +50,19 @@ MAX_LOAD=${MAX_LOAD:-0.5}
 MAX_RUNNABLE=${MAX_RUNNABLE:-0.5}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 CASES=${CASES:-small}
-case $CASES in small|xl|tokens|all) ;; *) echo "bench_cpu.sh: CASES=$CASES: expected small, xl, tokens or all" >&2; exit 2 ;; esac
+case $CASES in small|xl|int8|tokens|all) ;; *) echo "bench_cpu.sh: CASES=$CASES: expected small, xl, int8, tokens or all" >&2; exit 2 ;; esac
 PY=${PYTHON:-/usr/bin/python3}
+if [ -z "${TORCH_MALLOC:-}" ]; then
+    for f in /usr/lib/x86_64-linux-gnu/libtcmalloc.so.4 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
+        [ -e "$f" ] && TORCH_MALLOC=$f && break
+    done
+fi
+case ${TORCH_MALLOC:-glibc} in
+    glibc) TORCH_MALLOC=glibc; PYRUN=$PY
+           echo "bench_cpu.sh: WARNING: PyTorch runs with glibc's malloc (no tcmalloc found: apt-get install libgoogle-perftools4); it is up to 3x slower so" >&2 ;;
+    *) [ -e "$TORCH_MALLOC" ] || { echo "bench_cpu.sh: TORCH_MALLOC=$TORCH_MALLOC: no such file" >&2; exit 2; }
+       PYRUN="env LD_PRELOAD=$TORCH_MALLOC $PY" ;;
+esac
 MALA=${MALA:-./mala}
 out=bench-cpu.jsonl
 busy=false
@@ -87,10 +106,10 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x build/blas_core ]; then
     core=$(build/blas_core)
     [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
 fi
-echo "bench_cpu.sh: OpenBLAS kernels: ${OPENBLAS_CORETYPE:-the library default}, for mala and PyTorch" >&2
+echo "bench_cpu.sh: OpenBLAS kernels: ${OPENBLAS_CORETYPE:-the library default}, for mala and PyTorch; PyTorch's malloc: $TORCH_MALLOC" >&2
 
 # One benchmark per line: CASE|WHO|PRECISION|COMMAND (WHO mala or torch; the command gets
-# --precision PRECISION, PyTorch's bf16 being its autocast).
+# --precision PRECISION, PyTorch's bf16 being its autocast; PRECISION "-": nothing is added).
 small_cases() {
     local m a f p
     for m in "DiT-S/2 mala" "DiT-S/2 softmax" "DiG-S/2 -" "DiC-S -"; do
@@ -102,20 +121,20 @@ small_cases() {
         case $m in DiG-*) tb="--backbone dig" ;; DiC-*) tb="--backbone dic" ;; esac
         for p in fp32 bf16; do
             echo "train $lab|mala|$p|$MALA bench train $f --batch 32 --steps 2 --device cpu"
-            echo "train $lab|torch|$p|$PY tools/bench/bench_train_torch.py $tb $f --batch 32 --steps 2"
+            echo "train $lab|torch|$p|$PYRUN tools/bench/bench_train_torch.py $tb $f --batch 32 --steps 2"
         done
         for p in fp32 bf16; do
             echo "sample $lab|mala|$p|$MALA bench sample $f --sampler ddim --steps 10 --n 8 --repeats 1 --device cpu"
-            echo "sample $lab|torch|$p|$PY tools/bench/bench_sample_torch.py $tb $f --sampler ddim --steps 10 --n 8"
+            echo "sample $lab|torch|$p|$PYRUN tools/bench/bench_sample_torch.py $tb $f --sampler ddim --steps 10 --n 8"
         done
     done
     for p in fp32 bf16; do
         echo "vae 256|mala|$p|$MALA bench vae --image-size 256 --batch 1 --reps 1 --threads $T --device cpu"
-        echo "vae 256|torch|$p|$PY tools/bench/bench_vae_torch.py --size 256 --batch 1 --reps 1 --threads $T"
+        echo "vae 256|torch|$p|$PYRUN tools/bench/bench_vae_torch.py --size 256 --batch 1 --reps 1 --threads $T"
     done
     for p in fp32 bf16; do
         echo "inception|mala|$p|$MALA bench inception --batch 16 --iters 2 --threads $T --device cpu"
-        echo "inception|torch|$p|$PY tools/bench/bench_inception_torch.py --batch 16 --iters 2 --threads $T"
+        echo "inception|torch|$p|$PYRUN tools/bench/bench_inception_torch.py --batch 16 --iters 2 --threads $T"
     done
 }
 
@@ -126,15 +145,30 @@ xl_cases() {
         f="--model DiT-XL/2 --attn softmax --rope 0 --lepe 0 --classes 1000 --channels 4 --image-size $((s / 8)) --threads $T"
         for p in fp32 bf16; do
             echo "train XL/2 $s|mala|$p|$MALA bench train $f --batch 2 --steps 1 --device cpu"
-            echo "train XL/2 $s|torch|$p|$PY tools/bench/bench_train_torch.py $f --batch 2 --steps 1"
+            echo "train XL/2 $s|torch|$p|$PYRUN tools/bench/bench_train_torch.py $f --batch 2 --steps 1"
         done
         local n=2
         [ "$s" = 512 ] && n=1
         for p in fp32 bf16; do
             echo "sample XL/2 $s|mala|$p|$MALA bench sample $f --sampler ddim --steps 5 --n $n --repeats 1 --device cpu"
-            echo "sample XL/2 $s|torch|$p|$PY tools/bench/bench_sample_torch.py $f --sampler ddim --steps 5 --n $n"
+            echo "sample XL/2 $s|torch|$p|$PYRUN tools/bench/bench_sample_torch.py $f --sampler ddim --steps 5 --n $n"
         done
     done
+}
+
+# Sampling with int8 linears against fp32 and bf16, both programs (case names start "int8 ": a table of
+# their own).
+int8_cases() {
+    local m f p
+    for m in "DiT-S/2 32|--model DiT-S/2 --channels 4 --threads $T|10 --n 8" \
+             "DiT-XL/2 256|--model DiT-XL/2 --attn softmax --rope 0 --lepe 0 --classes 1000 --channels 4 --image-size 32 --threads $T|5 --n 2"; do
+        IFS='|' read -r lab f st <<< "$m"
+        for p in fp32 bf16 int8; do
+            echo "int8 sample $lab|mala|$p|$MALA bench sample $f --sampler ddim --steps $st --repeats 1 --device cpu"
+            echo "int8 sample $lab|torch|$p|$PYRUN tools/bench/bench_sample_torch.py $f --sampler ddim --steps $st"
+        done
+    done
+    echo "int8 gemm|mala|-|$MALA bench gemm --repeats 3 --threads $T"
 }
 
 token_cases() {
@@ -150,6 +184,7 @@ token_cases() {
 cases() {
     [ "$CASES" = small ] || [ "$CASES" = all ] && small_cases
     [ "$CASES" = xl ] || [ "$CASES" = all ] && xl_cases
+    [ "$CASES" = int8 ] || [ "$CASES" = all ] && int8_cases
     [ "$CASES" = tokens ] || [ "$CASES" = all ] && token_cases
     return 0
 }
@@ -161,10 +196,17 @@ for r in $(seq 1 "$R"); do
     while IFS='|' read -r case who prec cmd; do
         [[ "$case $who $prec" =~ $ONLY ]] || continue
         check_idle "round $r: $case $who $prec"
-        echo "\$ $cmd --precision $prec   (round $r of $R)" >&2
+        full="$cmd"
+        [ "$prec" != - ] && full="$cmd --precision $prec"
+        echo "\$ $full   (round $r of $R)" >&2
         err=$(mktemp) res=$(mktemp) st=0
-        timeout "$RUN_TIMEOUT" $cmd --precision "$prec" >"$res" 2>"$err" || st=$?
-        line=$(grep '^{' "$res" | tail -n 1) || true
+        timeout "$RUN_TIMEOUT" $full >"$res" 2>"$err" || st=$?
+        if [ "$prec" = - ]; then  # several JSON lines (bench gemm: one per layer): one array
+            line=$(grep '^{' "$res" | paste -sd, -) || true
+            [ -n "$line" ] && line="{\"lines\":[$line]}"
+        else
+            line=$(grep '^{' "$res" | tail -n 1) || true
+        fi
         if [ -z "$line" ]; then  # a failed run: how it ended, else its last line of stderr, is its result
             case $st in
                 124) msg="timed out after $RUN_TIMEOUT s" ;;
@@ -175,7 +217,7 @@ for r in $(seq 1 "$R"); do
         fi
         rm -f "$err" "$res"
         line="${line%\}}"
-        line="$line,\"case\":\"$case\",\"who\":\"$who\",\"prec\":\"$prec\",\"round\":$r,\"busy\":$busy,\"cmd\":\"$cmd --precision $prec\"}"
+        line="$line,\"case\":\"$case\",\"who\":\"$who\",\"prec\":\"$prec\",\"round\":$r,\"busy\":$busy,\"torch_malloc\":\"${TORCH_MALLOC##*/}\",\"cmd\":\"$full\"}"
         echo "$line" | tee -a "$out"
         n=$((n + 1))
     done < <(cases)

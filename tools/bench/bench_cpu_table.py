@@ -7,6 +7,10 @@ in their own process; oneDNN's matmul in a oneDNN build).
 
     /usr/bin/python3 tools/bench/bench_cpu_table.py bench-cpu.jsonl
 
+The `int8 ...` runs (CASES=int8) get a table of their own: sampling in fp32, bf16 and int8 on both sides
+(PyTorch's int8: quantize_dynamic), mala int8 against PyTorch's fastest mode and against mala's fp32 and
+fastest non-int8 mode, and the in-process linear rates of `mala bench gemm` in the three precisions.
+
 The `tokens N ATTN` runs (CASES=tokens: one plain step of one image) get a table of their own: seconds
 per image at each token count for softmax and MALA attention, their ratio, and how each grows from the
 smallest count.
@@ -38,11 +42,14 @@ def ratio(a, b):
 
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-    cases = [c for c in dict.fromkeys(r["case"] for r in rows) if not c.startswith("tokens ")]
+    cases = [c for c in dict.fromkeys(r["case"] for r in rows) if not c.startswith(("tokens ", "int8 "))]
     rounds = max((r["round"] for r in rows), default=0)
     ceil = {p: [r["sgemm_gflops"] for r in rows if r.get("bench") == "train" and r["who"] == "mala"
                 and r["prec"] == p and "sgemm_gflops" in r] for p in ("fp32", "bf16")}
     busy = any(r.get("busy") for r in rows)
+    mallocs = sorted({r.get("torch_malloc", "glibc (not recorded)") for r in rows if r["who"] == "torch"})
+    if mallocs:
+        print(f"PyTorch's malloc: {', '.join(mallocs)}.")
     if cases:
         print(f"img/s, median of {rounds} interleaved rounds [min .. max]" + (" (BUSY machine)" if busy else "") + ".")
         if any(ceil.values()):
@@ -84,7 +91,48 @@ def main():
                 print(f"| {case}{what} | " + " | ".join(cell(v[c], err[c]) for c in COLS) +
                       f" | {ratio(v['mala', 'bf16'], v['torch', 'bf16'])} | {ratio(v['mala', 'bf16'], v['torch', 'fp32'])}"
                       f" | {ratio(v['mala', 'fp32'], v['torch', 'fp32'])} | {', '.join(gf)} |")
+    int8_table(rows)
     tokens_table(rows)
+
+
+def int8_table(rows):
+    rs = [r for r in rows if r["case"].startswith("int8 sample ")]
+    if rs:
+        rounds = max(r["round"] for r in rs)
+        cols = [(w, p) for w in ("mala", "torch") for p in ("fp32", "bf16", "int8")]
+        print()
+        print(f"int8 sampling, img/s, median of {rounds} interleaved rounds [min .. max]; PyTorch bf16 is its autocast, "
+              "its int8 quantize_dynamic on the blocks' linears:")
+        print()
+        print("| benchmark | mala fp32 | mala bf16 | mala int8 | PyTorch fp32 | PyTorch bf16 | PyTorch int8 "
+              "| mala int8 / PyTorch's fastest | mala int8 / mala fp32 | mala int8 / mala's fastest other |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for case in dict.fromkeys(r["case"] for r in rs):
+            for key, what in (("img_per_s_cfg", ", guided (2 passes)"), ("img_per_s", ", plain")):
+                v, err = {}, {}
+                for who, p in cols:
+                    sel = [r for r in rs if r["case"] == case and r["who"] == who and r["prec"] == p]
+                    v[who, p] = [r[key] for r in sel if key in r]
+                    err[who, p] = next((r["error"] for r in sel if "error" in r), None)
+                best_t = max((c for c in cols if c[0] == "torch" and v[c]), key=lambda c: med(v[c]), default=None)
+                best_m = max((c for c in cols[:2] if v[c]), key=lambda c: med(v[c]), default=None)
+                print(f"| {case[12:]}{what} | " + " | ".join(cell(v[c], err[c]) for c in cols) +
+                      f" | {ratio(v['mala', 'int8'], v[best_t]) + f' ({best_t[1]})' if best_t else '-'}"
+                      f" | {ratio(v['mala', 'int8'], v['mala', 'fp32'])}"
+                      f" | {ratio(v['mala', 'int8'], v[best_m]) + f' ({best_m[1]})' if best_m else '-'} |")
+    g = [l for r in rows if r["case"] == "int8 gemm" for l in r.get("lines", [])]
+    if g:
+        print()
+        print("The CPU's linear forward in this process (`mala bench gemm`, x W^T at DiT-S/2's block shapes, "
+              f"{g[0]['m']} tokens), GFLOP/s, median over the rounds:")
+        print()
+        print("| layer (M x K x N) | fp32 | bf16 | int8 | bf16 / fp32 | int8 / fp32 |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for layer in dict.fromkeys(l["layer"] for l in g):
+            ls = [l for l in g if l["layer"] == layer]
+            f, b, i = (med([l[k + "_gflops"] for l in ls]) for k in ("fp32", "bf16", "int8"))
+            print(f"| {layer} ({ls[0]['m']} x {ls[0]['k']} x {ls[0]['n']}) | {f:.0f} | {b:.0f} | {i:.0f} "
+                  f"| {b / f:.2f}x | {i / f:.2f}x |")
 
 
 def tokens_table(rows):

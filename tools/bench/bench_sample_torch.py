@@ -13,7 +13,10 @@ random batch (seed 2); one run without guidance (w = 1: one pass of n per step) 
 variance from the conditional half), each timed from start to end after an untimed one-step run of
 each kind (the warm-up); clip on, DDIM eta 0. img_per_s = n / seconds of a run. The sampler is ADM's
 ddim_sample / p_sample in float32 under torch.inference_mode(); --precision bf16 runs the model's
-forward under torch.autocast(device, torch.bfloat16) (PyTorch at its best).
+forward under torch.autocast(device, torch.bfloat16); --precision int8 (CPU) runs it with every nn.Linear
+of the transformer blocks replaced by torch.ao.quantization.quantize_dynamic's int8 linear (per-tensor int8 weights, activations
+quantised dynamically per call; the quantized engine PyTorch picks, onednn in Debian's 1.13), which is
+how a PyTorch user quantises a transformer for CPU inference.
 Model flags (--backbone dit|dig|dic included), --threads, --device, --precision and --compile as
 in tools/bench/bench_train_torch.py (with --compile, the warm-up compiles); DiG is tools/ref_dig.DiG and
 DiC tools/ref_dic.DiC, each with its official init.
@@ -78,7 +81,7 @@ def sample_loop(model, d, x, y, w, kind, eta=0.0, clip=True, ac=None):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    btt.add_model_args(p)
+    btt.add_model_args(p, sampling=True)
     p.add_argument("--n", type=int, default=16, help="images per run")
     p.add_argument("--steps", type=int, default=10, help="sampling steps")
     p.add_argument("--sampler", default="ddim", choices=["ddpm", "ddim"])
@@ -90,6 +93,12 @@ def main():
     kw = btt.model_config(a)
     torch.manual_seed(0)
     model = btt.build_model(a, kw).to(dev).eval()
+    if a.precision == "int8":
+        if a.device != "cpu":
+            sys.exit("error: --precision int8: PyTorch's dynamic quantisation runs on the CPU only")
+        # the transformer blocks' linears (attention, MLP, adaLN), as mala's int8 covers the blocks;
+        # the embedders and final layer stay fp32 (the reference's timestep embedder reads its weight's dtype)
+        model.blocks = torch.ao.quantization.quantize_dynamic(model.blocks, {torch.nn.Linear}, dtype=torch.qint8)
     btt.compile_forward(model, a)
     base = ref_diffusion.Diffusion(ref_diffusion.named_betas("linear", 1000))
     d = ref_diffusion.respaced(base, a.steps)
@@ -114,6 +123,7 @@ def main():
         "bench": "sample", "impl": btt.impl(a), "torch": torch.__version__, "backbone": a.backbone,
         "model": a.model, "attn": btt.mixer(a), "device": a.device, "precision": btt.precision_name(a),
         "threads": torch.get_num_threads(), "sampler": a.sampler,
+        **({"quantized_engine": torch.backends.quantized.engine} if a.precision == "int8" else {}),
         "steps": a.steps, "n": a.n, "image_size": a.image_size, "channels": a.channels,
         "img_per_s": round(rates[0], 3), "img_per_s_cfg": round(rates[1], 3), "cfg_scale": a.cfg_scale,
         "peak_rss_mb": round(btt.peak_rss_mb()),

@@ -63,9 +63,9 @@ def parse_bool(s):
     raise argparse.ArgumentTypeError(f"expected true/false, got {s!r}")
 
 
-def add_model_args(p):
+def add_model_args(p, sampling=False):
     """cli/model_opts.c: --model, --attn, --rope, --lepe, --gate, --image-size, --channels,
-    --classes, --learn-sigma with the C defaults."""
+    --classes, --learn-sigma with the C defaults. sampling: --precision also takes int8."""
     p.add_argument("--backbone", default="dit", choices=["dit", "dig", "dic"])
     p.add_argument("--model", default=None,
                    help="DiT-{T,XS,S,B,L,XL}/{2,4,8}, DiG-... or DiC-{T,S,B,XL,H}; default the backbone's S(/2)")
@@ -79,9 +79,11 @@ def add_model_args(p):
     p.add_argument("--learn-sigma", type=parse_bool, default=True)
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--precision", default="tf32", choices=["tf32", "fp32", "bf16"],
+    p.add_argument("--precision", default="tf32", choices=["tf32", "fp32", "bf16"] + (["int8"] if sampling else []),
                    help="CUDA matrix products and convolutions on TF32 tensor cores (mala's default) or in fp32; "
-                        "bf16: the forward under torch.autocast(device, torch.bfloat16) (CPU and CUDA)")
+                        "bf16: the forward under torch.autocast(device, torch.bfloat16) (CPU and CUDA)" +
+                        ("; int8 (CPU): every nn.Linear through torch.ao.quantization.quantize_dynamic (qint8 "
+                         "weights, activations quantised per call), the rest fp32" if sampling else ""))
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model's forward (the first, untimed run compiles it)")
 
@@ -187,7 +189,7 @@ def autocast(a, dev):
 
 
 def precision_name(a):
-    return a.precision if a.device == "cuda" or a.precision == "bf16" else "fp32"
+    return a.precision if a.device == "cuda" or a.precision in ("bf16", "int8") else "fp32"
 
 
 def autocast_failed(a, bench, e):

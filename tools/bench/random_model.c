@@ -1,6 +1,6 @@
 // A model file of a preset's shape with DiT's initialisation (seed 0), F32: for figures on shapes no
 // trained file is at hand for (docs/performance.md, "int8 sampling": DiT-XL/2's sampling memory).
-// `mala export --dtype q8` makes its q8 form.
+// `mala export --type q8` makes its q8 form.
 //
 //   make build/random_model && ./build/random_model PRESET IMAGE_SIZE CHANNELS CLASSES OUT.safetensors
 //   (e.g. DiT-XL/2 32 4 1000: DiT-XL/2's 32x32x4 latents of 256x256 images, written as a model of
