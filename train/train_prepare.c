@@ -66,8 +66,9 @@ int train_setup_prepare(TrainSetup *t, MalaErr *err) {
     t->ld = loader_new(t->ds, t->batch / t->world, t->to.seed, t->hflip, err);
     if (!t->ld) return -1;
     if (t->world > 1) loader_shard(t->ld, t->batch, t->rank * (t->batch / t->world));
-    if (t->grid_every > 0)
-        train_grid_init(&t->pv, &t->c, &t->cn, t->be, t->rs.vae, t->rs.sample_images, t->rs.sample_steps, t->stop);
+    if (t->grid_every > 0 && train_grid_init(&t->pv, &t->c, &t->cn, t->be, t->rs.vae, t->rs.sample_images,
+                                             t->rs.sample_steps, t->stop, err))
+        return -1;
 
     // the trainer (a fresh one: --init's weights checked and loaded first), then the run directory
     // (rank 0's, once every rank has checked the run)

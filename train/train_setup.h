@@ -9,8 +9,7 @@
 //   train_setup_open -> train_setup_settings -> train_setup_data -> (a dry run stops here)
 //   -> train_setup_plan -> train_setup_prepare -> train_setup_report, then train_run_loop.
 // Parts still exit on their own: a malformed run.* value of a checkpoint (train/run_settings.h),
-// a sample-grid VAE that does not attach (train/train_grid.h), replicas that differ under MPI
-// (train_check_replicas), backend_select (train_setup_open without a backend given), and whatever
+// replicas that differ under MPI (train_check_replicas), backend_select (train_setup_open without a backend given), and whatever
 // the model hooks do. None of them is reached by a fresh run without sample grids, evaluations or
 // MPI, the library's kind.
 //
