@@ -82,12 +82,15 @@ static int resume_optimiser(TrainSetup *t, TrainOpts saved, MalaErr *err) {
     return 0;
 }
 
-// The run's data, logging and evaluation settings (run.*), except those given again.
-static void resume_settings(TrainSetup *t) {
+// The run's data, logging and evaluation settings (run.*), except those given again. 0, or -1 with
+// err for a malformed value.
+static int resume_settings(TrainSetup *t, MalaErr *err) {
     const TrainGiven *g = &t->given;
     RunSettings r = t->rs;
-    if (!run_meta_read(t->resume_path, &r, t->data_buf, sizeof t->data_buf, t->vae_buf, sizeof t->vae_buf,
-                       &t->iters_stored))
+    int found = run_meta_read(t->resume_path, &r, t->data_buf, sizeof t->data_buf, t->vae_buf, sizeof t->vae_buf,
+                              &t->iters_stored, err);
+    if (found < 0) return -1;
+    if (!found)
         fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
                 t->resume_path);
     if (t->iters_stored && !g->iters && !g->epochs) t->iters = r.iters;
@@ -111,6 +114,7 @@ static void resume_settings(TrainSetup *t) {
     if (g->eval_steps) t->rs.eval.steps = fl.steps;
     if (g->eval_cfg_scale) t->rs.eval.cfg_scale = fl.cfg_scale;
     resume_precision(t->be, t->device, t->precision, r.precision, t->say);
+    return 0;
 }
 
 int train_setup_resume(TrainSetup *t, MalaErr *err) {
@@ -127,7 +131,6 @@ int train_setup_resume(TrainSetup *t, MalaErr *err) {
         return 0;
     }
     if (t->model.check_resumed && t->model.check_resumed(t->model.user, &t->c, err)) return -1;
-    if (resume_optimiser(t, saved, err)) return -1;
-    resume_settings(t);
+    if (resume_optimiser(t, saved, err) || resume_settings(t, err)) return -1;
     return 0;
 }

@@ -8,10 +8,9 @@
 // before succeeded:
 //   train_setup_open -> train_setup_settings -> train_setup_data -> (a dry run stops here)
 //   -> train_setup_plan -> train_setup_prepare -> train_setup_report, then train_run_loop.
-// Parts still exit on their own: a malformed run.* value of a checkpoint (train/run_settings.h),
-// replicas that differ under MPI (train_check_replicas), backend_select (train_setup_open without a backend given), and whatever
-// the model hooks do. None of them is reached by a fresh run without sample grids, evaluations or
-// MPI, the library's kind.
+// Parts still exit on their own: replicas that differ under MPI (train_check_replicas),
+// backend_select (train_setup_open without a backend given), and whatever the model hooks do;
+// none of them is reached by the library's kind of run (one process, its context's backend).
 //
 // Under MPI every process runs the set-up (dist_init first); rank 0 alone writes the run
 // directory and the console (lead). Without dist_init (a library's caller) it is one process.
