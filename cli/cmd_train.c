@@ -287,13 +287,14 @@ static void train_dry_run(const TrainSetup *s) {
                trainable, net_flops_per_image(&s->c) / 1e9, s->c.num_classes, s->c.image_size, s->c.in_channels);
 }
 
-// A set-up's error: its line and the exit status, 2 for the memory plan's refusal (train/mem_plan.h;
-// under MPI a rank that fits has no line and stops quietly beside the one that says why).
+// A set-up's error: its line and the exit status, 2 for the memory plan's refusal (train/mem_plan.h).
+// The refusal and the replicas' check fail every process together: under MPI a process without a
+// line (it fits, its weights agree) stops quietly beside the one that says why.
 static _Noreturn void setup_failed(const TrainSetup *s, const MalaErr *err) {
-    if (!s->no_memory) FATAL("%s", err->msg);
+    if (!s->no_memory && !s->diverged) FATAL("%s", err->msg);
     if (err->msg[0]) fprintf(stderr, "error: %s\n", err->msg);
     dist_finalize();
-    exit(2);
+    exit(s->no_memory ? 2 : 1);
 }
 
 int cmd_train(int argc, char **argv) {

@@ -154,7 +154,10 @@ int train_setup_report(TrainSetup *t, MalaErr *err) {
     t->tr->n_meta = t->meta.n;
     t->tr->meta = t->meta.kv;
     loader_seek(t->ld, t->tr->batches);
-    train_check_replicas(t->tr);
+    if (train_check_replicas(t->tr, err)) {
+        t->diverged = 1;
+        return -1;
+    }
     if (t->say) say_run(t);
     return 0;
 }

@@ -8,9 +8,9 @@
 // before succeeded:
 //   train_setup_open -> train_setup_settings -> train_setup_data -> (a dry run stops here)
 //   -> train_setup_plan -> train_setup_prepare -> train_setup_report, then train_run_loop.
-// Parts still exit on their own: replicas that differ under MPI (train_check_replicas),
-// backend_select (train_setup_open without a backend given), and whatever the model hooks do;
-// none of them is reached by the library's kind of run (one process, its context's backend).
+// Parts still exit on their own: backend_select (train_setup_open without a backend given) and
+// whatever the model hooks do; neither is reached by the library's kind of run (its context's
+// backend, its own hooks).
 //
 // Under MPI every process runs the set-up (dist_init first); rank 0 alone writes the run
 // directory and the console (lead). Without dist_init (a library's caller) it is one process.
@@ -77,6 +77,8 @@ typedef struct {
     // ---- the run (the set-up's) ----
     int say;           // this process writes the console: lead and not quiet
     int no_memory;     // the error is the memory plan's refusal (train/mem_plan.h; `mala train` exits 2)
+    int diverged;      // the error is train_check_replicas' (exit 1)
+                       // (both fail every process alike; a process without a line stops quietly)
     char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200], vae_buf[4200];
     NetConfig c, ic;  // the model, and --init's (fine-tuned at its image size unless --image-size)
     ClassNames cn;
