@@ -287,6 +287,16 @@ static void train_dry_run(const TrainSetup *s) {
                trainable, net_flops_per_image(&s->c) / 1e9, s->c.num_classes, s->c.image_size, s->c.in_channels);
 }
 
+// A set-up's error: its line and the exit status, 2 for the memory plan's refusal (train/mem_plan.h).
+// The refusal and the replicas' check fail every process together: under MPI a process without a
+// line (it fits, its weights agree) stops quietly beside the one that says why.
+static _Noreturn void setup_failed(const TrainSetup *s, const MalaErr *err) {
+    if (!s->no_memory && !s->diverged) FATAL("%s", err->msg);
+    if (err->msg[0]) fprintf(stderr, "error: %s\n", err->msg);
+    dist_finalize();
+    exit(s->no_memory ? 2 : 1);
+}
+
 int cmd_train(int argc, char **argv) {
     TrainCmd *t = xcalloc(1, sizeof *t);
     TrainSetup *s = &t->s;
@@ -299,7 +309,7 @@ int cmd_train(int argc, char **argv) {
     }
     train_start(t);
     MalaErr err;
-    if (train_setup_open(s, &err) || train_setup_settings(s, &err) || train_setup_data(s, &err)) FATAL("%s", err.msg);
+    if (train_setup_open(s, &err) || train_setup_settings(s, &err) || train_setup_data(s, &err)) setup_failed(s, &err);
     if (s->dry_run) {
         train_dry_run(s);
         train_setup_free(s);
@@ -308,7 +318,7 @@ int cmd_train(int argc, char **argv) {
         return 0;
     }
     if (train_setup_plan(s, &err) || train_setup_prepare(s, &err) || (rc = train_setup_report(s, &err)) < 0)
-        FATAL("%s", err.msg);
+        setup_failed(s, &err);
     if (rc > 0) {  // the evaluations cannot start (their error line is out)
         dist_finalize();
         free(t);

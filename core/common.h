@@ -15,8 +15,9 @@
     __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } } while (0)
 
 // Library-level error buffer: functions that can fail on bad input return non-zero
-// and describe the failure here in one line (file name first).
-#define MALA_ERR_LEN 512
+// and describe the failure here in one line (file name first). The longest line is the memory
+// plan's refusal with what would fit instead (train/mem_plan.h), over 512 bytes under MPI on a GPU.
+#define MALA_ERR_LEN 1024
 typedef struct { char msg[MALA_ERR_LEN]; } MalaErr;
 int mala_errf(MalaErr *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

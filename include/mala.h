@@ -231,14 +231,18 @@ typedef struct {
     int warmup;            /* linear learning-rate warmup steps */
     uint64_t seed;         /* the weights' initialisation, the data order and the noise */
     uint64_t iters;        /* the step mala_train_run trains to */
-    const char *out;       /* the run directory of mala_train_run (created; one holding a run is refused) */
+    const char *out;       /* the run directory (made by mala_train_open as `mala train` makes it, one holding a
+                              run refused; written by mala_train_run); NULL: none, nothing written */
     int ckpt_every, log_every, keep, tensorboard;  /* as `mala train`'s flags */
 } mala_train_options;
 /* `mala train`'s defaults: fashion-mnist, DiT-S/2, batch 256, lr 1e-4, EMA 0.9999, label dropout 0.1,
    400000 steps, a checkpoint every 5000 steps and the last 3 kept, a log line every 100, no event
    file, out NULL. */
 MALA_EXPORT mala_train_options mala_train_options_default(void);
-/* The data opened, the model built and initialised, the data order set. */
+/* The run set up as `mala train` sets one up, with its checks and messages, quietly: the data opened,
+   the model built and initialised, the memory plan checked (a run that does not fit is refused,
+   naming what would), the data order set, and with out the run directory made and locked until
+   mala_train_free. */
 MALA_EXPORT int mala_train_open(mala_context *ctx, const mala_train_options *o, mala_train **out);
 MALA_EXPORT void mala_train_free(mala_train *t);
 MALA_EXPORT const char *mala_train_error(const mala_train *t);

@@ -58,7 +58,7 @@ grep -q "^step 4 " "$tmp/train.log" || fail "examples/train printed no log line 
 cmp -s "$tmp/api-run/checkpoints/0000004.safetensors" "$tmp/cli-run/checkpoints/0000004.safetensors" ||
     fail "examples/train's checkpoint differs from mala train's"
 "$tmp/train" "$tmp/api-run" DiT-T/4 4 8 64 >/dev/null 2>"$tmp/again.err" && fail "a second run into the same directory was not refused"
-grep -q "holds a training run" "$tmp/again.err" || fail "the refusal of a used directory does not say why: $(cat "$tmp/again.err")"
+grep -q "already holds a run" "$tmp/again.err" || fail "the refusal of a used directory does not say why: $(cat "$tmp/again.err")"
 "$mala" train --resume --iters 6 --out "$tmp/api-run" --threads 2 2>/dev/null || fail "mala train --resume of the API's run"
 echo "ok: examples/train.c: its checkpoint = mala train's with the same settings; a used directory refused; --resume continues it"
 

@@ -27,7 +27,9 @@ START_TEST(test_refuse_up_front) {
     setenv("MALA_TEST_MEMORY", "300M", 1);
     const char *dir = tp("run");
 #define XS2 "train --model DiT-XS/2 --limit 64 --iters 1 --sample-every 0 --threads 2"
-    expect_error(run(XS2 " --batch 16 --out %s", dir), "a batch beyond memory", "needs about", "MB available");
+    int refused = run(XS2 " --batch 16 --out %s", dir);
+    ck_assert_msg(refused == 2, "a batch beyond memory: exit %d, expected 2", refused);
+    expect_error(refused, "a batch beyond memory", "needs about", "MB available");
     ck_assert_msg(!exists(dir), "the refused run created %s", dir);
     int b = fitting_batch(g_err);
     ck_assert_msg(b >= 1 && b < 16, "no smaller batch suggested: %s", g_err);

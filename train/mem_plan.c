@@ -307,8 +307,8 @@ int train_memory_fits(const NetConfig *c, const Backend *be, const TrainMemArgs 
     return !dist_any(!(avail <= 0 || plan_fits(&p, avail)));
 }
 
-void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArgs *a, int global_batch, int batch_fixed,
-                        const char *preset, int lead) {
+int train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArgs *a, int global_batch, int batch_fixed,
+                       const char *preset, int say, MalaErr *err) {
     MemPlan p;
     train_memory_plan(&p, c, be, a);
     double total = 0, avail = memory_available(&total);
@@ -326,19 +326,18 @@ void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArg
     const char *each = a->world > 1 ? " per process" : "";
     const int fits = avail <= 0 || plan_fits(&p, avail);
     if (!dist_any(!fits)) {  // every rank decides alike (its memory may differ): all start or none
-        if (lead)
+        if (say)
             fprintf(stderr, "preparing %s for batch %d: about %s of memory%s%s (%s); %s available\n", preset,
                     global_batch, need_s, each, dev_s, parts, have_s);
-        return;
+        return 0;
     }
-    if (!fits) {  // a rank that fits stops quietly beside the one that says why
+    err->msg[0] = 0;  // a rank that fits stops quietly beside the one that says why
+    if (!fits) {
         char fix[512], rank[32] = "";
         suggest(fix, sizeof fix, c, be, a, batch_fixed, preset, avail);
         if (a->world > 1) snprintf(rank, sizeof rank, "rank %d: ", dist_rank());
-        fprintf(stderr, "error: %s--batch %d: training %s needs about %s of memory%s%s (%s); this machine has %s "
-                "available (%s in all): %s\n",
-                rank, global_batch, preset, need_s, each, dev_s, parts, have_s, all_s, fix);
+        mala_errf(err, "%s--batch %d: training %s needs about %s of memory%s%s (%s); this machine has %s available (%s "
+                  "in all): %s", rank, global_batch, preset, need_s, each, dev_s, parts, have_s, all_s, fix);
     }
-    dist_finalize();
-    exit(2);
+    return -1;
 }

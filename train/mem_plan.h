@@ -48,13 +48,14 @@ typedef struct {
 void train_memory_plan(MemPlan *p, const NetConfig *c, const Backend *be, const TrainMemArgs *a);
 // Whether the plan fits what this process can allocate; collective under MPI (every rank's answer: all fit).
 int train_memory_fits(const NetConfig *c, const Backend *be, const TrainMemArgs *a);
-// Prints "preparing PRESET for batch B: about X of memory (...)" on stderr when lead, or exits 2
-// with one line: the bytes needed, what the machine has, and what would fit (a smaller batch
-// unless batch_fixed, no sample grids, a smaller preset of the same backbone, --zero 1 when there
-// are processes).
-// Collective under MPI (dist_any): when one rank does not fit, every rank exits.
+// Prints "preparing PRESET for batch B: about X of memory (...)" on stderr when say and returns 0,
+// or returns -1 with err's one line: the bytes needed, what the machine has, and what would fit (a
+// smaller batch unless batch_fixed, no sample grids, a smaller preset of the same backbone, --zero
+// 1 when there are processes). `mala train` exits 2 on it.
+// Collective under MPI (dist_any): when one rank does not fit, every rank returns -1; the ranks
+// that fit with an empty err (the one that does not says why).
 // global_batch is --batch (world x a->batch); preset names the model in messages.
-void train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArgs *a, int global_batch, int batch_fixed,
-                        const char *preset, int lead);
+int train_memory_check(const NetConfig *c, const Backend *be, const TrainMemArgs *a, int global_batch, int batch_fixed,
+                       const char *preset, int say, MalaErr *err);
 
 #endif

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/dist.h"
 #include "train/run_dir.h"
 
 // Files in dir (0 when it does not exist).
@@ -21,7 +20,7 @@ static int count_files(const char *dir) {
     return n;
 }
 
-int refuse_existing_run(const char *out, const char *csv, MalaErr *err) {
+int refuse_existing_run(const char *out, const char *csv, int say, MalaErr *err) {
     uint64_t *steps;
     int n = run_list_checkpoints(out, &steps), rows = run_log_rows(csv);
     char samples[4200];
@@ -41,7 +40,7 @@ int refuse_existing_run(const char *out, const char *csv, MalaErr *err) {
         return mala_errf(err, "%s already holds a run (%s): continue it with --resume, or train into a fresh --out "
                          "directory", out, what);
     }
-    if (rows == 0 && dist_rank() == 0)
+    if (rows == 0 && say)
         fprintf(stderr, "note: %s holds a start that trained no logged step (log.csv without rows, no checkpoint): "
                 "training there anew\n", out);
     free(steps);

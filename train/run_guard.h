@@ -10,9 +10,9 @@
 
 // A fresh run refuses a directory that already holds one: nothing of it may be lost or mixed in.
 // A start that failed or stopped before its first logged step (no checkpoint, a log.csv of the
-// header alone, no sample grid) left no run: the directory is used again (a note says so). csv:
-// out's log.csv.
-int refuse_existing_run(const char *out, const char *csv, MalaErr *err);
+// header alone, no sample grid) left no run: the directory is used again (a note says so when say).
+// csv: out's log.csv.
+int refuse_existing_run(const char *out, const char *csv, int say, MalaErr *err);
 // A run started over from step 0: the earlier start's files move to out/restart-N/, so that
 // nothing of it is lost or mixed into the new start's; how says with what settings it starts.
 int move_earlier_start(const char *out, const char *csv, const char *how, MalaErr *err);

@@ -45,39 +45,45 @@ void run_meta_fill(RunMeta *m, RunSettings *r) {
     m->n = RUN_KEYS + k;
 }
 
-// A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; a value out
-// of range or malformed stops with the file and the key (a damaged --log-every 0 would divide by 0).
-static int meta_int(const StFile *f, const char *key, int lo, int hi, int *out) {
+// A run.* integer within its flag's range: 1 when present (*out set), 0 when absent; -1 with err
+// naming the file and the key for a value out of range or malformed (a damaged --log-every 0 would
+// divide by 0).
+static int meta_int(const StFile *f, const char *key, int lo, int hi, int *out, MalaErr *err) {
     const char *v = st_meta(f, key);
     if (!v) return 0;
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (!*v || *end || errno || x < lo || x > hi)
-        FATAL("%s: metadata '%s' = '%s' is not an integer from %d to %d", f->path, key, v, lo, hi);
+        return mala_errf(err, "%s: metadata '%s' = '%s' is not an integer from %d to %d", f->path, key, v, lo, hi);
     *out = (int)x;
     return 1;
 }
 
 int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap,
-                         int *iters_found) {
+                  int *iters_found, MalaErr *err) {
     StFile f;
-    MalaErr err;
+    MalaErr e;
     *iters_found = 0;
-    if (st_open(&f, path, &err)) return 0;
-    int found = 0;
+    if (st_open(&f, path, &e)) return 0;
+    int found = 0, rc = 0;
     const char *data = st_meta(&f, "run.data");
     if (data) { snprintf(buf, cap, "%s", data); r->data = buf; found++; }
     const char *vae = st_meta(&f, "run.vae");
     if (vae) { snprintf(vae_buf, vae_cap, "%s", vae); r->vae = vae_buf[0] ? vae_buf : NULL; }
-    for (int i = 0; i < RUN_INTS; i++)
-        found += meta_int(&f, RUN_INT_KEYS[i].key, RUN_INT_KEYS[i].lo, RUN_INT_KEYS[i].hi, run_ints(r, i));
-    int rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, &err);
-    if (rc < 0) FATAL("%s", err.msg);
+    for (int i = 0; i < RUN_INTS && rc >= 0; i++)
+        if ((rc = meta_int(&f, RUN_INT_KEYS[i].key, RUN_INT_KEYS[i].lo, RUN_INT_KEYS[i].hi, run_ints(r, i), err)) > 0)
+            found++;
+    if (rc >= 0) rc = train_meta_opt_u64(&f, "run.iters", 1, UINT64_MAX, &r->iters, err);
+    const char *ev = rc >= 0 ? st_meta(&f, "run.eval") : NULL;
+    if (ev && *ev && eval_every_meta_read(ev, &r->eval))
+        rc = mala_errf(err, "%s: metadata 'run.eval' is malformed", path);
+    if (rc < 0) {
+        st_close(&f);
+        return -1;
+    }
     *iters_found = rc == 0;
     init_meta_read(&f, &r->init);
-    const char *ev = st_meta(&f, "run.eval");
-    if (ev && *ev && eval_every_meta_read(ev, &r->eval)) FATAL("%s: metadata 'run.eval' is malformed", path);
     const char *cf = st_meta(&f, "run.channels_from"), *kf = st_meta(&f, "run.classes_from");
     const char *prec = st_meta(&f, "run.precision");  // (absent in older files: "")
     snprintf(r->precision, sizeof r->precision, "%s", prec ? prec : "");

@@ -52,8 +52,9 @@ typedef struct {
 void run_meta_fill(RunMeta *m, RunSettings *r);
 // Reads the run.* settings of a checkpoint into r (keeps r's values for keys it lacks); strings
 // are copied into buf and vae_buf. *iters_found: whether it stores the run's --iters (older files
-// do not). Returns the number of keys found; a malformed value stops with the file and the key.
+// do not). Returns the number of keys found, or -1 with err naming the file and the key of a
+// malformed value.
 int run_meta_read(const char *path, RunSettings *r, char *buf, size_t cap, char *vae_buf, size_t vae_cap,
-                  int *iters_found);
+                  int *iters_found, MalaErr *err);
 
 #endif

@@ -3,24 +3,26 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "formats/image_io.h"
 #include "train/mem_plan.h"  // defines: train_grid_images
 
-void train_grid_init(TrainGrid *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
-                     int images, int steps, volatile sig_atomic_t *stop) {
+int train_grid_init(TrainGrid *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
+                    int images, int steps, volatile sig_atomic_t *stop, MalaErr *err) {
+    memset(p, 0, sizeof *p);
     p->stop = stop;
     p->n = train_grid_images(c, images);
     p->steps = steps;
     generator_new(&p->g, c, cn, be, p->n);
-    MalaErr err;
-    if (generator_attach_vae(&p->g, vae, "the model trained", &err)) FATAL("%s", err.msg);
+    if (generator_attach_vae(&p->g, vae, "the model trained", err)) return -1;
     p->x = xmalloc((size_t)p->n * generator_image_floats(&p->g) * sizeof(float));
     p->img = xmalloc((size_t)p->n * generator_out_floats(&p->g) * sizeof(float));
     p->y = xmalloc(p->n * sizeof(int32_t));
     const int K = c->num_classes > 0 ? c->num_classes : 1;  // unconditional: label 0, no guidance
     p->per_class = p->n / K > 0 ? p->n / K : 1;
     for (int i = 0; i < p->n; i++) p->y[i] = (i / p->per_class) % K;
+    return 0;
 }
 
 static int grid_step(void *ctx, int i, int n, const float *x0) {

@@ -21,9 +21,10 @@ typedef struct {
     volatile sig_atomic_t *stop;  // non-zero: cancel the grid under way
 } TrainGrid;
 
-// Exits with one line when the VAE cannot be attached (checked before the run writes anything).
-void train_grid_init(TrainGrid *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
-                     int images, int steps, volatile sig_atomic_t *stop);
+// 0, or -1 with err (one line) when the VAE cannot be attached (checked before the
+// run writes anything); train_grid_free frees p either way.
+int train_grid_init(TrainGrid *p, const NetConfig *c, const ClassNames *cn, const Backend *be, const char *vae,
+                    int images, int steps, volatile sig_atomic_t *stop, MalaErr *err);
 // 0 when the grid of tr's EMA weights was written to path; -1 when a stop cancelled it or it could
 // not be made (a warning says why).
 int train_grid_write(TrainGrid *p, const Trainer *tr, const char *path);

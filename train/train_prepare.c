@@ -48,10 +48,10 @@ static int args_save(const char *out, int argc, char **argv, MalaErr *err) {
 static int make_run_dir(TrainSetup *t, MalaErr *err) {
     if (dirs_make(t->dir, err)) return -1;
     if (t->lock.fd < 0 &&
-        (dir_lock_take(&t->lock, t->out, "mala train", err) || refuse_existing_run(t->out, t->csv, err)))
+        (dir_lock_take(&t->lock, t->out, "mala train", err) || refuse_existing_run(t->out, t->csv, t->say, err)))
         return -1;
     int stale = atomic_remove_stale(t->dir, ".safetensors", err);  // partial saves of a killed run
-    if (stale > 0)
+    if (stale > 0 && t->say)
         fprintf(stderr, "removed %d partial checkpoint%s (*.safetensors.tmp) in %s\n", stale, stale > 1 ? "s" : "",
                 t->dir);
     if (t->grid_every > 0) {
@@ -66,8 +66,9 @@ int train_setup_prepare(TrainSetup *t, MalaErr *err) {
     t->ld = loader_new(t->ds, t->batch / t->world, t->to.seed, t->hflip, err);
     if (!t->ld) return -1;
     if (t->world > 1) loader_shard(t->ld, t->batch, t->rank * (t->batch / t->world));
-    if (t->grid_every > 0)
-        train_grid_init(&t->pv, &t->c, &t->cn, t->be, t->rs.vae, t->rs.sample_images, t->rs.sample_steps, t->stop);
+    if (t->grid_every > 0 && train_grid_init(&t->pv, &t->c, &t->cn, t->be, t->rs.vae, t->rs.sample_images,
+                                             t->rs.sample_steps, t->stop, err))
+        return -1;
 
     // the trainer (a fresh one: --init's weights checked and loaded first), then the run directory
     // (rank 0's, once every rank has checked the run)
@@ -81,9 +82,10 @@ int train_setup_prepare(TrainSetup *t, MalaErr *err) {
             return -1;
     }
     dist_barrier();
-    if (t->lead && make_run_dir(t, err)) return -1;
+    const int writes = t->lead && t->out;  // this process writes the run directory
+    if (writes && make_run_dir(t, err)) return -1;
     if (t->resume) {
-        if (t->lead)
+        if (t->say)
             fprintf(stderr, "resuming %s at step %llu, to step %llu (%s)\n", t->resume_path,
                     (unsigned long long)t->tr->step, (unsigned long long)t->iters,
                     t->given.iters ? "--iters" : t->given.epochs ? "--epochs"
@@ -92,9 +94,9 @@ int train_setup_prepare(TrainSetup *t, MalaErr *err) {
         if (t->lead) t->rs.elapsed = history_load(&t->hist, t->csv, t->tr->step);
         return 0;
     }
-    if (t->lead && !t->restarting && t->argc > 0 && args_save(t->out, t->argc, t->argv, err)) return -1;
-    FILE *f = t->lead ? fopen(t->csv, "w") : NULL;
-    if (t->lead && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
+    if (writes && !t->restarting && t->argc > 0 && args_save(t->out, t->argc, t->argv, err)) return -1;
+    FILE *f = writes ? fopen(t->csv, "w") : NULL;
+    if (writes && (!f || fprintf(f, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n") < 0 || fclose(f)))
         return mala_errf(err, "%s: cannot write: %s", t->csv, strerror(errno));
     return 0;
 }
@@ -121,7 +123,7 @@ static void say_run(const TrainSetup *t) {
              t->ds->num_classes);
     fprintf(stderr, "data: %s, %lld images, %d channel%s, %s; batch %s, lr %g, EMA %g; %llu steps; run dir %s\n",
             t->rs.data, (long long)t->ds->n, t->ds->channels, t->ds->channels > 1 ? "s" : "", kdesc, bdesc, t->to.lr,
-            t->to.ema_decay, (unsigned long long)t->iters, t->out);
+            t->to.ema_decay, (unsigned long long)t->iters, t->out ? t->out : "none");
     if (t->to.decay_end > t->to.decay_start)
         fprintf(stderr, "lr decay: linear from %g after step %llu to %g at step %llu\n", t->to.lr,
                 (unsigned long long)t->to.decay_start, t->to.lr_end, (unsigned long long)t->to.decay_end);
@@ -136,14 +138,14 @@ static void say_run(const TrainSetup *t) {
 int train_setup_report(TrainSetup *t, MalaErr *err) {
     EvalEvery *e = &t->rs.eval;
     t->rs.iters = t->iters;
-    if (t->lead && t->rs.tensorboard &&
+    if (t->lead && t->out && t->rs.tensorboard &&
         (tfev_open_dir(&t->tb, t->out, err) || (t->resume && tfev_session_start(&t->tb, (int64_t)t->tr->step + 1, err))))
         return -1;
     snprintf(t->rs.precision, sizeof t->rs.precision, "%s", t->be->precision());
     if (e->every && t->tr->step <= t->iters &&  // (at the target: its last point may be due, a stop cut it)
         !(t->tev = train_eval_open(e, &t->c, &t->cn, t->be, t->rs.vae, t->out, trainer_step_images(t->tr))))
         return 1;  // its error line is out
-    if (t->lead && t->tev)
+    if (t->say && t->tev)
         fprintf(stderr, "evaluation: %s every %llu %s and at the end, %d images, %s %d steps, guidance %g, against %s "
                 "(evals.csv, fd.png, best.json)\n", e->inception[0] ? "FID" : "FD (fmnist features)",
                 (unsigned long long)e->every, e->in_steps ? "steps" : "training images", e->images, e->sampler,
@@ -152,8 +154,11 @@ int train_setup_report(TrainSetup *t, MalaErr *err) {
     t->tr->n_meta = t->meta.n;
     t->tr->meta = t->meta.kv;
     loader_seek(t->ld, t->tr->batches);
-    train_check_replicas(t->tr);
-    if (t->lead) say_run(t);
+    if (train_check_replicas(t->tr, err)) {
+        t->diverged = 1;
+        return -1;
+    }
+    if (t->say) say_run(t);
     return 0;
 }
 

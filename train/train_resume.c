@@ -13,14 +13,14 @@
 // Without --precision the run goes on in the precision it trained in (run.precision; tf32 is fp32
 // on the CPU); --precision given may change it (checkpoints hold fp32 either way). A note says
 // which when they differ.
-static void resume_precision(const Backend *be, const char *device, const char *given, const char *run, int lead) {
+static void resume_precision(const Backend *be, const char *device, const char *given, const char *run, int say) {
     if (!*run || !strcmp(run, be->precision())) return;  // (an older file has none: the flag's or the default)
     if (!given) {
         backend_select(device, run);  // the same backend, set to the run's precision
         be->weights_changed();
     }
-    if (lead) fprintf(stderr, "note: the run trained in %s; it goes on in %s%s\n", run, be->precision(),
-                      given ? " (--precision)" : " (the run's; --precision changes it)");
+    if (say) fprintf(stderr, "note: the run trained in %s; it goes on in %s%s\n", run, be->precision(),
+                     given ? " (--precision)" : " (the run's; --precision changes it)");
 }
 
 // The newest checkpoint that loads into t->tr (its optimiser settings into *saved); t->tr stays
@@ -44,7 +44,10 @@ static int load_newest(TrainSetup *t, int n, const uint64_t *steps, TrainOpts *s
         TrainMemArgs ma = {.batch = t->batch / t->world, .world = t->world, .zero = t->zero, .accum = t->accum,
                            .grids = t->lead && t->rs.sample_every > 0, .grid_images = t->rs.sample_images,
                            .vae = t->rs.vae};
-        train_memory_check(&t->c, t->be, &ma, t->batch, 1, "the resumed model", 0);  // "resuming ..." says it
+        if (train_memory_check(&t->c, t->be, &ma, t->batch, 1, "the resumed model", 0, err)) {  // "resuming ..." says it
+            t->no_memory = 1;
+            return -1;
+        }
         t->tr = trainer_new(&t->c, &t->cn, saved, t->be, t->batch / t->world);
         trainer_shard(t->tr, t->rank, t->world);
         if (t->zero) trainer_zero1(t->tr);
@@ -79,12 +82,15 @@ static int resume_optimiser(TrainSetup *t, TrainOpts saved, MalaErr *err) {
     return 0;
 }
 
-// The run's data, logging and evaluation settings (run.*), except those given again.
-static void resume_settings(TrainSetup *t) {
+// The run's data, logging and evaluation settings (run.*), except those given again. 0, or -1 with
+// err for a malformed value.
+static int resume_settings(TrainSetup *t, MalaErr *err) {
     const TrainGiven *g = &t->given;
     RunSettings r = t->rs;
-    if (!run_meta_read(t->resume_path, &r, t->data_buf, sizeof t->data_buf, t->vae_buf, sizeof t->vae_buf,
-                       &t->iters_stored))
+    int found = run_meta_read(t->resume_path, &r, t->data_buf, sizeof t->data_buf, t->vae_buf, sizeof t->vae_buf,
+                              &t->iters_stored, err);
+    if (found < 0) return -1;
+    if (!found)
         fprintf(stderr, "warning: %s has no run settings (an older mala wrote it): using the command line's\n",
                 t->resume_path);
     if (t->iters_stored && !g->iters && !g->epochs) t->iters = r.iters;
@@ -107,7 +113,8 @@ static void resume_settings(TrainSetup *t) {
     if (g->eval_images) t->rs.eval.images = fl.images;
     if (g->eval_steps) t->rs.eval.steps = fl.steps;
     if (g->eval_cfg_scale) t->rs.eval.cfg_scale = fl.cfg_scale;
-    resume_precision(t->be, t->device, t->precision, r.precision, t->lead);
+    resume_precision(t->be, t->device, t->precision, r.precision, t->say);
+    return 0;
 }
 
 int train_setup_resume(TrainSetup *t, MalaErr *err) {
@@ -124,7 +131,6 @@ int train_setup_resume(TrainSetup *t, MalaErr *err) {
         return 0;
     }
     if (t->model.check_resumed && t->model.check_resumed(t->model.user, &t->c, err)) return -1;
-    if (resume_optimiser(t, saved, err)) return -1;
-    resume_settings(t);
+    if (resume_optimiser(t, saved, err) || resume_settings(t, err)) return -1;
     return 0;
 }

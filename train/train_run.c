@@ -16,18 +16,17 @@
 
 // Every rank's weights and EMA must be rank 0's: a replica that drifted (a non-deterministic
 // reduction, a bad node) stops the job with an error instead of averaging unrelated models.
-void train_check_replicas(const Trainer *tr) {
-    if (tr->world == 1) return;
+int train_check_replicas(const Trainer *tr, MalaErr *err) {
+    if (tr->world == 1) return 0;
     uint64_t h = trainer_weights_hash(tr), h0 = h;
     dist_bcast(&h0, sizeof h0, 0);
-    if (!dist_any(h != h0)) return;
+    if (!dist_any(h != h0)) return 0;
+    err->msg[0] = 0;
     if (h != h0)
-        fprintf(stderr, "error: rank %d: weights differ from rank 0's at step %llu (hash %016llx, rank 0 %016llx): the "
-                "replicas diverged; stopping (resume from the last checkpoint)\n", tr->rank,
-                (unsigned long long)tr->step, (unsigned long long)h, (unsigned long long)h0);
-    dist_barrier();
-    dist_finalize();
-    exit(1);
+        mala_errf(err, "rank %d: weights differ from rank 0's at step %llu (hash %016llx, rank 0 %016llx): the replicas "
+                  "diverged; stopping (resume from the last checkpoint)", tr->rank, (unsigned long long)tr->step,
+                  (unsigned long long)h, (unsigned long long)h0);
+    return -1;
 }
 
 // Test hook for the check above: MALA_TEST_DIVERGE=RANK:STEP nudges one weight of that rank
@@ -62,7 +61,7 @@ int train_run_loop(TrainRun *r) {
     float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
     int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
     double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
-    int acc_n = 0, rc = 0, asked = 0;  // asked: on_log asked to stop
+    int acc_n = 0, rc = 0, asked = 0, diverged = 0;  // asked: on_log asked to stop
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, say ? stderr : NULL);
@@ -89,7 +88,12 @@ int train_run_loop(TrainRun *r) {
         acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
         double now = now_seconds();
         const int log_now = tr->step % rs->log_every == 0 || tr->step == iters;  // the last step too
-        if (log_now) train_check_replicas(tr);
+        if (log_now && train_check_replicas(tr, &r->err)) {  // every rank stops here, without a checkpoint
+            progress_break(&pg);
+            if (!r->quiet && r->err.msg[0]) fprintf(stderr, "error: %s\n", r->err.msg);
+            rc = diverged = 1;
+            break;
+        }
         if (lead && log_now) {
             double rate = acc_n * (double)batch * accum / (now - t_log);  // images, not batches
             double eta = (iters - tr->step) * (now - t_start) / (double)(tr->step - start_step);
@@ -153,7 +157,7 @@ int train_run_loop(TrainRun *r) {
         }
     }
     progress_break(&pg);
-    if (rc == TRAIN_RUN_IO_ERROR) {
+    if (rc == TRAIN_RUN_IO_ERROR || diverged) {
         free(x);
         free(y);
         return rc;

@@ -45,10 +45,12 @@ typedef struct {
 #define TRAIN_RUN_IO_ERROR (-2)
 
 // Trains to rs->iters (or until on_log asks to stop). Returns the exit status: 0; 1 after
-// --max-bad-steps non-finite steps in a row; 128 + the signal after a stop (its checkpoint written
+// --max-bad-steps non-finite steps in a row, or at once (no checkpoint) when the replicas' weights
+// differ under MPI (the line said by the rank that differs); 128 + the signal after a stop (its checkpoint written
 // first); TRAIN_RUN_IO_ERROR when a file of the run cannot be written.
 int train_run_loop(TrainRun *r);
-// Under MPI: stops every process (exit 1) when a replica's weights differ from rank 0's.
-void train_check_replicas(const Trainer *tr);
+// Under MPI: 0 when every replica's weights are rank 0's; else -1 on every process, with err the
+// line of a rank whose weights differ (empty on the others, which stop quietly beside it).
+int train_check_replicas(const Trainer *tr, MalaErr *err);
 
 #endif

@@ -20,9 +20,12 @@ int train_setup_open(TrainSetup *t, MalaErr *err) {
     t->rank = dist_rank();
     t->world = dist_world();
     t->lead = t->rank == 0;
+    t->say = t->lead && !t->quiet;
     if (t->precision && !strcmp(t->precision, "int8"))
         return mala_errf(err, "--precision int8: int8 is for sampling only (it has no backward); train in fp32 or bf16");
-    t->be = backend_select(t->device, t->precision);
+    if (!t->be) t->be = backend_select(t->device, t->precision);
+    if (!t->out)  // no run directory: nothing to check or lock
+        return t->resume ? mala_errf(err, "--resume: continues the run in --out: give --out") : 0;
 
     snprintf(t->dir, sizeof t->dir, "%s/checkpoints", t->out);
     snprintf(t->csv, sizeof t->csv, "%s/log.csv", t->out);
@@ -40,13 +43,13 @@ int train_setup_open(TrainSetup *t, MalaErr *err) {
         return mala_errf(err, "--out %s: exists and is not a directory", t->out);
     if (!t->dry_run && t->restarting && t->lead)
         return move_earlier_start(t->out, t->csv, "its stored command line (DIR/train.args)", err);
-    if (!t->dry_run && !t->restarting) return refuse_existing_run(t->out, t->csv, err);
+    if (!t->dry_run && !t->restarting) return refuse_existing_run(t->out, t->csv, t->say, err);
     return 0;
 }
 
 int train_setup_settings(TrainSetup *t, MalaErr *err) {
     EvalEvery *e = &t->rs.eval;
-    if (!t->dry_run && refuse_out_in_data(t->out, t->rs.data, err)) return -1;
+    if (!t->dry_run && t->out && refuse_out_in_data(t->out, t->rs.data, err)) return -1;
     if (t->eval_every && eval_every_parse(t->eval_every, e, err)) return -1;
     if (t->eval_sampler) snprintf(e->sampler, sizeof e->sampler, "%s", t->eval_sampler);
     if (t->eval_ref) snprintf(e->ref, sizeof e->ref, "%s", t->eval_ref);
@@ -167,7 +170,8 @@ int train_setup_plan(TrainSetup *t, MalaErr *err) {
     if (!t->lead) t->rs.sample_every = 0;  // rank 0's grids only
     t->grid_every = rs->sample_every;
     if (t->grid_every > 0 && t->c.latent_scale > 0 && !rs->vae) {
-        fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
+        if (t->say)
+            fprintf(stderr, "note: a latent model's sample grids decode through the VAE: no grids without --vae FILE\n");
         t->grid_every = 0;
     }
     if (rs->eval.every && t->c.latent_scale > 0 && !rs->vae)
@@ -178,8 +182,11 @@ int train_setup_plan(TrainSetup *t, MalaErr *err) {
         TrainMemArgs ma = {.batch = t->batch / t->world, .world = t->world, .zero = t->zero, .accum = t->accum,
                            .grids = t->grid_every > 0, .grid_images = rs->sample_images, .vae = rs->vae,
                            .data_n = t->ds->n};
-        if (t->auto_accum) choose_accum(&t->c, t->be, &ma, t->gbatch, &t->batch, &t->accum, t->lead);
-        train_memory_check(&t->c, t->be, &ma, t->batch, 0, t->model_name, t->lead);
+        if (t->auto_accum) choose_accum(&t->c, t->be, &ma, t->gbatch, &t->batch, &t->accum, t->say);
+        if (train_memory_check(&t->c, t->be, &ma, t->batch, 0, t->model_name, t->say, err)) {
+            t->no_memory = 1;
+            return -1;
+        }
     }
     t->to.accum = t->accum;
     return 0;

@@ -1,18 +1,19 @@
 // A training run's set-up, from its settings to what train/train_run.h's loop takes: the run to
 // continue (--resume) or the directory to start in, the checks of the settings and the data, the
 // model (shaped by the data), the memory plan, the trainer, the data order, the sample grids, the
-// run directory, the log files and the evaluations (docs/train.md). Every step returns its error
-// (one line naming the setting and the problem) instead of exiting, so that the front end says it
-// and chooses the exit status; the steps run in order, each after the one before succeeded:
+// run directory, the log files and the evaluations (docs/train.md). Two front ends fill in the
+// settings: `mala train` (cli/cmd_train.c) and the library's mala_train_open (api/train.c). Every
+// step returns its error (one line naming the setting and the problem) instead of exiting, so that
+// the front end says it and chooses the exit status; the steps run in order, each after the one
+// before succeeded:
 //   train_setup_open -> train_setup_settings -> train_setup_data -> (a dry run stops here)
 //   -> train_setup_plan -> train_setup_prepare -> train_setup_report, then train_run_loop.
-// Parts still exit on their own: the memory plan's refusal (status 2, train/mem_plan.h), a
-// malformed run.* value of a checkpoint (train/run_settings.h), a sample-grid VAE that does not
-// attach (train/train_grid.h), replicas that differ under MPI (train_check_replicas), and
-// whatever the model hooks do.
+// Parts still exit on their own: backend_select (train_setup_open without a backend given) and
+// whatever the model hooks do; neither is reached by the library's kind of run (its context's
+// backend, its own hooks).
 //
 // Under MPI every process runs the set-up (dist_init first); rank 0 alone writes the run
-// directory and the console (lead).
+// directory and the console (lead). Without dist_init (a library's caller) it is one process.
 #ifndef MALA_TRAIN_SETUP_H
 #define MALA_TRAIN_SETUP_H
 
@@ -56,7 +57,11 @@ typedef struct {
     TrainOpts to;
     RunSettings rs;
     const char *eval_every, *eval_sampler, *eval_ref, *inception;  // NULL: the default / the run's
-    const char *out, *device, *precision, *init, *init_weights;   // init_weights: "ema" or "online"
+    const char *out;                // the run directory; NULL: none (nothing written, no lock: a library's run
+                                    // stepped by hand)
+    const char *device, *precision, *init, *init_weights;  // init_weights: "ema" or "online"
+    const Backend *be;              // NULL: backend_select(device, precision); else the caller's, set up already
+    int quiet;                      // 1: nothing on the console (a library's set-up): errors come back alone
     int batch, gbatch, accum, resume, epochs, zero, dry_run, init_heads;
     int auto_accum;                 // --global-batch alone: the memory check picks --accum
     uint64_t iters;
@@ -70,7 +75,10 @@ typedef struct {
     volatile sig_atomic_t *stop;    // set by a signal: the run stops (the sample grids' sampling too)
     int rank, world, lead;          // the processes (lead: rank 0)
     // ---- the run (the set-up's) ----
-    const Backend *be;
+    int say;           // this process writes the console: lead and not quiet
+    int no_memory;     // the error is the memory plan's refusal (train/mem_plan.h; `mala train` exits 2)
+    int diverged;      // the error is train_check_replicas' (exit 1)
+                       // (both fail every process alike; a process without a line stops quietly)
     char dir[4096], path[4200], csv[4200], plot[4200], data_buf[4200], vae_buf[4200];
     NetConfig c, ic;  // the model, and --init's (fine-tuned at its image size unless --image-size)
     ClassNames cn;
