@@ -27,7 +27,7 @@ FUZZ_LIB_SRC   += model/vae_json.c  # diffusers' config.json (fuzz_vae_config)
 FUZZ_LIB_SRC   += compare/compare_config.c model/dit_config.c  # an arm's attention setting is DiT's
 FUZZ_LIB_OBJ    = $(FUZZ_LIB_SRC:%.c=$(FUZZ_OUT)/%.o)
 # fuzz_checkpoint builds the networks a file describes: the model layer and the CPU backend.
-FUZZ_NET_SRC    = $(wildcard model/*.c) train/train_meta.c $(filter-out core/dist.c,$(wildcard core/*.c cpu/*.c formats/*.c))
+FUZZ_NET_SRC    = $(wildcard model/*.c) train/train_meta.c train/run_settings.c train/eval_every.c $(filter-out core/dist.c,$(wildcard core/*.c cpu/*.c formats/*.c))
 FUZZ_NET_OBJ    = $(filter-out $(FUZZ_LIB_OBJ),$(FUZZ_NET_SRC:%.c=$(FUZZ_OUT)/%.o))
 FUZZ_NAMES      = $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS       = $(FUZZ_NAMES:%=$(FUZZ_OUT)/fuzz_%)

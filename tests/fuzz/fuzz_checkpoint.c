@@ -3,12 +3,14 @@
 // metadata (every backbone's keys, validation), the trainer's settings with their ranges; then,
 // for a configuration small enough to build here, the parameter table and arena sizes, the network
 // itself on the CPU backend and the strict tensor load (every tensor named and shaped as the table),
-// into an fp32 network and into one that holds int8 weights.
+// into an fp32 network and into one that holds int8 weights; and the run.* settings as --resume
+// reads them (each within its flag's range, or an error).
 #include <string.h>
 
 #include "core/backend.h"
 #include "model/checkpoint.h"
 #include "fuzz_util.h"
+#include "train/run_settings.h"
 #include "train/train_meta.h"
 
 static int blocks(const NetConfig *c) {
@@ -24,7 +26,8 @@ static const char *int8_name(void) { return "int8"; }
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     StFile f;
     MalaErr err;
-    if (st_open(&f, fuzz_file(data, size), &err)) return 0;
+    const char *path = fuzz_file(data, size);
+    if (st_open(&f, path, &err)) return 0;
     NetConfig c;
     ClassNames cn;
     if (ckpt_read_config(&f, &c, &cn, &err) == 0) {
@@ -62,5 +65,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (train_meta_read(&f, &o, &batch, &err) == 0 && (batch < 1 || o.warmup < 0 || !(o.lr >= 0 && o.lr <= 1)))
         abort();
     st_close(&f);
+    RunSettings r = {0};
+    r.log_every = r.ckpt_every = r.keep = r.sample_steps = 1;
+    eval_every_default(&r.eval);
+    char data_buf[4200], vae_buf[4200];
+    int iters_found;
+    if (run_meta_read(path, &r, data_buf, sizeof data_buf, vae_buf, sizeof vae_buf, &iters_found, &err) >= 0 &&
+        (r.log_every < 1 || r.ckpt_every < 1 || r.keep < 1 || r.limit < 0 || r.sample_every < 0 || r.hflip < -1 ||
+         r.hflip > 1 || r.sample_steps < 1 || r.sample_steps > 1000 || r.sample_images < 0 || r.sample_images > 256 ||
+         (iters_found && r.iters < 1)))
+        abort();
     return 0;
 }
