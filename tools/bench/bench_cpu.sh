@@ -139,10 +139,11 @@ small_cases() {
 }
 
 # DiT's released network: softmax attention without RoPE and LePE, 1000 classes, learned sigma.
+XL="--model DiT-XL/2 --attn softmax --rope 0 --lepe 0 --classes 1000 --channels 4"
 xl_cases() {
     local s p f
     for s in 256 512; do
-        f="--model DiT-XL/2 --attn softmax --rope 0 --lepe 0 --classes 1000 --channels 4 --image-size $((s / 8)) --threads $T"
+        f="$XL --image-size $((s / 8)) --threads $T"
         for p in fp32 bf16; do
             echo "train XL/2 $s|mala|$p|$MALA bench train $f --batch 2 --steps 1 --device cpu"
             echo "train XL/2 $s|torch|$p|$PYRUN tools/bench/bench_train_torch.py $f --batch 2 --steps 1"
@@ -161,7 +162,7 @@ xl_cases() {
 int8_cases() {
     local m f p
     for m in "DiT-S/2 32|--model DiT-S/2 --channels 4 --threads $T|10 --n 8" \
-             "DiT-XL/2 256|--model DiT-XL/2 --attn softmax --rope 0 --lepe 0 --classes 1000 --channels 4 --image-size 32 --threads $T|5 --n 2"; do
+             "DiT-XL/2 256|$XL --image-size 32 --threads $T|5 --n 2"; do
         IFS='|' read -r lab f st <<< "$m"
         for p in fp32 bf16 int8; do
             echo "int8 sample $lab|mala|$p|$MALA bench sample $f --sampler ddim --steps $st --repeats 1 --device cpu"
