@@ -76,6 +76,49 @@ START_TEST(test_quantise_rows) {
 }
 END_TEST
 
+// quant8_row, whose loops are vectorised where the build has AVX2, against the definition written
+// plainly: the same int8 values and scale on every row length from 0 to 100 (the vector loops'
+// tails) with magnitudes from 2^-140 (subnormal) to 2^100, ties, signed zeros, NaNs and infinities.
+static float quant8_row_plain(int8_t *q, const float *x, int n) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    if (amax == 0.0f) {
+        memset(q, 0, (size_t)n);
+        return 0.0f;
+    }
+    for (int i = 0; i < n; i++) {
+        const float v = nearbyintf(x[i] * (127.0f / amax));
+        q[i] = isnan(v) ? 0 : v > 127.0f ? 127 : v < -127.0f ? -127 : (int8_t)v;
+    }
+    return amax / 127.0f;
+}
+
+START_TEST(test_quant8_row_vector) {
+    uint64_t st = 7;
+    float x[100];
+    int8_t q[100], want[100];
+    for (int trial = 0; trial < 40; trial++)
+        for (int n = 0; n <= 100; n++) {
+            // (odd trials: magnitude 1 with 127 in the row, so that the .5 values are ties)
+            const float mag = trial & 1 ? 1.0f : ldexpf(1.0f, (int)(tu_next(&st) % 241) - 140);
+            for (int i = 0; i < n; i++) {
+                const uint64_t k = tu_next(&st) % 100;
+                x[i] = k < 80  ? ((float)(tu_next(&st) >> 40) / 8388608.0f - 1.0f) * mag
+                     : k < 88  ? (float)((int)(tu_next(&st) % 254) - 127) + 0.5f
+                     : k < 92  ? (k & 1 ? -0.0f : 0.0f)
+                     : k < 95  ? NAN
+                     : k < 96  ? (k & 1 ? INFINITY : -INFINITY)
+                               : 127.0f;
+            }
+            const float s = quant8_row(q, x, n), s_want = quant8_row_plain(want, x, n);
+            ck_assert_msg(memcmp(&s, &s_want, sizeof s) == 0 || (isnan(s) && isnan(s_want)),
+                          "n %d trial %d: scale %g, plainly %g", n, trial, s, s_want);
+            ck_assert_msg(!memcmp(q, want, (size_t)n), "n %d trial %d: the int8 values differ", n, trial);
+        }
+}
+END_TEST
+
 // out = sa sw (qa . qw) + b against the double sum of the same int8 values, and against fp32.
 static void product_case(int N, int I, int O, int bias, uint64_t seed) {
     float *in = malloc((size_t)N * I * 4), *w = malloc((size_t)O * I * 4), *b = malloc((size_t)O * 4);
@@ -407,6 +450,7 @@ int main(void) {
     TCase *tc = tcase_create("int8");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_quantise_rows);
+    tcase_add_test(tc, test_quant8_row_vector);
     tcase_add_test(tc, test_product);
     tcase_add_test(tc, test_shadow_once);
     tcase_add_test(tc, test_reach);
