@@ -123,7 +123,8 @@ struct Backend {
                               int B, int L, int C, int ms);
 
     // ---- elementwise ----
-    // gelu_bwd, gelu_erf_bwd and silu_bwd overwrite dx: dx = dout * f'(x).
+    // gelu_bwd, gelu_erf_bwd and silu_bwd overwrite dx: dx = dout * f'(x). The forwards may run in
+    // place (out == x).
     void (*gelu_fwd)(float *out, const float *x, size_t n);          // tanh approximation
     void (*gelu_bwd)(float *dx, const float *dout, const float *x, size_t n);
     // Exact GELU (nn.GELU(), approximate="none"): out = 0.5 x (1 + erf(x / sqrt 2));

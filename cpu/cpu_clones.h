@@ -1,7 +1,8 @@
 // MALA_ELEMENTWISE_CLONES: an AVX-512 (x86-64-v4) clone of a CPU op beside the x86-64-v3 one the
 // build targets, chosen when the program loads on a CPU that has it (GCC's target_clones). Only
-// for purely per-element loops: with no sum across elements, and no contraction into FMAs
-// (-ffp-contract=off), every vector width computes the same bits.
+// for loops whose vector lanes never meet: per-element maps, or sums that run within one lane (a
+// depthwise conv's taps, channel by channel). With no sum across lanes and no contraction into
+// FMAs (-ffp-contract=off), every vector width computes the same bits.
 // defines: MALA_ELEMENTWISE_CLONES
 #ifndef MALA_CPU_CLONES_H
 #define MALA_CPU_CLONES_H

@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/quant8.h"
 #include "cpu/cpu_bf16.h"
+#include "cpu/cpu_clones.h"
 #include "cpu/cpu_dnnl.h"
 #include "cpu/cpu_gemm.h"
 
@@ -82,6 +83,22 @@ static void *make_matmul(const DnnlKey *k, void *ctx) {
 #endif
 
 #ifdef MALA_DNNL
+// out[n, o] = acc[n, o] sa[n] sw[o] + b[o], in place over acc. Per element only, so its AVX-512
+// clone gives the same bits.
+static MALA_ELEMENTWISE_CLONES void dequantise_rows(float *out, const int32_t *acc, const float *sa, const float *sw,
+                                                    const float *b, int N, int O) {
+    #pragma omp parallel for schedule(static) if ((size_t)N * O >= ((size_t)1 << 15))
+    for (int n = 0; n < N; n++) {
+        float *row = out + (size_t)n * O;
+        const int32_t *arow = acc + (size_t)n * O;
+        const float s = sa[n];
+        if (b)
+            for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]) + b[o];
+        else
+            for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]);
+    }
+}
+
 // out = the int8 product of in (quantised per token here) and the weights' int8 rows qw with their
 // scales sw, dequantised, plus b.
 static void linear_q8(float *out, const float *in, const int8_t *qw, const float *sw, const float *b, int N, int I,
@@ -99,16 +116,7 @@ static void linear_q8(float *out, const float *in, const int8_t *qw, const float
     dnnl_memory_t mems[3] = {cpu_dnnl_mem(&m->a, qa), cpu_dnnl_mem(&m->b, qw), cpu_dnnl_mem(&m->c, acc)};
     cpu_dnnl_exec(m->prim, &m->scratch, 3, args, mems);
 
-    #pragma omp parallel for schedule(static) if ((size_t)N * O >= ((size_t)1 << 15))
-    for (int n = 0; n < N; n++) {
-        float *row = out + (size_t)n * O;
-        const int32_t *arow = acc + (size_t)n * O;
-        const float s = sa[n];
-        if (b)
-            for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]) + b[o];
-        else
-            for (int o = 0; o < O; o++) row[o] = (float)arow[o] * (s * sw[o]);
-    }
+    dequantise_rows(out, acc, sa, sw, b, N, O);
 }
 #endif
 

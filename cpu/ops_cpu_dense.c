@@ -43,36 +43,21 @@ void cpu_linear_bwd(float *din, float *dw, float *db, const float *dout, const f
     }
 }
 
-// A row's mean, and *rstd = 1 / sqrt(biased variance + eps). Each sum runs in LN_LANES partial
-// sums (element c into lane c mod LN_LANES, the lanes then added in order), which the compiler
-// keeps in vector registers: a single running sum is a chain of dependent adds, several times
-// slower than the rest of the normalisation, and no more accurate.
-#define LN_LANES 16
-static inline float lanes_sum(const float *acc) {
-    float s = 0.0f;
-    for (int j = 0; j < LN_LANES; j++) s += acc[j];
-    return s;
-}
-
+// A row's mean, and *rstd = 1 / sqrt(biased variance + eps). The sums are vector reductions
+// (`omp simd`): a single running sum is a chain of dependent adds, several times slower than the
+// rest of the normalisation.
 static inline float ln_row_stats(const float *xr, int C, float *rstd) {
-    float acc[LN_LANES] = {0};
-    int c = 0;
-    for (; c + LN_LANES <= C; c += LN_LANES)
-        for (int j = 0; j < LN_LANES; j++) acc[j] += xr[c + j];
-    for (int j = 0; c < C; c++, j++) acc[j] += xr[c];
-    const float mean = lanes_sum(acc) / C;
-    float sq[LN_LANES] = {0};
-    c = 0;
-    for (; c + LN_LANES <= C; c += LN_LANES)
-        for (int j = 0; j < LN_LANES; j++) {
-            const float d = xr[c + j] - mean;
-            sq[j] += d * d;
-        }
-    for (int j = 0; c < C; c++, j++) {
+    float sum = 0.0f;
+    #pragma omp simd reduction(+:sum)
+    for (int c = 0; c < C; c++) sum += xr[c];
+    const float mean = sum / C;
+    float var = 0.0f;
+    #pragma omp simd reduction(+:var)
+    for (int c = 0; c < C; c++) {
         const float d = xr[c] - mean;
-        sq[j] += d * d;
+        var += d * d;
     }
-    *rstd = 1.0f / sqrtf(lanes_sum(sq) / C + MALA_LN_EPS);
+    *rstd = 1.0f / sqrtf(var / C + MALA_LN_EPS);
     return mean;
 }
 
@@ -119,6 +104,7 @@ void cpu_layernorm_bwd(float *dx, const float *dout, const float *out, const flo
         const float *g = dout + (size_t)n * C, *y = out + (size_t)n * C;
         float *d = dx + (size_t)n * C;
         float mg = 0.0f, mgy = 0.0f;
+        #pragma omp simd reduction(+:mg, mgy)
         for (int c = 0; c < C; c++) { mg += g[c]; mgy += g[c] * y[c]; }
         mg /= C; mgy /= C;
         for (int c = 0; c < C; c++) d[c] += rstd[n] * (g[c] - mg - y[c] * mgy);

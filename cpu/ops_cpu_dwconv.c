@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "cpu/cpu_clones.h"
 #include "cpu/cpu_threads.h"  // defines: cpu_small_work
 
 // Depthwise k x k cross-correlation over the gh x gw token grid of x (rows of stride ld: LePE's v
@@ -60,7 +61,7 @@ static void check_dwconv(int k, int ldx, int B, int gh, int gw, int C, const cha
           gw, C, ldx);
 }
 
-void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *bias, int k, int B, int gh,
+MALA_ELEMENTWISE_CLONES void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *bias, int k, int B, int gh,
                     int gw, int C) {
     check_dwconv(k, ldx, B, gh, gw, C, "dwconv_fwd");
     const int L = gh * gw, H = C, kk = k * k;

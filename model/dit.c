@@ -120,15 +120,18 @@ static void dit_layout(Net *n, Arena *a) {
         BlockActs *b = &A->blk[i];
         b->ada = arena_take(a, B * 6 * H);
         b->xc = c->cpe ? arena_take(a, BL * H) : NULL;
-        b->xhat1 = arena_take(a, BL * H); b->rstd1 = arena_take(a, BL);
+        // (LN(x) and fc1's pre-activation are kept for the backward only)
+        b->xhat1 = train ? arena_take(a, BL * H) : NULL;
+        b->rstd1 = arena_take(a, BL);
         b->qkv = arena_take(a, BL * 3 * H);
         b->qkr = c->rope ? arena_take(a, BL * 2 * H) : NULL;
         b->cache = arena_take(a, cache);
         b->o = arena_take(a, BL * H);
         b->g = c->gate ? arena_take(a, BL * H) : NULL;
         b->ao = arena_take(a, BL * H);
-        b->xhat2 = arena_take(a, BL * H); b->rstd2 = arena_take(a, BL);
-        b->h1 = arena_take(a, BL * 4 * H);
+        b->xhat2 = train ? arena_take(a, BL * H) : NULL;
+        b->rstd2 = arena_take(a, BL);
+        b->h1 = train ? arena_take(a, BL * 4 * H) : NULL;
         b->mo = arena_take(a, BL * H);
     }
     if (n->mode == NET_INFER_ATTN) {
@@ -247,8 +250,9 @@ static void block_forward(Net *n, int i, int B) {
     // x = x + gate_mlp * mlp(modulate(LN(x), shift_mlp, scale_mlp))
     be->layernorm_modulate_fwd(A->xm, train ? b->xhat2 : NULL, b->rstd2, A->x, ada + 3 * H, ada + 4 * H, B, L, H,
                                6 * H);
-    quant_linear(n, b->h1, A->xm, o->fc1_w, o->fc1_b, BL, H, 4 * H);
-    be->gelu_fwd(A->h2, b->h1, (size_t)BL * 4 * H);
+    float *h1 = train ? b->h1 : A->h2;  // (sampling keeps no pre-activation: the GELU runs in place)
+    quant_linear(n, h1, A->xm, o->fc1_w, o->fc1_b, BL, H, 4 * H);
+    be->gelu_fwd(A->h2, h1, (size_t)BL * 4 * H);
     quant_linear(n, b->mo, ffn_dwconv_forward(n, o, B), o->fc2_w, o->fc2_b, BL, 4 * H, H);
     be->gate_residual_fwd(A->x, b->mo, ada + 5 * H, B, L, H, 6 * H);
 }
