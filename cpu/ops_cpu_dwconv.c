@@ -61,8 +61,9 @@ static void check_dwconv(int k, int ldx, int B, int gh, int gw, int C, const cha
           gw, C, ldx);
 }
 
-MALA_ELEMENTWISE_CLONES void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *bias, int k, int B, int gh,
-                    int gw, int C) {
+// (each channel's taps sum within its own vector lane: the clone gives the same bits)
+MALA_ELEMENTWISE_CLONES void cpu_dwconv_fwd(float *out, const float *x, int ldx, const float *w, const float *bias,
+                                            int k, int B, int gh, int gw, int C) {
     check_dwconv(k, ldx, B, gh, gw, C, "dwconv_fwd");
     const int L = gh * gw, H = C, kk = k * k;
     const int nblk = (H + DW_CB - 1) / DW_CB;
