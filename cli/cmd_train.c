@@ -48,6 +48,13 @@ static void on_signal(int sig) {
     }
 }
 
+// Each SIGCONT (the end of a SIGSTOP or Ctrl-Z): the run leaves the stop out of its training seconds.
+static volatile sig_atomic_t continued = 0;
+static void on_continue(int sig) {
+    (void)sig;
+    continued++;
+}
+
 // For --resume in a directory without a checkpoint: DIR/train.args, then the arguments given now
 // but --resume (a flag given again wins: the parser keeps the last). NULL when nothing is stored.
 static char **args_for_restart(const char *out, int argc, char **argv, int *n_out) {
@@ -271,6 +278,9 @@ static void train_start(TrainCmd *t) {
     signal_says = dist_rank() == 0;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    struct sigaction sc = {.sa_handler = on_continue, .sa_flags = SA_RESTART};
+    sigemptyset(&sc.sa_mask);
+    sigaction(SIGCONT, &sc, NULL);
     set_threads(t->threads);
     t->s.argc = t->argc;  // DIR/train.args
     t->s.argv = t->argv;
@@ -326,6 +336,7 @@ int cmd_train(int argc, char **argv) {
     }
     TrainRun run = {s->tr, s->ld, &s->to, &s->rs, &s->meta, s->out, s->batch, s->accum,
                     s->grid_every > 0 ? &s->pv : NULL, s->grid_every, s->tev, &s->tb, &s->hist, s->lead, &stop_requested};
+    run.continued = &continued;
     rc = train_run_loop(&run);
     if (rc == TRAIN_RUN_IO_ERROR) FATAL("%s", run.err.msg);
     if (tfev_close(&s->tb, &err)) FATAL("%s", err.msg);

@@ -562,6 +562,50 @@ START_TEST(test_is_with_peaked_logits_is_finite) {
 }
 END_TEST
 
+// Waits (at most 60 s) until the log has `rows` rows; returns the rows it has.
+static int wait_for_rows(const char *csv, int rows) {
+    double t0 = now_seconds();
+    int n;
+    while ((n = run_log_rows(csv)) < rows && now_seconds() - t0 < 60) usleep(20000);
+    return n;
+}
+
+// A run stopped with SIGSTOP for 3 s and continued leaves the stop out of its training seconds:
+// no two consecutive log rows' elapsed_s are the stop apart, and its img/s stays a step's.
+START_TEST(test_sigstop_left_out_of_elapsed) {
+    tu_make_tmpdir("hostile");
+    char ep[300], args[1024], csv[400];
+    path_in(ep, sizeof ep, "stderr");
+    path_in(csv, sizeof csv, "run/log.csv");
+    snprintf(args, sizeof args, TRAIN " --iters 1000000 --ckpt-every 1000000 --threads 1 --out %s/run", tu_tmp);
+    pid_t pid = spawn(ep, args);
+    int before = wait_for_rows(csv, 5);
+    ck_assert_msg(before >= 5, "the run logged %d rows in 60 s:\n%s", before, (slurp(ep, g_err, sizeof g_err), err_tail()));
+    ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+    usleep(3000000);
+    ck_assert_int_eq(kill(pid, SIGCONT), 0);
+    int after = wait_for_rows(csv, run_log_rows(csv) + 5);
+    ck_assert_int_eq(kill(pid, SIGINT), 0);
+    int rc = wait_status(pid);
+    slurp(ep, g_err, sizeof g_err);
+    ck_assert_msg(rc == 130, "SIGINT after a SIGSTOP: exit %d:\n%s", rc, err_tail());
+    RunLog l = {0};
+    ck_assert(run_log_read(csv, UINT64_MAX, &l) > 0);
+    ck_assert_msg(l.n >= after && after >= before + 5, "%d rows, %d before the stop, %d after", l.n, before, after);
+    double gap = 0, min_rate = INFINITY;
+    for (int i = 1; i < l.n; i++) {
+        if (l.elapsed[i] - l.elapsed[i - 1] > gap) gap = l.elapsed[i] - l.elapsed[i - 1];
+        if (l.img_s[i] < min_rate) min_rate = l.img_s[i];
+    }
+    printf("SIGSTOP for 3 s: %d rows, the largest step between rows' elapsed_s %.3f s, the lowest img/s %.1f\n", l.n,
+           gap, min_rate);
+    ck_assert_msg(gap < 1.5, "the 3 s stop was counted as training: consecutive rows %.3f s apart", gap);
+    ck_assert_msg(min_rate > 2 / 1.5, "a row's img/s counted the stop: %.2f (2 images a step)", min_rate);
+    run_log_free(&l);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("hostile");
     TCase *tc = tcase_create("hostile");
@@ -577,6 +621,7 @@ int main(void) {
     tcase_add_test(tc, test_sigint_then_resume_to_iters);
     tcase_add_test(tc, test_sigint_during_evaluation);
     tcase_add_test(tc, test_second_and_third_signal);
+    tcase_add_test(tc, test_sigstop_left_out_of_elapsed);
     tcase_add_test(tc, test_is_with_peaked_logits_is_finite);
     suite_add_tcase(s, tc);
     return tu_run(s);

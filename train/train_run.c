@@ -42,6 +42,33 @@ static void maybe_diverge(const Trainer *tr) {
     tr->be->to_device(tr->net->w, &w, sizeof w);
 }
 
+// The run's clock: wall seconds less the time the process was stopped (SIGSTOP, Ctrl-Z), so that
+// elapsed_s, img/s and the ETA measure training, not a pause. A stop cannot be timed (nothing runs
+// during it); a SIGCONT since the last reading says the interval held one, and the interval then
+// counts as the mean of the steps timed so far (in full before the first).
+typedef struct {
+    const volatile sig_atomic_t *continued;  // NULL: the wall clock
+    sig_atomic_t seen;
+    double last, stopped;                    // the last reading (wall seconds); the seconds left out
+    double step_sum;                         // the steps timed without a stop in them
+    long step_n;
+} RunClock;
+
+// step_s: the step that ended at this reading (wall seconds), or -1 for a reading between steps
+static double run_clock(RunClock *c, double step_s) {
+    double now = now_seconds(), dt = now - c->last;
+    c->last = now;
+    if (c->continued && *c->continued != c->seen) {
+        c->seen = *c->continued;
+        double mean = c->step_n ? c->step_sum / c->step_n : dt;
+        if (dt > mean) c->stopped += dt - mean;
+    } else if (step_s >= 0) {
+        c->step_sum += step_s;
+        c->step_n++;
+    }
+    return now - c->stopped;
+}
+
 int train_run_loop(TrainRun *r) {
     Trainer *tr = r->tr;
     Loader *ld = r->ld;
@@ -60,15 +87,19 @@ int train_run_loop(TrainRun *r) {
     MalaErr err;
     float *x = xmalloc((size_t)batch * accum * per * sizeof(float));  // a step's --accum batches
     int32_t *y = xmalloc((size_t)batch * accum * sizeof(int32_t));
-    double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = now_seconds(), t_start = t_log;
+    RunClock clk = {r->continued, r->continued ? *r->continued : 0, now_seconds(), 0, 0, 0};
+    double acc_loss = 0, acc_mse = 0, acc_vb = 0, acc_gn = 0, t_log = run_clock(&clk, -1), t_start = t_log;
     int acc_n = 0, rc = 0, asked = 0, diverged = 0;  // asked: on_log asked to stop
     uint64_t start_step = tr->step, last_saved = tr->step;
     Progress pg;
     progress_init(&pg, say ? stderr : NULL);
     // a point whose evaluation a stop cut short (its checkpoint is this step's) is evaluated first
-    if (r->tev && tr->step > 0 && !dist_any(*r->stop) && train_eval_due(r->tev, tr->step, iters))
-        t_log += train_eval_run(r->tev, tr, rs->elapsed, r->tb, r->stop);
+    if (r->tev && tr->step > 0 && !dist_any(*r->stop) && train_eval_due(r->tev, tr->step, iters)) {
+        train_eval_run(r->tev, tr, rs->elapsed, r->tb, r->stop);
+        t_log = run_clock(&clk, -1);  // left out of img/s
+    }
     while (tr->step < iters && !asked && !dist_any(*r->stop)) {
+        const double t_step = now_seconds();
         for (int k = 0; k < accum; k++) loader_next(ld, x + (size_t)k * tr->batch * per, y + (size_t)k * tr->batch);
         StepStats st = trainer_step(tr, x, y);
         maybe_diverge(tr);
@@ -86,7 +117,7 @@ int train_run_loop(TrainRun *r) {
             continue;
         }
         acc_loss += st.loss; acc_mse += st.mse; acc_vb += st.vb; acc_gn += st.grad_norm; acc_n++;
-        double now = now_seconds();
+        double now = run_clock(&clk, now_seconds() - t_step);
         const int log_now = tr->step % rs->log_every == 0 || tr->step == iters;  // the last step too
         if (log_now && train_check_replicas(tr, &r->err)) {  // every rank stops here, without a checkpoint
             progress_break(&pg);
@@ -142,18 +173,20 @@ int train_run_loop(TrainRun *r) {
         }
         if (grid_every > 0 && (tr->step % grid_every == 0 || tr->step == iters)) {
             snprintf(path, sizeof path, "%s/samples/%07llu.png", out, (unsigned long long)tr->step);
-            double t0 = now_seconds();
+            double t0 = run_clock(&clk, -1);
             progress_break(&pg);
             if (!train_grid_write(r->grid, tr, path) && r->tb->f &&  // also the final grid, at the run's last step
                 tb_log_grid(r->tb, tr->step, path, &r->err)) {
                 rc = TRAIN_RUN_IO_ERROR;
                 break;
             }
-            t_log += now_seconds() - t0;   // img/s counts training only
+            t_log += run_clock(&clk, -1) - t0;   // img/s counts training only
         }
         if (r->tev && train_eval_due(r->tev, tr->step, iters)) {
             progress_break(&pg);
-            t_log += train_eval_run(r->tev, tr, rs->elapsed + (now_seconds() - t_start), r->tb, r->stop);
+            double t0 = run_clock(&clk, -1);
+            train_eval_run(r->tev, tr, rs->elapsed + (t0 - t_start), r->tb, r->stop);
+            t_log += run_clock(&clk, -1) - t0;
         }
     }
     progress_break(&pg);
@@ -194,7 +227,7 @@ int train_run_loop(TrainRun *r) {
         if (rc == 0) rc = 128 + (sigint ? SIGINT : SIGTERM);
     } else if (say && rc == 0) {
         fprintf(stderr, "done: step %llu, %.0f s; checkpoints in %s\n", (unsigned long long)tr->step,
-                now_seconds() - t_start, dir);
+                run_clock(&clk, -1) - t_start, dir);
     }
     free(x);
     free(y);

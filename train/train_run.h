@@ -33,6 +33,9 @@ typedef struct {
     RunLog *hist;                 // the loss curve's rows
     int lead;                     // this process writes the console, log.csv and loss.png (rank 0)
     volatile sig_atomic_t *stop;  // set by a signal: the run stops after the step under way
+    // NULL, or a count a SIGCONT handler raises: a step during which the process was stopped
+    // (SIGSTOP, Ctrl-Z) counts as its neighbours' mean step in the logged training seconds
+    volatile sig_atomic_t *continued;
     int quiet;                    // 1: nothing on the console (the library's runs)
     // NULL, or called at every log line (lead only) with its row; non-zero stops the run after this
     // step, which is then checkpointed
