@@ -140,22 +140,6 @@ typedef struct {
     int jobs;           // runs in flight at once (--jobs)
 } Ctl;
 
-// Training rate of a run from its log (images per second over its training time), 0 if unknown.
-static double run_rate(const CompareRun *r, const CompareConfig *c, int64_t *images_done, double *train_s) {
-    TrainLog l;
-    compare_read_log(r->dir, &l);
-    double rate = 0;
-    *images_done = 0;
-    *train_s = 0;
-    if (l.n) {
-        *images_done = (int64_t)l.step[l.n - 1] * c->batch;
-        *train_s = l.elapsed[l.n - 1];
-        if (*train_s > 0) rate = *images_done / *train_s;
-    }
-    compare_log_free(&l);
-    return rate;
-}
-
 // Seconds left: the runs' remaining images at their own rates (a run without one at the others'
 // mean GFLOP/s over its GFLOP/img), and the evaluations left at this invocation's mean time.
 static double overall_eta(Ctl *k, double *frac) {
@@ -169,7 +153,7 @@ static double overall_eta(Ctl *k, double *frac) {
         rates[i] = 0;
         left[i] = 0;
         if (!k->runs[i].selected) continue;
-        rates[i] = run_rate(&k->runs[i], k->c, &img, &ts);
+        rates[i] = compare_run_rate(k->runs[i].dir, k->c->batch, &img, &ts);
         left[i] = k->runs[i].done ? 0 : k->runs[i].budget - img;
         if (left[i] < 0) left[i] = 0;
         done_img += k->runs[i].done ? k->runs[i].budget : img;
@@ -191,7 +175,7 @@ static int train_tick(void *ctx) {
     Ctl *k = ctx;
     int64_t img;
     double ts;
-    double rate = run_rate(k->cur, k->c, &img, &ts), frac;
+    double rate = compare_run_rate(k->cur->dir, k->c->batch, &img, &ts), frac;
     char eta_run[32], eta_all[32];
     progress_format_eta(eta_run, sizeof eta_run, rate > 0 ? (k->cur->budget - img) / rate : NAN);
     progress_format_eta(eta_all, sizeof eta_all, overall_eta(k, &frac));
@@ -266,7 +250,7 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     char log[4400];
     snprintf(log, sizeof log, "%s/train.log", r->dir);
     int64_t img;
-    run_rate(r, c, &img, &k->elapsed0);
+    compare_run_rate(r->dir, c->batch, &img, &k->elapsed0);
     k->cur = r;
     k->target_step = step;
     k->t_seg = now_seconds();

@@ -60,6 +60,10 @@ void compare_append_eval(CompareRun *r, const EvalRow *e);
 // train's log.csv of a run; fills l (0 rows when there is none).
 void compare_read_log(const char *run_dir, TrainLog *l);
 void compare_log_free(TrainLog *l);
+// A run's training rate from its log.csv, 0 when unknown: the median img/s of its last 20 rows, the
+// machine's rate now (a whole log can hold an earlier session's contention, or a pause that an older
+// build counted as training). *images_done and *train_s: the last row's.
+double compare_run_rate(const char *run_dir, int batch, int64_t *images_done, double *train_s);
 // Newest checkpoint step in run_dir/checkpoints (-1 when none).
 int64_t compare_newest_ckpt(const char *run_dir);
 // r->params, gflop and classes: from the run's model.csv, else from its newest checkpoint (then

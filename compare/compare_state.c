@@ -1,5 +1,5 @@
 // defines: compare_read_evals, compare_append_eval, compare_read_log, compare_log_free,
-//          compare_newest_ckpt, compare_run_size, compare_run_schedule, compare_row_point,
+//          compare_run_rate, compare_newest_ckpt, compare_run_size, compare_run_schedule, compare_row_point,
 //          compare_eval_at_point
 // The files a comparison keeps per run, read back on every invocation (this is what makes it
 // resumable): evals.csv (ours, append-only), model.csv, and train's log.csv and checkpoints.
@@ -9,6 +9,7 @@
 
 #include "formats/atomic_file.h"
 #include "core/backend.h"
+#include "core/bench_stats.h"
 #include "model/checkpoint.h"
 #include "compare/compare.h"
 #include "model/net.h"
@@ -98,6 +99,24 @@ void compare_read_log(const char *run_dir, TrainLog *l) {
 void compare_log_free(TrainLog *l) {
     free(l->step); free(l->loss); free(l->img_s); free(l->elapsed);
     memset(l, 0, sizeof *l);
+}
+
+double compare_run_rate(const char *run_dir, int batch, int64_t *images_done, double *train_s) {
+    TrainLog l;
+    compare_read_log(run_dir, &l);
+    double rate = 0, recent[20];
+    int nr = 0;
+    *images_done = 0;
+    *train_s = 0;
+    if (l.n) {
+        *images_done = (int64_t)l.step[l.n - 1] * batch;
+        *train_s = l.elapsed[l.n - 1];
+        for (int i = l.n - 1; i >= 0 && nr < 20; i--)
+            if (isfinite(l.img_s[i]) && l.img_s[i] > 0) recent[nr++] = l.img_s[i];
+        if (nr) rate = spread_of(recent, nr).median;
+    }
+    compare_log_free(&l);
+    return rate;
 }
 
 int64_t compare_newest_ckpt(const char *run_dir) { return run_newest_checkpoint(run_dir); }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compare/compare.h"
 #include "compare/compare_config.h"
 #include "model/net.h"
 #include "formats/image_io.h"
@@ -791,6 +792,35 @@ START_TEST(test_report_axes) {
 }
 END_TEST
 
+// The progress line's rate is the machine's now: the median img/s of the log's last 20 rows, so
+// hours of an old session's contention (30 img/s rows) and a pause an older build counted as
+// training (elapsed_s leaping by 5,000 s) do not make a 100 img/s run look like a 10 img/s one.
+START_TEST(test_run_rate_recent_rows) {
+    tu_make_tmpdir("compare_rate");
+    mkdir(tp("run"), 0755);
+    char *csv = malloc(1 << 16);
+    int len = sprintf(csv, "step,loss,mse,vb,grad_norm,img_per_s,lr,skipped,elapsed_s,time\n");
+    double elapsed = 0;
+    for (int i = 1; i <= 60; i++) {  // 50 steps of 64 images a row
+        double rate = i <= 30 ? 30 : i % 7 == 0 ? 5 : 100 + i % 3;  // the odd slow row among the recent ones
+        elapsed += 50 * 64 / rate + (i == 31 ? 5000 : 0);
+        len += sprintf(csv + len, "%d,0.1,0.1,0,1,%.2f,5e-4,0,%.3f,2026-12-06T00:00:00Z\n", 50 * i, rate, elapsed);
+    }
+    write_text(tp("run/log.csv"), csv);
+    int64_t img;
+    double ts, rate = compare_run_rate(tp("run"), 64, &img, &ts);
+    ck_assert_int_eq(img, 60 * 50 * 64);
+    ck_assert_msg(fabs(ts - elapsed) < 1e-3, "train_s %g, the last row's %g", ts, elapsed);
+    ck_assert_msg(rate >= 100 && rate <= 102, "rate %g, the recent rows' median is 100-102", rate);
+    // an older log's rows end after the loss: no rate, as without a log
+    write_text(tp("run/log.csv"), "step,loss\n10,0.1\n");
+    ck_assert_msg(compare_run_rate(tp("run"), 64, &img, &ts) == 0 && img == 0 && ts == 0, "an older log");
+    ck_assert_msg(compare_run_rate(tp("none"), 64, &img, &ts) == 0 && img == 0 && ts == 0, "a run without a log");
+    free(csv);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // ---- plots: round ticks ----
 
 // Tick values for a range are round (whole multiples of the step, a 1, 2 or 5 times a power of
@@ -1037,6 +1067,7 @@ int main(void) {
     tcase_add_test(tc, test_runs_subset);
     tcase_add_test(tc, test_report_ranking);
     tcase_add_test(tc, test_report_axes);
+    tcase_add_test(tc, test_run_rate_recent_rows);
     tcase_add_test(tc, test_plot_ticks);
     tcase_add_test(tc, test_report_tie_and_labels);
     tcase_add_test(tc, test_config_drift);
