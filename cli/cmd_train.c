@@ -18,6 +18,7 @@
 // and compare a hash of their weights at every log line. --zero 1 shards AdamW's moments over the
 // ranks (ZeRO-1, trainer_zero1); the checkpoints stay the same.
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -271,11 +272,28 @@ static int train_flags(TrainCmd *t) {
     return -1;
 }
 
+// Open MPI's mpirun forwards a SIGTERM or SIGINT to the ranks and kills them
+// odls_base_sigkill_timeout seconds later (1 by default): too soon to write a stop's checkpoint of
+// a real model (DiT-B/2's 2 GB was cut). A signal to the ranks themselves is not timed: they vote
+// and stop together, and mpirun ends with them. mpirun passes --mca settings to the ranks as
+// OMPI_MCA_*, so rank 0 can tell which it got.
+static void warn_mpirun_kill_timeout(void) {
+    if (dist_rank() != 0 || !getenv("OMPI_COMM_WORLD_SIZE")) return;
+    const char *v = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    int secs = v ? atoi(v) : 1;
+    if (secs < 10)
+        fprintf(stderr, "warning: Open MPI's mpirun kills the ranks %d s after it forwards a signal "
+                "(odls_base_sigkill_timeout), which can cut the stop's checkpoint short: stop the run by "
+                "signalling the ranks (`pkill -TERM -P <mpirun's pid>`), or launch with `mpirun --mca "
+                "odls_base_sigkill_timeout 60` (mpirun then takes about twice that to exit)\n", secs);
+}
+
 // The processes and the signals, before anything slow (device, dataset, model), so that a signal
 // during start-up stops the run cleanly too.
 static void train_start(TrainCmd *t) {
     dist_init(&t->argc, &t->argv);
     signal_says = dist_rank() == 0;
+    warn_mpirun_kill_timeout();
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     struct sigaction sc = {.sa_handler = on_continue, .sa_flags = SA_RESTART};
