@@ -66,13 +66,15 @@ static inline double tu_max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-// Reads a whole file (a fixture or a test's output); fails the test when absent.
+// Reads a whole file (a fixture or a test's output); fails the test when absent. A NUL follows
+// the bytes, so a text file is a string.
 static inline void *tu_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "missing %s (a fixture: run the tools/ scripts with /usr/bin/python3)", path);
     fseek(f, 0, SEEK_END); long n = ftell(f); fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    char *buf = malloc(n > 0 ? (size_t)n + 1 : 1);
     ck_assert(fread(buf, 1, (size_t)n, f) == (size_t)n);
+    buf[n > 0 ? n : 0] = 0;
     fclose(f);
     if (len) *len = (size_t)n;
     return buf;
