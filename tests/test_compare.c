@@ -794,7 +794,7 @@ END_TEST
 
 // The progress line's rate is the machine's now: the median img/s of the log's last 20 rows, so
 // hours of an old session's contention (30 img/s rows) and a pause an older build counted as
-// training (elapsed_s leaping by 5,000 s) do not make a 100 img/s run look like a 10 img/s one.
+// training (elapsed_s leaping by 5,000 s) do not make a 100 img/s run look like a 17 img/s one.
 START_TEST(test_run_rate_recent_rows) {
     tu_make_tmpdir("compare_rate");
     mkdir(tp("run"), 0755);

@@ -177,7 +177,7 @@ static int record(TrainEval *t, uint64_t step, double train_s, double fd, double
     return 1;
 }
 
-double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb, const volatile int *stop) {
+void train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb, const volatile int *stop) {
     double t0 = now_seconds();
     tr->be->copy(t->gen.net->w, tr->ema, tr->net->n_floats * sizeof(float));
     uint64_t done_before = t->done;
@@ -232,7 +232,6 @@ double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents 
         if (trainer_save(tr, t->best_ckpt, &err)) FATAL("%s", err.msg);
         if (t->lead) fprintf(stderr, "[eval] the best so far: %s (best.json)\n", t->best_ckpt);
     }
-    return now_seconds() - t0;
 }
 
 void train_eval_free(TrainEval *t) {

@@ -48,8 +48,8 @@ int train_eval_due(const TrainEval *t, uint64_t step, uint64_t last_step);
 // Collective: evaluates tr's EMA weights at its step (train_s: the run's training seconds so far),
 // writes the results (rank 0; tb may be NULL) and best.safetensors when the FD is the lowest yet.
 // stop (a signal handler's flag) cancels the sampling within one step: nothing is recorded and the
-// point stays due (train_eval_due), so a resumed run evaluates it again. The seconds it took.
-double train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb, const volatile int *stop);
+// point stays due (train_eval_due), so a resumed run evaluates it again.
+void train_eval_run(TrainEval *t, const Trainer *tr, double train_s, TfEvents *tb, const volatile int *stop);
 void train_eval_free(TrainEval *t);
 
 #endif
