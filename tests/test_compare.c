@@ -154,9 +154,15 @@ END_TEST
 
 // The shipped configs parse.
 START_TEST(test_parse_shipped) {
-    const char *files[] = {TINY_TFLOP, TINY, "configs/compare-fmnist-256-ablation.ini", "configs/compare-fmnist.ini"};
+    const char *files[] = {TINY_TFLOP,
+                           TINY,
+                           "configs/compare-fmnist-bf16.ini",
+                           "configs/compare-fmnist-256.ini",
+                           "configs/compare-fmnist-256-ablation.ini",
+                           "configs/compare-fmnist-256-2x.ini",
+                           "configs/compare-fmnist.ini"};
     CompareConfig *c = malloc(sizeof *c);
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         MalaErr err;
         ck_assert_msg(compare_config_load(files[i], c, &err) == 0, "%s", err.msg);
         ck_assert_str_eq(c->features, "fmnist");
