@@ -242,8 +242,10 @@ static int64_t train_to(Ctl *k, CompareRun *r, int64_t step) {
     av_add(&a, "--iters"); av_add(&a, "%lld", (long long)step);
     av_add(&a, "--seed"); av_add(&a, "%llu", (unsigned long long)r->seed);
     av_add(&a, "--log-every"); av_add(&a, "%d", c->log_every);
-    const int64_t every = c->budget_images ? compare_steps(c, c->eval_every_images) : compare_steps(c, r->point[0]);
-    av_add(&a, "--ckpt-every"); av_add(&a, "%lld", (long long)(c->ckpt_every ? c->ckpt_every : every));
+    // By default a checkpoint at the segment's end only, the evaluation point: train's periodic
+    // checkpoints fall at multiples of --ckpt-every, and points at equal compute are rounded steps,
+    // not multiples of the first (1791, 3581, 5372, 7162: every 1791 would add one at 7164).
+    av_add(&a, "--ckpt-every"); av_add(&a, "%lld", (long long)(c->ckpt_every ? c->ckpt_every : step));
     av_add(&a, "--sample-every"); av_add(&a, "0");
     add_model_args(&a, c, arm);
     if (have >= 0) av_add(&a, "--resume");

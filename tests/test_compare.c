@@ -5,7 +5,8 @@
 // evaluation rows alone: the ranking (ties too), compare.png's labels, a changed config refused or
 // accepted, an --out that is not a comparison's; and the plots' tick values. Budgets in compute
 // (budget_tflop): each arm's images and evaluation points from its GFLOP/img, mala train --dry-run's
-// GFLOP/img against the model's, and compare-tiny-tflop.ini end to end (equal compute, drift).
+// GFLOP/img against the model's, compare-tiny-tflop.ini end to end (equal compute, drift), and a run
+// whose checkpoints are its evaluation points only.
 #include <dirent.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -596,6 +597,45 @@ static char *set_key(char *text, const char *key, const char *value) {
     return out;
 }
 
+// A run keeps a checkpoint at its evaluation points only. Points at equal compute are rounded
+// steps, not multiples of the first: at 0.0038 TFLOP a point, DiT-T/4 at batch 8 (0.866 GFLOP a
+// step) evaluates at steps 4 and 9, where a checkpoint every 4 steps would add step 8.
+START_TEST(test_tflop_checkpoints_at_points) {
+    tu_make_tmpdir("compare_ckpts");
+    char *t = set_key(set_key(read_text(TINY_TFLOP), "budget_tflop", "0.0076"), "eval_every_tflop", "0.0038");
+    char ini[512], out[512], path[800];
+    snprintf(ini, sizeof ini, "%s", tp("ck.ini"));
+    snprintf(out, sizeof out, "%s", tp("cmp"));
+    write_text(ini, t);
+    free(t);
+    int rc = run("compare --config %s --out %s --runs mala-s1", ini, out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    snprintf(path, sizeof path, "%s/runs/mala-s1/evals.csv", out);
+    char *ev = read_text(path);
+    long step[4];
+    int n = 0;
+    for (char *l = strchr(ev, '\n'); l && l[1] && n < 4; l = strchr(l + 1, '\n'))
+        step[n++] = strtol(strchr(l + 1, ',') + 1, NULL, 10);
+    ck_assert_msg(n == 2 && step[0] == 4 && step[1] == 9, "the points are not steps 4 and 9:\n%s", ev);
+    free(ev);
+    snprintf(path, sizeof path, "%s/runs/mala-s1/checkpoints", out);
+    DIR *d = opendir(path);
+    ck_assert_ptr_nonnull(d);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        files++;
+        char want[2][32];
+        for (int i = 0; i < 2; i++) snprintf(want[i], sizeof want[i], "%07ld.safetensors", step[i]);
+        ck_assert_msg(!strcmp(e->d_name, want[0]) || !strcmp(e->d_name, want[1]), "a checkpoint off the points: %s",
+                      e->d_name);
+    }
+    closedir(d);
+    ck_assert_int_eq(files, 2);
+    tu_rm_tmpdir();
+}
+END_TEST
+
 // The shipped comparison (all five arms at their presets) on a tiny budget: one step, one seed.
 START_TEST(test_shipped_config_tiny) {
     tu_make_tmpdir("compare_shipped");
@@ -1067,6 +1107,7 @@ int main(void) {
     tcase_add_test(tc, test_tflop_points);
     tcase_add_test(tc, test_dry_run_gflop);
     tcase_add_test(tc, test_tflop_end_to_end);
+    tcase_add_test(tc, test_tflop_checkpoints_at_points);
     tcase_add_test(tc, test_bad_config);
     tcase_add_test(tc, test_end_to_end);
     tcase_add_test(tc, test_shipped_config_tiny);
