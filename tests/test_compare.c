@@ -621,12 +621,12 @@ START_TEST(test_tflop_checkpoints_at_points) {
     snprintf(path, sizeof path, "%s/runs/mala-s1/checkpoints", out);
     DIR *d = opendir(path);
     ck_assert_ptr_nonnull(d);
+    char want[2][32];
+    for (int i = 0; i < 2; i++) snprintf(want[i], sizeof want[i], "%07ld.safetensors", step[i]);
     int files = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
         files++;
-        char want[2][32];
-        for (int i = 0; i < 2; i++) snprintf(want[i], sizeof want[i], "%07ld.safetensors", step[i]);
         ck_assert_msg(!strcmp(e->d_name, want[0]) || !strcmp(e->d_name, want[1]), "a checkpoint off the points: %s",
                       e->d_name);
     }
