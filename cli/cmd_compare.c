@@ -655,7 +655,9 @@ static void store_config(const char *src, const char *out) {
 // An arm's forward GFLOP/img for budget_tflop: its runs' (model.csv or a checkpoint: what its runs
 // counted first, so that a later binary keeps the points), else what `mala train --dry-run` with the
 // arm's flags reports: the model train builds, at the data's image size and channels and with the
-// arm's extra model flags (--rope, --lepe, ...). Its stderr goes to the arm's first run's train.log.
+// arm's extra model flags (--rope, --lepe, ...). Its stderr goes to the arm's first run's dry-run.log,
+// kept only when it fails: every invocation (--report too) asks again until a run has started, and
+// its train.log would gather one line each time.
 static double arm_size_gflop(const CompareConfig *c, int arm, CompareRun *runs, int nruns, const char *out) {
     CompareRun *first = NULL;
     for (int i = 0; i < nruns; i++)
@@ -670,8 +672,9 @@ static double arm_size_gflop(const CompareConfig *c, int arm, CompareRun *runs, 
     add_model_args(&av, c, a);
     av_add(&av, "--dry-run");
     char log[4400], res[4400];
-    snprintf(log, sizeof log, "%s/train.log", first->dir);
+    snprintf(log, sizeof log, "%s/dry-run.log", first->dir);
     snprintf(res, sizeof res, "%s/dry-run.json.tmp", first->dir);
+    unlink(log);
     int stopped;
     const int rc = wait_child(spawn(&av, res, log), NULL, NULL, &stopped);
     JsonValue *j = rc ? NULL : eval_json(res);
@@ -679,7 +682,8 @@ static double arm_size_gflop(const CompareConfig *c, int arm, CompareRun *runs, 
     if (stop_signal) exit(130);
     const double g = jnum(j, "gflop_per_img");
     json_free(j);
-    if (!(g > 0)) {
+    if (g > 0) unlink(log);
+    else {
         char why[1024];
         last_line(log, why, sizeof why);
         FATAL("%s:%d: [arm %s]: mala train --dry-run (its GFLOP/img for budget_tflop) failed with status %d: %s (the "

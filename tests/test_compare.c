@@ -280,6 +280,25 @@ START_TEST(test_dry_run_gflop) {
                                 "attention block", tp("bad.ini"));
     ck_assert_msg(rc == 1 && !strncmp(g_err, want, strlen(want)) && count_char(g_err, '\n') == 1, "%s", g_err);
     ck_assert_msg(stat(tp("cmp/runs/x-s0/checkpoints"), &st) != 0, "the arm trained");
+    ck_assert_msg(strstr(g_err, "(the whole log: ") && strstr(g_err, "cmp/runs/x-s0/dry-run.log)"), "%s", g_err);
+    ck_assert_msg(stat(tp("cmp/runs/x-s0/dry-run.log"), &st) == 0, "the failed dry run's log is gone");
+    // a run that has not started keeps no trace of the dry runs that --report asks for each time
+    mkdir(tp("fresh"), 0755);
+    mkdir(tp("fresh/runs"), 0755);
+    char *t = read_text(TINY_TFLOP);
+    write_text(tp("fresh/config.ini"), t);
+    free(t);
+    for (int i = 0; i < 2; i++) {
+        rc = run("compare --config " TINY_TFLOP " --out %s --report", tp("fresh"));
+        ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    }
+    const char *arms[] = {"mala", "nolepe", "dic"}, *names[] = {"train.log", "dry-run.log", "dry-run.json.tmp"};
+    for (int a = 0; a < 3; a++)
+        for (int f = 0; f < 3; f++) {
+            char path[700];
+            snprintf(path, sizeof path, "%s/runs/%s-s1/%s", tp("fresh"), arms[a], names[f]);
+            ck_assert_msg(stat(path, &st) != 0, "--report left %s", path);
+        }
     tu_rm_tmpdir();
 }
 END_TEST
