@@ -84,10 +84,22 @@ const EvalRow *compare_eval_at_point(const CompareConfig *c, const CompareRun *r
 typedef struct { double mean, sd; int n; } CompareStat;
 CompareStat compare_stat(const double *v, int n);
 
+// The axes on which results.md compares arms.
+enum { COMPARE_AX_IMAGES, COMPARE_AX_TFLOP, COMPARE_AX_TIME, COMPARE_AX_N };
+// Run r's FD (*fd) and class accuracy (*acc) at x on an axis, from its two evaluations on either
+// side (the one evaluation at x itself): log FD linear in x, accuracy linear. NAN when x is outside
+// its evaluations. On the budget's own axis (images with budget_images, TFLOP with budget_tflop) an
+// evaluation stands at its schedule point (compare_row_point).
+void compare_read_off(const CompareConfig *c, const CompareRun *r, int axis, double x, double *fd, double *acc);
+// The largest value on an axis at which run r has an FD (NAN when none).
+double compare_run_reach(const CompareConfig *c, const CompareRun *r, int axis);
+
 // results.md / .csv / .json and the plots in out (every run's state as it is now).
 void compare_write_report(const CompareConfig *c, CompareRun *runs, int nruns, const char *out);
 // results.md's rankings of the arms by FD (compare_ranking.c).
 void compare_write_ranking(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns);
+// results.md's gap table, for the config's gap = BASE, TARGET (compare_gap.c; nothing without it).
+void compare_write_gap(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns);
 // compare.png: the runs' grids one under the other, each named on the left (runs without a grid are left out).
 void compare_write_grid(CompareRun *runs, int nruns, int classes, const char *out);
 

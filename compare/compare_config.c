@@ -58,6 +58,7 @@ static const Key KEYS[] = {
     CK("device", K_STR, device, 0, 0, FREE),
     CK("precision", K_STR, precision, 0, 0, TRAIN),
     CK("train_flags", K_FLAGS, train_flags, 0, 0, TRAIN),
+    CK("gap", K_STR, gap, 0, 0, FREE),
     AK("backbone", K_STR, backbone, 0, 0, TRAIN),
     AK("attention", K_STR, attention, 0, 0, TRAIN),
     AK("preset", K_STR, preset, 0, 0, TRAIN),
@@ -225,6 +226,39 @@ static int budget_keys(CompareConfig *c, const char *name, MalaErr *err) {
     return 0;
 }
 
+static int arm_index(const CompareConfig *c, const char *name) {
+    for (int i = 0; i < c->narms; i++)
+        if (!strcmp(c->arms[i].name, name)) return i;
+    return -1;
+}
+
+// gap = BASE, TARGET: two different arms of the file.
+static int gap_arms(CompareConfig *c, const char *name, MalaErr *err) {
+    c->gap_base = c->gap_target = -1;
+    if (!c->gap[0]) return 0;
+    char buf[COMPARE_STR], *word[3] = {NULL, NULL, NULL};
+    snprintf(buf, sizeof buf, "%s", c->gap);
+    int n = 0;
+    for (char *p = buf; n < 3 && p;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        while (*p == ' ' || *p == '\t') p++;
+        size_t l = strlen(p);
+        while (l && (p[l - 1] == ' ' || p[l - 1] == '\t')) p[--l] = 0;
+        word[n++] = p;
+        p = comma ? comma + 1 : NULL;
+    }
+    if (n != 2 || !word[0][0] || !word[1][0])
+        return mala_errf(err, "%s: gap %s: expected two arm names separated by a comma (BASE, TARGET)", name, c->gap);
+    c->gap_base = arm_index(c, word[0]);
+    c->gap_target = arm_index(c, word[1]);
+    for (int i = 0; i < 2; i++)
+        if ((i ? c->gap_target : c->gap_base) < 0)
+            return mala_errf(err, "%s: gap %s: no [arm %s] in the file", name, c->gap, word[i]);
+    if (c->gap_base == c->gap_target) return mala_errf(err, "%s: gap %s: the two arms must differ", name, c->gap);
+    return 0;
+}
+
 // The checks that need the whole file.
 static int validate(CompareConfig *c, const char *name, MalaErr *err) {
     if (!c->narms) return mala_errf(err, "%s: no [arm NAME] section: nothing to compare", name);
@@ -267,7 +301,7 @@ static int validate(CompareConfig *c, const char *name, MalaErr *err) {
         snprintf(where, sizeof where, "[arm %s] flags", a->name);
         if (check_flags(a->flag, a->nflags, where, name, a->line, err)) return -1;
     }
-    return 0;
+    return gap_arms(c, name, err);
 }
 
 int compare_config_parse(const char *text, size_t len, const char *name, CompareConfig *c, MalaErr *err) {

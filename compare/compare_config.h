@@ -68,6 +68,8 @@ typedef struct {
     int ntrain_flags;
     char *train_flag[COMPARE_MAX_FLAGS];
     char train_flag_buf[COMPARE_STR];
+    char gap[COMPARE_STR];           // "BASE, TARGET": results.md's gap table ("" = none)
+    int gap_base, gap_target;        // their arm indices (-1 without gap)
     int narms;
     CompareArm arms[COMPARE_MAX_ARMS];
 } CompareConfig;

@@ -1,4 +1,4 @@
-// defines: compare_write_ranking
+// defines: compare_write_ranking, compare_read_off, compare_run_reach
 // The arms ranked by FD in results.md, twice:
 //   - at the last point of the schedule every run with results has reached (the budget's axis:
 //     images seen, or training TFLOP with budget_tflop), from the evaluations made there;
@@ -109,25 +109,22 @@ static double shared_point(const CompareConfig *c, const CompareRun *runs, int n
     return best;
 }
 
-enum { AX_IMAGES, AX_TFLOP, AX_TIME, AX_N };
-
-// Where evaluation e of run r lies on an axis (NAN where unknown). On the budget's own axis it
-// is the schedule's shared point (compare_row_point), so that this ranking reads there exactly
-// what the ranking at the shared point does; off the schedule it is unknown.
+// On the budget's own axis an evaluation lies at the schedule's shared point (compare_row_point),
+// so that a read-off there is exactly what the ranking at the shared point reads; off the
+// schedule it is unknown.
 static double row_x(const CompareConfig *c, const CompareRun *r, const EvalRow *e, int axis) {
-    if ((axis == AX_IMAGES && c->budget_images) || (axis == AX_TFLOP && !c->budget_images)) {
+    if ((axis == COMPARE_AX_IMAGES && c->budget_images) || (axis == COMPARE_AX_TFLOP && !c->budget_images)) {
         const double pt = compare_row_point(c, r, e);
         return pt > 0 ? pt : NAN;
     }
-    if (axis == AX_IMAGES) return (double)e->images;
-    if (axis == AX_TFLOP) return r->gflop > 0 ? compare_tflop(e->images, r->gflop) : NAN;
+    if (axis == COMPARE_AX_IMAGES) return (double)e->images;
+    if (axis == COMPARE_AX_TFLOP) return r->gflop > 0 ? compare_tflop(e->images, r->gflop) : NAN;
     return e->train_s > 0 ? e->train_s : NAN;
 }
 
-// Run r's FD (*fd) and class accuracy (*acc) at x on an axis, from its two evaluations on either
-// side: log FD linear in x (FD falls by orders of magnitude between early points, so a straight
-// line through FD would overstate it), accuracy linear. NAN when x is outside its evaluations.
-static void read_off(const CompareConfig *c, const CompareRun *r, int axis, double x, double *fd, double *acc) {
+// Log FD is read linearly in x because FD falls by orders of magnitude between early points, so a
+// straight line through FD would overstate it.
+void compare_read_off(const CompareConfig *c, const CompareRun *r, int axis, double x, double *fd, double *acc) {
     const EvalRow *lo = NULL, *hi = NULL;
     double xlo = -INFINITY, xhi = INFINITY;
     *fd = *acc = NAN;
@@ -144,16 +141,21 @@ static void read_off(const CompareConfig *c, const CompareRun *r, int axis, doub
     *acc = lo->class_acc + t * (hi->class_acc - lo->class_acc);
 }
 
+double compare_run_reach(const CompareConfig *c, const CompareRun *r, int axis) {
+    double last = NAN;
+    for (int e = 0; e < r->nev; e++) {
+        const double xe = row_x(c, r, &r->ev[e], axis);
+        if (isfinite(xe) && r->ev[e].fd > 0 && !(xe <= last)) last = xe;
+    }
+    return last;
+}
+
 // The largest value of an axis that every run with results has reached: the smallest of the runs'
 // last values (0 when no run has one).
 static double axis_reach(const CompareConfig *c, const CompareRun *runs, int nruns, int axis) {
     double reach = INFINITY;
     for (int i = 0; i < nruns; i++) {
-        double last = -INFINITY;
-        for (int e = 0; e < runs[i].nev; e++) {
-            const double xe = row_x(c, &runs[i], &runs[i].ev[e], axis);
-            if (isfinite(xe) && runs[i].ev[e].fd > 0 && xe > last) last = xe;
-        }
+        const double last = compare_run_reach(c, &runs[i], axis);
         if (isfinite(last) && last < reach) reach = last;
     }
     return isfinite(reach) ? reach : 0;
@@ -161,7 +163,7 @@ static double axis_reach(const CompareConfig *c, const CompareRun *runs, int nru
 
 // An axis's value as a table header ("at 640000 images seen") and in a ranking's head ("640000").
 static void axis_words(int axis, double x, char *head, char *brief, size_t cap) {
-    static const char *fmt[AX_N][2] = {{"at %.0f images seen", "%.0f"},
+    static const char *fmt[COMPARE_AX_N][2] = {{"at %.0f images seen", "%.0f"},
                                        {"at %.4g training TFLOP", "%.4g TFLOP"},
                                        {"at %.0f s of training", "%.0f s"}};
     snprintf(head, cap, fmt[axis][0], x);
@@ -169,16 +171,16 @@ static void axis_words(int axis, double x, char *head, char *brief, size_t cap) 
 }
 
 static void write_axes(FILE *f, const CompareConfig *c, const CompareRun *runs, int nruns) {
-    static const char *equal[AX_N] = {"equal images seen", "equal training compute", "equal training time"};
-    double x[AX_N], fd[AX_N][COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS], acc[AX_N][COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS];
-    char words[AX_N][64], brief[AX_N][64];
+    static const char *equal[COMPARE_AX_N] = {"equal images seen", "equal training compute", "equal training time"};
+    double x[COMPARE_AX_N], fd[COMPARE_AX_N][COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS], acc[COMPARE_AX_N][COMPARE_MAX_ARMS * COMPARE_MAX_SEEDS];
+    char words[COMPARE_AX_N][64], brief[COMPARE_AX_N][64];
     int any = 0;
-    for (int ax = 0; ax < AX_N; ax++) {
+    for (int ax = 0; ax < COMPARE_AX_N; ax++) {
         x[ax] = axis_reach(c, runs, nruns, ax);
         axis_words(ax, x[ax], words[ax], brief[ax], sizeof words[ax]);
         for (int i = 0; i < nruns; i++) {
             fd[ax][i] = acc[ax][i] = NAN;
-            if (x[ax] > 0) read_off(c, &runs[i], ax, x[ax], &fd[ax][i], &acc[ax][i]);
+            if (x[ax] > 0) compare_read_off(c, &runs[i], ax, x[ax], &fd[ax][i], &acc[ax][i]);
             any |= isfinite(fd[ax][i]);
         }
     }
@@ -188,11 +190,11 @@ static void write_axes(FILE *f, const CompareConfig *c, const CompareRun *runs, 
                "mean over seeds%s). Training time is the runs' own (train_s in results.csv): comparable only "
                "between runs trained on the same machine and build.\n\n| arm |",
             c->nseeds > 1 ? ", FD ± the sample standard deviation" : "");
-    for (int ax = 0; ax < AX_N; ax++) fprintf(f, " %s |", x[ax] > 0 ? words[ax] : "-");
+    for (int ax = 0; ax < COMPARE_AX_N; ax++) fprintf(f, " %s |", x[ax] > 0 ? words[ax] : "-");
     fprintf(f, "\n|---|---:|---:|---:|\n");
     for (int a = 0; a < c->narms; a++) {
         fprintf(f, "| %s |", c->arms[a].name);
-        for (int ax = 0; ax < AX_N; ax++) {
+        for (int ax = 0; ax < COMPARE_AX_N; ax++) {
             double vf[COMPARE_MAX_SEEDS], va[COMPARE_MAX_SEEDS];
             int n = 0;
             for (int i = 0; i < nruns; i++)
@@ -205,7 +207,7 @@ static void write_axes(FILE *f, const CompareConfig *c, const CompareRun *runs, 
         }
         fputc('\n', f);
     }
-    for (int ax = 0; ax < AX_N; ax++) {
+    for (int ax = 0; ax < COMPARE_AX_N; ax++) {
         if (!(x[ax] > 0)) {
             fprintf(f, "\nAt %s: not every run with results has a value on this axis yet.\n", equal[ax]);
             continue;

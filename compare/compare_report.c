@@ -207,6 +207,7 @@ static void write_md(const CompareConfig *c, const CompareRun *runs, int nruns, 
         fputc('\n', f);
     }
     compare_write_ranking(f, c, runs, nruns);
+    compare_write_gap(f, c, runs, nruns);
     fprintf(f, "\nPer run (the newest evaluation):\n\n| run | flags | images seen | step | train TFLOP | "
                "train time (s) | FD | class acc | FID | IS |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < nruns; i++) {

@@ -139,6 +139,14 @@ START_TEST(test_parse_errors) {
         {"[compare]\nbudget_tflop = 10\neval_every_tflop = 0.001\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n", "budget_tflop / eval_every_tflop gives more than 1000"},
         {"[compare]\nbudget_tflop = 0\n", "bad.ini:2: budget_tflop 0: out of range"},
         {"[compare]\nlr = 1\x01\n", "bad.ini:2: control byte 0x01"},
+        {"[compare]\nbudget_images = 8\ngap = a\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n",
+         "bad.ini: gap a: expected two arm names separated by a comma"},
+        {"[compare]\nbudget_images = 8\ngap = a, b, a\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n",
+         "bad.ini: gap a, b, a: expected two arm names"},
+        {"[compare]\nbudget_images = 8\ngap = a, zz\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n",
+         "bad.ini: gap a, zz: no [arm zz] in the file"},
+        {"[compare]\nbudget_images = 8\ngap = a ,a\n[arm a]\nbackbone = dit\npreset = DiT-T/4\n",
+         "bad.ini: gap a ,a: the two arms must differ"},
     };
     CompareConfig *c = malloc(sizeof *c);
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
@@ -852,6 +860,47 @@ START_TEST(test_report_axes) {
         "have no result yet).\nThe seeds agree on the order of the arms every seed has (mala, softmax).\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(md, want[i]), "results.md lacks '%s':\n%s", want[i], md);
+    ck_assert_msg(!strstr(md, "The gap from"), "a gap table without the key gap:\n%s", md);
+    free(md);
+    tu_rm_tmpdir();
+}
+END_TEST
+
+// The gap table (gap = softmax, dig): mala costs 2 GFLOP/img, softmax and dig 1, so at equal
+// compute (0.064 TFLOP, where all three have reached) mala is at its 32 images and behind softmax,
+// at equal images (64) ahead of it: per seed (2 - 3) / (2 - 1) = -100% and (3 - 3.5) / (3 - 1) =
+// -25%, by the means (2.5 - 3.25) / (2.5 - 1) = -50%; at 64 images +50% on both seeds and by the
+// means. softmax closes none of its own gap, dig all of it. Adding gap to a started comparison is
+// accepted (cmp/config.ini has none).
+START_TEST(test_report_gap) {
+    tu_make_tmpdir("compare_gap");
+    char out[512];
+    two_seed_dir(out, sizeof out);
+    char *t = set_key(read_text(tp("two.ini")), "gap", "softmax, dig");
+    write_text(tp("gap.ini"), t);
+    free(t);
+    // images,step,train_s,fd,class_acc,...
+    put_evals(out, "mala-s1", "32,4,10,3.0,0.2,,,,1,0\n64,8,20,1.5,0.6,,,,1,0\n");
+    put_evals(out, "mala-s2", "32,4,10,3.5,0.2,,,,1,0\n64,8,20,2.0,0.4,,,,1,0\n");
+    put_evals(out, "softmax-s1", "32,4,5,4.0,0.3,,,,1,0\n64,8,10,2.0,0.5,,,,1,0\n");
+    put_evals(out, "softmax-s2", "32,4,5,4.0,0.3,,,,1,0\n64,8,12,3.0,0.5,,,,1,0\n");
+    put_evals(out, "dig-s1", "32,4,5,2.0,0.3,,,,1,0\n64,8,10,1.0,0.5,,,,1,0\n");
+    put_evals(out, "dig-s2", "32,4,5,2.0,0.3,,,,1,0\n64,8,12,1.0,0.5,,,,1,0\n");
+    put_model(out, "mala-s1", 2.0); put_model(out, "mala-s2", 2.0);
+    put_model(out, "softmax-s1", 1.0); put_model(out, "softmax-s2", 1.0);
+    put_model(out, "dig-s1", 1.0); put_model(out, "dig-s2", 1.0);
+    int rc = run("compare --config %s --out %s --report", tp("gap.ini"), out);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, g_err);
+    char *md = read_text(tp("cmp/results.md"));
+    const char *want[] = {
+        "The gap from softmax down to dig (the config's gap): each arm closes (FD_softmax - FD_arm) / (FD_softmax - "
+        "FD_dig) of it",
+        "| mala | 0.064 | 3.000 / 3.500 (3.250) | -100% / -25% (-50%) | 64 | 1.750 / 2.500 / 1.000 | +50% / +50% (+50%) |\n",
+        "| softmax | 0.064 | 2.000 / 3.000 (2.500) | +0% / +0% (+0%) | 64 | 2.500 / 2.500 / 1.000 | +0% / +0% (+0%) |\n",
+        "| dig | 0.064 | 1.000 / 1.000 (1.000) | +100% / +100% (+100%) | 64 | 1.000 / 2.500 / 1.000 | +100% / +100% "
+        "(+100%) |\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(md, want[i]), "results.md lacks '%s':\n%s", want[i], md);
     free(md);
     tu_rm_tmpdir();
 }
@@ -1133,6 +1182,7 @@ int main(void) {
     tcase_add_test(tc, test_runs_subset);
     tcase_add_test(tc, test_report_ranking);
     tcase_add_test(tc, test_report_axes);
+    tcase_add_test(tc, test_report_gap);
     tcase_add_test(tc, test_run_rate_recent_rows);
     tcase_add_test(tc, test_plot_ticks);
     tcase_add_test(tc, test_report_tie_and_labels);
