@@ -485,9 +485,8 @@ static int seed_of(const CompareConfig *c, uint64_t s) {
 }
 
 static const CompareArm *arm_of(const CompareConfig *c, const char *name) {
-    for (int i = 0; i < c->narms; i++)
-        if (!strcmp(c->arms[i].name, name)) return &c->arms[i];
-    return NULL;
+    const int i = arm_index(c, name);
+    return i < 0 ? NULL : &c->arms[i];
 }
 
 // The first key of the section (b_*: the configs, or two arms) whose scope is in `scopes` that differs.

@@ -164,8 +164,8 @@ static double axis_reach(const CompareConfig *c, const CompareRun *runs, int nru
 // An axis's value as a table header ("at 640000 images seen") and in a ranking's head ("640000").
 static void axis_words(int axis, double x, char *head, char *brief, size_t cap) {
     static const char *fmt[COMPARE_AX_N][2] = {{"at %.0f images seen", "%.0f"},
-                                       {"at %.4g training TFLOP", "%.4g TFLOP"},
-                                       {"at %.0f s of training", "%.0f s"}};
+                                               {"at %.4g training TFLOP", "%.4g TFLOP"},
+                                               {"at %.0f s of training", "%.0f s"}};
     snprintf(head, cap, fmt[axis][0], x);
     snprintf(brief, cap, fmt[axis][1], x);
 }
